@@ -1,0 +1,216 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrBaseMismatch is returned by [Apply] when a delta was computed against
+// another version than the snapshot it is applied to.
+var ErrBaseMismatch = errors.New("delta base version does not match the snapshot")
+
+// ErrHashMismatch is returned by [Apply] when the result of a delta does not
+// hash to the value the delta promised: the peers disagree, and the sender
+// must resend in full.
+var ErrHashMismatch = errors.New("snapshot hash after delta does not match")
+
+// Delta moves a snapshot from BaseVersion to Version: Upserts are added or
+// replaced and Deletes removed. A Full delta replaces the whole snapshot.
+// Hash, when set, is the hash of the result.
+type Delta struct {
+	BaseVersion uint64
+	Version     uint64
+	Full        bool
+	Upserts     []Resource
+	Deletes     []ID
+	Hash        Hash
+}
+
+// Empty reports whether the delta changes nothing.
+func (d Delta) Empty() bool { return !d.Full && len(d.Upserts) == 0 && len(d.Deletes) == 0 }
+
+// Size returns the size of the upserted bodies in bytes.
+func (d Delta) Size() int {
+	n := 0
+	for _, r := range d.Upserts {
+		n += len(r.Body)
+	}
+	return n
+}
+
+// Diff returns the delta from a to b. A nil a gives a full delta. The work is
+// linear in the sizes of both snapshots; only resources whose hashes differ
+// are carried.
+func Diff(a, b *Snapshot) Delta {
+	if a == nil {
+		return FullDelta(b)
+	}
+	d := Delta{BaseVersion: a.version, Version: b.version, Hash: b.hash}
+	if a.hash == b.hash {
+		return d
+	}
+	i, j := 0, 0
+	for i < len(a.resources) || j < len(b.resources) {
+		switch {
+		case i == len(a.resources):
+			d.Upserts = append(d.Upserts, b.resources[j])
+			j++
+		case j == len(b.resources):
+			d.Deletes = append(d.Deletes, a.resources[i].ID)
+			i++
+		default:
+			ra, rb := a.resources[i], b.resources[j]
+			switch c := ra.ID.Compare(rb.ID); {
+			case c < 0:
+				d.Deletes = append(d.Deletes, ra.ID)
+				i++
+			case c > 0:
+				d.Upserts = append(d.Upserts, rb)
+				j++
+			default:
+				if ra.Hash != rb.Hash {
+					d.Upserts = append(d.Upserts, rb)
+				}
+				i++
+				j++
+			}
+		}
+	}
+	return d
+}
+
+// FullDelta returns a delta that replaces any snapshot with s.
+func FullDelta(s *Snapshot) Delta {
+	return Delta{Version: s.version, Full: true, Upserts: s.Resources(), Hash: s.hash}
+}
+
+// Apply returns the snapshot a delta leads to from a. A non-full delta must
+// have a's version as its base ([ErrBaseMismatch]); when the delta carries a
+// hash the result must match it ([ErrHashMismatch]). Duplicate IDs in a delta
+// are an error. a is not modified.
+func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
+	if d.Full {
+		s, err := New(d.Version, d.Upserts)
+		if err != nil {
+			return nil, err
+		}
+		return checkHash(s, d)
+	}
+	if a == nil {
+		a = Empty
+	}
+	if d.BaseVersion != a.version {
+		return nil, fmt.Errorf("%w: delta from %d, snapshot at %d", ErrBaseMismatch, d.BaseVersion, a.version)
+	}
+	ups := slices.Clone(d.Upserts)
+	slices.SortFunc(ups, func(x, y Resource) int { return x.ID.Compare(y.ID) })
+	dels := slices.Clone(d.Deletes)
+	slices.SortFunc(dels, ID.Compare)
+	for i := 1; i < len(ups); i++ {
+		if ups[i-1].ID == ups[i].ID {
+			return nil, fmt.Errorf("delta upserts %s twice", ups[i].ID)
+		}
+	}
+	for i := 1; i < len(dels); i++ {
+		if dels[i-1] == dels[i] {
+			return nil, fmt.Errorf("delta deletes %s twice", dels[i])
+		}
+	}
+
+	out := make([]Resource, 0, len(a.resources)+len(ups))
+	i, u, x := 0, 0, 0
+	for i < len(a.resources) || u < len(ups) {
+		var next Resource
+		switch {
+		case i == len(a.resources):
+			next = ups[u]
+			u++
+		case u == len(ups):
+			next = a.resources[i]
+			i++
+		default:
+			switch c := a.resources[i].ID.Compare(ups[u].ID); {
+			case c < 0:
+				next = a.resources[i]
+				i++
+			case c > 0:
+				next = ups[u]
+				u++
+			default:
+				next = ups[u]
+				i++
+				u++
+			}
+		}
+		for x < len(dels) && dels[x].Compare(next.ID) < 0 {
+			x++
+		}
+		if x < len(dels) && dels[x] == next.ID {
+			continue
+		}
+		out = append(out, next)
+	}
+	return checkHash(build(d.Version, out), d)
+}
+
+func checkHash(s *Snapshot, d Delta) (*Snapshot, error) {
+	if !d.Hash.IsZero() && s.hash != d.Hash {
+		return nil, fmt.Errorf("%w: got %s, want %s", ErrHashMismatch, s.hash.Short(), d.Hash.Short())
+	}
+	return s, nil
+}
+
+// Split cuts a delta into parts whose upserted bodies stay under maxBytes
+// each (a single larger resource gets a part of its own). Deletes travel in
+// the first part. Every part carries the delta's versions, Full flag and
+// hash; a receiver joins them with an [Assembler].
+func Split(d Delta, maxBytes int) []Delta {
+	if d.Size() <= maxBytes {
+		return []Delta{d}
+	}
+	var parts []Delta
+	cur := Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash, Deletes: d.Deletes}
+	size := 0
+	for _, r := range d.Upserts {
+		if size > 0 && size+len(r.Body) > maxBytes {
+			parts = append(parts, cur)
+			cur = Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash}
+			size = 0
+		}
+		cur.Upserts = append(cur.Upserts, r)
+		size += len(r.Body)
+	}
+	return append(parts, cur)
+}
+
+// Assembler joins the parts of a split delta. The zero value is ready.
+type Assembler struct {
+	pending *Delta
+}
+
+// Add adds one part. It returns the whole delta and true when last is set,
+// and an error when a part does not belong to the delta in progress.
+func (a *Assembler) Add(part Delta, last bool) (Delta, bool, error) {
+	if a.pending == nil {
+		p := part
+		a.pending = &p
+	} else {
+		p := a.pending
+		if p.Version != part.Version || p.BaseVersion != part.BaseVersion || p.Full != part.Full {
+			a.pending = nil
+			return Delta{}, false, fmt.Errorf("delta part for version %d arrived while assembling version %d", part.Version, p.Version)
+		}
+		p.Upserts = append(p.Upserts, part.Upserts...)
+		p.Deletes = append(p.Deletes, part.Deletes...)
+	}
+	if !last {
+		return Delta{}, false, nil
+	}
+	d := *a.pending
+	a.pending = nil
+	return d, true, nil
+}
+
+// Reset drops a delta in progress.
+func (a *Assembler) Reset() { a.pending = nil }

@@ -1,0 +1,21 @@
+// Package snapshot owns meshrelay's data model: resources identified by group,
+// version, kind, namespace and name with a canonical JSON body and a content
+// hash; immutable, versioned snapshots of them; and the deltas that move one
+// snapshot to another.
+//
+// A snapshot changes only when meaning changes. [Normalize] strips what
+// Kubernetes adds to objects without meaning (managedFields, resourceVersion,
+// uid, generation, creationTimestamp, and status for kinds whose status is
+// churn), and bodies are canonical JSON, so the same object always has the
+// same bytes and the same hash, whatever order it was read in.
+//
+// Typical use:
+//
+//	a, _ := snapshot.New(1, resources)
+//	b, _ := snapshot.New(2, changed)
+//	d := snapshot.Diff(a, b)        // only what changed
+//	c, err := snapshot.Apply(a, d)  // c.Hash() == b.Hash()
+//
+// Snapshots never change once built: Apply returns a new one and shares
+// nothing mutable with its input.
+package snapshot

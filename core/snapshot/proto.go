@@ -1,0 +1,120 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// IDToProto converts an ID to its wire form.
+func IDToProto(id ID) *snapshotv1.ResourceID {
+	return &snapshotv1.ResourceID{Group: id.Group, Version: id.Version, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}
+}
+
+// IDFromProto converts an ID from its wire form and validates it.
+func IDFromProto(p *snapshotv1.ResourceID) (ID, error) {
+	if p == nil {
+		return ID{}, fmt.Errorf("missing resource id")
+	}
+	id := ID{Group: p.GetGroup(), Version: p.GetVersion(), Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName()}
+	return id, id.Validate()
+}
+
+// ResourceToProto converts a resource to its wire form. The body is shared.
+func ResourceToProto(r Resource) *snapshotv1.Resource {
+	return &snapshotv1.Resource{Id: IDToProto(r.ID), Body: r.Body}
+}
+
+// ResourceFromProto converts a resource from its wire form. The body must be
+// valid JSON; senders produce canonical JSON, and the hash is taken over the
+// bytes as received.
+func ResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
+	id, err := IDFromProto(p.GetId())
+	if err != nil {
+		return Resource{}, err
+	}
+	if !json.Valid(p.GetBody()) {
+		return Resource{}, fmt.Errorf("%s: body is not valid JSON", id)
+	}
+	return Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}, nil
+}
+
+// ResourcesFromProto converts a list of wire resources, stopping at the first bad one.
+func ResourcesFromProto(ps []*snapshotv1.Resource) ([]Resource, error) {
+	out := make([]Resource, 0, len(ps))
+	for _, p := range ps {
+		r, err := ResourceFromProto(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// DeltaToProto converts a delta to its wire form, with more set as given.
+func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
+	p := &snapshotv1.Delta{
+		BaseVersion: d.BaseVersion,
+		Version:     d.Version,
+		Full:        d.Full,
+		More:        more,
+		Upserts:     make([]*snapshotv1.Resource, len(d.Upserts)),
+		Deletes:     make([]*snapshotv1.ResourceID, len(d.Deletes)),
+	}
+	if !d.Hash.IsZero() {
+		p.Hash = d.Hash[:]
+	}
+	for i, r := range d.Upserts {
+		p.Upserts[i] = ResourceToProto(r)
+	}
+	for i, id := range d.Deletes {
+		p.Deletes[i] = IDToProto(id)
+	}
+	return p
+}
+
+// DeltaFromProto converts and validates a delta from its wire form.
+func DeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
+	if p == nil {
+		return Delta{}, fmt.Errorf("missing delta")
+	}
+	h, err := HashFromBytes(p.GetHash())
+	if err != nil {
+		return Delta{}, fmt.Errorf("delta: %w", err)
+	}
+	d := Delta{BaseVersion: p.GetBaseVersion(), Version: p.GetVersion(), Full: p.GetFull(), Hash: h}
+	if d.Upserts, err = ResourcesFromProto(p.GetUpserts()); err != nil {
+		return Delta{}, fmt.Errorf("delta upsert: %w", err)
+	}
+	d.Deletes = make([]ID, 0, len(p.GetDeletes()))
+	for _, pid := range p.GetDeletes() {
+		id, err := IDFromProto(pid)
+		if err != nil {
+			return Delta{}, fmt.Errorf("delta delete: %w", err)
+		}
+		d.Deletes = append(d.Deletes, id)
+	}
+	return d, nil
+}
+
+// Marshal encodes a snapshot in its wire form (a full delta), for storage.
+func Marshal(s *Snapshot) ([]byte, error) {
+	return proto.Marshal(DeltaToProto(FullDelta(s), false))
+}
+
+// Unmarshal decodes a snapshot written by [Marshal] and checks its hash.
+func Unmarshal(data []byte) (*Snapshot, error) {
+	var p snapshotv1.Delta
+	if err := proto.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	d, err := DeltaFromProto(&p)
+	if err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	return Apply(nil, d)
+}

@@ -1,0 +1,222 @@
+package snapshot
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Hash is a SHA-256 content hash.
+type Hash [sha256.Size]byte
+
+// String returns the hash in hex.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// Short returns the first twelve hex digits, for logs and tables.
+func (h Hash) Short() string { return h.String()[:12] }
+
+// IsZero reports whether h is the zero hash.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// HashFromBytes converts b to a Hash; b must be empty or 32 bytes long.
+func HashFromBytes(b []byte) (Hash, error) {
+	var h Hash
+	if len(b) == 0 {
+		return h, nil
+	}
+	if len(b) != len(h) {
+		return h, fmt.Errorf("hash has %d bytes, want %d", len(b), len(h))
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// ID identifies a resource. Group is empty for the Kubernetes core group and
+// Namespace is empty for cluster-scoped resources.
+type ID struct {
+	Group     string
+	Version   string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// String returns the ID as "group/version/Kind/namespace/name", with "core"
+// for the empty group and "-" for no namespace.
+func (id ID) String() string {
+	g, ns := id.Group, id.Namespace
+	if g == "" {
+		g = "core"
+	}
+	if ns == "" {
+		ns = "-"
+	}
+	return g + "/" + id.Version + "/" + id.Kind + "/" + ns + "/" + id.Name
+}
+
+// GroupKind returns "group/Kind", the form translators use to name kinds
+// ("/Service" for the core group).
+func (id ID) GroupKind() string { return id.Group + "/" + id.Kind }
+
+// APIVersion returns the Kubernetes apiVersion of the resource.
+func (id ID) APIVersion() string {
+	if id.Group == "" {
+		return id.Version
+	}
+	return id.Group + "/" + id.Version
+}
+
+// Compare orders IDs by group, kind, namespace, name and version.
+func (id ID) Compare(o ID) int {
+	return cmp.Or(
+		strings.Compare(id.Group, o.Group),
+		strings.Compare(id.Kind, o.Kind),
+		strings.Compare(id.Namespace, o.Namespace),
+		strings.Compare(id.Name, o.Name),
+		strings.Compare(id.Version, o.Version),
+	)
+}
+
+// Validate reports whether the ID names something: a version, kind and name.
+func (id ID) Validate() error {
+	switch {
+	case id.Kind == "":
+		return errors.New("resource has no kind")
+	case id.Version == "":
+		return fmt.Errorf("%s %q has no version", id.Kind, id.Name)
+	case id.Name == "":
+		return fmt.Errorf("%s has no name", id.Kind)
+	}
+	return nil
+}
+
+// Resource is one object in a snapshot: its identity, its canonical JSON body
+// and the hash of that body. Resources are values; their Body must not be
+// modified once built.
+type Resource struct {
+	ID   ID
+	Body []byte
+	Hash Hash
+}
+
+// NewResource builds a resource from an ID and a JSON body, canonicalizing
+// the body (sorted keys, no insignificant space) so equal objects hash
+// equally. It does not strip Kubernetes noise: see [FromObject].
+func NewResource(id ID, body []byte) (Resource, error) {
+	if err := id.Validate(); err != nil {
+		return Resource{}, err
+	}
+	canon, err := Canonical(body)
+	if err != nil {
+		return Resource{}, fmt.Errorf("%s: %w", id, err)
+	}
+	return Resource{ID: id, Body: canon, Hash: sha256.Sum256(canon)}, nil
+}
+
+// Canonical returns the canonical JSON form of body: object keys sorted,
+// numbers kept as written, no insignificant white space.
+func Canonical(body []byte) ([]byte, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode body: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("decode body: trailing data after the object")
+	}
+	return marshalCanonical(v)
+}
+
+func marshalCanonical(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode body: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// FromObject builds a resource from a decoded Kubernetes object (as produced
+// by encoding/json into map[string]any, or by unstructured.Unstructured's
+// Object). Its identity comes from apiVersion, kind and metadata; its body is
+// the object with the noise of [Normalize] removed. The object itself is not
+// modified.
+func FromObject(obj map[string]any) (Resource, error) {
+	id, err := idOf(obj)
+	if err != nil {
+		return Resource{}, err
+	}
+	canon, err := marshalCanonical(Normalize(obj))
+	if err != nil {
+		return Resource{}, fmt.Errorf("%s: %w", id, err)
+	}
+	return Resource{ID: id, Body: canon, Hash: sha256.Sum256(canon)}, nil
+}
+
+// FromJSON builds a resource from one Kubernetes object in JSON.
+func FromJSON(data []byte) (Resource, error) {
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return Resource{}, fmt.Errorf("decode object: %w", err)
+	}
+	if obj == nil {
+		return Resource{}, errors.New("decode object: not a JSON object")
+	}
+	return FromObject(obj)
+}
+
+// FromYAML builds a resource from one Kubernetes object in YAML.
+func FromYAML(data []byte) (Resource, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return Resource{}, fmt.Errorf("decode yaml: %w", err)
+	}
+	return FromJSON(j)
+}
+
+// Decode unmarshals the resource's body into v.
+func (r Resource) Decode(v any) error {
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		return fmt.Errorf("decode %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Object returns the resource's body as a generic object.
+func (r Resource) Object() (map[string]any, error) {
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", r.ID, err)
+	}
+	return obj, nil
+}
+
+func idOf(obj map[string]any) (ID, error) {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	namespace, _ := meta["namespace"].(string)
+	if apiVersion == "" {
+		return ID{}, fmt.Errorf("object %q of kind %q has no apiVersion", name, kind)
+	}
+	group, version, found := strings.Cut(apiVersion, "/")
+	if !found {
+		group, version = "", apiVersion
+	}
+	id := ID{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name}
+	return id, id.Validate()
+}

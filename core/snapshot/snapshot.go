@@ -1,0 +1,100 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// Snapshot is an immutable, versioned set of resources, sorted by ID, with a
+// hash over their identities and contents. The hash does not depend on the
+// version or on the order resources were given in.
+type Snapshot struct {
+	version   uint64
+	hash      Hash
+	resources []Resource
+}
+
+// Empty is the snapshot with no resources at version 0.
+var Empty = &Snapshot{hash: hashResources(nil)}
+
+// New builds a snapshot from resources, in any order. Two resources with the
+// same ID are an error. The slice is copied.
+func New(version uint64, resources []Resource) (*Snapshot, error) {
+	rs := slices.Clone(resources)
+	slices.SortFunc(rs, func(a, b Resource) int { return a.ID.Compare(b.ID) })
+	for i := 1; i < len(rs); i++ {
+		if rs[i-1].ID == rs[i].ID {
+			return nil, fmt.Errorf("duplicate resource %s", rs[i].ID)
+		}
+	}
+	return build(version, rs), nil
+}
+
+// build wraps already sorted, duplicate-free resources.
+func build(version uint64, sorted []Resource) *Snapshot {
+	return &Snapshot{version: version, hash: hashResources(sorted), resources: sorted}
+}
+
+func hashResources(sorted []Resource) Hash {
+	h := sha256.New()
+	for _, r := range sorted {
+		h.Write([]byte(r.ID.String()))
+		h.Write([]byte{0})
+		h.Write(r.Hash[:])
+	}
+	var out Hash
+	h.Sum(out[:0])
+	return out
+}
+
+// Version returns the snapshot's version.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+// Hash returns the hash over the snapshot's resources.
+func (s *Snapshot) Hash() Hash { return s.hash }
+
+// Len returns the number of resources.
+func (s *Snapshot) Len() int { return len(s.resources) }
+
+// Size returns the total size of the resources' bodies in bytes.
+func (s *Snapshot) Size() int {
+	n := 0
+	for _, r := range s.resources {
+		n += len(r.Body)
+	}
+	return n
+}
+
+// All iterates over the resources in ID order.
+func (s *Snapshot) All() iter.Seq[Resource] {
+	return func(yield func(Resource) bool) {
+		for _, r := range s.resources {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// Resources returns a copy of the resources in ID order.
+func (s *Snapshot) Resources() []Resource { return slices.Clone(s.resources) }
+
+// Get returns the resource with the given ID.
+func (s *Snapshot) Get(id ID) (Resource, bool) {
+	i, found := slices.BinarySearchFunc(s.resources, id, func(r Resource, id ID) int { return r.ID.Compare(id) })
+	if !found {
+		return Resource{}, false
+	}
+	return s.resources[i], true
+}
+
+// WithVersion returns the same resources under another version.
+func (s *Snapshot) WithVersion(version uint64) *Snapshot {
+	return &Snapshot{version: version, hash: s.hash, resources: s.resources}
+}
+
+// Equal reports whether two snapshots hold the same resources, whatever
+// their versions.
+func (s *Snapshot) Equal(o *Snapshot) bool { return s.hash == o.hash }

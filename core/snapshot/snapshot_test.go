@@ -1,0 +1,310 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func res(t testing.TB, kind, ns, name, body string) Resource {
+	t.Helper()
+	r, err := NewResource(ID{Version: "v1", Kind: kind, Namespace: ns, Name: name}, []byte(body))
+	if err != nil {
+		t.Fatalf("NewResource(%s/%s): %v", ns, name, err)
+	}
+	return r
+}
+
+func mustNew(t testing.TB, version uint64, rs ...Resource) *Snapshot {
+	t.Helper()
+	s, err := New(version, rs)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// randomSnapshot builds a snapshot of up to n resources drawn from a small
+// name space so that two random snapshots overlap.
+func randomSnapshot(t testing.TB, rng *rand.Rand, version uint64, n int) *Snapshot {
+	seen := map[string]bool{}
+	var rs []Resource
+	for range rng.IntN(n + 1) {
+		name := fmt.Sprintf("svc-%d", rng.IntN(2*n+1))
+		ns := fmt.Sprintf("ns-%d", rng.IntN(3))
+		if seen[ns+name] {
+			continue
+		}
+		seen[ns+name] = true
+		rs = append(rs, res(t, "Service", ns, name, fmt.Sprintf(`{"port":%d}`, rng.IntN(3))))
+	}
+	return mustNew(t, version, rs...)
+}
+
+func TestApplyDiffProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		a := randomSnapshot(t, rng, uint64(i), 20)
+		b := randomSnapshot(t, rng, uint64(i+1), 20)
+		d := Diff(a, b)
+		got, err := Apply(a, d)
+		if err != nil {
+			t.Fatalf("Apply(a, Diff(a, b)): %v", err)
+		}
+		if got.Hash() != b.Hash() || got.Version() != b.Version() {
+			t.Fatalf("Apply(a, Diff(a, b)) = %s@%d, want %s@%d", got.Hash().Short(), got.Version(), b.Hash().Short(), b.Version())
+		}
+		if diff := cmp.Diff(b.Resources(), got.Resources(), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("Apply(a, Diff(a, b)) resources (-want +got):\n%s", diff)
+		}
+		if a.Equal(b) != d.Empty() {
+			t.Fatalf("Diff of equal snapshots must be empty: equal=%v empty=%v", a.Equal(b), d.Empty())
+		}
+	}
+}
+
+func TestHashIndependentOfOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		s := randomSnapshot(t, rng, 1, 30)
+		rs := s.Resources()
+		rng.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+		shuffled := mustNew(t, 7, rs...)
+		if shuffled.Hash() != s.Hash() {
+			t.Fatalf("hash depends on order: %s != %s", shuffled.Hash().Short(), s.Hash().Short())
+		}
+	}
+}
+
+func TestDiffCarriesOnlyChanges(t *testing.T) {
+	a := mustNew(t, 1,
+		res(t, "Service", "ns", "a", `{"x":1}`),
+		res(t, "Service", "ns", "b", `{"x":1}`),
+		res(t, "Service", "ns", "c", `{"x":1}`))
+	b := mustNew(t, 2,
+		res(t, "Service", "ns", "a", `{"x":1}`),
+		res(t, "Service", "ns", "b", `{"x":2}`),
+		res(t, "Service", "ns", "d", `{"x":1}`))
+	d := Diff(a, b)
+	var ups []string
+	for _, r := range d.Upserts {
+		ups = append(ups, r.ID.Name)
+	}
+	var dels []string
+	for _, id := range d.Deletes {
+		dels = append(dels, id.Name)
+	}
+	if diff := cmp.Diff([]string{"b", "d"}, ups); diff != "" {
+		t.Errorf("Diff upserts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"c"}, dels); diff != "" {
+		t.Errorf("Diff deletes (-want +got):\n%s", diff)
+	}
+	if d.BaseVersion != 1 || d.Version != 2 || d.Hash != b.Hash() {
+		t.Errorf("Diff versions = %d→%d hash %s, want 1→2 hash %s", d.BaseVersion, d.Version, d.Hash.Short(), b.Hash().Short())
+	}
+}
+
+func TestApplyErrors(t *testing.T) {
+	a := mustNew(t, 1, res(t, "Service", "ns", "a", `{}`))
+	b := mustNew(t, 2, res(t, "Service", "ns", "b", `{}`))
+	tests := map[string]struct {
+		delta Delta
+		want  error
+	}{
+		"wrong base": {delta: Delta{BaseVersion: 5, Version: 6}, want: ErrBaseMismatch},
+		"wrong hash": {delta: func() Delta { d := Diff(a, b); d.Hash[0] ^= 1; return d }(), want: ErrHashMismatch},
+		"duplicate upsert": {delta: Delta{BaseVersion: 1, Version: 2, Upserts: []Resource{
+			res(t, "Service", "ns", "x", `{}`), res(t, "Service", "ns", "x", `{"a":1}`)}}},
+		"duplicate in full": {delta: Delta{Full: true, Version: 2, Upserts: []Resource{
+			res(t, "Service", "ns", "x", `{}`), res(t, "Service", "ns", "x", `{}`)}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Apply(a, tc.delta)
+			if err == nil {
+				t.Fatalf("Apply succeeded, want error")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Apply error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSnapshotIsImmutable(t *testing.T) {
+	rs := []Resource{res(t, "Service", "ns", "a", `{}`)}
+	s := mustNew(t, 1, rs...)
+	rs[0] = res(t, "Service", "ns", "z", `{}`)
+	got := s.Resources()
+	got[0] = res(t, "Service", "ns", "y", `{}`)
+	if _, ok := s.Get(ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}); !ok {
+		t.Fatal("snapshot changed when the caller's slices did")
+	}
+}
+
+func TestFromYAMLStripsNoise(t *testing.T) {
+	plain := `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: reviews-v1
+  namespace: bookinfo
+  labels: {app: reviews}
+spec:
+  replicas: 1
+`
+	noisy := `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  labels: {app: reviews}
+  namespace: bookinfo
+  name: reviews-v1
+  uid: 5b1c
+  resourceVersion: "4711"
+  generation: 3
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  managedFields: [{manager: kubectl}]
+  annotations:
+    deployment.kubernetes.io/revision: "3"
+spec:
+  replicas: 1
+status:
+  readyReplicas: 1
+  observedGeneration: 3
+`
+	a, err := FromYAML([]byte(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := FromYAML([]byte(noisy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash != b.Hash {
+		t.Errorf("noise changed the hash:\n%s\n%s", a.Body, b.Body)
+	}
+	want := ID{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "bookinfo", Name: "reviews-v1"}
+	if a.ID != want {
+		t.Errorf("FromYAML ID = %v, want %v", a.ID, want)
+	}
+}
+
+func TestServiceStatusIsMeaningful(t *testing.T) {
+	svc := func(ip string) Resource {
+		r, err := FromYAML([]byte(`
+apiVersion: v1
+kind: Service
+metadata: {name: eastwest, namespace: istio-system}
+status: {loadBalancer: {ingress: [{ip: "` + ip + `"}]}}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if svc("10.0.0.1").Hash == svc("10.0.0.2").Hash {
+		t.Error("a Service's load-balancer address must change its hash")
+	}
+}
+
+func TestFromObjectErrors(t *testing.T) {
+	tests := map[string]string{
+		"no apiVersion": `{"kind":"Service","metadata":{"name":"a"}}`,
+		"no kind":       `{"apiVersion":"v1","metadata":{"name":"a"}}`,
+		"no name":       `{"apiVersion":"v1","kind":"Service","metadata":{}}`,
+		"not an object": `[1,2]`,
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := FromJSON([]byte(in)); err == nil {
+				t.Errorf("FromJSON(%s) succeeded, want error", in)
+			}
+		})
+	}
+}
+
+func TestSplitAndAssemble(t *testing.T) {
+	var rs []Resource
+	for i := range 50 {
+		rs = append(rs, res(t, "ConfigMap", "ns", fmt.Sprintf("cm-%02d", i), fmt.Sprintf(`{"data":"%0100d"}`, i)))
+	}
+	b := mustNew(t, 2, rs...)
+	d := Diff(Empty, b)
+	parts := Split(d, 1000)
+	if len(parts) < 5 {
+		t.Fatalf("Split into %d parts, want at least 5", len(parts))
+	}
+	var asm Assembler
+	var whole Delta
+	for i, p := range parts {
+		got, done, err := asm.Add(p, i == len(parts)-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done != (i == len(parts)-1) {
+			t.Fatalf("part %d: done = %v", i, done)
+		}
+		whole = got
+	}
+	out, err := Apply(Empty, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Hash() != b.Hash() {
+		t.Fatal("assembled delta does not rebuild the snapshot")
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	s := mustNew(t, 9, res(t, "Service", "ns", "a", `{"b":[1,2]}`), res(t, "Pod", "", "p", `{}`))
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash() != s.Hash() || got.Version() != 9 {
+		t.Fatalf("Unmarshal(Marshal(s)) = %s@%d, want %s@9", got.Hash().Short(), got.Version(), s.Hash().Short())
+	}
+}
+
+func BenchmarkDiffOneChange(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var rs []Resource
+			for i := range n {
+				rs = append(rs, res(b, "Service", "ns", fmt.Sprintf("svc-%05d", i), `{"spec":{"ports":[{"port":80}]}}`))
+			}
+			a := mustNew(b, 1, rs...)
+			rs[n/2] = res(b, "Service", "ns", rs[n/2].ID.Name, `{"spec":{"ports":[{"port":81}]}}`)
+			c := mustNew(b, 2, rs...)
+			b.ResetTimer()
+			for b.Loop() {
+				d := Diff(a, c)
+				if _, err := Apply(a, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkHashSnapshot(b *testing.B) {
+	var rs []Resource
+	for i := range 1000 {
+		rs = append(rs, res(b, "Service", "ns", fmt.Sprintf("svc-%05d", i), `{"spec":{"ports":[{"port":80}]}}`))
+	}
+	for b.Loop() {
+		if _, err := New(1, rs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
