@@ -579,7 +579,11 @@ type Hello struct {
 	OutputVersions map[string]uint64 `protobuf:"bytes,6,rep,name=output_versions,json=outputVersions,proto3" json:"output_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// token authenticates the stream in TLS-only mode, where agents have no
 	// client certificate. It is empty under mTLS.
-	Token         string `protobuf:"bytes,7,opt,name=token,proto3" json:"token,omitempty"`
+	Token string `protobuf:"bytes,7,opt,name=token,proto3" json:"token,omitempty"`
+	// output_hashes holds, per backend, the hash of the output the agent last
+	// applied. Replicas number versions independently, so a replica resuming
+	// an agent compares hashes, not versions.
+	OutputHashes  map[string][]byte `protobuf:"bytes,8,rep,name=output_hashes,json=outputHashes,proto3" json:"output_hashes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +665,13 @@ func (x *Hello) GetToken() string {
 		return x.Token
 	}
 	return ""
+}
+
+func (x *Hello) GetOutputHashes() map[string][]byte {
+	if x != nil {
+		return x.OutputHashes
+	}
+	return nil
 }
 
 // Welcome answers a Hello.
@@ -1111,7 +1122,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2\x17.meshrelay.relay.v1.AckH\x00R\x03ack\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.meshrelay.relay.v1.HeartbeatH\x00R\theartbeat\x127\n" +
 	"\agoodbye\x18\x05 \x01(\v2\x1b.meshrelay.relay.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\xdf\x02\n" +
+	"\x03msg\"\xf2\x03\n" +
 	"\x05Hello\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12\"\n" +
@@ -1120,10 +1131,14 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\n" +
 	"input_hash\x18\x05 \x01(\fR\tinputHash\x12V\n" +
 	"\x0foutput_versions\x18\x06 \x03(\v2-.meshrelay.relay.v1.Hello.OutputVersionsEntryR\x0eoutputVersions\x12\x14\n" +
-	"\x05token\x18\a \x01(\tR\x05token\x1aA\n" +
+	"\x05token\x18\a \x01(\tR\x05token\x12P\n" +
+	"\routput_hashes\x18\b \x03(\v2+.meshrelay.relay.v1.Hello.OutputHashesEntryR\foutputHashes\x1aA\n" +
 	"\x13OutputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb8\x01\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\x1a?\n" +
+	"\x11OutputHashesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb8\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12#\n" +
 	"\rinput_version\x18\x02 \x01(\x04R\finputVersion\x12\x1d\n" +
@@ -1179,7 +1194,7 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 }
 
 var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_relay_v1_relay_proto_goTypes = []any{
 	(Ack_Subject)(0),              // 0: meshrelay.relay.v1.Ack.Subject
 	(Goodbye_Reason)(0),           // 1: meshrelay.relay.v1.Goodbye.Reason
@@ -1197,12 +1212,13 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	(*Heartbeat)(nil),             // 13: meshrelay.relay.v1.Heartbeat
 	(*Goodbye)(nil),               // 14: meshrelay.relay.v1.Goodbye
 	nil,                           // 15: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*v1.Delta)(nil),              // 17: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),         // 18: meshrelay.snapshot.v1.ResourceID
+	nil,                           // 16: meshrelay.relay.v1.Hello.OutputHashesEntry
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*v1.Delta)(nil),              // 18: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),         // 19: meshrelay.snapshot.v1.ResourceID
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	16, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	17, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
 	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
@@ -1214,25 +1230,26 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
 	15, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	16, // 12: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	17, // 13: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	17, // 14: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	0,  // 15: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
-	12, // 16: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	18, // 17: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	16, // 18: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	1,  // 19: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	2,  // 20: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 21: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 22: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	4,  // 23: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 24: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 25: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	16, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	17, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	18, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	18, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
+	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
+	19, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	17, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
+	2,  // 21: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 22: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 23: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	4,  // 24: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 25: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 26: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -1260,7 +1277,7 @@ func file_relay_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

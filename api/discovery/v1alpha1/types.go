@@ -1,0 +1,66 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Group is the API group of discovery kinds.
+const Group = "discovery.meshrelay.io"
+
+// Version is the API version of discovery kinds.
+const Version = "v1alpha1"
+
+// APIVersion is Group/Version.
+const APIVersion = Group + "/" + Version
+
+// Mesh types found by discovery.
+const (
+	MeshIstio  = "istio"
+	MeshCilium = "cilium"
+	MeshEnvoy  = "envoy"
+)
+
+// EnvoyNodeLabel on a workload's pod template says which standalone Envoy (or
+// gRPC xDS client) node group its proxies belong to. Its value is the xDS
+// node ID the agent serves resources for.
+const EnvoyNodeLabel = "meshrelay.io/envoy-node"
+
+// Mesh is a mesh found in a cluster.
+type Mesh struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              MeshSpec `json:"spec"`
+}
+
+// MeshSpec describes a mesh found in a cluster.
+type MeshSpec struct {
+	// Type is istio, cilium or envoy.
+	Type string `json:"type"`
+	// Namespace is where the mesh's control plane runs.
+	Namespace string `json:"namespace,omitempty"`
+	// Version is the control plane's version, from its image tag, when known.
+	Version string `json:"version,omitempty"`
+	// TrustDomain is Istio's trust domain ("cluster.local" by default).
+	TrustDomain string `json:"trustDomain,omitempty"`
+	// Network is Istio's network name for the cluster, when set.
+	Network string `json:"network,omitempty"`
+	// EnvoyNodes lists the node IDs of standalone Envoy groups (type envoy).
+	EnvoyNodes []string `json:"envoyNodes,omitempty"`
+}
+
+// Gateway is an east-west gateway of a cluster.
+type Gateway struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              GatewaySpec `json:"spec"`
+}
+
+// GatewaySpec describes how other clusters reach a gateway.
+type GatewaySpec struct {
+	// Mesh is the mesh type the gateway belongs to.
+	Mesh string `json:"mesh"`
+	// Addresses are IPs or hostnames reachable from other clusters.
+	Addresses []string `json:"addresses"`
+	// Port is the gateway's cross-cluster (mTLS passthrough) port.
+	Port int32 `json:"port"`
+	// Network is the network the gateway serves, when set.
+	Network string `json:"network,omitempty"`
+}

@@ -1,0 +1,252 @@
+package sdk
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+)
+
+// Ownership labels and annotations the SDK stamps on every emitted object, so
+// an agent knows what it owns and a user can trace each object to its policies.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "meshrelay"
+	PluginLabel    = "meshrelay.io/plugin"
+	// PolicyLabel names the first parent policy as "kind.name", cut to 63 characters.
+	PolicyLabel = "meshrelay.io/policy"
+	// PoliciesAnnotation lists every parent policy as "Kind/namespace/name", comma separated.
+	PoliciesAnnotation = "meshrelay.io/policies"
+)
+
+// Severity says how bad a diagnostic is.
+type Severity int
+
+// Severities.
+const (
+	SeverityError Severity = iota + 1
+	SeverityWarning
+)
+
+// String returns "error" or "warning".
+func (s Severity) String() string {
+	if s == SeverityWarning {
+		return "warning"
+	}
+	return "error"
+}
+
+// PolicyRef names a policy.
+type PolicyRef struct {
+	Kind, Namespace, Name string
+	// Cluster is where the policy was defined; empty for the management source.
+	Cluster string
+}
+
+// String returns "Kind/namespace/name", with "@cluster" when the policy
+// came from a workload cluster.
+func (r PolicyRef) String() string {
+	s := r.Kind + "/" + r.Namespace + "/" + r.Name
+	if r.Cluster != "" {
+		s += "@" + r.Cluster
+	}
+	return s
+}
+
+// RefOf returns the reference of a policy.
+func RefOf(p policyv1alpha1.Policy) PolicyRef {
+	return PolicyRef{
+		Kind:      p.GetObjectKind().GroupVersionKind().Kind,
+		Namespace: p.GetNamespace(),
+		Name:      p.GetName(),
+		Cluster:   p.GetAnnotations()[SourceClusterAnnotation],
+	}.withKind(p)
+}
+
+// withKind fills Kind from the Go type when TypeMeta is empty.
+func (r PolicyRef) withKind(p policyv1alpha1.Policy) PolicyRef {
+	if r.Kind != "" {
+		return r
+	}
+	switch p.(type) {
+	case *policyv1alpha1.TrafficPolicy:
+		r.Kind = "TrafficPolicy"
+	case *policyv1alpha1.AccessPolicy:
+		r.Kind = "AccessPolicy"
+	case *policyv1alpha1.VirtualDestination:
+		r.Kind = "VirtualDestination"
+	}
+	return r
+}
+
+// Diagnostic is a problem a user can fix, reported on the policy that caused it.
+type Diagnostic struct {
+	Severity Severity
+	Summary  string
+	Detail   string
+	// Path is the field at fault, such as "spec.http[0].route[1].weight".
+	Path   string
+	Policy PolicyRef
+	// Cluster is set when the problem concerns one target cluster only.
+	Cluster string
+}
+
+// Errorf returns an error diagnostic on policy p at path.
+func Errorf(p policyv1alpha1.Policy, path, format string, args ...any) Diagnostic {
+	return Diagnostic{Severity: SeverityError, Summary: fmt.Sprintf(format, args...), Path: path, Policy: RefOf(p)}
+}
+
+// Warningf returns a warning diagnostic on policy p at path.
+func Warningf(p policyv1alpha1.Policy, path, format string, args ...any) Diagnostic {
+	return Diagnostic{Severity: SeverityWarning, Summary: fmt.Sprintf(format, args...), Path: path, Policy: RefOf(p)}
+}
+
+// Output is one emitted object, encoded.
+type Output struct {
+	Cluster, Backend                      string
+	Group, Version, Kind, Namespace, Name string
+	// Body is the object's JSON.
+	Body []byte
+}
+
+// Response collects what Translate emits. Its methods are not safe for
+// concurrent use.
+type Response struct {
+	plugin   string
+	backends []string
+	outputs  []Output
+	diags    []Diagnostic
+	err      error
+}
+
+// NewResponse returns an empty response for a plugin serving backends. The
+// SDK makes one per Translate; tests may make their own.
+func NewResponse(plugin string, backends []string) *Response {
+	return &Response{plugin: plugin, backends: backends}
+}
+
+// Emit adds obj to cluster's output for the translator's only backend. obj is
+// any Kubernetes-shaped value (a typed object from client-go or istio.io,
+// or an unstructured map) with apiVersion, kind and metadata.name. parents
+// are the policies the object derives from; they become its ownership labels.
+// A translator serving several backends uses [Response.EmitFor].
+func (r *Response) Emit(cluster string, obj any, parents ...policyv1alpha1.Policy) {
+	if len(r.backends) != 1 {
+		r.fail(fmt.Errorf("emit to %q: the translator serves %d backends, use EmitFor", cluster, len(r.backends)))
+		return
+	}
+	r.EmitFor(r.backends[0], cluster, obj, parents...)
+}
+
+// EmitFor adds obj to cluster's output for backend.
+func (r *Response) EmitFor(backend, cluster string, obj any, parents ...policyv1alpha1.Policy) {
+	if !slices.Contains(r.backends, backend) {
+		r.fail(fmt.Errorf("emit to %q: backend %q is not in the translator's description", cluster, backend))
+		return
+	}
+	out, err := r.encode(obj, parents)
+	if err != nil {
+		r.fail(fmt.Errorf("emit to %q: %w", cluster, err))
+		return
+	}
+	out.Cluster, out.Backend = cluster, backend
+	r.outputs = append(r.outputs, out)
+}
+
+// Diagnose adds diagnostics.
+func (r *Response) Diagnose(ds ...Diagnostic) { r.diags = append(r.diags, ds...) }
+
+// Outputs returns what was emitted, sorted by cluster, backend and object.
+func (r *Response) Outputs() []Output {
+	out := slices.Clone(r.outputs)
+	slices.SortFunc(out, func(a, b Output) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
+	})
+	return out
+}
+
+// Diagnostics returns the diagnostics in the order they were added.
+func (r *Response) Diagnostics() []Diagnostic { return slices.Clone(r.diags) }
+
+// Err returns the first emit error, if any: an object that could not be
+// encoded, or an unknown backend. Emit errors are bugs in the translator.
+func (r *Response) Err() error { return r.err }
+
+func (r *Response) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// encode marshals obj and stamps the ownership labels.
+func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return Output{}, fmt.Errorf("encode object: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return Output{}, fmt.Errorf("encode object: not a JSON object")
+	}
+	apiVersion, _ := m["apiVersion"].(string)
+	kind, _ := m["kind"].(string)
+	meta, _ := m["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	namespace, _ := meta["namespace"].(string)
+	if apiVersion == "" || kind == "" || name == "" {
+		return Output{}, fmt.Errorf("object needs apiVersion, kind and metadata.name (got %q, %q, %q)", apiVersion, kind, name)
+	}
+	// Encoders of typed objects write empty timestamps and status; they mean nothing.
+	delete(meta, "creationTimestamp")
+	if st, ok := m["status"].(map[string]any); ok && len(st) == 0 {
+		delete(m, "status")
+	}
+	labels, _ := meta["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	labels[ManagedByLabel] = ManagedByValue
+	labels[PluginLabel] = r.plugin
+	if len(parents) > 0 {
+		refs := make([]string, 0, len(parents))
+		for _, p := range parents {
+			ref := RefOf(p)
+			refs = append(refs, ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
+		}
+		slices.Sort(refs)
+		refs = slices.Compact(refs)
+		first := RefOf(parents[0])
+		labels[PolicyLabel] = labelValue(strings.ToLower(first.Kind) + "." + first.Name)
+		ann, _ := meta["annotations"].(map[string]any)
+		if ann == nil {
+			ann = map[string]any{}
+		}
+		ann[PoliciesAnnotation] = strings.Join(refs, ",")
+		meta["annotations"] = ann
+	}
+	meta["labels"] = labels
+	m["metadata"] = meta
+	body, err := json.Marshal(m)
+	if err != nil {
+		return Output{}, fmt.Errorf("encode object: %w", err)
+	}
+	group, version, found := strings.Cut(apiVersion, "/")
+	if !found {
+		group, version = "", apiVersion
+	}
+	return Output{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name, Body: body}, nil
+}
+
+// labelValue cuts s to a valid label value: at most 63 characters, starting
+// and ending with an alphanumeric character.
+func labelValue(s string) string {
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.TrimRight(s, "-_.")
+}

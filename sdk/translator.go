@@ -1,0 +1,57 @@
+package sdk
+
+import (
+	"context"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+)
+
+// Translator maps the fleet view to per-cluster outputs. It is the one
+// interface a plugin must implement.
+type Translator interface {
+	// Describe says what the translator is. It is called once per plugin
+	// start and must not fail.
+	Describe() Description
+	// Translate computes the complete desired outputs for the fleet in req
+	// and emits them into resp. Clusters that get nothing emitted have an
+	// empty output. Problems with a user's policy are diagnostics on resp;
+	// an error means the translator could not work at all, and the host
+	// keeps delivering the previous outputs.
+	Translate(ctx context.Context, req *Request, resp *Response) error
+}
+
+// PolicyValidator is an optional capability: ValidatePolicy returns
+// diagnostics for policies the translator cannot serve. A policy with an
+// error diagnostic is not passed to Translate.
+type PolicyValidator interface {
+	ValidatePolicy(p policyv1alpha1.Policy) []Diagnostic
+}
+
+// Description says what a translator is and what it needs.
+type Description struct {
+	// Name is the plugin's name, as in meshrelay-plugin-NAME.
+	Name string
+	// Version is the plugin's own version.
+	Version string
+	// Backends are the backends the translator produces outputs for. A
+	// translator runs when some cluster of the fleet has one of them.
+	Backends []string
+	// InputKinds are the kinds the translator reads, as "group/Kind"
+	// ("/Service" for the core group). Informational.
+	InputKinds []string
+	// OutputKinds are the kinds the translator emits, as "group/Kind".
+	OutputKinds []string
+}
+
+// Request is one translation: the whole fleet view and what changed since the
+// previous Translate in the session.
+type Request struct {
+	// Fleet is the whole fleet view.
+	Fleet *Fleet
+	// Full is true for the first request of a session, when everything is new.
+	Full bool
+	// ChangedClusters names clusters whose inputs changed, sorted.
+	ChangedClusters []string
+	// PoliciesChanged is true when some policy changed.
+	PoliciesChanged bool
+}
