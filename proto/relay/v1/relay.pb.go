@@ -1094,6 +1094,803 @@ func (x *Goodbye) GetMessage() string {
 	return ""
 }
 
+type RegisterClusterRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// token_ttl_seconds bounds the token's life; 0 means it does not expire.
+	TokenTtlSeconds int64 `protobuf:"varint,2,opt,name=token_ttl_seconds,json=tokenTtlSeconds,proto3" json:"token_ttl_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RegisterClusterRequest) Reset() {
+	*x = RegisterClusterRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterClusterRequest) ProtoMessage() {}
+
+func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterClusterRequest.ProtoReflect.Descriptor instead.
+func (*RegisterClusterRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RegisterClusterRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *RegisterClusterRequest) GetTokenTtlSeconds() int64 {
+	if x != nil {
+		return x.TokenTtlSeconds
+	}
+	return 0
+}
+
+type RegisterClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Expires       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires,proto3" json:"expires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterClusterResponse) Reset() {
+	*x = RegisterClusterResponse{}
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterClusterResponse) ProtoMessage() {}
+
+func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
+func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RegisterClusterResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *RegisterClusterResponse) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+type DeregisterClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cluster       string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterClusterRequest) Reset() {
+	*x = DeregisterClusterRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterClusterRequest) ProtoMessage() {}
+
+func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeregisterClusterRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+type DeregisterClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterClusterResponse) Reset() {
+	*x = DeregisterClusterResponse{}
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterClusterResponse) ProtoMessage() {}
+
+func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
+func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+}
+
+type ListClustersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClustersRequest) Reset() {
+	*x = ListClustersRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClustersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClustersRequest) ProtoMessage() {}
+
+func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
+func (*ListClustersRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
+}
+
+type ListClustersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clusters      []*ClusterStatus       `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClustersResponse) Reset() {
+	*x = ListClustersResponse{}
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClustersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClustersResponse) ProtoMessage() {}
+
+func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
+func (*ListClustersResponse) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListClustersResponse) GetClusters() []*ClusterStatus {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+type GetStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatusRequest) Reset() {
+	*x = GetStatusRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatusRequest) ProtoMessage() {}
+
+func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetStatusRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
+}
+
+// ClusterStatus is one cluster's registration and connection state.
+type ClusterStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Revoked bool                   `protobuf:"varint,2,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// connected is true while the cluster's agent holds a stream to some replica.
+	Connected      bool                   `protobuf:"varint,3,opt,name=connected,proto3" json:"connected,omitempty"`
+	Replica        string                 `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	LastSeen       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	InputVersion   uint64                 `protobuf:"varint,6,opt,name=input_version,json=inputVersion,proto3" json:"input_version,omitempty"`
+	InputHash      string                 `protobuf:"bytes,7,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
+	InputUpdated   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=input_updated,json=inputUpdated,proto3" json:"input_updated,omitempty"`
+	InputResources int32                  `protobuf:"varint,9,opt,name=input_resources,json=inputResources,proto3" json:"input_resources,omitempty"`
+	Meshes         []string               `protobuf:"bytes,10,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	// stale is true when the fleet view holds inputs of an absent agent.
+	Stale         bool                   `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	Outputs       []*OutputStatus        `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Registered    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=registered,proto3" json:"registered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatus) Reset() {
+	*x = ClusterStatus{}
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatus) ProtoMessage() {}
+
+func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
+func (*ClusterStatus) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ClusterStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *ClusterStatus) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *ClusterStatus) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetInputVersion() uint64 {
+	if x != nil {
+		return x.InputVersion
+	}
+	return 0
+}
+
+func (x *ClusterStatus) GetInputHash() string {
+	if x != nil {
+		return x.InputHash
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetInputUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InputUpdated
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetInputResources() int32 {
+	if x != nil {
+		return x.InputResources
+	}
+	return 0
+}
+
+func (x *ClusterStatus) GetMeshes() []string {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *ClusterStatus) GetOutputs() []*OutputStatus {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetRegistered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Registered
+	}
+	return nil
+}
+
+// OutputStatus is one backend's output for a cluster.
+type OutputStatus struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Backend   string                 `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	Resources int32                  `protobuf:"varint,2,opt,name=resources,proto3" json:"resources,omitempty"`
+	Hash      string                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// applied is true when the agent acked the current output.
+	Applied       bool  `protobuf:"varint,4,opt,name=applied,proto3" json:"applied,omitempty"`
+	Errors        int32 `protobuf:"varint,5,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputStatus) Reset() {
+	*x = OutputStatus{}
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputStatus) ProtoMessage() {}
+
+func (x *OutputStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputStatus.ProtoReflect.Descriptor instead.
+func (*OutputStatus) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *OutputStatus) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *OutputStatus) GetResources() int32 {
+	if x != nil {
+		return x.Resources
+	}
+	return 0
+}
+
+func (x *OutputStatus) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *OutputStatus) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *OutputStatus) GetErrors() int32 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+// PolicyStatus is one policy's state across the fleet.
+type PolicyStatus struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// source_cluster is set for policies defined in a workload cluster.
+	SourceCluster string `protobuf:"bytes,4,opt,name=source_cluster,json=sourceCluster,proto3" json:"source_cluster,omitempty"`
+	// state is Accepted, Invalid, Failed or Pending.
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// applied_clusters of target_clusters have applied every output of the policy.
+	AppliedClusters int32    `protobuf:"varint,6,opt,name=applied_clusters,json=appliedClusters,proto3" json:"applied_clusters,omitempty"`
+	TargetClusters  int32    `protobuf:"varint,7,opt,name=target_clusters,json=targetClusters,proto3" json:"target_clusters,omitempty"`
+	Errors          []string `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	Warnings        []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PolicyStatus) Reset() {
+	*x = PolicyStatus{}
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStatus) ProtoMessage() {}
+
+func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
+func (*PolicyStatus) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PolicyStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetSourceCluster() string {
+	if x != nil {
+		return x.SourceCluster
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetAppliedClusters() int32 {
+	if x != nil {
+		return x.AppliedClusters
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetTargetClusters() int32 {
+	if x != nil {
+		return x.TargetClusters
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *PolicyStatus) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// PluginStatus is one translator plugin's health.
+type PluginStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Backends      []string               `protobuf:"bytes,2,rep,name=backends,proto3" json:"backends,omitempty"`
+	Healthy       bool                   `protobuf:"varint,3,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PluginStatus) Reset() {
+	*x = PluginStatus{}
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PluginStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PluginStatus) ProtoMessage() {}
+
+func (x *PluginStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PluginStatus.ProtoReflect.Descriptor instead.
+func (*PluginStatus) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PluginStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PluginStatus) GetBackends() []string {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *PluginStatus) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *PluginStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type Status struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ServerId string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// store is "ok" or "degraded", with the reason after a colon.
+	Store    string `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	SafeMode bool   `protobuf:"varint,3,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
+	// waiting_for names the clusters safe mode waits for.
+	WaitingFor    []string         `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	Clusters      []*ClusterStatus `protobuf:"bytes,5,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Policies      []*PolicyStatus  `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
+	Plugins       []*PluginStatus  `protobuf:"bytes,7,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Status) Reset() {
+	*x = Status{}
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Status) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Status) ProtoMessage() {}
+
+func (x *Status) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Status.ProtoReflect.Descriptor instead.
+func (*Status) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Status) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *Status) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *Status) GetSafeMode() bool {
+	if x != nil {
+		return x.SafeMode
+	}
+	return false
+}
+
+func (x *Status) GetWaitingFor() []string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return nil
+}
+
+func (x *Status) GetClusters() []*ClusterStatus {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *Status) GetPolicies() []*PolicyStatus {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *Status) GetPlugins() []*PluginStatus {
+	if x != nil {
+		return x.Plugins
+	}
+	return nil
+}
+
 var File_relay_v1_relay_proto protoreflect.FileDescriptor
 
 const file_relay_v1_relay_proto_rawDesc = "" +
@@ -1174,12 +1971,78 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REASON_DEREGISTERED\x10\x01\x12\x16\n" +
 	"\x12REASON_REBALANCING\x10\x02\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x032\xac\x01\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x03\"^\n" +
+	"\x16RegisterClusterRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12*\n" +
+	"\x11token_ttl_seconds\x18\x02 \x01(\x03R\x0ftokenTtlSeconds\"e\n" +
+	"\x17RegisterClusterResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
+	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"4\n" +
+	"\x18DeregisterClusterRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\"\x1b\n" +
+	"\x19DeregisterClusterResponse\"\x15\n" +
+	"\x13ListClustersRequest\"U\n" +
+	"\x14ListClustersResponse\x12=\n" +
+	"\bclusters\x18\x01 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\"\x12\n" +
+	"\x10GetStatusRequest\"\x82\x04\n" +
+	"\rClusterStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arevoked\x18\x02 \x01(\bR\arevoked\x12\x1c\n" +
+	"\tconnected\x18\x03 \x01(\bR\tconnected\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica\x127\n" +
+	"\tlast_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12#\n" +
+	"\rinput_version\x18\x06 \x01(\x04R\finputVersion\x12\x1d\n" +
+	"\n" +
+	"input_hash\x18\a \x01(\tR\tinputHash\x12?\n" +
+	"\rinput_updated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\finputUpdated\x12'\n" +
+	"\x0finput_resources\x18\t \x01(\x05R\x0einputResources\x12\x16\n" +
+	"\x06meshes\x18\n" +
+	" \x03(\tR\x06meshes\x12\x14\n" +
+	"\x05stale\x18\v \x01(\bR\x05stale\x12:\n" +
+	"\aoutputs\x18\f \x03(\v2 .meshrelay.relay.v1.OutputStatusR\aoutputs\x12:\n" +
+	"\n" +
+	"registered\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"registered\"\x8c\x01\n" +
+	"\fOutputStatus\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
+	"\tresources\x18\x02 \x01(\x05R\tresources\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x18\n" +
+	"\aapplied\x18\x04 \x01(\bR\aapplied\x12\x16\n" +
+	"\x06errors\x18\x05 \x01(\x05R\x06errors\"\x99\x02\n" +
+	"\fPolicyStatus\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
+	"\x0esource_cluster\x18\x04 \x01(\tR\rsourceCluster\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12)\n" +
+	"\x10applied_clusters\x18\x06 \x01(\x05R\x0fappliedClusters\x12'\n" +
+	"\x0ftarget_clusters\x18\a \x01(\x05R\x0etargetClusters\x12\x16\n" +
+	"\x06errors\x18\b \x03(\tR\x06errors\x12\x1a\n" +
+	"\bwarnings\x18\t \x03(\tR\bwarnings\"n\n" +
+	"\fPluginStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bbackends\x18\x02 \x03(\tR\bbackends\x12\x18\n" +
+	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xb2\x02\n" +
+	"\x06Status\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1b\n" +
+	"\tsafe_mode\x18\x03 \x01(\bR\bsafeMode\x12\x1f\n" +
+	"\vwaiting_for\x18\x04 \x03(\tR\n" +
+	"waitingFor\x12=\n" +
+	"\bclusters\x18\x05 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\x12<\n" +
+	"\bpolicies\x18\x06 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12:\n" +
+	"\aplugins\x18\a \x03(\v2 .meshrelay.relay.v1.PluginStatusR\aplugins2\xac\x01\n" +
 	"\fRegistration\x12P\n" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
 	"\x05Relay\x12O\n" +
-	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x01B7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
+	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\x97\x03\n" +
+	"\x05Admin\x12j\n" +
+	"\x0fRegisterCluster\x12*.meshrelay.relay.v1.RegisterClusterRequest\x1a+.meshrelay.relay.v1.RegisterClusterResponse\x12p\n" +
+	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12a\n" +
+	"\fListClusters\x12'.meshrelay.relay.v1.ListClustersRequest\x1a(.meshrelay.relay.v1.ListClustersResponse\x12M\n" +
+	"\tGetStatus\x12$.meshrelay.relay.v1.GetStatusRequest\x1a\x1a.meshrelay.relay.v1.StatusB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
 
 var (
 	file_relay_v1_relay_proto_rawDescOnce sync.Once
@@ -1194,31 +2057,43 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 }
 
 var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_relay_v1_relay_proto_goTypes = []any{
-	(Ack_Subject)(0),              // 0: meshrelay.relay.v1.Ack.Subject
-	(Goodbye_Reason)(0),           // 1: meshrelay.relay.v1.Goodbye.Reason
-	(*RegisterRequest)(nil),       // 2: meshrelay.relay.v1.RegisterRequest
-	(*RenewRequest)(nil),          // 3: meshrelay.relay.v1.RenewRequest
-	(*Certificate)(nil),           // 4: meshrelay.relay.v1.Certificate
-	(*AgentMessage)(nil),          // 5: meshrelay.relay.v1.AgentMessage
-	(*ServerMessage)(nil),         // 6: meshrelay.relay.v1.ServerMessage
-	(*Hello)(nil),                 // 7: meshrelay.relay.v1.Hello
-	(*Welcome)(nil),               // 8: meshrelay.relay.v1.Welcome
-	(*InputSnapshot)(nil),         // 9: meshrelay.relay.v1.InputSnapshot
-	(*OutputSnapshot)(nil),        // 10: meshrelay.relay.v1.OutputSnapshot
-	(*Ack)(nil),                   // 11: meshrelay.relay.v1.Ack
-	(*ResourceResult)(nil),        // 12: meshrelay.relay.v1.ResourceResult
-	(*Heartbeat)(nil),             // 13: meshrelay.relay.v1.Heartbeat
-	(*Goodbye)(nil),               // 14: meshrelay.relay.v1.Goodbye
-	nil,                           // 15: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	nil,                           // 16: meshrelay.relay.v1.Hello.OutputHashesEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.Delta)(nil),              // 18: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),         // 19: meshrelay.snapshot.v1.ResourceID
+	(Ack_Subject)(0),                  // 0: meshrelay.relay.v1.Ack.Subject
+	(Goodbye_Reason)(0),               // 1: meshrelay.relay.v1.Goodbye.Reason
+	(*RegisterRequest)(nil),           // 2: meshrelay.relay.v1.RegisterRequest
+	(*RenewRequest)(nil),              // 3: meshrelay.relay.v1.RenewRequest
+	(*Certificate)(nil),               // 4: meshrelay.relay.v1.Certificate
+	(*AgentMessage)(nil),              // 5: meshrelay.relay.v1.AgentMessage
+	(*ServerMessage)(nil),             // 6: meshrelay.relay.v1.ServerMessage
+	(*Hello)(nil),                     // 7: meshrelay.relay.v1.Hello
+	(*Welcome)(nil),                   // 8: meshrelay.relay.v1.Welcome
+	(*InputSnapshot)(nil),             // 9: meshrelay.relay.v1.InputSnapshot
+	(*OutputSnapshot)(nil),            // 10: meshrelay.relay.v1.OutputSnapshot
+	(*Ack)(nil),                       // 11: meshrelay.relay.v1.Ack
+	(*ResourceResult)(nil),            // 12: meshrelay.relay.v1.ResourceResult
+	(*Heartbeat)(nil),                 // 13: meshrelay.relay.v1.Heartbeat
+	(*Goodbye)(nil),                   // 14: meshrelay.relay.v1.Goodbye
+	(*RegisterClusterRequest)(nil),    // 15: meshrelay.relay.v1.RegisterClusterRequest
+	(*RegisterClusterResponse)(nil),   // 16: meshrelay.relay.v1.RegisterClusterResponse
+	(*DeregisterClusterRequest)(nil),  // 17: meshrelay.relay.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 18: meshrelay.relay.v1.DeregisterClusterResponse
+	(*ListClustersRequest)(nil),       // 19: meshrelay.relay.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 20: meshrelay.relay.v1.ListClustersResponse
+	(*GetStatusRequest)(nil),          // 21: meshrelay.relay.v1.GetStatusRequest
+	(*ClusterStatus)(nil),             // 22: meshrelay.relay.v1.ClusterStatus
+	(*OutputStatus)(nil),              // 23: meshrelay.relay.v1.OutputStatus
+	(*PolicyStatus)(nil),              // 24: meshrelay.relay.v1.PolicyStatus
+	(*PluginStatus)(nil),              // 25: meshrelay.relay.v1.PluginStatus
+	(*Status)(nil),                    // 26: meshrelay.relay.v1.Status
+	nil,                               // 27: meshrelay.relay.v1.Hello.OutputVersionsEntry
+	nil,                               // 28: meshrelay.relay.v1.Hello.OutputHashesEntry
+	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
+	(*v1.Delta)(nil),                  // 30: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 31: meshrelay.snapshot.v1.ResourceID
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	17, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	29, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
 	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
@@ -1229,27 +2104,44 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	11, // 8: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
 	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	15, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	16, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	17, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	18, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	18, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	27, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	28, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	29, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	30, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	30, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
 	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
 	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	19, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	17, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	31, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	29, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	2,  // 21: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 22: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 23: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	4,  // 24: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 25: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 26: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	24, // [24:27] is the sub-list for method output_type
-	21, // [21:24] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	29, // 21: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	22, // 22: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	29, // 23: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	29, // 24: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	23, // 25: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	29, // 26: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	22, // 27: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	24, // 28: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	25, // 29: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	2,  // 30: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 31: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 32: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	15, // 33: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	17, // 34: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	19, // 35: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	21, // 36: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	4,  // 37: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 38: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 39: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	16, // 40: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	18, // 41: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	20, // 42: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	26, // 43: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	37, // [37:44] is the sub-list for method output_type
+	30, // [30:37] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -1277,9 +2169,9 @@ func file_relay_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   27,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_relay_v1_relay_proto_goTypes,
 		DependencyIndexes: file_relay_v1_relay_proto_depIdxs,

@@ -285,3 +285,243 @@ var Relay_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "relay/v1/relay.proto",
 }
+
+const (
+	Admin_RegisterCluster_FullMethodName   = "/meshrelay.relay.v1.Admin/RegisterCluster"
+	Admin_DeregisterCluster_FullMethodName = "/meshrelay.relay.v1.Admin/DeregisterCluster"
+	Admin_ListClusters_FullMethodName      = "/meshrelay.relay.v1.Admin/ListClusters"
+	Admin_GetStatus_FullMethodName         = "/meshrelay.relay.v1.Admin/GetStatus"
+)
+
+// AdminClient is the client API for Admin service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Admin is the operator's API: the cluster registry and fleet status. Every
+// call carries the metadata "authorization: Bearer <admin token>".
+// Errors: Unauthenticated without a valid admin token.
+type AdminClient interface {
+	// RegisterCluster creates a relay identity token bound to the cluster and
+	// returns it; only its hash is stored. Registering a cluster again
+	// replaces its token.
+	RegisterCluster(ctx context.Context, in *RegisterClusterRequest, opts ...grpc.CallOption) (*RegisterClusterResponse, error)
+	// DeregisterCluster revokes the cluster: its token and certificates are
+	// refused from then on, its open stream is closed with a goodbye, and its
+	// inputs leave the fleet view. Errors: NotFound.
+	DeregisterCluster(ctx context.Context, in *DeregisterClusterRequest, opts ...grpc.CallOption) (*DeregisterClusterResponse, error)
+	// ListClusters returns every registered cluster and its connection state.
+	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
+	// GetStatus returns the fleet's status: clusters, policies, plugins.
+	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*Status, error)
+}
+
+type adminClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAdminClient(cc grpc.ClientConnInterface) AdminClient {
+	return &adminClient{cc}
+}
+
+func (c *adminClient) RegisterCluster(ctx context.Context, in *RegisterClusterRequest, opts ...grpc.CallOption) (*RegisterClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterClusterResponse)
+	err := c.cc.Invoke(ctx, Admin_RegisterCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeregisterCluster(ctx context.Context, in *DeregisterClusterRequest, opts ...grpc.CallOption) (*DeregisterClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeregisterClusterResponse)
+	err := c.cc.Invoke(ctx, Admin_DeregisterCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClustersResponse)
+	err := c.cc.Invoke(ctx, Admin_ListClusters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*Status, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Status)
+	err := c.cc.Invoke(ctx, Admin_GetStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AdminServer is the server API for Admin service.
+// All implementations must embed UnimplementedAdminServer
+// for forward compatibility.
+//
+// Admin is the operator's API: the cluster registry and fleet status. Every
+// call carries the metadata "authorization: Bearer <admin token>".
+// Errors: Unauthenticated without a valid admin token.
+type AdminServer interface {
+	// RegisterCluster creates a relay identity token bound to the cluster and
+	// returns it; only its hash is stored. Registering a cluster again
+	// replaces its token.
+	RegisterCluster(context.Context, *RegisterClusterRequest) (*RegisterClusterResponse, error)
+	// DeregisterCluster revokes the cluster: its token and certificates are
+	// refused from then on, its open stream is closed with a goodbye, and its
+	// inputs leave the fleet view. Errors: NotFound.
+	DeregisterCluster(context.Context, *DeregisterClusterRequest) (*DeregisterClusterResponse, error)
+	// ListClusters returns every registered cluster and its connection state.
+	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
+	// GetStatus returns the fleet's status: clusters, policies, plugins.
+	GetStatus(context.Context, *GetStatusRequest) (*Status, error)
+	mustEmbedUnimplementedAdminServer()
+}
+
+// UnimplementedAdminServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAdminServer struct{}
+
+func (UnimplementedAdminServer) RegisterCluster(context.Context, *RegisterClusterRequest) (*RegisterClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterCluster not implemented")
+}
+func (UnimplementedAdminServer) DeregisterCluster(context.Context, *DeregisterClusterRequest) (*DeregisterClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeregisterCluster not implemented")
+}
+func (UnimplementedAdminServer) ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClusters not implemented")
+}
+func (UnimplementedAdminServer) GetStatus(context.Context, *GetStatusRequest) (*Status, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
+func (UnimplementedAdminServer) testEmbeddedByValue()               {}
+
+// UnsafeAdminServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AdminServer will
+// result in compilation errors.
+type UnsafeAdminServer interface {
+	mustEmbedUnimplementedAdminServer()
+}
+
+func RegisterAdminServer(s grpc.ServiceRegistrar, srv AdminServer) {
+	// If the following call panics, it indicates UnimplementedAdminServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Admin_ServiceDesc, srv)
+}
+
+func _Admin_RegisterCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RegisterCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RegisterCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RegisterCluster(ctx, req.(*RegisterClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeregisterCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeregisterCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeregisterCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeregisterCluster(ctx, req.(*DeregisterClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListClusters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClustersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListClusters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListClusters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListClusters(ctx, req.(*ListClustersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetStatus(ctx, req.(*GetStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Admin_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "meshrelay.relay.v1.Admin",
+	HandlerType: (*AdminServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "RegisterCluster",
+			Handler:    _Admin_RegisterCluster_Handler,
+		},
+		{
+			MethodName: "DeregisterCluster",
+			Handler:    _Admin_DeregisterCluster_Handler,
+		},
+		{
+			MethodName: "ListClusters",
+			Handler:    _Admin_ListClusters_Handler,
+		},
+		{
+			MethodName: "GetStatus",
+			Handler:    _Admin_GetStatus_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "relay/v1/relay.proto",
+}

@@ -1,0 +1,431 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Source discovers a cluster's inputs and publishes a complete, immutable
+// snapshot each time meaning changes. Run returns when ctx ends.
+type Source interface {
+	Run(ctx context.Context, publish func(*snapshot.Snapshot)) error
+}
+
+// Sink makes one backend's desired resources real. prune false forbids
+// deleting anything. It returns per-resource errors (absent resources
+// succeeded) and an error only when nothing could be attempted.
+type Sink interface {
+	Apply(ctx context.Context, backend string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error)
+}
+
+// ErrDeregistered is returned by Run when the server says the cluster was
+// deregistered: the agent must not reconnect.
+var ErrDeregistered = errors.New("cluster was deregistered")
+
+// Stats count what the agent sent, for tests and benchmarks.
+type Stats struct {
+	InputMessages atomic.Int64
+	InputBytes    atomic.Int64
+	FullInputs    atomic.Int64
+	OutputsRecv   atomic.Int64
+	Connects      atomic.Int64
+}
+
+// Agent relays one cluster.
+type Agent struct {
+	opts   Options
+	log    *slog.Logger
+	source Source
+	sinks  map[string]Sink
+	creds  credentialSet
+
+	// Stats are the agent's counters.
+	Stats Stats
+
+	inputs chan struct{} // wakes the sender when the source publishes
+
+	mu       sync.Mutex
+	current  *snapshot.Snapshot // latest discovered, with the agent's version
+	acked    *snapshot.Snapshot // last input the server acked
+	nextVer  uint64
+	appliers map[string]*applier
+	received map[string]*snapshot.Snapshot // outputs as received, by backend
+}
+
+// New returns an agent. sinks maps backends to sinks; the key "*" is the
+// sink for every backend without its own.
+func New(opts Options, source Source, sinks map[string]Sink, logger *slog.Logger) (*Agent, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 16 << 20
+	}
+	if opts.ReconnectMax <= 0 {
+		opts.ReconnectMax = 30 * time.Second
+	}
+	return &Agent{
+		opts:     opts,
+		log:      logger.With("cluster", opts.Cluster),
+		source:   source,
+		sinks:    sinks,
+		inputs:   make(chan struct{}, 1),
+		nextVer:  uint64(time.Now().UnixMicro()),
+		appliers: map[string]*applier{},
+		received: map[string]*snapshot.Snapshot{},
+	}, nil
+}
+
+// Run discovers, relays and applies until ctx ends or the cluster is deregistered.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.ensureCredentials(ctx); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.source.Run(ctx, a.publish) })
+	g.Go(func() error { return a.renewLoop(ctx) })
+	g.Go(func() error { return a.relayLoop(ctx) })
+	err := g.Wait()
+	a.mu.Lock()
+	for _, ap := range a.appliers {
+		ap.stop()
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// publish takes a new snapshot from the source.
+func (a *Agent) publish(s *snapshot.Snapshot) {
+	a.mu.Lock()
+	if a.current != nil && a.current.Hash() == s.Hash() {
+		a.mu.Unlock()
+		return
+	}
+	a.nextVer++
+	a.current = s.WithVersion(a.nextVer)
+	a.mu.Unlock()
+	select {
+	case a.inputs <- struct{}{}:
+	default:
+	}
+}
+
+// relayLoop keeps a stream to the server open, reconnecting with backoff.
+func (a *Agent) relayLoop(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrDeregistered) {
+			return err
+		}
+		if time.Since(start) > time.Minute {
+			backoff = 100 * time.Millisecond
+		}
+		a.log.Warn("relay stream ended; reconnecting", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, a.opts.ReconnectMax)
+	}
+}
+
+// session runs one Sync stream.
+func (a *Agent) session(ctx context.Context) error {
+	conn, err := a.dial(a.opts.Mode == "mtls")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stream, err := relayv1.NewRelayClient(conn).Sync(metadata.AppendToOutgoingContext(ctx, "x-meshrelay-cluster", a.opts.Cluster))
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	if err := stream.Send(a.hello()); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return fmt.Errorf("wait for welcome: %w", err)
+	}
+	welcome := first.GetWelcome()
+	if welcome == nil {
+		return errors.New("server did not answer the hello with a welcome")
+	}
+	a.Stats.Connects.Add(1)
+	a.log.Info("connected", "server", welcome.GetServerId())
+
+	sender := &inputSender{a: a, stream: stream, maxBytes: a.opts.MaxMessageBytes / 2}
+	sender.resume(welcome)
+
+	sendCh := make(chan *relayv1.AgentMessage, 64)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.sendLoop(gctx, stream, sender, sendCh) })
+	g.Go(func() error {
+		err := a.recvLoop(gctx, stream, sender, sendCh)
+		cancel(err)
+		return err
+	})
+	return g.Wait()
+}
+
+func (a *Agent) hello() *relayv1.AgentMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := &relayv1.Hello{
+		Cluster:        a.opts.Cluster,
+		AgentVersion:   a.opts.Version,
+		Capabilities:   []string{"delta"},
+		OutputVersions: map[string]uint64{},
+		OutputHashes:   map[string][]byte{},
+	}
+	for b := range a.sinks {
+		h.Capabilities = append(h.Capabilities, "sink:"+b)
+	}
+	if a.opts.Mode == "tls" || a.opts.Insecure {
+		h.Token, _ = a.token()
+	}
+	if a.acked != nil {
+		hash := a.acked.Hash()
+		h.InputVersion, h.InputHash = a.acked.Version(), hash[:]
+	}
+	for b, s := range a.received {
+		hash := s.Hash()
+		h.OutputVersions[b], h.OutputHashes[b] = s.Version(), hash[:]
+	}
+	return &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: h}}
+}
+
+// inputSender tracks what the server holds of this cluster's inputs.
+type inputSender struct {
+	a        *Agent
+	stream   relayv1.Relay_SyncClient
+	maxBytes int
+	base     *snapshot.Snapshot // what the server will hold once it applies what was sent
+}
+
+// resume picks the base the server holds: a snapshot the agent still has
+// with the server's hash, or nothing (a full send).
+func (s *inputSender) resume(w *relayv1.Welcome) {
+	s.a.mu.Lock()
+	defer s.a.mu.Unlock()
+	want, _ := snapshot.HashFromBytes(w.GetInputHash())
+	for _, cand := range []*snapshot.Snapshot{s.a.acked, s.a.current} {
+		if cand != nil && !want.IsZero() && cand.Hash() == want {
+			s.base = cand.WithVersion(w.GetInputVersion())
+			return
+		}
+	}
+	s.base = nil
+}
+
+// next returns the message that brings the server to the current snapshot,
+// or nil when it is there already.
+func (s *inputSender) next(force bool) []*relayv1.AgentMessage {
+	s.a.mu.Lock()
+	cur := s.a.current
+	s.a.mu.Unlock()
+	if cur == nil {
+		return nil
+	}
+	if s.base != nil && s.base.Hash() == cur.Hash() && !force {
+		return nil
+	}
+	var d snapshot.Delta
+	if s.base == nil {
+		d = snapshot.FullDelta(cur)
+		s.a.Stats.FullInputs.Add(1)
+	} else {
+		if cur.Version() <= s.base.Version() {
+			cur = cur.WithVersion(s.base.Version() + 1)
+		}
+		d = snapshot.Diff(s.base, cur)
+	}
+	s.base = cur
+	parts := snapshot.Split(d, s.maxBytes)
+	msgs := make([]*relayv1.AgentMessage, len(parts))
+	for i, p := range parts {
+		msgs[i] = &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{
+			Delta: snapshot.DeltaToProto(p, i < len(parts)-1),
+		}}}
+	}
+	return msgs
+}
+
+// sendLoop is the stream's only sender: inputs, acks and heartbeats.
+func (a *Agent) sendLoop(ctx context.Context, stream relayv1.Relay_SyncClient, sender *inputSender, queued <-chan *relayv1.AgentMessage) error {
+	hb := time.NewTicker(a.opts.Heartbeat)
+	defer hb.Stop()
+	send := func(m *relayv1.AgentMessage) error {
+		if in := m.GetInput(); in != nil {
+			a.Stats.InputMessages.Add(1)
+			a.Stats.InputBytes.Add(int64(proto.Size(m)))
+		}
+		return stream.Send(m)
+	}
+	// First, bring the server up to date: a delta from what it holds (even
+	// an empty one confirms the input is fresh), or everything.
+	for _, m := range sender.next(true) {
+		if err := send(m); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			_ = stream.CloseSend()
+			return nil
+		case <-a.inputs:
+			for _, m := range sender.next(false) {
+				if err := send(m); err != nil {
+					return err
+				}
+			}
+		case m := <-queued:
+			if m.GetInput() != nil { // a resend after a nack
+				sender.base = nil
+				for _, m := range sender.next(true) {
+					if err := send(m); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := send(m); err != nil {
+				return err
+			}
+		case <-hb.C:
+			if err := send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// resendInput asks the sender for a full input.
+var resendInput = &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{}}}
+
+// recvLoop handles the server's messages.
+func (a *Agent) recvLoop(ctx context.Context, stream relayv1.Relay_SyncClient, sender *inputSender, queue chan<- *relayv1.AgentMessage) error {
+	assemblers := map[string]*snapshot.Assembler{}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := msg.Msg.(type) {
+		case *relayv1.ServerMessage_Ack:
+			ack := m.Ack
+			if ack.GetSubject() != relayv1.Ack_SUBJECT_INPUT {
+				continue
+			}
+			if ack.GetNack() {
+				a.log.Warn("server refused input; sending in full", "version", ack.GetVersion(), "error", ack.GetError())
+				queue <- resendInput
+				continue
+			}
+			a.mu.Lock()
+			if sender.base != nil && sender.base.Version() == ack.GetVersion() {
+				a.acked = sender.base
+			}
+			a.mu.Unlock()
+		case *relayv1.ServerMessage_Output:
+			a.Stats.OutputsRecv.Add(1)
+			a.handleOutput(ctx, m.Output, assemblers, queue)
+		case *relayv1.ServerMessage_Heartbeat:
+		case *relayv1.ServerMessage_Goodbye:
+			a.log.Info("server said goodbye", "reason", m.Goodbye.GetReason(), "message", m.Goodbye.GetMessage())
+			if m.Goodbye.GetReason() == relayv1.Goodbye_REASON_DEREGISTERED {
+				return ErrDeregistered
+			}
+			return fmt.Errorf("server said goodbye: %s", m.Goodbye.GetMessage())
+		case *relayv1.ServerMessage_Welcome:
+			return errors.New("a second welcome on the stream")
+		}
+	}
+}
+
+// handleOutput assembles and applies an output delta to the backend's
+// snapshot, then hands the result to the backend's applier. A delta that
+// does not apply is nacked so the server resends in full.
+func (a *Agent) handleOutput(ctx context.Context, out *relayv1.OutputSnapshot, assemblers map[string]*snapshot.Assembler, queue chan<- *relayv1.AgentMessage) {
+	backend := out.GetBackend()
+	nack := func(version uint64, err error) {
+		a.log.Warn("output refused; asking for a full resend", "backend", backend, "version", version, "error", err)
+		queue <- &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Ack{Ack: &relayv1.Ack{
+			Subject: relayv1.Ack_SUBJECT_OUTPUT, Backend: backend, Version: version, Nack: true, Error: err.Error(),
+		}}}
+	}
+	part, err := snapshot.DeltaFromProto(out.GetDelta())
+	if err != nil {
+		nack(out.GetDelta().GetVersion(), err)
+		return
+	}
+	asm := assemblers[backend]
+	if asm == nil {
+		asm = &snapshot.Assembler{}
+		assemblers[backend] = asm
+	}
+	d, complete, err := asm.Add(part, !out.GetDelta().GetMore())
+	if err != nil {
+		nack(part.Version, err)
+		return
+	}
+	if !complete {
+		return
+	}
+	a.mu.Lock()
+	base := a.received[backend]
+	a.mu.Unlock()
+	next, err := snapshot.Apply(base, d)
+	if err != nil {
+		nack(d.Version, err)
+		return
+	}
+	a.mu.Lock()
+	a.received[backend] = next
+	ap := a.appliers[backend]
+	if ap == nil {
+		ap = a.newApplier(ctx, backend)
+		a.appliers[backend] = ap
+	}
+	a.mu.Unlock()
+	ap.offer(next, out.GetPruneAllowed(), queue)
+}
+
+// Received returns the last output received for a backend.
+func (a *Agent) Received(backend string) (*snapshot.Snapshot, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.received[backend]
+	return s, ok
+}
+
+func (a *Agent) sinkFor(backend string) Sink {
+	if s, ok := a.sinks[backend]; ok {
+		return s
+	}
+	return a.sinks["*"]
+}

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/spf13/pflag"
+)
+
+// Options configure an Agent.
+type Options struct {
+	// Cluster is the cluster's registered name.
+	Cluster string
+	// Server is the relay's address, host:port.
+	Server string
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string
+	// TokenFile holds the relay identity token from `meshrelay cluster register`.
+	TokenFile string
+	// CAFile is the CA bundle to trust the server with at registration.
+	CAFile string
+	// StateDir keeps the agent's key, certificate and CA bundle across restarts.
+	StateDir string
+	// Mode is "mtls" (client certificates) or "tls" (the token on every stream).
+	Mode string
+	// Insecure dials in plaintext (development against a loopback server only).
+	Insecure bool
+	// Heartbeat is how often the agent sends heartbeats.
+	Heartbeat time.Duration
+	// ReconnectMax bounds the reconnect backoff.
+	ReconnectMax time.Duration
+	// MaxMessageBytes bounds gRPC messages; larger deltas are split.
+	MaxMessageBytes int
+	// Version is the agent's version, reported to the server.
+	Version string
+}
+
+// DefaultOptions returns the agent's defaults.
+func DefaultOptions() Options {
+	return Options{
+		Server:          "localhost:9900",
+		StateDir:        "meshrelay-agent",
+		Mode:            "mtls",
+		Heartbeat:       10 * time.Second,
+		ReconnectMax:    30 * time.Second,
+		MaxMessageBytes: 16 << 20,
+		Version:         "dev",
+	}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "this cluster's registered name")
+	fs.StringVar(&o.Server, "server", o.Server, "relay address of the management server")
+	fs.StringVar(&o.ServerName, "server-name", o.ServerName, "name to verify in the server's certificate (default: the host of --server)")
+	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the relay identity token")
+	fs.StringVar(&o.CAFile, "ca-file", o.CAFile, "CA bundle to trust the server with")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
+	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development against a loopback server only)")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval")
+}
+
+// Validate reports whether the options can work.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := pki.ValidateClusterName(o.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster: %w", err))
+	}
+	if o.Server == "" {
+		errs = append(errs, errors.New("--server is required"))
+	}
+	if o.Mode != "mtls" && o.Mode != "tls" {
+		errs = append(errs, fmt.Errorf("--mode must be mtls or tls, not %q", o.Mode))
+	}
+	if !o.Insecure && o.CAFile == "" && o.StateDir == "" {
+		errs = append(errs, errors.New("--ca-file is required to trust the server"))
+	}
+	if o.Heartbeat <= 0 {
+		errs = append(errs, errors.New("--heartbeat must be positive"))
+	}
+	return errors.Join(errs...)
+}

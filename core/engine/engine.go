@@ -1,0 +1,532 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"golang.org/x/sync/errgroup"
+)
+
+// Translator is what the engine needs from a translator plugin.
+type Translator interface {
+	// Name is the plugin's name.
+	Name() string
+	// Backends are the backends the translator produces outputs for.
+	Backends() []string
+	// Translate sends one update of the translator's session and returns the
+	// outputs that changed. It returns pluginhost.ErrNeedFull when the
+	// session was lost and the update must be resent in full.
+	Translate(ctx context.Context, u pluginhost.Update) (pluginhost.Result, error)
+}
+
+// OutputKey names one output: a backend's resources for one cluster.
+type OutputKey struct {
+	Cluster, Backend string
+}
+
+// String returns "cluster/backend".
+func (k OutputKey) String() string { return k.Cluster + "/" + k.Backend }
+
+// Output is a changed output handed on by the engine.
+type Output struct {
+	Key OutputKey
+	// Snapshot is the complete output; its version increases with every change.
+	Snapshot *snapshot.Snapshot
+	// Plugin produced it.
+	Plugin string
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Debounce is how long the engine waits after a change for more changes
+	// before translating. Default 50ms.
+	Debounce time.Duration
+	// RetryBackoff is the first delay before retrying a failed translator;
+	// it doubles up to a minute. Default 500ms.
+	RetryBackoff time.Duration
+	// OnOutput is called, from the engine's goroutine, with every output
+	// whose content changed.
+	OnOutput func(Output)
+	// OnCycle is called after every translation cycle with its statistics.
+	OnCycle func(CycleStats)
+	Logger  *slog.Logger
+}
+
+// CycleStats describe one translation cycle.
+type CycleStats struct {
+	Duration        time.Duration
+	ChangedClusters int
+	PoliciesChanged bool
+	// Outputs handed on and their total size in bytes.
+	Outputs, Bytes int
+	Failed         []string
+}
+
+func (o *Options) defaults() {
+	if o.Debounce <= 0 {
+		o.Debounce = 50 * time.Millisecond
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 500 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnOutput == nil {
+		o.OnOutput = func(Output) {}
+	}
+	if o.OnCycle == nil {
+		o.OnCycle = func(CycleStats) {}
+	}
+}
+
+type clusterState struct {
+	input  *snapshot.Snapshot
+	stale  bool
+	meshes []string
+}
+
+// translatorState is what one translator has seen and said.
+type translatorState struct {
+	t         Translator
+	seen      map[string]clusterState // what the translator's session holds
+	policies  *snapshot.Snapshot
+	needFull  bool
+	diags     []pluginhost.Diagnostic
+	lastErr   error
+	failedAt  time.Time
+	backoff   time.Duration
+	lastOK    time.Time
+	lastCall  time.Duration
+}
+
+// Engine coalesces input and policy changes and runs translators. All
+// methods are safe for concurrent use.
+type Engine struct {
+	opts Options
+
+	cycleMu sync.Mutex // serializes Cycle
+
+	mu          sync.Mutex
+	clusters    map[string]clusterState
+	policies    *snapshot.Snapshot
+	dirty       bool
+	translators []*translatorState
+	outputs     map[OutputKey]Output
+	generation  uint64
+	wake        chan struct{}
+}
+
+// New returns an engine over translators.
+func New(translators []Translator, opts Options) *Engine {
+	opts.defaults()
+	e := &Engine{
+		opts:     opts,
+		clusters: map[string]clusterState{},
+		policies: snapshot.Empty,
+		outputs:  map[OutputKey]Output{},
+		wake:     make(chan struct{}, 1),
+	}
+	for _, t := range translators {
+		e.translators = append(e.translators, &translatorState{t: t, seen: map[string]clusterState{}, policies: snapshot.Empty, needFull: true})
+	}
+	return e
+}
+
+// SetInput records a cluster's latest input snapshot.
+func (e *Engine) SetInput(cluster string, s *snapshot.Snapshot) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs := e.clusters[cluster]
+	if cs.input != nil && cs.input.Hash() == s.Hash() {
+		cs.input = s
+		e.clusters[cluster] = cs
+		return
+	}
+	cs.input = s
+	cs.meshes = Meshes(s)
+	e.clusters[cluster] = cs
+	e.touch()
+}
+
+// SetStale marks a cluster's inputs as stale (its agent is away) or fresh.
+// Stale inputs stay in the fleet view.
+func (e *Engine) SetStale(cluster string, stale bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs, ok := e.clusters[cluster]
+	if !ok || cs.stale == stale {
+		return
+	}
+	cs.stale = stale
+	e.clusters[cluster] = cs
+	e.touch()
+}
+
+// RemoveCluster drops a cluster from the fleet view, as when it is deregistered.
+func (e *Engine) RemoveCluster(cluster string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.clusters[cluster]; !ok {
+		return
+	}
+	delete(e.clusters, cluster)
+	e.touch()
+}
+
+// SetPolicies records the management source's policies.
+func (e *Engine) SetPolicies(s *snapshot.Snapshot) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.policies.Hash() == s.Hash() {
+		return
+	}
+	e.policies = s
+	e.touch()
+}
+
+// touch marks the view dirty and wakes Run. Callers hold e.mu.
+func (e *Engine) touch() {
+	e.dirty = true
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Output returns the last output handed on for key.
+func (e *Engine) Output(key OutputKey) (Output, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.outputs[key]
+	return o, ok
+}
+
+// Outputs returns every output of a cluster, by backend.
+func (e *Engine) Outputs(cluster string) map[string]Output {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]Output{}
+	for k, o := range e.outputs {
+		if k.Cluster == cluster {
+			out[k.Backend] = o
+		}
+	}
+	return out
+}
+
+// Run translates whenever the view changes, until ctx ends.
+func (e *Engine) Run(ctx context.Context) error {
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		case <-retry:
+		}
+		// Coalesce: wait for the debounce window to pass without news.
+		timer := time.NewTimer(e.opts.Debounce)
+	debounce:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-e.wake:
+				timer.Reset(e.opts.Debounce)
+			case <-timer.C:
+				break debounce
+			}
+		}
+		retry = nil
+		if d := e.Cycle(ctx); d > 0 {
+			retry = time.After(d)
+		}
+	}
+}
+
+// Cycle runs one translation over the current view and hands on changed
+// outputs. It returns how long to wait before retrying failed translators,
+// or 0 when every translator succeeded. Run calls it; tests may call it
+// directly.
+func (e *Engine) Cycle(ctx context.Context) time.Duration {
+	e.cycleMu.Lock()
+	defer e.cycleMu.Unlock()
+	start := time.Now()
+	e.mu.Lock()
+	e.dirty = false
+	e.generation++
+	view := maps.Clone(e.clusters)
+	policies := e.policies
+	e.mu.Unlock()
+
+	active := activeBackends(view)
+	type outcome struct {
+		ts      *translatorState
+		result  pluginhost.Result
+		err     error
+		updated bool
+		changed int
+		took    time.Duration
+	}
+	outcomes := make([]outcome, len(e.translators))
+	var g errgroup.Group
+	for i, ts := range e.translators {
+		if !runs(ts.t.Backends(), active) && len(ts.seen) == 0 {
+			continue
+		}
+		if ts.lastErr != nil && time.Since(ts.failedAt) < ts.backoff {
+			continue
+		}
+		g.Go(func() error {
+			u, changed := ts.update(view, policies)
+			if !u.Full && changed == 0 && len(u.PolicyUpserts)+len(u.PolicyDeletes) == 0 {
+				outcomes[i] = outcome{ts: ts}
+				return nil
+			}
+			callStart := time.Now()
+			res, err := ts.t.Translate(ctx, u)
+			if errors.Is(err, pluginhost.ErrNeedFull) && !u.Full {
+				ts.needFull = true
+				u, changed = ts.update(view, policies)
+				res, err = ts.t.Translate(ctx, u)
+			}
+			outcomes[i] = outcome{ts: ts, result: res, err: err, updated: true, changed: changed, took: time.Since(callStart)}
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	stats := CycleStats{}
+	var wait time.Duration
+	var handOn []Output
+	e.mu.Lock()
+	for _, oc := range outcomes {
+		ts := oc.ts
+		if ts == nil || !oc.updated {
+			continue
+		}
+		ts.lastCall = oc.took
+		if oc.err != nil {
+			// The session may hold a partial update: resend everything next time.
+			ts.needFull = true
+			ts.lastErr = oc.err
+			ts.failedAt = time.Now()
+			ts.backoff = min(max(ts.backoff*2, e.opts.RetryBackoff), time.Minute)
+			wait = cmp.Or(min(wait, ts.backoff), ts.backoff)
+			stats.Failed = append(stats.Failed, ts.t.Name())
+			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", oc.err, "retry_in", ts.backoff)
+			continue
+		}
+		ts.commit(view, policies)
+		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
+		ts.diags = oc.result.Diagnostics
+		stats.ChangedClusters = max(stats.ChangedClusters, oc.changed)
+		for _, co := range oc.result.Outputs {
+			key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
+			if _, ok := view[co.Cluster]; !ok {
+				e.opts.Logger.Warn("translator emitted output for a cluster not in the fleet; dropped", "plugin", ts.t.Name(), "cluster", co.Cluster)
+				continue
+			}
+			prev, had := e.outputs[key]
+			s, err := snapshot.New(0, co.Resources)
+			if err != nil {
+				e.opts.Logger.Warn("translator emitted an invalid output; keeping the previous one", "plugin", ts.t.Name(), "cluster", co.Cluster, "backend", co.Backend, "error", err)
+				continue
+			}
+			if had && prev.Snapshot.Hash() == s.Hash() {
+				continue
+			}
+			if !had && s.Len() == 0 {
+				continue
+			}
+			var version uint64 = 1
+			if had {
+				version = prev.Snapshot.Version() + 1
+			}
+			o := Output{Key: key, Snapshot: s.WithVersion(version), Plugin: ts.t.Name()}
+			e.outputs[key] = o
+			handOn = append(handOn, o)
+			stats.Bytes += s.Size()
+		}
+	}
+	// Clusters that left the fleet lose their outputs.
+	for key := range e.outputs {
+		if _, ok := view[key.Cluster]; !ok {
+			delete(e.outputs, key)
+		}
+	}
+	e.mu.Unlock()
+
+	slices.SortFunc(handOn, func(a, b Output) int { return cmp.Compare(a.Key.String(), b.Key.String()) })
+	for _, o := range handOn {
+		e.opts.OnOutput(o)
+	}
+	stats.Outputs = len(handOn)
+	stats.Duration = time.Since(start)
+	e.opts.OnCycle(stats)
+	return wait
+}
+
+// update builds the translator's next update from the view. It reports how
+// many clusters it carries.
+func (ts *translatorState) update(view map[string]clusterState, policies *snapshot.Snapshot) (pluginhost.Update, int) {
+	u := pluginhost.Update{Full: ts.needFull}
+	seen := ts.seen
+	basePolicies := ts.policies
+	if u.Full {
+		seen = map[string]clusterState{}
+		basePolicies = snapshot.Empty
+	}
+	for _, name := range slices.Sorted(maps.Keys(view)) {
+		cs := view[name]
+		old, had := seen[name]
+		if had && old.input.Hash() == cs.input.Hash() && old.stale == cs.stale {
+			continue
+		}
+		var base *snapshot.Snapshot = snapshot.Empty
+		if had {
+			base = old.input
+		}
+		d := snapshot.Diff(base, cs.input)
+		u.Clusters = append(u.Clusters, pluginhost.ClusterUpdate{
+			Name: name, Stale: cs.stale, Meshes: cs.meshes, Upserts: d.Upserts, Deletes: d.Deletes,
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(seen)) {
+		if _, ok := view[name]; !ok {
+			u.Clusters = append(u.Clusters, pluginhost.ClusterUpdate{Name: name, Removed: true})
+		}
+	}
+	pd := snapshot.Diff(basePolicies, policies)
+	u.PolicyUpserts, u.PolicyDeletes = pd.Upserts, pd.Deletes
+	return u, len(u.Clusters)
+}
+
+// commit records that the translator's session now holds the view.
+func (ts *translatorState) commit(view map[string]clusterState, policies *snapshot.Snapshot) {
+	ts.seen = maps.Clone(view)
+	ts.policies = policies
+	ts.needFull = false
+}
+
+// Meshes returns the mesh types found in a cluster's inputs, from the Mesh
+// resources discovery computed, sorted.
+func Meshes(s *snapshot.Snapshot) []string {
+	var out []string
+	for r := range s.All() {
+		if r.ID.Group != discoveryapi.Group || r.ID.Kind != "Mesh" {
+			continue
+		}
+		var m discoveryapi.Mesh
+		if err := r.Decode(&m); err == nil && m.Spec.Type != "" {
+			out = append(out, m.Spec.Type)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// knownMeshes are the backends that run only where discovery finds their mesh.
+var knownMeshes = map[string]bool{discoveryapi.MeshIstio: true, discoveryapi.MeshCilium: true, discoveryapi.MeshEnvoy: true}
+
+func activeBackends(view map[string]clusterState) map[string]bool {
+	active := map[string]bool{}
+	for _, cs := range view {
+		for _, m := range cs.meshes {
+			active[m] = true
+		}
+	}
+	return active
+}
+
+// runs reports whether a translator with these backends has work: one of
+// its backends is a mesh found in the fleet, or a backend that is not a
+// mesh (a custom backend such as plain NetworkPolicy runs everywhere).
+func runs(backends []string, active map[string]bool) bool {
+	for _, b := range backends {
+		if active[b] || !knownMeshes[b] {
+			return true
+		}
+	}
+	return false
+}
+
+// PluginStatus is one translator's health.
+type PluginStatus struct {
+	Name     string
+	Backends []string
+	Healthy  bool
+	Error    string
+	LastOK   time.Time
+	// LastCall is how long the last Translate call took.
+	LastCall time.Duration
+}
+
+// Status returns every translator's health, by name.
+func (e *Engine) Status() []PluginStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []PluginStatus
+	for _, ts := range e.translators {
+		ps := PluginStatus{Name: ts.t.Name(), Backends: ts.t.Backends(), Healthy: ts.lastErr == nil, LastOK: ts.lastOK, LastCall: ts.lastCall}
+		if ts.lastErr != nil {
+			ps.Error = ts.lastErr.Error()
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b PluginStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Diagnostics returns the latest diagnostics of every translator, with the
+// plugin name filled in, sorted by policy.
+func (e *Engine) Diagnostics() []pluginhost.Diagnostic {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []pluginhost.Diagnostic
+	for _, ts := range e.translators {
+		for _, d := range ts.diags {
+			d.Plugin = cmp.Or(d.Plugin, ts.t.Name())
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b pluginhost.Diagnostic) int {
+		return cmp.Compare(fmt.Sprint(a.Policy), fmt.Sprint(b.Policy))
+	})
+	return out
+}
+
+// Clusters returns the names of the clusters in the view with their meshes
+// and staleness, sorted by name.
+func (e *Engine) Clusters() []ClusterInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []ClusterInfo
+	for name, cs := range e.clusters {
+		out = append(out, ClusterInfo{Name: name, Meshes: cs.meshes, Stale: cs.stale, InputVersion: cs.input.Version(), InputHash: cs.input.Hash(), Resources: cs.input.Len()})
+	}
+	slices.SortFunc(out, func(a, b ClusterInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ClusterInfo summarizes one cluster of the view.
+type ClusterInfo struct {
+	Name         string
+	Meshes       []string
+	Stale        bool
+	InputVersion uint64
+	InputHash    snapshot.Hash
+	Resources    int
+}

@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/store"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+type admin struct {
+	relayv1.UnimplementedAdminServer
+	s *Server
+}
+
+// authorize checks the admin token in the call's metadata.
+func (a *admin) authorize(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		tok, ok := strings.CutPrefix(v, "Bearer ")
+		if ok && pki.TokenMatches(a.s.adminHash, tok) {
+			return nil
+		}
+	}
+	a.s.m.authFailures.WithLabelValues("admin_token").Inc()
+	return status.Error(codes.Unauthenticated, "a valid admin token is required (authorization: Bearer TOKEN)")
+}
+
+// RegisterCluster creates a relay identity token for a cluster.
+func (a *admin) RegisterCluster(ctx context.Context, req *relayv1.RegisterClusterRequest) (*relayv1.RegisterClusterResponse, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	s := a.s
+	if err := pki.ValidateClusterName(req.GetCluster()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register cluster: %v", err)
+	}
+	tok, err := pki.NewToken()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "create token: %v", err)
+	}
+	c, err := s.deps.Store.GetCluster(ctx, req.GetCluster())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.Unavailable, "look up cluster: %v", err)
+	}
+	if errors.Is(err, store.ErrNotFound) || c.Revoked {
+		c = store.Cluster{Name: req.GetCluster(), Registered: time.Now()}
+	}
+	c.TokenHash = pki.HashToken(tok)
+	c.TokenExpires = time.Time{}
+	if ttl := req.GetTokenTtlSeconds(); ttl > 0 {
+		c.TokenExpires = time.Now().Add(time.Duration(ttl) * time.Second)
+	}
+	if err := s.deps.Store.PutCluster(ctx, c); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store cluster: %v", err)
+	}
+	s.log.Info("cluster token issued", "cluster", c.Name, "expires", c.TokenExpires)
+	resp := &relayv1.RegisterClusterResponse{Token: tok}
+	if !c.TokenExpires.IsZero() {
+		resp.Expires = timestamppb.New(c.TokenExpires)
+	}
+	return resp, nil
+}
+
+// DeregisterCluster revokes a cluster.
+func (a *admin) DeregisterCluster(ctx context.Context, req *relayv1.DeregisterClusterRequest) (*relayv1.DeregisterClusterResponse, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.s.Deregister(ctx, req.GetCluster()); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, status.Errorf(codes.NotFound, "cluster %q is not registered", req.GetCluster())
+		}
+		return nil, status.Errorf(codes.Unavailable, "deregister: %v", err)
+	}
+	return &relayv1.DeregisterClusterResponse{}, nil
+}
+
+// ListClusters returns the registry with connection state.
+func (a *admin) ListClusters(ctx context.Context, _ *relayv1.ListClustersRequest) (*relayv1.ListClustersResponse, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	cs, err := a.s.clusterStatuses(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
+	}
+	return &relayv1.ListClustersResponse{Clusters: cs}, nil
+}
+
+// GetStatus returns the fleet's status.
+func (a *admin) GetStatus(ctx context.Context, _ *relayv1.GetStatusRequest) (*relayv1.Status, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.Status(ctx)
+}
+
+// Deregister revokes a cluster: its token and certificates are refused from
+// now on, its stream is closed with a goodbye, and its inputs and outputs
+// leave the fleet view and the store.
+func (s *Server) Deregister(ctx context.Context, cluster string) error {
+	c, err := s.deps.Store.GetCluster(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	c.Revoked, c.RevokedAt = true, time.Now()
+	c.TokenHash, c.Serials = nil, nil
+	if err := s.deps.Store.PutCluster(ctx, c); err != nil {
+		return err
+	}
+	s.forgetCluster(ctx, cluster)
+	if err := s.deps.Store.DeleteInput(ctx, cluster); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("delete input of deregistered cluster", "cluster", cluster, "error", err)
+	}
+	if err := s.deps.Store.DeleteOutputs(ctx, cluster); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("delete outputs of deregistered cluster", "cluster", cluster, "error", err)
+	}
+	s.log.Info("cluster deregistered", "cluster", cluster)
+	return nil
+}
+
+// forgetCluster drops a revoked cluster from this replica: its stream, its
+// inputs in the view, and safe mode's wait for it.
+func (s *Server) forgetCluster(_ context.Context, cluster string) {
+	s.mu.Lock()
+	st := s.streams[cluster]
+	delete(s.inputs, cluster)
+	ended := s.safe.forget(cluster)
+	s.mu.Unlock()
+	if st != nil {
+		st.goodbye(relayv1.Goodbye_REASON_DEREGISTERED, "cluster deregistered")
+	}
+	s.engine.RemoveCluster(cluster)
+	if ended {
+		s.safeModeEnded()
+	}
+}
+
+// httpHandler serves /metrics, /healthz and /readyz.
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// Degraded is still ready: the server serves from memory.
+		state, err := s.storeHealth()
+		msg := "ok"
+		if state != "ok" {
+			msg = "degraded: store: " + errString(err)
+		}
+		s.mu.Lock()
+		if s.safe.on {
+			msg += "; safe mode: waiting for " + strings.Join(s.safe.waitingList(), ",")
+		}
+		s.mu.Unlock()
+		w.Write([]byte(msg + "\n"))
+	})
+	return mux
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "unknown"
+	}
+	return err.Error()
+}
+
+// storeHealth returns "ok" or "degraded" with the reason.
+func (s *Server) storeHealth() (string, error) {
+	if h, ok := s.deps.Store.(healthReporter); ok {
+		return h.Health()
+	}
+	return "ok", nil
+}

@@ -1,0 +1,23 @@
+// Package server is the meshrelay management server: registration and the
+// CA, the relay streams to agents, delivery of outputs, safe mode, and the
+// admin API.
+//
+// A Server holds the fleet in memory and writes it through to a
+// [store.Store]. Agents register with a relay identity token and a CSR
+// ([relayv1.RegistrationServer]), then keep one Sync stream each: inputs come
+// up as versioned deltas and are acked or nacked; outputs go down as deltas
+// computed per stream against what that agent last applied, so a one-resource
+// change costs one resource on the wire. The engine (core/engine) turns the
+// fleet's inputs and the policies of the management source into outputs.
+//
+// Security: in mTLS mode (the default) every RPC except Register needs a
+// client certificate issued by the server's CA whose URI SAN names the
+// cluster; a stream may only send its own cluster's inputs and receives only
+// its own outputs. Deregistered clusters and revoked serials are refused at
+// the handshake. In TLS-only mode agents present the token on every stream.
+//
+// Safe mode: after a start where some registered cluster has no fresh input
+// (the store was empty or lost), outputs are delivered with pruning forbidden
+// until every such cluster has sent a fresh snapshot, or the safe-start
+// window ends.
+package server

@@ -1,0 +1,424 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+type relay struct {
+	relayv1.UnimplementedRelayServer
+	s *Server
+}
+
+// sent is what a stream last sent of one backend's output. Versions are
+// local to the stream: they continue from what the agent reported in its
+// Hello, so deltas apply on top of what the agent holds.
+type sent struct {
+	snap  *snapshot.Snapshot
+	prune bool
+}
+
+// stream is one agent's Sync stream on this replica.
+type stream struct {
+	s       *Server
+	cluster string
+	log     *slog.Logger
+	srv     relayv1.Relay_SyncServer
+	cancel  context.CancelCauseFunc
+	wake    chan struct{}
+	ctrl    chan *relayv1.ServerMessage
+
+	mu   sync.Mutex
+	sent map[string]sent
+}
+
+// Sync serves one agent's stream.
+func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
+	s := r.s
+	first, err := srv.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "the first message on a stream must be a Hello")
+	}
+	cluster, err := s.authorizeStream(srv.Context(), hello)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(srv.Context())
+	defer cancel(nil)
+	st := &stream{
+		s:       s,
+		cluster: cluster,
+		log:     s.log.With("cluster", cluster),
+		srv:     srv,
+		cancel:  cancel,
+		wake:    make(chan struct{}, 1),
+		ctrl:    make(chan *relayv1.ServerMessage, 64),
+		sent:    map[string]sent{},
+	}
+	welcome := s.attach(st, hello)
+	defer s.detach(st)
+	if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	st.log.Info("agent connected", "agent_version", hello.GetAgentVersion(), "resumed", welcome.GetInputVersion() == hello.GetInputVersion() && welcome.GetInputVersion() != 0)
+
+	done := make(chan error, 1)
+	go func() { done <- st.sendLoop(ctx) }()
+	st.notifyAll()
+	recvErr := st.recvLoop(ctx)
+	cancel(recvErr)
+	sendErr := <-done
+	if recvErr != nil && !errors.Is(recvErr, context.Canceled) {
+		return recvErr
+	}
+	return sendErr
+}
+
+// authorizeStream checks the Hello against the caller's identity: the
+// certificate's cluster under mTLS, the token otherwise.
+func (s *Server) authorizeStream(ctx context.Context, hello *relayv1.Hello) (string, error) {
+	if s.authMode() == ModeMTLS {
+		cluster, err := s.peerCluster(ctx)
+		if err != nil {
+			return "", err
+		}
+		if hello.GetCluster() != "" && hello.GetCluster() != cluster {
+			s.m.authFailures.WithLabelValues("cluster_mismatch").Inc()
+			s.log.Warn("agent named another cluster than its certificate", "certificate", cluster, "hello", hello.GetCluster())
+			return "", status.Errorf(codes.PermissionDenied, "certificate is for cluster %q, not %q", cluster, hello.GetCluster())
+		}
+		c, err := s.deps.Store.GetCluster(ctx, cluster)
+		if err != nil || c.Revoked {
+			s.m.authFailures.WithLabelValues("revoked").Inc()
+			return "", status.Errorf(codes.PermissionDenied, "cluster %q is not registered", cluster)
+		}
+		return cluster, nil
+	}
+	if _, err := s.checkToken(ctx, hello.GetCluster(), hello.GetToken()); err != nil {
+		return "", err
+	}
+	return hello.GetCluster(), nil
+}
+
+// attach registers a stream, replacing an older one of the same cluster,
+// and prepares the Welcome and the resume of outputs.
+func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
+	s.mu.Lock()
+	old := s.streams[st.cluster]
+	s.streams[st.cluster] = st
+	in, hasInput := s.inputs[st.cluster]
+	s.mu.Unlock()
+	if old != nil {
+		old.goodbye(relayv1.Goodbye_REASON_REBALANCING, "a newer stream of this cluster connected")
+	}
+	s.m.connected.Set(float64(s.connectedCount()))
+
+	w := &relayv1.Welcome{ServerId: s.opts.ServerID}
+	if hasInput {
+		w.InputVersion = in.snap.Version()
+		h := in.snap.Hash()
+		w.InputHash = h[:]
+		if string(hello.GetInputHash()) == string(h[:]) && hello.GetInputVersion() == in.snap.Version() {
+			// The agent resumes from what the store holds: fresh.
+			s.engine.SetStale(st.cluster, false)
+			s.markFresh(st.cluster)
+		}
+	}
+	// Resume outputs the agent already holds without resending them.
+	for backend, o := range s.engine.Outputs(st.cluster) {
+		h := o.Snapshot.Hash()
+		if string(hello.GetOutputHashes()[backend]) == string(h[:]) {
+			st.sent[backend] = sent{snap: o.Snapshot.WithVersion(hello.GetOutputVersions()[backend])}
+		}
+	}
+	return w
+}
+
+// detach unregisters a stream when it ends and marks its cluster stale.
+func (s *Server) detach(st *stream) {
+	s.mu.Lock()
+	current := s.streams[st.cluster] == st
+	if current {
+		delete(s.streams, st.cluster)
+	}
+	s.mu.Unlock()
+	s.m.connected.Set(float64(s.connectedCount()))
+	if current {
+		s.engine.SetStale(st.cluster, true)
+		st.log.Info("agent disconnected; its inputs stay in the fleet view as stale")
+	}
+}
+
+func (s *Server) connectedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// recvLoop handles the agent's messages until the stream ends.
+func (st *stream) recvLoop(ctx context.Context) error {
+	var asm snapshot.Assembler
+	for {
+		msg, err := st.srv.Recv()
+		if err != nil {
+			return err
+		}
+		st.s.m.received(msg)
+		switch m := msg.Msg.(type) {
+		case *relayv1.AgentMessage_Input:
+			st.handleInput(ctx, &asm, m.Input)
+		case *relayv1.AgentMessage_Ack:
+			st.handleAck(m.Ack)
+		case *relayv1.AgentMessage_Heartbeat:
+		case *relayv1.AgentMessage_Goodbye:
+			st.log.Info("agent said goodbye", "reason", m.Goodbye.GetReason(), "message", m.Goodbye.GetMessage())
+			return nil
+		case *relayv1.AgentMessage_Hello:
+			return status.Error(codes.InvalidArgument, "a second Hello on the stream")
+		default:
+			return status.Error(codes.InvalidArgument, "unknown agent message")
+		}
+	}
+}
+
+// handleInput applies one input delta part; a complete delta is acked, or
+// nacked so the agent resends in full.
+func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *relayv1.InputSnapshot) {
+	s := st.s
+	nack := func(version uint64, err error) {
+		asm.Reset()
+		st.log.Warn("input refused; asking for a full resend", "version", version, "error", err)
+		s.m.inputNacks.Inc()
+		st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
+			Subject: relayv1.Ack_SUBJECT_INPUT, Version: version, Nack: true, Error: err.Error(),
+		}}})
+	}
+	part, err := snapshot.DeltaFromProto(in.GetDelta())
+	if err != nil {
+		nack(in.GetDelta().GetVersion(), fmt.Errorf("malformed input delta: %w", err))
+		return
+	}
+	d, complete, err := asm.Add(part, !in.GetDelta().GetMore())
+	if err != nil {
+		nack(part.Version, err)
+		return
+	}
+	if !complete {
+		return
+	}
+	s.mu.Lock()
+	base := s.inputs[st.cluster].snap
+	s.mu.Unlock()
+	next, err := snapshot.Apply(base, d)
+	if err != nil {
+		nack(d.Version, err)
+		return
+	}
+	s.acceptInput(ctx, st.cluster, next)
+	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
+		Subject: relayv1.Ack_SUBJECT_INPUT, Version: d.Version,
+	}}})
+}
+
+// acceptInput makes a cluster's new input current: in memory, in the
+// engine, and written through to the store.
+func (s *Server) acceptInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) {
+	s.mu.Lock()
+	s.inputs[cluster] = inputState{snap: snap, updated: time.Now()}
+	s.mu.Unlock()
+	s.engine.SetInput(cluster, snap)
+	s.engine.SetStale(cluster, false)
+	s.markFresh(cluster)
+	if err := s.deps.Store.PutInput(ctx, cluster, snap); err != nil {
+		// Memory already holds it; a write-through store retries on its own.
+		s.log.Warn("store input", "cluster", cluster, "version", snap.Version(), "error", err)
+	}
+}
+
+// handleAck records the agent's result for an output version.
+func (st *stream) handleAck(ack *relayv1.Ack) {
+	if ack.GetSubject() != relayv1.Ack_SUBJECT_OUTPUT {
+		return
+	}
+	backend := ack.GetBackend()
+	st.mu.Lock()
+	cur, ok := st.sent[backend]
+	if ack.GetNack() && (!ok || cur.snap.Version() == ack.GetVersion()) {
+		// The agent could not apply the delta: resend in full.
+		delete(st.sent, backend)
+		st.mu.Unlock()
+		st.log.Warn("agent refused output; resending in full", "backend", backend, "version", ack.GetVersion(), "error", ack.GetError())
+		st.notifyAll()
+		return
+	}
+	st.mu.Unlock()
+	if !ok || cur.snap.Version() != ack.GetVersion() {
+		return // an ack for an older version
+	}
+	errs := map[snapshot.ID]string{}
+	for _, r := range ack.GetResults() {
+		id, err := snapshot.IDFromProto(r.GetId())
+		if err == nil && r.GetError() != "" {
+			errs[id] = r.GetError()
+		}
+	}
+	st.s.mu.Lock()
+	st.s.acks[engine.OutputKey{Cluster: st.cluster, Backend: backend}] = ackState{hash: cur.snap.Hash(), errors: errs}
+	st.s.mu.Unlock()
+}
+
+// sendLoop is the stream's only sender.
+func (st *stream) sendLoop(ctx context.Context) error {
+	hb := time.NewTicker(st.s.opts.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-st.ctrl:
+			if err := st.send(m); err != nil {
+				return err
+			}
+			if m.GetGoodbye() != nil {
+				st.cancel(errors.New("goodbye sent"))
+				return nil
+			}
+		case <-st.wake:
+			if err := st.sendOutputs(); err != nil {
+				return err
+			}
+		case <-hb.C:
+			if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendOutputs sends, for every backend whose output changed since it was
+// last sent on this stream, the delta from what the agent holds.
+func (st *stream) sendOutputs() error {
+	s := st.s
+	prune := s.pruneAllowed()
+	current := s.engine.Outputs(st.cluster)
+	st.mu.Lock()
+	backends := slices.Sorted(maps.Keys(current))
+	for b := range st.sent {
+		if _, ok := current[b]; !ok {
+			backends = append(backends, b)
+		}
+	}
+	type pending struct {
+		backend string
+		delta   snapshot.Delta
+		next    sent
+	}
+	var out []pending
+	for _, b := range backends {
+		prev, had := st.sent[b]
+		want := snapshot.Empty
+		if o, ok := current[b]; ok {
+			want = o.Snapshot
+		}
+		if had && prev.snap.Hash() == want.Hash() && prev.prune == prune {
+			continue
+		}
+		var d snapshot.Delta
+		if had {
+			next := want.WithVersion(prev.snap.Version() + 1)
+			d = snapshot.Diff(prev.snap, next)
+			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune}})
+		} else {
+			next := want.WithVersion(max(want.Version(), 1))
+			d = snapshot.FullDelta(next)
+			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune}})
+		}
+	}
+	for _, p := range out {
+		st.sent[p.backend] = p.next
+	}
+	st.mu.Unlock()
+
+	for _, p := range out {
+		parts := snapshot.Split(p.delta, s.opts.MaxMessageBytes/2)
+		for i, part := range parts {
+			msg := &relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Output{Output: &relayv1.OutputSnapshot{
+				Backend:      p.backend,
+				Delta:        snapshot.DeltaToProto(part, i < len(parts)-1),
+				PruneAllowed: prune,
+			}}}
+			if err := st.send(msg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (st *stream) send(m *relayv1.ServerMessage) error {
+	st.s.m.sent(m)
+	if err := st.srv.Send(m); err != nil {
+		return fmt.Errorf("send to %s: %w", st.cluster, err)
+	}
+	return nil
+}
+
+// notifyAll wakes the sender to look at every backend's output.
+func (st *stream) notifyAll() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// control queues a message for the sender.
+func (st *stream) control(m *relayv1.ServerMessage) {
+	select {
+	case st.ctrl <- m:
+	default:
+		st.log.Warn("control queue full; closing the stream")
+		st.cancel(errors.New("control queue full"))
+	}
+}
+
+// goodbye ends the stream with a reason.
+func (st *stream) goodbye(reason relayv1.Goodbye_Reason, message string) {
+	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Goodbye{Goodbye: &relayv1.Goodbye{Reason: reason, Message: message}}})
+}
+
+// onOutput is the engine's callback: it wakes the stream of the output's cluster.
+func (s *Server) onOutput(o engine.Output) {
+	s.m.outputs.Inc()
+	s.mu.Lock()
+	st := s.streams[o.Key.Cluster]
+	s.mu.Unlock()
+	if st != nil {
+		st.notifyAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.deps.Store.PutOutput(ctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
+			s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
+		}
+	}
+}
+
+// messageSize is the size of a message on the wire, for metrics.
+func messageSize(m proto.Message) int { return proto.Size(m) }

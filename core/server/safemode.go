@@ -1,0 +1,114 @@
+package server
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+)
+
+// safeMode forbids pruning until every registered cluster's input is known
+// to be fresh. A cluster's input is fresh when its agent has sent a full
+// snapshot or resumed with a matching hash since this server started, or
+// when the store shows another replica saw the agent within the last
+// freshness window.
+type safeMode struct {
+	on       bool
+	waiting  map[string]bool
+	deadline time.Time // zero: wait for all
+}
+
+// freshWindow is how recently another replica must have seen a cluster for
+// its stored input to count as fresh at start.
+const freshWindowHeartbeats = 3
+
+func newSafeMode(registered map[string]store.Cluster, inputs map[string]*snapshot.Snapshot, opts Options, now time.Time) safeMode {
+	sm := safeMode{waiting: map[string]bool{}}
+	window := freshWindowHeartbeats * opts.Heartbeat
+	for name, c := range registered {
+		_, hasInput := inputs[name]
+		seenElsewhere := c.Replica != "" && c.Replica != opts.ServerID && now.Sub(c.LastSeen) < window
+		if !hasInput || !seenElsewhere {
+			sm.waiting[name] = true
+		}
+	}
+	sm.on = len(sm.waiting) > 0
+	if sm.on && opts.SafeStartWindow > 0 {
+		sm.deadline = now.Add(opts.SafeStartWindow)
+	}
+	return sm
+}
+
+// fresh records that a cluster's input is fresh. It reports whether safe
+// mode ended.
+func (sm *safeMode) fresh(cluster string) bool {
+	if !sm.on {
+		return false
+	}
+	delete(sm.waiting, cluster)
+	if len(sm.waiting) == 0 {
+		sm.on = false
+		return true
+	}
+	return false
+}
+
+// expire ends safe mode when its deadline passed. It reports whether safe
+// mode ended.
+func (sm *safeMode) expire(now time.Time) bool {
+	if !sm.on || sm.deadline.IsZero() || now.Before(sm.deadline) {
+		return false
+	}
+	sm.on = false
+	sm.waiting = map[string]bool{}
+	return true
+}
+
+// forget drops a cluster that was deregistered. It reports whether safe mode ended.
+func (sm *safeMode) forget(cluster string) bool { return sm.fresh(cluster) }
+
+func (sm *safeMode) waitingList() []string {
+	return slices.Sorted(maps.Keys(sm.waiting))
+}
+
+// checkSafeDeadline ends safe mode at its deadline and lets agents prune.
+func (s *Server) checkSafeDeadline(now time.Time) {
+	s.mu.Lock()
+	ended := s.safe.expire(now)
+	s.mu.Unlock()
+	if ended {
+		s.log.Warn("safe-start window ended before every cluster reported; pruning allowed")
+		s.safeModeEnded()
+	}
+}
+
+// markFresh records a fresh input from cluster and ends safe mode when it
+// was the last one waited for.
+func (s *Server) markFresh(cluster string) {
+	s.mu.Lock()
+	ended := s.safe.fresh(cluster)
+	s.mu.Unlock()
+	if ended {
+		s.log.Info("every registered cluster reported; safe mode ended")
+		s.safeModeEnded()
+	}
+}
+
+// safeModeEnded tells every agent it may prune now.
+func (s *Server) safeModeEnded() {
+	s.m.safeMode.Set(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.streams {
+		st.notifyAll()
+	}
+}
+
+// pruneAllowed reports whether outputs may prune now.
+func (s *Server) pruneAllowed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.safe.on
+}

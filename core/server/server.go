@@ -1,0 +1,466 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// PolicySource publishes the management source's policies as a snapshot
+// each time they change. Run returns when ctx ends.
+type PolicySource interface {
+	Run(ctx context.Context, publish func(*snapshot.Snapshot)) error
+}
+
+// StatusWriter is an optional capability of a PolicySource: it writes a
+// policy's folded status back where the policy lives.
+type StatusWriter interface {
+	WriteStatus(ctx context.Context, ref PolicyRef, status policyv1alpha1.PolicyStatus) error
+}
+
+// Deps are the parts a Server is built from.
+type Deps struct {
+	// Store keeps the fleet; usually a store.WriteThrough over Redis, or memory.
+	Store store.Store
+	// Translators are the loaded plugins.
+	Translators []engine.Translator
+	// Policies is the management policy source; nil for none.
+	Policies PolicySource
+	Logger   *slog.Logger
+	// Registerer receives the server's metrics; nil for a private registry.
+	Registerer prometheus.Registerer
+	// Gatherer serves /metrics; nil serves the private registry.
+	Gatherer prometheus.Gatherer
+}
+
+// healthReporter is implemented by stores that can be degraded, such as
+// store.WriteThrough.
+type healthReporter interface {
+	Health() (string, error)
+}
+
+// runner is implemented by stores with background work, such as store.WriteThrough.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// Server is a meshrelay management server replica.
+type Server struct {
+	opts Options
+	deps Deps
+	log  *slog.Logger
+	m    *metrics
+
+	ca         *pki.CA
+	serverCert *pki.Reloader
+	adminHash  []byte
+	engine     *engine.Engine
+	started    time.Time
+
+	grpcLis  net.Listener
+	adminLis net.Listener
+	grpc     *grpc.Server
+
+	mu       sync.Mutex
+	streams  map[string]*stream
+	inputs   map[string]inputState
+	acks     map[engine.OutputKey]ackState
+	policies *snapshot.Snapshot
+	safe     safeMode
+	limiters map[string]*rate.Limiter
+}
+
+type inputState struct {
+	snap    *snapshot.Snapshot
+	updated time.Time
+}
+
+// ackState is what an agent said about the last output it applied.
+type ackState struct {
+	hash   snapshot.Hash
+	errors map[snapshot.ID]string
+}
+
+// New builds a server: it loads or creates the CA, issues the server
+// certificate, opens the listeners and loads the fleet from the store. Run
+// starts serving.
+func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil {
+		return nil, errors.New("new server: no store")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		deps.Registerer, deps.Gatherer = reg, reg
+	}
+	if opts.ServerID == "" {
+		host, _ := os.Hostname()
+		opts.ServerID = cmp.Or(host, "server") + "-" + randomSuffix()
+	}
+	s := &Server{
+		opts:     opts,
+		deps:     deps,
+		log:      deps.Logger.With("server", opts.ServerID),
+		started:  time.Now(),
+		streams:  map[string]*stream{},
+		inputs:   map[string]inputState{},
+		acks:     map[engine.OutputKey]ackState{},
+		policies: snapshot.Empty,
+		limiters: map[string]*rate.Limiter{},
+	}
+	s.m = newMetrics(deps.Registerer, s)
+	s.engine = engine.New(deps.Translators, engine.Options{
+		Debounce: opts.Debounce,
+		OnOutput: s.onOutput,
+		OnCycle:  s.m.observeCycle,
+		Logger:   s.log,
+	})
+	if err := s.loadCA(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.loadAdminToken(); err != nil {
+		return nil, err
+	}
+	if err := s.loadFleet(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// loadCA takes the CA from files, else from the store (shared by replicas),
+// else from the data directory, generating it there on first start.
+func (s *Server) loadCA(ctx context.Context) error {
+	var err error
+	switch {
+	case s.opts.CACertFile != "":
+		s.ca, err = pki.LoadCA(s.opts.CACertFile, s.opts.CAKeyFile, s.opts.CAChainFile)
+		if err != nil {
+			return fmt.Errorf("load CA: %w", err)
+		}
+	default:
+		certPEM, keyPEM, gerr := s.deps.Store.GetCA(ctx)
+		switch {
+		case gerr == nil:
+			if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
+				return fmt.Errorf("load CA from store: %w", err)
+			}
+		case errors.Is(gerr, store.ErrNotFound):
+			if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
+				return fmt.Errorf("create CA: %w", err)
+			}
+			pemData, err := s.ca.MarshalPEM()
+			if err != nil {
+				return fmt.Errorf("encode CA: %w", err)
+			}
+			if err := s.deps.Store.PutCA(ctx, pemData, nil); err != nil {
+				return fmt.Errorf("store CA: %w", err)
+			}
+		default:
+			return fmt.Errorf("load CA from store: %w", gerr)
+		}
+	}
+	cert, err := s.ca.IssueServerCert(s.opts.ServerSANs, 365*24*time.Hour)
+	if err != nil {
+		return fmt.Errorf("issue server certificate: %w", err)
+	}
+	s.serverCert, err = pki.NewReloader(&cert)
+	if err != nil {
+		return fmt.Errorf("issue server certificate: %w", err)
+	}
+	return nil
+}
+
+// loadAdminToken reads the admin token, generating it on first start.
+func (s *Server) loadAdminToken() error {
+	path := cmp.Or(s.opts.AdminTokenFile, filepath.Join(s.opts.DataDir, "admin-token"))
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && s.opts.AdminTokenFile == "" {
+		tok, terr := pki.NewToken()
+		if terr != nil {
+			return fmt.Errorf("create admin token: %w", terr)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("create admin token: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return fmt.Errorf("create admin token: %w", err)
+		}
+		data, err = []byte(tok), nil
+	}
+	if err != nil {
+		return fmt.Errorf("read admin token: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return fmt.Errorf("admin token file %s is empty", path)
+	}
+	s.adminHash = pki.HashToken(tok)
+	return nil
+}
+
+// AdminTokenPath returns where the admin token is kept.
+func (s *Server) AdminTokenPath() string {
+	return cmp.Or(s.opts.AdminTokenFile, filepath.Join(s.opts.DataDir, "admin-token"))
+}
+
+// loadFleet reads every cluster's last input from the store and decides
+// whether to start in safe mode.
+func (s *Server) loadFleet(ctx context.Context) error {
+	start := time.Now()
+	inputs, err := s.deps.Store.ListInputs(ctx)
+	if err != nil {
+		return fmt.Errorf("load inputs: %w", err)
+	}
+	clusters, err := s.deps.Store.ListClusters(ctx)
+	if err != nil {
+		return fmt.Errorf("load clusters: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	registered := map[string]store.Cluster{}
+	for _, c := range clusters {
+		if !c.Revoked {
+			registered[c.Name] = c
+		}
+	}
+	for name, snap := range inputs {
+		if _, ok := registered[name]; !ok {
+			continue
+		}
+		s.inputs[name] = inputState{snap: snap, updated: time.Now()}
+		s.engine.SetInput(name, snap)
+		s.engine.SetStale(name, true)
+	}
+	s.safe = newSafeMode(registered, inputs, s.opts, time.Now())
+	s.log.Info("fleet loaded", "clusters", len(registered), "inputs", len(inputs), "took", time.Since(start), "safe_mode", s.safe.on, "waiting_for", s.safe.waitingList())
+	return nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	if s.grpcLis, err = net.Listen("tcp", s.opts.ListenAddr); err != nil {
+		return fmt.Errorf("listen relay: %w", err)
+	}
+	if s.opts.AdminAddr != "" {
+		if s.adminLis, err = net.Listen("tcp", s.opts.AdminAddr); err != nil {
+			s.grpcLis.Close()
+			return fmt.Errorf("listen metrics: %w", err)
+		}
+	}
+	var creds credentials.TransportCredentials
+	if s.opts.InsecureLoopback {
+		creds = insecure.NewCredentials()
+	} else {
+		creds = credentials.NewTLS(pki.ServerTLSConfig(pki.ServerTLSOptions{
+			Certificate:   s.serverCert,
+			ClientCAs:     s.ca.Pool(),
+			ClientAuth:    pki.VerifyClientCertIfGiven,
+			VerifyCluster: s.verifyCluster,
+		}))
+	}
+	s.grpc = grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
+		grpc.MaxSendMsgSize(s.opts.MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	relayv1.RegisterRegistrationServer(s.grpc, &registration{s: s})
+	relayv1.RegisterRelayServer(s.grpc, &relay{s: s})
+	relayv1.RegisterAdminServer(s.grpc, &admin{s: s})
+	return nil
+}
+
+// Addr returns the relay's listening address.
+func (s *Server) Addr() string { return s.grpcLis.Addr().String() }
+
+// AdminAddr returns the metrics and health address, or "" when disabled.
+func (s *Server) AdminAddr() string {
+	if s.adminLis == nil {
+		return ""
+	}
+	return s.adminLis.Addr().String()
+}
+
+// CABundle returns the PEM CA bundle agents trust.
+func (s *Server) CABundle() []byte { return s.ca.BundlePEM() }
+
+// ID returns the replica's name.
+func (s *Server) ID() string { return s.opts.ServerID }
+
+// Engine returns the server's engine, for status and tests.
+func (s *Server) Engine() *engine.Engine { return s.engine }
+
+// Run serves until ctx ends, then says goodbye to every agent and stops.
+func (s *Server) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if r, ok := s.deps.Store.(runner); ok {
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	g.Go(func() error { return s.engine.Run(ctx) })
+	g.Go(func() error { return s.watchStore(ctx) })
+	g.Go(func() error { return s.tick(ctx) })
+	if s.deps.Policies != nil {
+		g.Go(func() error {
+			return s.deps.Policies.Run(ctx, s.setPolicies)
+		})
+	}
+	g.Go(func() error {
+		if err := s.grpc.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serve relay: %w", err)
+		}
+		return nil
+	})
+	var httpSrv *http.Server
+	if s.adminLis != nil {
+		httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := httpSrv.Serve(s.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve metrics: %w", err)
+			}
+			return nil
+		})
+	}
+	s.log.Info("server started", "relay", s.Addr(), "metrics", s.AdminAddr(), "mode", s.authMode())
+	g.Go(func() error {
+		<-ctx.Done()
+		s.shutdown()
+		if httpSrv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = httpSrv.Shutdown(sctx)
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// shutdown says goodbye to every agent, then stops the gRPC server.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.goodbye(relayv1.Goodbye_REASON_SHUTTING_DOWN, "server shutting down")
+	}
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+}
+
+// Stop stops serving at once, without goodbyes, as when a replica dies. For tests.
+func (s *Server) Stop() {
+	s.grpc.Stop()
+	if s.adminLis != nil {
+		s.adminLis.Close()
+	}
+}
+
+// authMode is "mtls", or "token" when streams authenticate with tokens.
+func (s *Server) authMode() string {
+	if s.opts.Mode == ModeTLS || s.opts.InsecureLoopback {
+		return "token"
+	}
+	return ModeMTLS
+}
+
+// setPolicies records the management source's policies.
+func (s *Server) setPolicies(p *snapshot.Snapshot) {
+	s.mu.Lock()
+	s.policies = p
+	s.mu.Unlock()
+	s.engine.SetPolicies(p)
+}
+
+// tick runs periodic duties: safe-mode deadline, last-seen, policy status.
+func (s *Server) tick(ctx context.Context) error {
+	t := time.NewTicker(cmp.Or(min(s.opts.Heartbeat, time.Second), time.Second))
+	defer t.Stop()
+	lastSeen := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			s.checkSafeDeadline(now)
+			if now.Sub(lastSeen) >= s.opts.Heartbeat {
+				lastSeen = now
+				s.touchLastSeen(ctx, now)
+				s.writePolicyStatus(ctx)
+			}
+		}
+	}
+}
+
+// touchLastSeen records in the store that this replica's agents are alive,
+// so other replicas starting up know their inputs are fresh.
+func (s *Server) touchLastSeen(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.streams))
+	for name := range s.streams {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	for _, name := range names {
+		c, err := s.deps.Store.GetCluster(ctx, name)
+		if err != nil {
+			continue
+		}
+		c.LastSeen, c.Replica = now, s.opts.ServerID
+		if err := s.deps.Store.PutCluster(ctx, c); err != nil {
+			s.log.Warn("record last seen", "cluster", name, "error", err)
+		}
+	}
+}
+
+// tokenHash hashes a token for comparison with stored hashes.
+func tokenHash(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}

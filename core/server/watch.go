@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/store"
+)
+
+// watchStore follows other replicas' writes so this replica translates with
+// the whole fleet: their clusters' inputs, and deregistrations.
+func (s *Server) watchStore(ctx context.Context) error {
+	for {
+		events, err := s.deps.Store.Watch(ctx)
+		if err != nil {
+			s.log.Warn("watch store; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		for ev := range events {
+			s.handleStoreEvent(ctx, ev)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
+	if ev.Replica == s.opts.ServerID {
+		return
+	}
+	switch ev.Kind {
+	case store.EventInput:
+		s.reloadInput(ctx, ev.Cluster)
+	case store.EventCluster:
+		c, err := s.deps.Store.GetCluster(ctx, ev.Cluster)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && c.Revoked) {
+			s.forgetCluster(ctx, ev.Cluster)
+		}
+	case store.EventResync:
+		clusters, err := s.deps.Store.ListClusters(ctx)
+		if err != nil {
+			s.log.Warn("resync from store", "error", err)
+			return
+		}
+		for _, c := range clusters {
+			if c.Revoked {
+				s.forgetCluster(ctx, c.Name)
+				continue
+			}
+			s.reloadInput(ctx, c.Name)
+		}
+	}
+}
+
+// reloadInput takes a cluster's input from the store when it is newer than
+// what this replica holds and the cluster's agent is not connected here.
+func (s *Server) reloadInput(ctx context.Context, cluster string) {
+	snap, err := s.deps.Store.GetInput(ctx, cluster)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("load input from store", "cluster", cluster, "error", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	_, local := s.streams[cluster]
+	cur, has := s.inputs[cluster]
+	if local || (has && cur.snap.Hash() == snap.Hash()) {
+		s.mu.Unlock()
+		return
+	}
+	s.inputs[cluster] = inputState{snap: snap, updated: time.Now()}
+	s.mu.Unlock()
+	s.engine.SetInput(cluster, snap)
+	s.engine.SetStale(cluster, false)
+	s.markFresh(cluster)
+}
