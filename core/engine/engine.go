@@ -98,16 +98,16 @@ type clusterState struct {
 
 // translatorState is what one translator has seen and said.
 type translatorState struct {
-	t         Translator
-	seen      map[string]clusterState // what the translator's session holds
-	policies  *snapshot.Snapshot
-	needFull  bool
-	diags     []pluginhost.Diagnostic
-	lastErr   error
-	failedAt  time.Time
-	backoff   time.Duration
-	lastOK    time.Time
-	lastCall  time.Duration
+	t        Translator
+	seen     map[string]clusterState // what the translator's session holds
+	policies *snapshot.Snapshot
+	needFull bool
+	diags    []pluginhost.Diagnostic
+	lastErr  error
+	failedAt time.Time
+	backoff  time.Duration
+	lastOK   time.Time
+	lastCall time.Duration
 }
 
 // Engine coalesces input and policy changes and runs translators. All
