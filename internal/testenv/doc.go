@@ -1,0 +1,57 @@
+// Package testenv starts the real servers that meshrelay's integration tests
+// run against: redis-server, and etcd with a kube-apiserver that serves the
+// Istio and Cilium CustomResourceDefinitions.
+//
+// Nothing here is a fake. Each server is a child process of the test binary,
+// listening on a free 127.0.0.1 port, keeping its data and its log in a
+// temporary directory. Child processes run in their own process group and are
+// killed when the test (or the test binary) ends, so nothing outlives go test.
+// When a test fails, the logs of the servers it used are written to the test
+// log.
+//
+// # Redis
+//
+//	r := testenv.StartRedis(t)
+//	client := redis.NewClient(&redis.Options{Addr: r.Addr()})
+//	r.Stop()  // kill the server, as a crash would
+//	r.Start() // bring it back on the same port and data directory
+//
+// StartRedis runs without persistence unless RedisPersistence is given, in
+// which case data written before Stop is still there after Start.
+//
+// # Kubernetes
+//
+//	k := testenv.StartKube(t) // etcd + kube-apiserver + Istio and Cilium CRDs
+//	cs := kubernetes.NewForConfigOrDie(k.Config())
+//	k.InstallCRDs(t, "deploy/crds") // more CRDs, paths relative to the repository root
+//
+// The API server has no controllers (no kube-controller-manager, scheduler or
+// kubelet): objects are stored and validated, but nothing acts on them. A
+// Deployment never gets Pods, a deleted Namespace stays Terminating, and no
+// "default" ServiceAccount is created (the ServiceAccount admission plugin is
+// disabled so Pods can still be created). Clients authenticate with a static
+// token in the system:masters group.
+//
+// Starting an API server takes a few seconds, so a package that needs one in
+// many tests shares one instance:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		k := testenv.SharedKube(t)
+//		ns := k.CreateNamespace(t) // isolate from the other tests
+//		...
+//	}
+//
+// # Missing servers
+//
+// The servers come from Debian's redis-server and etcd-server packages and
+// from bin/kube-apiserver, which is built from the tools/kube module; `make
+// testdeps` (hack/testdeps.sh) provides all of them. When one is missing the
+// test is skipped with a message saying how to install it, unless CI=true or
+// MESHRELAY_REQUIRE_TESTENV=1 is set, in which case the test fails.
+//
+// The binaries are looked up in PATH (redis-server, etcd) and in the
+// repository's bin/ directory (kube-apiserver); MESHRELAY_REDIS_SERVER,
+// MESHRELAY_ETCD and MESHRELAY_KUBE_APISERVER override the paths.
+package testenv
