@@ -106,8 +106,8 @@ func (o *Options) Validate() error {
 	if (o.CACertFile == "") != (o.CAKeyFile == "") {
 		errs = append(errs, errors.New("--ca-cert and --ca-key go together"))
 	}
-	if o.CertTTL < time.Minute {
-		errs = append(errs, fmt.Errorf("--cert-ttl %s is too short (minimum 1m)", o.CertTTL))
+	if o.CertTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--cert-ttl %s is too short (minimum 1s)", o.CertTTL))
 	}
 	if o.SafeStartWindow < 0 {
 		errs = append(errs, errors.New("--safe-start-window must not be negative"))

@@ -80,12 +80,21 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	}
 	st.log.Info("agent connected", "agent_version", hello.GetAgentVersion(), "resumed", welcome.GetInputVersion() == hello.GetInputVersion() && welcome.GetInputVersion() != 0)
 
-	done := make(chan error, 1)
-	go func() { done <- st.sendLoop(ctx) }()
+	sendDone := make(chan error, 1)
+	go func() { sendDone <- st.sendLoop(ctx) }()
+	recvDone := make(chan error, 1)
+	go func() { recvDone <- st.recvLoop(ctx) }()
 	st.notifyAll()
-	recvErr := st.recvLoop(ctx)
-	cancel(recvErr)
-	sendErr := <-done
+	// The stream ends when the agent stops sending or when this side ends it
+	// (a goodbye, a newer stream, a deregistration): returning from the
+	// handler closes it, which also ends the pending Recv.
+	var recvErr error
+	select {
+	case recvErr = <-recvDone:
+		cancel(recvErr)
+	case <-ctx.Done():
+	}
+	sendErr := <-sendDone
 	if recvErr != nil && !errors.Is(recvErr, context.Canceled) {
 		return recvErr
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -192,7 +193,8 @@ func (s *Server) loadCA(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("encode CA: %w", err)
 			}
-			if err := s.deps.Store.PutCA(ctx, pemData, nil); err != nil {
+			certPEM, keyPEM := splitPEM(pemData)
+			if err := s.deps.Store.PutCA(ctx, certPEM, keyPEM); err != nil {
 				return fmt.Errorf("store CA: %w", err)
 			}
 		default:
@@ -208,6 +210,22 @@ func (s *Server) loadCA(ctx context.Context) error {
 		return fmt.Errorf("issue server certificate: %w", err)
 	}
 	return nil
+}
+
+// splitPEM separates certificates from the private key in a PEM bundle.
+func splitPEM(data []byte) (certs, key []byte) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return certs, key
+		}
+		if block.Type == "CERTIFICATE" {
+			certs = append(certs, pem.EncodeToMemory(block)...)
+		} else {
+			key = append(key, pem.EncodeToMemory(block)...)
+		}
+	}
 }
 
 // loadAdminToken reads the admin token, generating it on first start.

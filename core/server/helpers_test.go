@@ -1,0 +1,34 @@
+package server
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// readState returns the agent's stored certificate and key.
+func readState(t *testing.T, ta *testAgent) (certPEM, keyPEM []byte) {
+	t.Helper()
+	dir := filepath.Join(ta.dir, "state")
+	var err error
+	if certPEM, err = os.ReadFile(filepath.Join(dir, "tls.crt")); err != nil {
+		t.Fatal(err)
+	}
+	if keyPEM, err = os.ReadFile(filepath.Join(dir, "tls.key")); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM, keyPEM
+}
+
+func notAfter(t *testing.T, certPEM []byte) time.Time {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.NotAfter
+}
