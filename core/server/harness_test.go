@@ -258,7 +258,9 @@ type recordingSink struct {
 	last    *snapshot.Snapshot
 }
 
-func newRecordingSink() *recordingSink { return &recordingSink{current: map[snapshot.ID]snapshot.Hash{}} }
+func newRecordingSink() *recordingSink {
+	return &recordingSink{current: map[snapshot.ID]snapshot.Hash{}}
+}
 
 func (r *recordingSink) Apply(_ context.Context, _ string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error) {
 	r.mu.Lock()

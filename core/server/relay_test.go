@@ -15,8 +15,8 @@ import (
 	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
-	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
