@@ -32,4 +32,21 @@
 // Optional capabilities are found by type assertion: a translator that also
 // implements [PolicyValidator] gets to refuse policies it cannot serve before
 // Translate sees them.
+//
+// [Serve] runs the plugin side of go-plugin: handshake, negotiated protocol
+// versions (package sdk/protocol), gRPC with raised message limits, hclog
+// JSON logs on stderr (level from MESHRELAY_PLUGIN_LOG_LEVEL), and an exit
+// when the host process dies. A plugin must not write to stdout.
+// [ServeInProcess] serves a translator over an in-memory connection with the
+// same protocol, for hosts that link translators in and for tests;
+// package sdk/sdktest builds its harness on both.
+//
+// Within a session the SDK keeps each cluster's *[Cluster] while its inputs
+// do not change, so what its typed accessors decoded is reused. After a full
+// update every (cluster, backend) output is sent; after a delta only those
+// that changed, an emptied one as an empty output. Diagnostics (the SDK's
+// own for invalid policies, then the translator's) are sent in full with
+// every answer. When Translate fails, emits to an unknown backend or to a
+// cluster outside the fleet, or emits the same object twice, only the
+// error is sent and the host keeps the previous outputs.
 package sdk

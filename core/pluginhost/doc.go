@@ -1,0 +1,43 @@
+// Package pluginhost finds, verifies, starts and restarts meshrelay
+// translator plugins, and calls them through the translator protocol
+// (proto/translator/v1) the way the engine needs.
+//
+// A plugin directory holds plugin binaries and a lock file,
+// plugins.lock.json, recording each plugin's name, version, protocol
+// version, backends, sha256, path and install time:
+//
+//	e, err := pluginhost.Install(dir, "./meshrelay-plugin-netpol", "")        // a path: sha256 computed
+//	e, err := pluginhost.Install(dir, "https://example.com/netpol", sha256hex) // a URL needs the sha256
+//	entries, err := pluginhost.List(dir)
+//	err = pluginhost.Verify(dir)        // recompute every sha256
+//	err = pluginhost.Remove(dir, "netpol")
+//
+// Install starts the plugin once to describe it and refuses one that speaks
+// no supported protocol version ([ErrUnsupportedProtocol]).
+//
+// A [Host] runs the installed plugins:
+//
+//	h, err := pluginhost.New(dir, logger, pluginhost.DefaultOptions())
+//	defer h.Close() // kills every plugin process
+//	p, _ := h.Plugin("netpol")
+//	res, err := p.Translate(ctx, pluginhost.Update{Full: true, Clusters: ...})
+//
+// A [Plugin] starts its process on first use through go-plugin: the sha256
+// from the lock file is checked before every start ([ErrChecksum] names the
+// plugin, the expected and the actual sum), only gRPC is allowed, the
+// connection uses automatic mTLS, protocol versions are negotiated, the
+// plugin's hclog output arrives in the host's *slog.Logger with a plugin
+// attribute and its levels, and anything it writes to stdout is logged
+// (before the handshake it is a clear start error). Every call has a
+// timeout; a plugin that crashes or hangs is killed and started again with
+// exponential backoff, and the next call that is not a full update returns
+// [ErrNeedFull]. Answers that break the protocol — invalid JSON, objects
+// without kind or name, outputs for clusters not in the view or for
+// backends the plugin does not serve, sets over Options.MaxOutputBytes — are
+// refused as errors, never passed on as empty outputs.
+//
+// [InProcess] runs an sdk.Translator in the host process over an in-memory
+// connection with the same protocol and the same method set.
+//
+// [Scaffold] writes a new plugin project, for `meshrelay plugin init`.
+package pluginhost

@@ -1,0 +1,531 @@
+package pluginhost
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// installRaw puts a binary into dir under name with a lock entry, without
+// starting it, as a lock file written by an older install would.
+func installRaw(t *testing.T, dir, bin, name string) Entry {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := BinaryPrefix + name
+	if err := os.WriteFile(filepath.Join(dir, path), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fileSHA256(filepath.Join(dir, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Name: name, Version: "1.0.0", Protocol: 1, Backends: []string{"test"}, SHA256: sum, Path: path, Installed: time.Now().UTC()}
+	if err := writeLock(dir, append(entries, e)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.BackoffBase = 10 * time.Millisecond
+	o.BackoffMax = 100 * time.Millisecond
+	o.CallTimeout = 20 * time.Second
+	return o
+}
+
+func newHost(t *testing.T, dir string, opts Options, logger *slog.Logger) *Host {
+	t.Helper()
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	h, err := New(dir, logger, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func service(ns, name string) snapshot.Resource {
+	r, err := snapshot.FromJSON([]byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"namespace":%q,"name":%q},"spec":{"selector":{"app":%q}}}`, ns, name, name)))
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func update(full bool, clusters ...string) Update {
+	u := Update{Full: full}
+	for _, c := range clusters {
+		u.Clusters = append(u.Clusters, ClusterUpdate{Name: c, Meshes: []string{"istio"}, Upserts: []snapshot.Resource{service("default", "svc-"+c)}})
+	}
+	return u
+}
+
+func mustPlugin(t *testing.T, h *Host, name string) *Plugin {
+	t.Helper()
+	p, ok := h.Plugin(name)
+	if !ok {
+		t.Fatalf("plugin %q not found", name)
+	}
+	return p
+}
+
+// waitGone waits until the process has exited (or is a zombie).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !alive(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		<-tick.C
+	}
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// works checks that a plugin answers a full update with one output per cluster.
+func works(t *testing.T, tr Translator) {
+	t.Helper()
+	res, err := tr.Translate(context.Background(), update(true, "east", "west"))
+	if err != nil {
+		t.Fatalf("%s: Translate(full) = %v", tr.Name(), err)
+	}
+	if len(res.Outputs) != 2 {
+		t.Fatalf("%s: Translate(full) gave %d outputs, want 2: %+v", tr.Name(), len(res.Outputs), res.Outputs)
+	}
+}
+
+func TestInstallListVerifyRemove(t *testing.T) {
+	bin := pluginBinary(t, "sdk", "good")
+	dir := t.TempDir()
+	e, err := Install(dir, bin, "")
+	if err != nil {
+		t.Fatalf("Install = %v", err)
+	}
+	if e.Name != "good" || e.Version != "1.0.0" || e.Protocol != 1 || len(e.Backends) != 1 || e.Backends[0] != "test" || e.Path != "meshrelay-plugin-good" {
+		t.Errorf("Install = %+v", e)
+	}
+	entries, err := List(dir)
+	if err != nil || len(entries) != 1 || entries[0].SHA256 != e.SHA256 {
+		t.Fatalf("List = %+v, %v", entries, err)
+	}
+	if err := Verify(dir); err != nil {
+		t.Errorf("Verify = %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, e.Path), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("tampered"))
+	f.Close()
+	if err := Verify(dir); !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), e.SHA256) {
+		t.Errorf("Verify after tampering = %v, want a checksum error naming %s", err, e.SHA256)
+	}
+	if err := Remove(dir, "good"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := List(dir); len(entries) != 0 {
+		t.Errorf("List after Remove = %+v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(dir, e.Path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("binary still there after Remove: %v", err)
+	}
+	if err := Remove(dir, "good"); err == nil {
+		t.Error("Remove of a missing plugin succeeded")
+	}
+}
+
+func TestInstallURL(t *testing.T) {
+	bin := pluginBinary(t, "sdk", "good")
+	sum, err := fileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, bin) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	if _, err := Install(dir, srv.URL+"/good", ""); err == nil || !strings.Contains(err.Error(), "needs the binary's sha256") {
+		t.Errorf("Install(URL, no sum) = %v", err)
+	}
+	wrong := strings.Repeat("0", 64)
+	if _, err := Install(dir, srv.URL+"/good", wrong); !errors.Is(err, ErrChecksum) {
+		t.Errorf("Install(URL, wrong sum) = %v, want ErrChecksum", err)
+	}
+	e, err := Install(dir, srv.URL+"/good", sum)
+	if err != nil || e.SHA256 != sum {
+		t.Fatalf("Install(URL) = %+v, %v", e, err)
+	}
+	works(t, mustPlugin(t, newHost(t, dir, testOptions(), nil), "good"))
+}
+
+func TestWrongChecksum(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Install(dir, pluginBinary(t, "sdk", "good"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installRaw(t, dir, pluginBinary(t, "sdk", "other"), "other")
+	// Replace the binary after install: the host must refuse to start it.
+	if err := os.WriteFile(filepath.Join(dir, e.Path), []byte("#!/bin/sh\necho replaced\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, dir, testOptions(), nil)
+	_, err = mustPlugin(t, h, "good").Translate(context.Background(), update(true, "east"))
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("Translate = %v, want ErrChecksum", err)
+	}
+	t.Logf("error: %v", err)
+	for _, want := range []string{`"good"`, e.SHA256, "sha256"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if mustPlugin(t, h, "good").Starts() != 1 || mustPlugin(t, h, "good").Pid() != 0 {
+		t.Error("a plugin with a wrong checksum runs")
+	}
+	works(t, mustPlugin(t, h, "other"))
+}
+
+func TestUnsupportedProtocol(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Install(dir, pluginBinary(t, "v2", "future"), "")
+	if !errors.Is(err, ErrUnsupportedProtocol) {
+		t.Fatalf("Install(v2 plugin) = %v, want ErrUnsupportedProtocol", err)
+	}
+	t.Logf("error: %v", err)
+	if entries, _ := List(dir); len(entries) != 0 {
+		t.Errorf("refused plugin is in the lock file: %+v", entries)
+	}
+	// Installed by other means, it is refused at start too.
+	installRaw(t, dir, pluginBinary(t, "v2", "future"), "future")
+	_, err = mustPlugin(t, newHost(t, dir, testOptions(), nil), "future").Translate(context.Background(), update(true, "east"))
+	if !errors.Is(err, ErrUnsupportedProtocol) {
+		t.Fatalf("Translate(v2 plugin) = %v, want ErrUnsupportedProtocol", err)
+	}
+}
+
+func TestCrashAtStart(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Install(dir, pluginBinary(t, "crash-start", "crashy"), ""); err == nil {
+		t.Fatal("Install of a plugin that cannot start succeeded")
+	}
+	installRaw(t, dir, pluginBinary(t, "crash-start", "crashy"), "crashy")
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	h := newHost(t, dir, testOptions(), nil)
+	crashy := mustPlugin(t, h, "crashy")
+	_, err := crashy.Translate(context.Background(), update(true, "east"))
+	if err == nil || !strings.Contains(err.Error(), `"crashy"`) || !strings.Contains(err.Error(), "boom: faulty plugin cannot start") {
+		t.Fatalf("Translate = %v, want an error with the plugin's name and stderr", err)
+	}
+	t.Logf("error: %v", err)
+	// The next attempt waits out the backoff and fails again.
+	if _, err := crashy.Translate(context.Background(), update(true, "east")); err == nil || crashy.Starts() != 2 {
+		t.Fatalf("second Translate = %v after %d starts", err, crashy.Starts())
+	}
+	works(t, mustPlugin(t, h, "good"))
+}
+
+func TestStdoutBeforeHandshake(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "stdout", "chatty"), "chatty")
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	h := newHost(t, dir, testOptions(), nil)
+	_, err := mustPlugin(t, h, "chatty").Translate(context.Background(), update(true, "east"))
+	if err == nil || !strings.Contains(err.Error(), "stdout before the handshake") || !strings.Contains(err.Error(), "hello from a plugin that prints") {
+		t.Fatalf("Translate = %v, want a clear stdout error", err)
+	}
+	t.Logf("error: %v", err)
+	works(t, mustPlugin(t, h, "good"))
+}
+
+func TestCrashMidSession(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	h := newHost(t, dir, testOptions(), nil)
+	p := mustPlugin(t, h, "faulty")
+	works(t, p)
+	pid := p.Pid()
+	_, err := p.Translate(context.Background(), update(false, "crash"))
+	if err == nil || !strings.Contains(err.Error(), "crashed") || !strings.Contains(err.Error(), "faulty plugin crashes on purpose") {
+		t.Fatalf("Translate(crash) = %v, want a crash error", err)
+	}
+	t.Logf("error: %v", err)
+	waitGone(t, pid)
+	if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
+		t.Fatalf("Translate(delta) after crash = %v, want ErrNeedFull", err)
+	}
+	works(t, p)
+	if p.Starts() != 2 || p.Pid() == pid || p.Pid() == 0 {
+		t.Errorf("after restart: %d starts, pid %d (was %d)", p.Starts(), p.Pid(), pid)
+	}
+	// Deltas work again.
+	res, err := p.Translate(context.Background(), update(false, "north"))
+	if err != nil || len(res.Outputs) != 1 || res.Outputs[0].Cluster != "north" {
+		t.Fatalf("Translate(delta) after restart = %+v, %v", res, err)
+	}
+	works(t, mustPlugin(t, h, "good"))
+}
+
+func TestHang(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	opts := testOptions()
+	opts.CallTimeout = 2 * time.Second
+	h := newHost(t, dir, opts, nil)
+	p := mustPlugin(t, h, "faulty")
+	works(t, p)
+	pid := p.Pid()
+	_, err := p.Translate(context.Background(), update(false, "hang"))
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Translate(hang) = %v, want a timeout that killed the plugin", err)
+	}
+	t.Logf("error: %v", err)
+	waitGone(t, pid)
+	if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
+		t.Fatalf("Translate(delta) after hang = %v, want ErrNeedFull", err)
+	}
+	works(t, p)
+}
+
+func TestRefusedOutputs(t *testing.T) {
+	tests := map[string]string{
+		"malformed": "not valid JSON",
+		"noname":    "has no name",
+		"ghost":     `cluster "nonexistent", which is not in the fleet view`,
+		"huge":      "larger than max",
+	}
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	h := newHost(t, dir, testOptions(), nil)
+	p := mustPlugin(t, h, "faulty")
+	for cluster, want := range tests {
+		t.Run(cluster, func(t *testing.T) {
+			works(t, p)
+			starts := p.Starts()
+			res, err := p.Translate(context.Background(), update(false, cluster))
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"faulty"`) {
+				t.Fatalf("Translate(%s) = %+v, %v; want an error containing %q", cluster, res, err, want)
+			}
+			t.Logf("error: %v", err)
+			if len(res.Outputs) != 0 {
+				t.Errorf("Translate(%s) passed on outputs: %+v", cluster, res.Outputs)
+			}
+			if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
+				t.Errorf("Translate(delta) after a refused answer = %v, want ErrNeedFull", err)
+			}
+			works(t, p)
+			if p.Starts() != starts {
+				t.Errorf("a plugin that answered badly was restarted; it still runs and only its session is reset")
+			}
+			works(t, mustPlugin(t, h, "good"))
+		})
+	}
+	works(t, p)
+}
+
+func TestLargeOutputInParts(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	p := mustPlugin(t, newHost(t, dir, testOptions(), nil), "faulty")
+	res, err := p.Translate(context.Background(), update(true, "big-20"))
+	if err != nil {
+		t.Fatalf("Translate(20 MB) = %v", err)
+	}
+	if len(res.Outputs) != 1 {
+		t.Fatalf("got %d outputs, want 1", len(res.Outputs))
+	}
+	size := 0
+	for _, r := range res.Outputs[0].Resources {
+		size += len(r.Body)
+	}
+	if n := len(res.Outputs[0].Resources); n != 40 || size < 20<<20 {
+		t.Errorf("got %d resources of %d bytes, want 40 of at least 20 MiB", n, size)
+	}
+}
+
+func TestLargeInput(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	p := mustPlugin(t, newHost(t, dir, testOptions(), nil), "good")
+	u := Update{Full: true, Clusters: []ClusterUpdate{{Name: "east"}}}
+	for i := range 2000 {
+		r, err := snapshot.FromJSON([]byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"ns","name":"svc-%04d","annotations":{"pad":%q}}}`, i, strings.Repeat("p", 10<<10))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Clusters[0].Upserts = append(u.Clusters[0].Upserts, r)
+	}
+	res, err := p.Translate(context.Background(), u)
+	if err != nil {
+		t.Fatalf("Translate(20 MB input) = %v", err)
+	}
+	if len(res.Outputs) != 1 || !strings.Contains(string(res.Outputs[0].Resources[0].Body), "ns/svc-1999") {
+		t.Errorf("the plugin did not see every input")
+	}
+}
+
+func TestPluginLogsReachHostLogger(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	rec := &recorder{}
+	p := mustPlugin(t, newHost(t, dir, testOptions(), slog.New(rec)), "faulty")
+	works(t, p)
+	p.Close()
+	var found bool
+	for _, r := range rec.all() {
+		if r.Message == "translating" && r.Level == slog.LevelWarn && r.attrs["plugin"] == "faulty" && r.attrs["generation"] == "1" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the plugin's warning did not reach the host logger with its level and plugin attribute; got %+v", rec.all())
+	}
+}
+
+type record struct {
+	Message string
+	Level   slog.Level
+	attrs   map[string]string
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	records *[]record
+	with    []slog.Attr
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	attrs := map[string]string{}
+	for _, a := range r.with {
+		attrs[a.Key] = a.Value.String()
+	}
+	rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.records == nil {
+		r.records = &[]record{}
+	}
+	*r.records = append(*r.records, record{Message: rec.Message, Level: rec.Level, attrs: attrs})
+	return nil
+}
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.records == nil {
+		r.records = &[]record{}
+	}
+	return &recorder{records: r.records, with: append(append([]slog.Attr(nil), r.with...), as...)}
+}
+func (r *recorder) WithGroup(string) slog.Handler { return r }
+func (r *recorder) all() []record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.records == nil {
+		return nil
+	}
+	return append([]record(nil), *r.records...)
+}
+
+func TestCloseKillsEveryPlugin(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	h := newHost(t, dir, testOptions(), nil)
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range h.Plugins() {
+		pids = append(pids, p.Pid())
+	}
+	if err := h.Check(context.Background()); err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+	h.Close()
+	for _, pid := range pids {
+		if pid == 0 {
+			t.Fatal("a plugin did not start")
+		}
+		waitGone(t, pid)
+	}
+	if _, err := h.Plugins()[0].Translate(context.Background(), update(true, "east")); err == nil {
+		t.Error("Translate after Close succeeded")
+	}
+}
+
+func TestPluginExitsWhenHostDies(t *testing.T) {
+	bin := pluginBinary(t, "sdk", "good")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PLUGINHOST_TEST_ORPHAN="+bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("host process: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("host process printed %q", line)
+	}
+	waitGone(t, pid)
+}

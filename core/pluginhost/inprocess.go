@@ -1,0 +1,96 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk"
+)
+
+// Linked is a translator linked into the host process, called through the
+// same protocol as a plugin process (over an in-memory connection), so
+// both behave alike. Calls are serialized.
+type Linked struct {
+	name     string
+	backends []string
+	client   translatorv1.TranslatorClient
+	stop     func()
+	logger   *slog.Logger
+
+	mu       sync.Mutex
+	sess     *session
+	needFull bool
+	closed   bool
+}
+
+var _ Translator = (*Linked)(nil)
+
+// InProcess serves t in process and returns it as a Translator.
+func InProcess(t sdk.Translator, logger *slog.Logger) (*Linked, error) {
+	d := t.Describe()
+	conn, stop, err := sdk.ServeInProcess(t)
+	if err != nil {
+		return nil, fmt.Errorf("in-process translator %q: %w", d.Name, err)
+	}
+	backends := slices.Clone(d.Backends)
+	slices.Sort(backends)
+	return &Linked{
+		name: d.Name, backends: backends, client: translatorv1.NewTranslatorClient(conn), stop: stop,
+		logger: logger.With("plugin", d.Name, "version", d.Version), needFull: true,
+	}, nil
+}
+
+// Name returns the translator's name.
+func (l *Linked) Name() string { return l.name }
+
+// Backends returns the translator's backends.
+func (l *Linked) Backends() []string { return slices.Clone(l.backends) }
+
+// Translate sends the update; see [Translator].
+func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Result{}, fmt.Errorf("translator %q is closed", l.name)
+	}
+	if l.needFull && !u.Full {
+		return Result{}, fmt.Errorf("translator %q: %w", l.name, ErrNeedFull)
+	}
+	if l.sess == nil {
+		s, err := openSession(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
+		if err != nil {
+			return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
+		}
+		l.sess = s
+	}
+	res, err := l.sess.translate(ctx, u)
+	if err != nil {
+		if !errors.Is(err, ErrPluginFailed) {
+			l.sess.close()
+			l.sess, l.needFull = nil, true
+		}
+		return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
+	}
+	l.needFull = false
+	return res, nil
+}
+
+// Close stops the translator's server.
+func (l *Linked) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.sess != nil {
+		l.sess.close()
+		l.sess = nil
+	}
+	l.stop()
+}

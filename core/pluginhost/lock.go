@@ -1,0 +1,227 @@
+package pluginhost
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// LockFile is the name of the lock file in a plugin directory.
+const LockFile = "plugins.lock.json"
+
+// BinaryPrefix starts the file name of every plugin binary.
+const BinaryPrefix = "meshrelay-plugin-"
+
+// Entry is one installed plugin in the lock file.
+type Entry struct {
+	Name     string   `json:"name"`
+	Version  string   `json:"version"`
+	Protocol int      `json:"protocol"`
+	Backends []string `json:"backends"`
+	// SHA256 is the hex SHA-256 of the binary, checked before every start.
+	SHA256 string `json:"sha256"`
+	// Path is the binary, relative to the plugin directory.
+	Path      string    `json:"path"`
+	Installed time.Time `json:"installed"`
+}
+
+type lockFile struct {
+	Plugins []Entry `json:"plugins"`
+}
+
+// List returns the plugins in dir's lock file, sorted by name. A directory
+// without a lock file has no plugins.
+func List(dir string) ([]Entry, error) {
+	data, err := os.ReadFile(filepath.Join(dir, LockFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read plugin lock file: %w", err)
+	}
+	var lf lockFile
+	if err := json.Unmarshal(data, &lf); err != nil {
+		return nil, fmt.Errorf("read plugin lock file %s: %w", filepath.Join(dir, LockFile), err)
+	}
+	slices.SortFunc(lf.Plugins, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
+	return lf.Plugins, nil
+}
+
+func writeLock(dir string, entries []Entry) error {
+	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
+	data, err := json.MarshalIndent(lockFile{Plugins: entries}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write plugin lock file: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".lock-*")
+	if err != nil {
+		return fmt.Errorf("write plugin lock file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write plugin lock file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write plugin lock file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, LockFile)); err != nil {
+		return fmt.Errorf("write plugin lock file: %w", err)
+	}
+	return nil
+}
+
+// Install copies a plugin binary into dir and records it in the lock file,
+// replacing an entry of the same name. src is a local path or an http(s)
+// URL; a URL needs sum (the hex SHA-256 of the binary), a path may have
+// one, and a binary that does not match it is refused. The plugin is
+// started once to describe it: its name, version, backends and protocol;
+// a plugin that speaks no protocol this host supports is refused
+// ([ErrUnsupportedProtocol]).
+func Install(dir, src, sum string) (Entry, error) {
+	return InstallContext(context.Background(), dir, src, sum, slog.New(slog.DiscardHandler))
+}
+
+// InstallContext is Install with a context and a logger for the plugin's
+// output while it is described.
+func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logger) (Entry, error) {
+	isURL := strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://")
+	if isURL && sum == "" {
+		return Entry{}, fmt.Errorf("install %s: a URL needs the binary's sha256", src)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".install-*")
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	tmpPath := tmp.Name()
+	defer os.Remove(tmpPath)
+	h := sha256.New()
+	if isURL {
+		err = download(ctx, src, io.MultiWriter(tmp, h))
+	} else {
+		err = copyFile(src, io.MultiWriter(tmp, h))
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if sum != "" && !strings.EqualFold(sum, got) {
+		return Entry{}, fmt.Errorf("install %s: %w: got sha256 %s, want %s", src, ErrChecksum, got, sum)
+	}
+	if err := os.Chmod(tmpPath, 0o755); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	opts := DefaultOptions()
+	proc, err := launch(ctx, filepath.Base(src), tmpPath, got, opts, logger)
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	proc.kill()
+	d := proc.desc
+	if strings.ContainsAny(d.GetName(), `/\ `) || d.GetName() == "." || d.GetName() == ".." {
+		return Entry{}, fmt.Errorf("install %s: the plugin's name %q is not a file name", src, d.GetName())
+	}
+	e := Entry{
+		Name: d.GetName(), Version: d.GetVersion(), Protocol: proc.version, Backends: proc.backends(),
+		SHA256: got, Path: BinaryPrefix + d.GetName(), Installed: time.Now().UTC().Truncate(time.Second),
+	}
+	if err := os.Rename(tmpPath, filepath.Join(dir, e.Path)); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	entries, err := List(dir)
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	entries = slices.DeleteFunc(entries, func(o Entry) bool { return o.Name == e.Name })
+	if err := writeLock(dir, append(entries, e)); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", src, err)
+	}
+	return e, nil
+}
+
+func copyFile(src string, w io.Writer) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func download(ctx context.Context, url string, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("download: %s", resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Verify recomputes the SHA-256 of every installed plugin and returns an
+// error (wrapping [ErrChecksum] for a mismatch) for each one that is missing
+// or changed.
+func Verify(dir string) error {
+	entries, err := List(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		path := e.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		errs = append(errs, checkSum(e.Name, path, e.SHA256))
+	}
+	return errors.Join(errs...)
+}
+
+// Remove deletes a plugin's binary and its lock file entry.
+func Remove(dir, name string) error {
+	entries, err := List(dir)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
+	if i < 0 {
+		return fmt.Errorf("remove plugin %q: not installed in %s", name, dir)
+	}
+	path := entries[i].Path
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove plugin %q: %w", name, err)
+	}
+	return writeLock(dir, slices.Delete(entries, i, i+1))
+}

@@ -1,0 +1,238 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Plugin is one installed plugin, started from its lock file entry on the
+// first call and restarted, with exponential backoff, after it crashes or
+// hangs. Calls are serialized.
+type Plugin struct {
+	entry  Entry
+	path   string
+	opts   Options
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	proc     *process
+	sess     *session
+	needFull bool
+	failures int
+	retryAt  time.Time
+	starts   int
+}
+
+var _ Translator = (*Plugin)(nil)
+
+func newPlugin(dir string, e Entry, opts Options, logger *slog.Logger) *Plugin {
+	path := e.Path
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	return &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version)}
+}
+
+// Name returns the plugin's name from the lock file.
+func (p *Plugin) Name() string { return p.entry.Name }
+
+// Backends returns the plugin's backends from the lock file.
+func (p *Plugin) Backends() []string { return slices.Clone(p.entry.Backends) }
+
+// Entry returns the plugin's lock file entry.
+func (p *Plugin) Entry() Entry { return p.entry }
+
+// Starts returns how many times the plugin process was started.
+func (p *Plugin) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Pid returns the running process's id, or 0 when none runs.
+func (p *Plugin) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc == nil || p.proc.exited() {
+		return 0
+	}
+	if rc := p.proc.client.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Translate sends the update to the plugin; see [Translator]. It starts
+// the plugin when none runs, waiting out the restart backoff within ctx,
+// and checks the plugin's sha256 before every start. A call that takes
+// longer than Options.CallTimeout kills the plugin.
+func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return Result{}, fmt.Errorf("plugin %q: host is closed", p.entry.Name)
+	}
+	if p.proc != nil && p.proc.exited() {
+		p.crashed("plugin process exited")
+	}
+	if p.needFull && !u.Full {
+		return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
+	}
+	if p.proc == nil {
+		if err := p.start(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	if p.sess == nil {
+		if !u.Full {
+			p.needFull = true
+			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
+		}
+		s, err := openSession(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
+		if err != nil {
+			p.crashed(err.Error())
+			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
+		}
+		p.sess = s
+	}
+	callCtx, cancel := context.WithTimeoutCause(ctx, p.opts.CallTimeout, errCallTimeout)
+	defer cancel()
+	res, err := p.sess.translate(callCtx, u)
+	switch {
+	case err == nil:
+		p.needFull, p.failures = false, 0
+		return res, nil
+	case errors.Is(err, ErrPluginFailed):
+		return Result{}, err
+	case errors.Is(context.Cause(callCtx), errCallTimeout) && ctx.Err() == nil:
+		p.logger.Error("plugin did not answer in time; killing it", "timeout", p.opts.CallTimeout)
+		p.crashed("hung")
+		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next full update: %w", p.entry.Name, p.opts.CallTimeout, err)
+	case errors.Is(err, errProtocol):
+		// The plugin runs but its session's idea of what was sent is wrong.
+		p.resetSession()
+		p.logger.Error("refused the plugin's answer", "error", err)
+		return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
+	default:
+		if ctx.Err() != nil {
+			p.resetSession()
+			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
+		}
+		proc := p.proc
+		p.crashed(err.Error()) // kills the process and waits for its output
+		if out := lastLines(proc.stderr.String(), 10); out != "" {
+			return Result{}, fmt.Errorf("plugin %q crashed: %w; its stderr ends with:\n%s", p.entry.Name, err, out)
+		}
+		return Result{}, fmt.Errorf("plugin %q crashed: %w", p.entry.Name, err)
+	}
+}
+
+// errCallTimeout is the cause of a call's context when CallTimeout passed.
+var errCallTimeout = errors.New("plugin call timed out")
+
+// lastLines returns the last n lines of a plugin's stderr, or, when it
+// panicked, n lines from the panic on.
+func lastLines(s string, n int) string {
+	if i := strings.LastIndex(s, "panic: "); i >= 0 {
+		lines := strings.Split(s[i:], "\n")
+		return strings.Join(lines[:min(n, len(lines))], "\n")
+	}
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// start waits out the backoff and starts the process.
+func (p *Plugin) start(ctx context.Context) error {
+	if wait := time.Until(p.retryAt); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("plugin %q: waiting %s to restart: %w", p.entry.Name, wait.Round(time.Millisecond), ctx.Err())
+		}
+	}
+	p.starts++
+	proc, err := launch(ctx, p.entry.Name, p.path, p.entry.SHA256, p.opts, p.logger)
+	if err != nil {
+		p.failed()
+		p.logger.Error("plugin did not start", "error", err, "retry_in", p.opts.backoff(p.failures))
+		return err
+	}
+	if proc.desc.GetName() != p.entry.Name {
+		proc.kill()
+		p.failed()
+		return fmt.Errorf("plugin %q: the binary describes itself as %q", p.entry.Name, proc.desc.GetName())
+	}
+	p.logger.Info("plugin started", "protocol", proc.version)
+	p.proc = proc
+	p.needFull = true
+	return nil
+}
+
+func (p *Plugin) failed() {
+	p.failures++
+	p.retryAt = time.Now().Add(p.opts.backoff(p.failures))
+}
+
+// crashed kills and forgets the process; the next start waits out the backoff.
+func (p *Plugin) crashed(why string) {
+	p.resetSession()
+	if p.proc != nil {
+		p.logger.Warn("plugin stopped", "reason", why)
+		p.proc.kill()
+		p.proc = nil
+	}
+	p.failed()
+}
+
+func (p *Plugin) resetSession() {
+	if p.sess != nil {
+		p.sess.close()
+		p.sess = nil
+	}
+	p.needFull = true
+}
+
+// Check pings a running plugin's health service. It returns nil when no
+// process runs (the next call starts one).
+func (p *Plugin) Check(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc == nil {
+		return nil
+	}
+	if p.proc.exited() {
+		p.crashed("plugin process exited")
+		return fmt.Errorf("plugin %q exited", p.entry.Name)
+	}
+	rpc, err := p.proc.client.Client()
+	if err == nil {
+		err = rpc.Ping()
+	}
+	if err != nil {
+		p.crashed("health check failed")
+		return fmt.Errorf("plugin %q: health check: %w", p.entry.Name, err)
+	}
+	return nil
+}
+
+// Close kills the plugin's process. Later calls fail.
+func (p *Plugin) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	p.resetSession()
+	if p.proc != nil {
+		p.proc.kill()
+		p.proc = nil
+	}
+}

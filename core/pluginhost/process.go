@@ -1,0 +1,167 @@
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-plugin"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
+)
+
+// ErrChecksum is wrapped by the error of starting or verifying a plugin
+// whose file does not hash to the sum in the lock file.
+var ErrChecksum = errors.New("plugin checksum mismatch")
+
+// ErrUnsupportedProtocol is wrapped by the error of starting a plugin that
+// speaks no protocol version this host supports.
+var ErrUnsupportedProtocol = errors.New("plugin speaks no supported protocol version")
+
+// process is one running plugin process.
+type process struct {
+	client  *plugin.Client
+	proto   *protocol.Client
+	desc    *translatorv1.DescribeResponse
+	stderr  *tail
+	version int
+}
+
+// fileSHA256 returns the hex SHA-256 of a file.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// checkSum compares a file's SHA-256 with the expected hex sum.
+func checkSum(name, path, want string) error {
+	got, err := fileSHA256(path)
+	if err != nil {
+		return fmt.Errorf("plugin %q: %w", name, err)
+	}
+	if !strings.EqualFold(got, want) {
+		return fmt.Errorf("plugin %q: %w: %s has sha256 %s, the lock file expects %s", name, ErrChecksum, path, got, want)
+	}
+	return nil
+}
+
+// launch starts a plugin binary whose SHA-256 must be sum, negotiates the
+// protocol and describes it. name is used in logs and errors.
+func launch(ctx context.Context, name, path, sum string, opts Options, logger *slog.Logger) (*process, error) {
+	if err := checkSum(name, path, sum); err != nil {
+		return nil, err
+	}
+	rawSum, err := hex.DecodeString(sum)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: sha256 %q is not hex: %w", name, sum, err)
+	}
+	stderr := &tail{max: 4096}
+	cmd := exec.Command(path)
+	cmd.Env = []string{"MESHRELAY_PLUGIN_NAME=" + name} // go-plugin adds the host's environment
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  protocol.Handshake(),
+		VersionedPlugins: protocol.ClientPlugins(),
+		Cmd:              cmd,
+		SecureConfig:     &plugin.SecureConfig{Checksum: rawSum, Hash: sha256.New()},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     opts.StartTimeout,
+		Logger:           hclogFor(logger),
+		Stderr:           stderr,
+		SyncStdout:       &lineLogger{logger: logger, msg: "plugin wrote to stdout"},
+		SyncStderr:       io.MultiWriter(&lineLogger{logger: logger, msg: "plugin wrote to stderr"}, stderr),
+		GRPCDialOptions:  protocol.DialOptions(),
+	})
+	p, err := dispense(ctx, client, name)
+	if err != nil {
+		// Kill waits for the plugin's output to be read, so the error can quote it.
+		client.Kill()
+		return nil, startError(name, path, err, stderr)
+	}
+	p.stderr = stderr
+	return p, nil
+}
+
+// startedBadly marks errors after the handshake, which startError
+// passes on unchanged.
+type startedBadly struct{ err error }
+
+func (e *startedBadly) Error() string { return e.err.Error() }
+func (e *startedBadly) Unwrap() error { return e.err }
+
+func dispense(ctx context.Context, client *plugin.Client, name string) (*process, error) {
+	rpc, err := client.Client()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := rpc.Dispense(protocol.PluginName)
+	if err != nil {
+		return nil, &startedBadly{fmt.Errorf("start plugin %q: dispense: %w", name, err)}
+	}
+	pc, ok := raw.(*protocol.Client)
+	if !ok {
+		return nil, &startedBadly{fmt.Errorf("start plugin %q: dispensed %T", name, raw)}
+	}
+	if err := rpc.Ping(); err != nil {
+		return nil, &startedBadly{fmt.Errorf("start plugin %q: health check: %w", name, err)}
+	}
+	desc, err := describe(ctx, pc.Translator)
+	if err != nil {
+		return nil, &startedBadly{fmt.Errorf("start plugin %q: %w", name, err)}
+	}
+	return &process{client: client, proto: pc, desc: desc, version: client.NegotiatedVersion()}, nil
+}
+
+// startError explains why go-plugin could not start a plugin.
+func startError(name, path string, err error, stderr *tail) error {
+	var sb *startedBadly
+	if errors.As(err, &sb) {
+		return sb.err
+	}
+	msg := err.Error()
+	lower := strings.ToLower(msg)
+	switch {
+	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+		got, _ := fileSHA256(path)
+		return fmt.Errorf("start plugin %q: %w: %s changed while starting (now sha256 %s)", name, ErrChecksum, path, got)
+	case strings.Contains(msg, "Failed to read any lines from plugin's stdout"), strings.Contains(msg, "plugin exited before we could connect"):
+		err = errors.New("the plugin exited before the handshake")
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		first, _, _ := strings.Cut(strings.TrimPrefix(msg, "Unrecognized remote plugin message: "), "\n")
+		return fmt.Errorf("start plugin %q: it wrote %q to stdout before the handshake; a plugin must write nothing to stdout (log to stderr)", name, first)
+	case strings.Contains(lower, "incompatible api version"):
+		first, _, _ := strings.Cut(msg, "\n")
+		return fmt.Errorf("start plugin %q: %w (host supports %v): %s", name, ErrUnsupportedProtocol, protocol.Supported(), first)
+	}
+	if out := stderr.String(); out != "" {
+		return fmt.Errorf("start plugin %q: %w; its stderr ends with:\n%s", name, err, out)
+	}
+	return fmt.Errorf("start plugin %q: %w", name, err)
+}
+
+func (p *process) kill() { p.client.Kill() }
+
+func (p *process) exited() bool { return p.client.Exited() }
+
+// backends returns the described backends, sorted.
+func (p *process) backends() []string {
+	b := slices.Clone(p.desc.GetBackends())
+	slices.Sort(b)
+	return b
+}

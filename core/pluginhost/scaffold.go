@@ -1,0 +1,203 @@
+package pluginhost
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/format"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// pluginName is what a plugin name may be: a DNS label.
+var pluginName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Scaffold writes a new translator plugin project into dir, as `meshrelay
+// plugin init NAME DIR` does: go.mod, main.go (sdk.Serve), translator.go (a
+// translator to edit), translator_test.go (an sdktest test) and a fixture in
+// testdata/. modulePath is the new module's path. When meshrelayDir is set
+// it is a local meshrelay checkout that go.mod uses through a replace
+// directive; otherwise run `go get github.com/meshrelay/meshrelay@latest`.
+// Scaffold refuses to overwrite existing files.
+func Scaffold(dir, name, modulePath, meshrelayDir string) error {
+	if !pluginName.MatchString(name) {
+		return fmt.Errorf("scaffold plugin %q: the name must be a DNS label (lower case letters, digits and '-')", name)
+	}
+	if modulePath == "" {
+		return fmt.Errorf("scaffold plugin %q: no module path", name)
+	}
+	if meshrelayDir != "" {
+		abs, err := filepath.Abs(meshrelayDir)
+		if err != nil {
+			return fmt.Errorf("scaffold plugin %q: %w", name, err)
+		}
+		meshrelayDir = abs
+	}
+	data := map[string]string{
+		"Name": name, "Module": modulePath, "Meshrelay": meshrelayDir,
+		"Type": "Translator", "Backend": name,
+	}
+	files := map[string]string{
+		"go.mod":              scaffoldGoMod,
+		"main.go":             scaffoldMain,
+		"translator.go":       scaffoldTranslator,
+		"translator_test.go":  scaffoldTest,
+		"testdata/basic.yaml": scaffoldFixture,
+	}
+	for path := range files {
+		if _, err := os.Stat(filepath.Join(dir, path)); err == nil {
+			return fmt.Errorf("scaffold plugin %q: %s already exists", name, filepath.Join(dir, path))
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("scaffold plugin %q: %w", name, err)
+		}
+	}
+	for path, text := range files {
+		var buf bytes.Buffer
+		if err := template.Must(template.New(path).Parse(text)).Execute(&buf, data); err != nil {
+			return fmt.Errorf("scaffold plugin %q: %s: %w", name, path, err)
+		}
+		out := buf.Bytes()
+		if strings.HasSuffix(path, ".go") {
+			formatted, err := format.Source(out)
+			if err != nil {
+				return fmt.Errorf("scaffold plugin %q: %s: %w", name, path, err)
+			}
+			out = formatted
+		}
+		full := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("scaffold plugin %q: %w", name, err)
+		}
+		if err := os.WriteFile(full, out, 0o644); err != nil {
+			return fmt.Errorf("scaffold plugin %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+const scaffoldGoMod = `module {{.Module}}
+
+go 1.26.0
+{{if .Meshrelay}}
+require github.com/meshrelay/meshrelay v0.0.0
+
+replace github.com/meshrelay/meshrelay => {{.Meshrelay}}
+{{end}}`
+
+const scaffoldMain = `// Command meshrelay-plugin-{{.Name}} is a meshrelay translator plugin.
+// Build it, then install it with:
+//
+//	go build -o meshrelay-plugin-{{.Name}} .
+//	meshrelay plugin install ./meshrelay-plugin-{{.Name}}
+package main
+
+import "github.com/meshrelay/meshrelay/sdk"
+
+func main() { sdk.Serve(&{{.Type}}{}) }
+`
+
+const scaffoldTranslator = `package main
+
+import (
+	"context"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+)
+
+// {{.Type}} translates the fleet view for the {{.Backend}} backend. Replace
+// what Translate emits with your backend's resources.
+type {{.Type}} struct{}
+
+var (
+	_ sdk.Translator      = (*{{.Type}})(nil)
+	_ sdk.PolicyValidator = (*{{.Type}})(nil)
+)
+
+// Describe says what the translator is.
+func (t *{{.Type}}) Describe() sdk.Description {
+	return sdk.Description{
+		Name:        "{{.Name}}",
+		Version:     "0.1.0",
+		Backends:    []string{"{{.Backend}}"},
+		InputKinds:  []string{"/Service", "policy.meshrelay.io/AccessPolicy"},
+		OutputKinds: []string{"/ConfigMap"},
+	}
+}
+
+// ValidatePolicy refuses policies this translator cannot serve. Policies
+// with an error diagnostic never reach Translate.
+func (t *{{.Type}}) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
+	if ap, ok := p.(*policyv1alpha1.AccessPolicy); ok && len(ap.Spec.Paths) > 0 {
+		return []sdk.Diagnostic{sdk.Errorf(ap, "spec.paths", "{{.Name}} cannot restrict paths")}
+	}
+	return nil
+}
+
+// Translate emits, for every Service an AccessPolicy selects, a ConfigMap
+// beside it naming the policies. It must be a pure function of req.
+func (t *{{.Type}}) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+	for _, ap := range req.Fleet.AccessPolicies() {
+		for _, dst := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
+			resp.Emit(dst.Cluster.Name, map[string]any{
+				"apiVersion": "v1",
+				"kind":       "ConfigMap",
+				"metadata":   map[string]any{"name": "{{.Name}}-" + dst.Service.Name, "namespace": dst.Service.Namespace},
+				"data":       map[string]any{"action": string(ap.Spec.Action)},
+			}, ap)
+		}
+	}
+	return nil
+}
+`
+
+const scaffoldTest = `package main
+
+import (
+	"testing"
+
+	"github.com/meshrelay/meshrelay/sdk/sdktest"
+)
+
+// TestTranslate runs the translator on testdata/basic.yaml. To compare the
+// whole answer with a file instead, call sdktest.Golden(t, "basic", got)
+// and run ` + "`go test -update`" + ` once to write testdata/basic.golden.yaml.
+func TestTranslate(t *testing.T) {
+	got := sdktest.Run(t, &{{.Type}}{}, "testdata/basic.yaml")
+	if len(got.Outputs) != 1 || got.Outputs[0].Cluster != "east" || got.Outputs[0].Name != "{{.Name}}-api" {
+		t.Errorf("outputs = %+v, want one ConfigMap for east's api Service", got.Outputs)
+	}
+	if len(got.Diagnostics) != 1 || got.Diagnostics[0].Path != "spec.paths" {
+		t.Errorf("diagnostics = %+v, want one on spec.paths", got.Diagnostics)
+	}
+}
+`
+
+const scaffoldFixture = `# A fleet for tests: see the sdktest package documentation.
+clusters:
+- name: east
+  meshes: [istio]
+  objects:
+  - {apiVersion: v1, kind: Service, metadata: {name: api, namespace: shop}, spec: {selector: {app: api}}}
+  - {apiVersion: v1, kind: Service, metadata: {name: web, namespace: shop}, spec: {selector: {app: web}}}
+- name: west
+  objects: []
+policies:
+- apiVersion: policy.meshrelay.io/v1alpha1
+  kind: AccessPolicy
+  metadata: {name: api-from-web, namespace: shop}
+  spec:
+    destinationSelectors: [{clusters: [east], names: [api]}]
+    from: [{namespaces: [shop]}]
+- apiVersion: policy.meshrelay.io/v1alpha1
+  kind: AccessPolicy
+  metadata: {name: paths, namespace: shop}
+  spec:
+    destinationSelectors: [{names: [web]}]
+    from: [{namespaces: [shop]}]
+    paths: [/admin]
+`

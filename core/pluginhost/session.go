@@ -1,0 +1,307 @@
+package pluginhost
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// errProtocol is wrapped by errors for answers that break the protocol:
+// malformed or oversized outputs, outputs for clusters the plugin was not
+// told about, parts out of order.
+var errProtocol = errors.New("plugin broke the translator protocol")
+
+// session is the host's side of one Translate stream.
+type session struct {
+	plugin    string
+	backends  []string
+	maxOutput int
+
+	stream     translatorv1.Translator_TranslateClient
+	cancel     context.CancelFunc
+	generation uint64
+	// view holds the clusters the plugin knows of.
+	view map[string]bool
+}
+
+// openSession starts a Translate stream on client. The stream lives until close.
+func openSession(client translatorv1.TranslatorClient, plugin string, backends []string, maxOutput int) (*session, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := client.Translate(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open translate session: %w", err)
+	}
+	return &session{plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel, view: map[string]bool{}}, nil
+}
+
+func (s *session) close() {
+	_ = s.stream.CloseSend()
+	s.cancel()
+}
+
+// translate runs one update. Any error but one wrapping ErrPluginFailed
+// leaves the session unusable.
+func (s *session) translate(ctx context.Context, u Update) (Result, error) {
+	stop := context.AfterFunc(ctx, s.cancel)
+	defer stop()
+	view := s.nextView(u)
+	s.generation++
+	gen := s.generation
+	if err := s.send(u, gen); err != nil {
+		return Result{}, fmt.Errorf("send update %d: %w", gen, s.streamErr(ctx, err))
+	}
+	res, err := s.receive(ctx, gen, view)
+	if errors.Is(err, ErrPluginFailed) {
+		// The plugin applied the update though it could not translate it.
+		s.view = view
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	s.view = view
+	return res, nil
+}
+
+// streamErr prefers the call's own context error to the transport's echo of it.
+func (s *session) streamErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return err
+}
+
+func (s *session) nextView(u Update) map[string]bool {
+	view := map[string]bool{}
+	if !u.Full {
+		for c := range s.view {
+			view[c] = true
+		}
+	}
+	for _, c := range u.Clusters {
+		if c.Removed {
+			delete(view, c.Name)
+		} else {
+			view[c.Name] = true
+		}
+	}
+	return view
+}
+
+func (s *session) send(u Update, gen uint64) error {
+	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
+	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.Full}}}); err != nil {
+		return err
+	}
+	for _, c := range u.Clusters {
+		for i, part := range splitResources(c.Upserts, protocol.PartBytes) {
+			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Upserts: part}
+			if i == 0 {
+				in.Deletes = idsToProto(c.Deletes)
+			}
+			if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: in}}); err != nil {
+				return err
+			}
+		}
+	}
+	if len(u.PolicyUpserts)+len(u.PolicyDeletes) > 0 {
+		for i, part := range splitResources(u.PolicyUpserts, protocol.PartBytes) {
+			pc := &translatorv1.PolicyChange{Upserts: part}
+			if i == 0 {
+				pc.Deletes = idsToProto(u.PolicyDeletes)
+			}
+			if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Policies{Policies: pc}}); err != nil {
+				return err
+			}
+		}
+	}
+	return req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: gen}}})
+}
+
+// splitResources cuts resources into parts of about maxBytes of bodies;
+// there is always at least one (possibly empty) part.
+func splitResources(rs []snapshot.Resource, maxBytes int) [][]*snapshotv1.Resource {
+	parts := [][]*snapshotv1.Resource{nil}
+	size := 0
+	for _, r := range rs {
+		if size > 0 && size+len(r.Body) > maxBytes {
+			parts = append(parts, nil)
+			size = 0
+		}
+		parts[len(parts)-1] = append(parts[len(parts)-1], snapshot.ResourceToProto(r))
+		size += len(r.Body)
+	}
+	return parts
+}
+
+func idsToProto(ids []snapshot.ID) []*snapshotv1.ResourceID {
+	out := make([]*snapshotv1.ResourceID, len(ids))
+	for i, id := range ids {
+		out[i] = snapshot.IDToProto(id)
+	}
+	return out
+}
+
+// assembly collects the parts of one output set.
+type assembly struct {
+	key  [2]string
+	out  ClusterOutput
+	size int
+	seen map[snapshot.ID]bool
+}
+
+func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool) (Result, error) {
+	var (
+		res     Result
+		pending *assembly
+		done    = map[[2]string]bool{}
+	)
+	for {
+		msg, err := s.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return Result{}, fmt.Errorf("plugin closed the session before answering update %d", gen)
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			return Result{}, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", errProtocol, gen, err)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("receive answer to update %d: %w", gen, s.streamErr(ctx, err))
+		}
+		switch m := msg.GetMsg().(type) {
+		case *translatorv1.TranslateResponse_Output:
+			o := m.Output
+			key := [2]string{o.GetCluster(), o.GetBackend()}
+			if pending == nil {
+				if err := s.checkTarget(key, view, done); err != nil {
+					return Result{}, err
+				}
+				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}}
+			} else if pending.key != key {
+				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
+					errProtocol, key[0], key[1], pending.key[0], pending.key[1])
+			}
+			if err := s.addResources(pending, o.GetResources()); err != nil {
+				return Result{}, err
+			}
+			if !o.GetMore() {
+				done[key] = true
+				res.Outputs = append(res.Outputs, pending.out)
+				pending = nil
+			}
+		case *translatorv1.TranslateResponse_Diagnostic:
+			res.Diagnostics = append(res.Diagnostics, s.diagnosticFromProto(m.Diagnostic))
+		case *translatorv1.TranslateResponse_Done:
+			if g := m.Done.GetGeneration(); g != gen {
+				return Result{}, fmt.Errorf("%w: done for update %d, want %d", errProtocol, g, gen)
+			}
+			if e := m.Done.GetError(); e != "" {
+				return Result{}, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
+			}
+			if pending != nil {
+				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", errProtocol, pending.key[0], pending.key[1])
+			}
+			slices.SortFunc(res.Outputs, func(a, b ClusterOutput) int {
+				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
+			})
+			return res, nil
+		default:
+			return Result{}, fmt.Errorf("%w: unknown answer %T", errProtocol, m)
+		}
+	}
+}
+
+func (s *session) checkTarget(key [2]string, view map[string]bool, done map[[2]string]bool) error {
+	switch {
+	case !view[key[0]]:
+		return fmt.Errorf("%w: output for cluster %q, which is not in the fleet view", errProtocol, key[0])
+	case !slices.Contains(s.backends, key[1]):
+		return fmt.Errorf("%w: output for backend %q, which the plugin does not serve (%v)", errProtocol, key[1], s.backends)
+	case done[key]:
+		return fmt.Errorf("%w: two output sets for cluster %q backend %q", errProtocol, key[0], key[1])
+	}
+	return nil
+}
+
+// addResources validates resources and adds them to the set.
+func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
+	for _, p := range rs {
+		r, err := snapshot.ResourceFromProto(p)
+		if err != nil {
+			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+		}
+		if err := checkBody(r); err != nil {
+			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+		}
+		if a.seen[r.ID] {
+			return fmt.Errorf("%w: output for cluster %q has %s twice", errProtocol, a.key[0], r.ID)
+		}
+		a.seen[r.ID] = true
+		a.size += len(r.Body)
+		if a.size > s.maxOutput {
+			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", errProtocol, a.key[0], a.key[1], s.maxOutput)
+		}
+		a.out.Resources = append(a.out.Resources, r)
+	}
+	return nil
+}
+
+// checkBody checks that a body is a Kubernetes object matching its ID.
+func checkBody(r snapshot.Resource) error {
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(r.Body, &obj); err != nil {
+		return fmt.Errorf("%s: body is not an object: %w", r.ID, err)
+	}
+	switch {
+	case obj.Kind != r.ID.Kind:
+		return fmt.Errorf("%s: body has kind %q", r.ID, obj.Kind)
+	case obj.Metadata.Name != r.ID.Name:
+		return fmt.Errorf("%s: body has metadata.name %q", r.ID, obj.Metadata.Name)
+	case obj.Metadata.Namespace != r.ID.Namespace:
+		return fmt.Errorf("%s: body has metadata.namespace %q", r.ID, obj.Metadata.Namespace)
+	case obj.APIVersion != r.ID.APIVersion():
+		return fmt.Errorf("%s: body has apiVersion %q", r.ID, obj.APIVersion)
+	}
+	return nil
+}
+
+func (s *session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
+	sev := SeverityError
+	if d.GetSeverity() == translatorv1.Diagnostic_SEVERITY_WARNING {
+		sev = SeverityWarning
+	}
+	p := d.GetPolicy()
+	return Diagnostic{
+		Severity: sev, Summary: d.GetSummary(), Detail: d.GetDetail(), Path: d.GetPath(), Cluster: d.GetCluster(), Plugin: s.plugin,
+		Policy: PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetCluster()},
+	}
+}
+
+// describe asks a plugin what it is.
+func describe(ctx context.Context, client translatorv1.TranslatorClient) (*translatorv1.DescribeResponse, error) {
+	d, err := client.Describe(ctx, &translatorv1.DescribeRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("describe: %w", err)
+	}
+	if d.GetName() == "" || len(d.GetBackends()) == 0 {
+		return nil, fmt.Errorf("describe: %w: the plugin gave no name or no backends", errProtocol)
+	}
+	return d, nil
+}

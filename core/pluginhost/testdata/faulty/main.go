@@ -1,0 +1,200 @@
+// Command faulty is a test plugin for core/pluginhost. Its start-up
+// behaviour is chosen when it is built (-ldflags "-X main.mode=..."):
+//
+//	sdk          a well-behaved translator served by sdk.Serve
+//	raw          (default) the raw protocol, misbehaving on request
+//	crash-start  exits before the handshake
+//	stdout       writes to stdout before the handshake
+//	v2           speaks only protocol version 2
+//
+// In raw mode an update that mentions a cluster with one of these names
+// makes it misbehave: crash (exit), hang (never answer), malformed (a body
+// that is not JSON), noname (an output without a name), ghost (an output
+// for a cluster not in the view), huge (one 70 MB message), big-N (N MB of
+// outputs, split into parts).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"google.golang.org/grpc"
+)
+
+var (
+	mode = "raw"
+	name = "faulty"
+)
+
+func main() {
+	switch mode {
+	case "sdk":
+		sdk.Serve(&translator{})
+		return
+	case "crash-start":
+		fmt.Fprintln(os.Stderr, "boom: faulty plugin cannot start")
+		os.Exit(3)
+	case "stdout":
+		fmt.Println("hello from a plugin that prints")
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Trace, Output: os.Stderr, JSONFormat: true})
+	srv := &server{logger: logger}
+	hs := protocol.Handshake()
+	plugins := protocol.ServerPlugins(srv)
+	if mode == "v2" {
+		hs.ProtocolVersion = 2
+		plugins = map[int]plugin.PluginSet{2: {protocol.PluginName: &protocol.GRPCPlugin{Impl: srv}}}
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  hs,
+		VersionedPlugins: plugins,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.MaxSendMsgSize(256<<20), grpc.MaxRecvMsgSize(256<<20))...)
+		},
+		Logger: logger,
+	})
+}
+
+// translator emits one ConfigMap per cluster naming its Services.
+type translator struct{}
+
+func (translator) Describe() sdk.Description {
+	return sdk.Description{Name: name, Version: "1.0.0", Backends: []string{"test"}}
+}
+
+func (translator) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+	for _, c := range req.Fleet.Clusters() {
+		var names []string
+		for _, s := range c.Services() {
+			names = append(names, s.Namespace+"/"+s.Name)
+		}
+		resp.Emit(c.Name, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "services", "namespace": "default"},
+			"data":     map[string]any{"services": strings.Join(names, ","), "policies": strconv.Itoa(len(req.Fleet.AccessPolicies()))},
+		}, policiesOf(req)...)
+	}
+	return nil
+}
+
+func policiesOf(req *sdk.Request) []policyv1alpha1.Policy {
+	var ps []policyv1alpha1.Policy
+	for _, p := range req.Fleet.AccessPolicies() {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// server speaks the raw protocol.
+type server struct {
+	translatorv1.UnimplementedTranslatorServer
+	logger hclog.Logger
+}
+
+func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*translatorv1.DescribeResponse, error) {
+	return &translatorv1.DescribeResponse{Name: name, Version: "1.0.0", Backends: []string{"test"}}, nil
+}
+
+func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error {
+	view := map[string]bool{}
+	var mentioned []string
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch m := req.GetMsg().(type) {
+		case *translatorv1.TranslateRequest_Begin:
+			mentioned = nil
+			if m.Begin.GetFull() {
+				view = map[string]bool{}
+			}
+		case *translatorv1.TranslateRequest_Cluster:
+			c := m.Cluster.GetCluster()
+			mentioned = append(mentioned, c)
+			if m.Cluster.GetRemoved() {
+				delete(view, c)
+			} else {
+				view[c] = true
+			}
+		case *translatorv1.TranslateRequest_Commit:
+			s.logger.Warn("translating", "generation", m.Commit.GetGeneration(), "clusters", len(view))
+			if err := s.answer(stream, m.Commit.GetGeneration(), view, mentioned); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func configMap(name string, data string) *snapshotv1.Resource {
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"},"data":{"x":%q}}`, name, data)
+	return &snapshotv1.Resource{Id: &snapshotv1.ResourceID{Version: "v1", Kind: "ConfigMap", Namespace: "default", Name: name}, Body: []byte(body)}
+}
+
+func output(cluster string, more bool, rs ...*snapshotv1.Resource) *translatorv1.TranslateResponse {
+	return &translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: &translatorv1.ClusterOutput{Cluster: cluster, Backend: "test", Resources: rs, More: more}}}
+}
+
+func (s *server) answer(stream translatorv1.Translator_TranslateServer, gen uint64, view map[string]bool, mentioned []string) error {
+	send := stream.Send
+	for _, c := range mentioned {
+		switch {
+		case c == "crash":
+			panic("faulty plugin crashes on purpose")
+		case c == "hang":
+			select {}
+		case c == "malformed":
+			r := configMap("bad", "")
+			r.Body = []byte(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {`)
+			if err := send(output(c, false, r)); err != nil {
+				return err
+			}
+		case c == "noname":
+			r := configMap("x", "")
+			r.Id.Name = ""
+			if err := send(output(c, false, r)); err != nil {
+				return err
+			}
+		case c == "ghost":
+			if err := send(output("nonexistent", false, configMap("x", ""))); err != nil {
+				return err
+			}
+		case c == "huge":
+			if err := send(output(c, false, configMap("huge", strings.Repeat("h", 70<<20)))); err != nil {
+				return err
+			}
+		case strings.HasPrefix(c, "big-"):
+			mb, _ := strconv.Atoi(strings.TrimPrefix(c, "big-"))
+			const each = 512 << 10
+			n := mb << 20 / each
+			for i := range n {
+				if err := send(output(c, i < n-1, configMap(fmt.Sprintf("big-%04d", i), strings.Repeat("b", each)))); err != nil {
+					return err
+				}
+			}
+		default:
+			if !view[c] {
+				continue // removed
+			}
+			if err := send(output(c, false, configMap("seen", c))); err != nil {
+				return err
+			}
+		}
+	}
+	return send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: gen}}})
+}

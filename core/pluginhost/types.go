@@ -1,0 +1,102 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// ErrNeedFull is returned by Translate when the translator lost its view of
+// the fleet since the last successful call (the plugin was restarted, or a
+// session broke) and the update is not Full. The caller resends everything
+// with Full set.
+var ErrNeedFull = errors.New("translator needs a full update")
+
+// ErrPluginFailed is wrapped by the error Translate returns when the plugin
+// answered but could not translate (its Translate returned an error). The
+// session stays usable: the next update may be a delta.
+var ErrPluginFailed = errors.New("plugin could not translate")
+
+// Translator is the method set the engine uses, satisfied by *Plugin (a
+// plugin process) and *Linked (a translator running in the host process).
+type Translator interface {
+	// Name returns the plugin's name.
+	Name() string
+	// Backends returns the backends the plugin produces outputs for.
+	Backends() []string
+	// Translate sends an update and returns the outputs that changed and
+	// every current diagnostic. It returns ErrNeedFull (nothing was sent)
+	// when the update must be resent in full; an error wrapping
+	// ErrPluginFailed when the plugin could not translate; any other error
+	// when the plugin broke, in which case the next call needs a full update.
+	Translate(ctx context.Context, u Update) (Result, error)
+}
+
+// Update is one change of the fleet view sent to a translator.
+type Update struct {
+	// Full replaces the translator's whole view.
+	Full bool
+	// Clusters are the clusters that changed (all of them when Full).
+	Clusters []ClusterUpdate
+	// PolicyUpserts and PolicyDeletes change the policies of the
+	// management source.
+	PolicyUpserts []snapshot.Resource
+	PolicyDeletes []snapshot.ID
+}
+
+// ClusterUpdate is the change of one cluster's inputs.
+type ClusterUpdate struct {
+	Name string
+	// Removed is true when the cluster left the fleet.
+	Removed bool
+	// Stale is true while the cluster's agent is disconnected.
+	Stale bool
+	// Meshes are the cluster's mesh types, as found by discovery.
+	Meshes  []string
+	Upserts []snapshot.Resource
+	Deletes []snapshot.ID
+}
+
+// Result is a translator's answer to one update.
+type Result struct {
+	// Outputs are the (cluster, backend) sets that changed, each complete.
+	Outputs []ClusterOutput
+	// Diagnostics are every current diagnostic of the translator.
+	Diagnostics []Diagnostic
+}
+
+// ClusterOutput is the complete set of resources of one backend in one
+// cluster. An empty Resources means the set was emptied.
+type ClusterOutput struct {
+	Cluster, Backend string
+	Resources        []snapshot.Resource
+}
+
+// Severities of diagnostics.
+const (
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+)
+
+// Diagnostic is a problem a user can fix.
+type Diagnostic struct {
+	// Severity is SeverityError or SeverityWarning.
+	Severity string
+	Summary  string
+	Detail   string
+	// Path is the field at fault, such as "spec.http[0].route[1].weight".
+	Path   string
+	Policy PolicyRef
+	// Cluster is set when the problem concerns one target cluster only.
+	Cluster string
+	// Plugin is the plugin that reported the problem.
+	Plugin string
+}
+
+// PolicyRef names a policy.
+type PolicyRef struct {
+	Kind, Namespace, Name string
+	// Cluster is where the policy was defined; empty for the management source.
+	Cluster string
+}

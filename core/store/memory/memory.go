@@ -1,0 +1,353 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/internal/feed"
+)
+
+// DefaultReplica is the replica ID of a Store returned by New.
+const DefaultReplica = "memory"
+
+var _ store.Store = (*Store)(nil)
+
+// Store is an in-memory store.Store. Its methods are safe for concurrent use.
+type Store struct {
+	replica string
+	data    *data
+	hub     *feed.Hub[store.Event]
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// data is what the handles of one store share.
+type data struct {
+	mu       sync.RWMutex
+	inputs   map[string]*snapshot.Snapshot
+	outputs  map[string]map[string]*snapshot.Snapshot
+	clusters map[string]store.Cluster
+	caCert   []byte
+	caKey    []byte
+	handles  map[*Store]struct{}
+}
+
+// New returns an empty store with replica ID DefaultReplica.
+func New() *Store {
+	d := &data{
+		inputs:   make(map[string]*snapshot.Snapshot),
+		outputs:  make(map[string]map[string]*snapshot.Snapshot),
+		clusters: make(map[string]store.Cluster),
+		handles:  make(map[*Store]struct{}),
+	}
+	return d.handle(DefaultReplica)
+}
+
+// Replica returns another handle on the same data with the given replica
+// ID. Writes through one handle are Watch events for handles with another
+// ID. Closing a handle does not close the others.
+func (s *Store) Replica(id string) *Store {
+	return s.data.handle(id)
+}
+
+// ReplicaID returns the handle's replica ID.
+func (s *Store) ReplicaID() string { return s.replica }
+
+func (d *data) handle(replica string) *Store {
+	s := &Store{replica: replica, data: d, hub: feed.New(store.Event{Kind: store.EventResync}, store.ErrClosed)}
+	d.mu.Lock()
+	d.handles[s] = struct{}{}
+	d.mu.Unlock()
+	return s
+}
+
+// publish sends e to the handles with another replica ID. d.mu is held.
+func (s *Store) publish(e store.Event) {
+	e.Replica = s.replica
+	for h := range s.data.handles {
+		if h.replica != s.replica {
+			h.hub.Publish(e)
+		}
+	}
+}
+
+func (s *Store) check(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory store: %w", err)
+	}
+	return nil
+}
+
+func checkName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("empty %s name", what)
+	}
+	return nil
+}
+
+// PutInput implements store.Store.
+func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := checkName("cluster", cluster); err != nil {
+		return fmt.Errorf("put input: %w", err)
+	}
+	if snap == nil {
+		return fmt.Errorf("put input %q: nil snapshot", cluster)
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, ok := d.inputs[cluster]; ok {
+		if snap.Version() < cur.Version() || (snap.Version() == cur.Version() && snap.Hash() == cur.Hash()) {
+			return nil
+		}
+	}
+	d.inputs[cluster] = snap
+	s.publish(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
+	return nil
+}
+
+// GetInput implements store.Store.
+func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	snap, ok := s.data.inputs[cluster]
+	if !ok {
+		return nil, fmt.Errorf("input %q: %w", cluster, store.ErrNotFound)
+	}
+	return snap, nil
+}
+
+// ListInputs implements store.Store.
+func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	return maps.Clone(s.data.inputs), nil
+}
+
+// DeleteInput implements store.Store.
+func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.inputs[cluster]; !ok {
+		return nil
+	}
+	delete(d.inputs, cluster)
+	s.publish(store.Event{Kind: store.EventInput, Cluster: cluster, Deleted: true})
+	return nil
+}
+
+// PutOutput implements store.Store.
+func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := errors.Join(checkName("cluster", cluster), checkName("backend", backend)); err != nil {
+		return fmt.Errorf("put output: %w", err)
+	}
+	if snap == nil {
+		return fmt.Errorf("put output %q/%q: nil snapshot", cluster, backend)
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byBackend := d.outputs[cluster]
+	if cur, ok := byBackend[backend]; ok && cur.Version() == snap.Version() && cur.Hash() == snap.Hash() {
+		return nil
+	}
+	if byBackend == nil {
+		byBackend = make(map[string]*snapshot.Snapshot)
+		d.outputs[cluster] = byBackend
+	}
+	byBackend[backend] = snap
+	s.publish(store.Event{Kind: store.EventOutput, Cluster: cluster, Backend: backend, Version: snap.Version()})
+	return nil
+}
+
+// GetOutput implements store.Store.
+func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	snap, ok := s.data.outputs[cluster][backend]
+	if !ok {
+		return nil, fmt.Errorf("output %q/%q: %w", cluster, backend, store.ErrNotFound)
+	}
+	return snap, nil
+}
+
+// ListOutputs implements store.Store.
+func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	out := maps.Clone(s.data.outputs[cluster])
+	if out == nil {
+		out = make(map[string]*snapshot.Snapshot)
+	}
+	return out, nil
+}
+
+// DeleteOutputs implements store.Store.
+func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.outputs[cluster]; !ok {
+		return nil
+	}
+	delete(d.outputs, cluster)
+	s.publish(store.Event{Kind: store.EventOutput, Cluster: cluster, Deleted: true})
+	return nil
+}
+
+// PutCluster implements store.Store.
+func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := checkName("cluster", c.Name); err != nil {
+		return fmt.Errorf("put cluster: %w", err)
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.clusters[c.Name] = c.Clone()
+	s.publish(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	return nil
+}
+
+// GetCluster implements store.Store.
+func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	if err := s.check(ctx); err != nil {
+		return store.Cluster{}, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	c, ok := s.data.clusters[name]
+	if !ok {
+		return store.Cluster{}, fmt.Errorf("cluster %q: %w", name, store.ErrNotFound)
+	}
+	return c.Clone(), nil
+}
+
+// ListClusters implements store.Store.
+func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	out := make([]store.Cluster, 0, len(s.data.clusters))
+	for _, c := range s.data.clusters {
+		out = append(out, c.Clone())
+	}
+	s.data.mu.RUnlock()
+	slices.SortFunc(out, func(a, b store.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteCluster implements store.Store.
+func (s *Store) DeleteCluster(ctx context.Context, name string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.clusters[name]; !ok {
+		return nil
+	}
+	delete(d.clusters, name)
+	s.publish(store.Event{Kind: store.EventCluster, Cluster: name, Deleted: true})
+	return nil
+}
+
+// PutCA implements store.Store.
+func (s *Store) PutCA(ctx context.Context, certPEM, keyPEM []byte) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if len(certPEM) == 0 || len(keyPEM) == 0 {
+		return errors.New("put ca: empty certificate or key")
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	s.data.caCert, s.data.caKey = slices.Clone(certPEM), slices.Clone(keyPEM)
+	return nil
+}
+
+// GetCA implements store.Store.
+func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
+	if err := s.check(ctx); err != nil {
+		return nil, nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	if s.data.caCert == nil {
+		return nil, nil, fmt.Errorf("ca: %w", store.ErrNotFound)
+	}
+	return slices.Clone(s.data.caCert), slices.Clone(s.data.caKey), nil
+}
+
+// Watch implements store.Store: it delivers writes made through handles with
+// another replica ID (see Replica).
+func (s *Store) Watch(ctx context.Context) (<-chan store.Event, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s.hub.Watch(ctx)
+}
+
+// Ping implements store.Store; it fails only after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.check(ctx)
+}
+
+// Close implements store.Store. It closes this handle only.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.data.mu.Lock()
+	delete(s.data.handles, s)
+	s.data.mu.Unlock()
+	s.hub.Close()
+	return nil
+}

@@ -1,0 +1,96 @@
+package redis
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// formatGzip tags a stored snapshot as gzip-compressed snapshot.Marshal
+// bytes. The tag lets a later release add formats and still read old data.
+const formatGzip = 'g'
+
+// codec compresses and decompresses snapshots, reusing gzip state.
+type codec struct {
+	writers sync.Pool // *gzip.Writer
+	readers sync.Pool // *gzip.Reader
+}
+
+// encode returns the stored form of s.
+func (c *codec) encode(s *snapshot.Snapshot) ([]byte, error) {
+	raw, err := snapshot.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw)/4 + 64)
+	buf.WriteByte(formatGzip)
+	w, _ := c.writers.Get().(*gzip.Writer)
+	if w == nil {
+		w, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		w.Reset(&buf)
+	}
+	defer c.writers.Put(w)
+	if _, err := w.Write(raw); err != nil {
+		return nil, fmt.Errorf("compress snapshot: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("compress snapshot: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// decode parses a stored snapshot and checks it against the version and
+// hash stored beside it.
+func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snapshot, error) {
+	if len(data) == 0 || data[0] != formatGzip {
+		return nil, errors.New("decode snapshot: unknown format")
+	}
+	r, _ := c.readers.Get().(*gzip.Reader)
+	var err error
+	if r == nil {
+		r, err = gzip.NewReader(bytes.NewReader(data[1:]))
+	} else {
+		err = r.Reset(bytes.NewReader(data[1:]))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decompress snapshot: %w", err)
+	}
+	raw, err := io.ReadAll(r)
+	c.readers.Put(r)
+	if err != nil {
+		return nil, fmt.Errorf("decompress snapshot: %w", err)
+	}
+	s, err := snapshot.Unmarshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	v, err := strconv.ParseUint(version, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("decode snapshot: version %q: %w", version, err)
+	}
+	if s.Version() != v {
+		return nil, fmt.Errorf("decode snapshot: version %d, stored beside it %d", s.Version(), v)
+	}
+	h, err := snapshot.HashFromBytes(hash)
+	if err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	if s.Hash() != h {
+		return nil, fmt.Errorf("decode snapshot: hash %s, stored beside it %s", s.Hash().Short(), h.Short())
+	}
+	return s, nil
+}
+
+// versionField formats a version so that Lua compares versions as strings
+// in numeric order: twenty digits hold every uint64 and Lua numbers do not.
+func versionField(v uint64) string {
+	return fmt.Sprintf("%020d", v)
+}

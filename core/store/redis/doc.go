@@ -1,0 +1,71 @@
+// Package redis is the store.Store in Redis: the shared source of truth
+// across meshrelay server replicas (DESIGN.md §1 step 4). It uses go-redis's
+// UniversalClient, so one server, Sentinel and Redis Cluster all work; see
+// ParseURL for the --store URL forms.
+//
+//	o, err := redis.ParseURL("redis://:secret@10.0.0.5:6379/0")
+//	o.Replica = podName
+//	s, err := redis.New(ctx, o)
+//
+// # Key layout
+//
+// Every key starts with Options.Prefix (default "meshrelay:", shown as P):
+//
+//	P input:CLUSTER   hash  v: version, 20 zero-padded digits
+//	                        h: snapshot hash, 32 raw bytes
+//	                        d: the snapshot, compressed (below)
+//	                        r: replica ID of the last writer
+//	P inputs          set   names of clusters with an input (the index
+//	                        ListInputs reads, so it never SCANs)
+//	P output:CLUSTER  hash  v:BACKEND, h:BACKEND, d:BACKEND as above, one
+//	                        triple per backend; DeleteOutputs is one DEL
+//	P clusters        hash  NAME → registry record as JSON
+//	P ca              hash  cert, key: PEM
+//	P events          pub/sub channel of the change feed
+//
+// A stored snapshot is one format byte ('g') followed by the gzip
+// (BestSpeed) of snapshot.Marshal; on the way out the decoded snapshot is
+// checked against the version and hash stored beside it. Versions are
+// zero-padded so the Lua scripts compare them as strings: Lua numbers are
+// doubles and lose uint64 precision above 2^53.
+//
+// Each write that can change something is one Lua script on one key: it
+// checks (a PutInput older than the stored version is ignored; a Put of the
+// stored version and hash is a no-op), writes, and publishes the event, so
+// an event is published exactly when data changed and never before the data
+// is readable. Scripts touch a single key, so they run on Redis Cluster
+// too; the index set is written before the input (SADD, then the script)
+// and removed after it (the script, then SREM), so a crash in between
+// leaves an index entry without a key, which ListInputs skips, and never an
+// input that ListInputs cannot see.
+//
+// Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
+// (no per-key round trip) and decoding in parallel on GOMAXPROCS
+// goroutines.
+//
+// # Change feed: pub/sub with a resync, not Streams
+//
+// Replicas learn of each other's writes through one pub/sub channel
+// (P events). Each message is a hint: kind, cluster, backend, version,
+// deleted, replica. The data itself is always read from the keys, which are
+// the truth. A store holds one subscription, started by the first Watch,
+// drops its own replica's messages, and whenever the subscription is
+// re-established after a failure (go-redis reconnects it) sends
+// store.EventResync to its watchers, which reload.
+//
+// Streams were the alternative (XADD per write, XREAD from the last ID
+// seen, replay after a reconnect). They were not chosen because:
+//
+//   - The state is small and keyed, and a watcher only needs to know what to
+//     reload; a resync after a disconnect costs one ListInputs, which the
+//     cold start already makes fast. Replaying a log gives nothing more.
+//   - A stream grows with every write and needs trimming (MAXLEN), and a
+//     replica that was away longer than the trimmed window needs a full
+//     reload anyway: the resync path is needed in both designs, so the
+//     simpler one carries only that path.
+//   - Pub/sub stores nothing in Redis, needs no consumer bookkeeping per
+//     replica, and works unchanged with Sentinel and Redis Cluster.
+//   - A Redis that restarted empty has lost any stream with the data; the
+//     resync that pub/sub forces after the reconnect is exactly what lets
+//     store.WriteThrough refill it from memory.
+package redis

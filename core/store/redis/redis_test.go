@@ -1,0 +1,194 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/meshrelay/meshrelay/core/store/storetest"
+	"github.com/meshrelay/meshrelay/internal/testenv"
+)
+
+// newStore connects a store to server with the given replica ID and closes
+// it when the test ends.
+func newStore(t testing.TB, server *testenv.Redis, prefix, replica string) *redis.Store {
+	t.Helper()
+	o, err := redis.ParseURL(server.URL())
+	if err != nil {
+		t.Fatalf("ParseURL(%q): %v", server.URL(), err)
+	}
+	o.Prefix, o.Replica = prefix, replica
+	o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	s, err := redis.New(t.Context(), o)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	server := testenv.StartRedis(t)
+	// One server for the suite; each subtest has its own key prefix.
+	storetest.Run(t, storetest.Shared(
+		func(t *testing.T) string { return "test:" + t.Name() + ":" },
+		func(t *testing.T, prefix, replica string) store.Store { return newStore(t, server, prefix, replica) },
+	))
+}
+
+// TestWatchResyncAfterRestart kills the real redis-server under a watcher:
+// events published while it is down are lost, so the watcher must get a
+// Resync once the subscription is back, and then further events.
+func TestWatchResyncAfterRestart(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	a := newStore(t, server, "r:", "a")
+	b := newStore(t, server, "r:", "b")
+	events, err := a.Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	server.Stop()
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, events, func(e store.Event) bool { return e.Kind == store.EventResync })
+	// b's connection pool recovers by itself; retry its write until Redis
+	// accepts it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := b.PutInput(ctx, "east", storetest.Snap(t, 1, "x", 1))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PutInput after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, events, func(e store.Event) bool {
+		return e.Kind == store.EventInput && e.Cluster == "east" && e.Replica == "b"
+	})
+}
+
+func waitFor(t *testing.T, events <-chan store.Event, match func(store.Event) bool) {
+	t.Helper()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("Watch channel closed")
+			}
+			if match(e) {
+				return
+			}
+		case <-timer.C:
+			t.Fatal("no matching event within 30s")
+		}
+	}
+}
+
+// TestVersionsBeyondFloatPrecision checks that the version rule holds for
+// versions Lua numbers cannot tell apart.
+func TestVersionsBeyondFloatPrecision(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t, testenv.StartRedis(t), "v:", "a")
+	const big = uint64(1) << 60
+	newer := storetest.Snap(t, big+1, "newer", 1)
+	if err := s.PutInput(ctx, "c", newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutInput(ctx, "c", storetest.Snap(t, big, "older", 1)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetInput(ctx, "c")
+	if err != nil || got.Version() != big+1 || got.Hash() != newer.Hash() {
+		t.Fatalf("GetInput = %v, %v; want version %d", got, err, big+1)
+	}
+}
+
+// TestCorruptData checks that damaged stored data is an error, not a
+// panic or a wrong snapshot.
+func TestCorruptData(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	s := newStore(t, server, "x:", "a")
+	if err := s.PutInput(ctx, "c", storetest.Snap(t, 1, "x", 3)); err != nil {
+		t.Fatal(err)
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	for name, value := range map[string]string{
+		"unknown format": "zzz",
+		"bad gzip":       "g\x00\x01",
+	} {
+		if err := raw.HSet(ctx, "x:input:c", "d", value).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetInput(ctx, "c"); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetInput with %s: err = %v, want a decode error", name, err)
+		}
+		if _, err := s.ListInputs(ctx); err == nil {
+			t.Errorf("ListInputs with %s: err = nil, want a decode error", name)
+		}
+	}
+	// Data from another snapshot under this one's hash.
+	other := storetest.Snap(t, 1, "other", 3)
+	if err := s.PutInput(ctx, "d", other); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := raw.HGet(ctx, "x:input:d", "d").Result()
+	if err := raw.HSet(ctx, "x:input:c", "d", d).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetInput(ctx, "c"); err == nil {
+		t.Error("GetInput with another snapshot's data: err = nil, want a hash mismatch")
+	}
+}
+
+// TestListSkipsStaleIndex checks that an index entry without its input (a
+// crash between the two writes) is skipped.
+func TestListSkipsStaleIndex(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	s := newStore(t, server, "i:", "a")
+	if err := s.PutInput(ctx, "real", storetest.Snap(t, 1, "x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	if err := raw.SAdd(ctx, "i:inputs", "ghost").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListInputs(ctx)
+	if err != nil || len(got) != 1 || got["real"] == nil {
+		t.Fatalf("ListInputs = %v, %v; want only \"real\"", got, err)
+	}
+}
+
+func TestNewFailsWithoutServer(t *testing.T) {
+	server := testenv.StartRedis(t)
+	server.Stop()
+	o, err := redis.ParseURL(server.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if s, err := redis.New(ctx, o); err == nil {
+		s.Close()
+		t.Fatal("New with redis-server stopped succeeded")
+	}
+}
+
+func newRawClient(server *testenv.Redis) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+}

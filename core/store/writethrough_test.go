@@ -1,0 +1,334 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/meshrelay/meshrelay/core/store/storetest"
+	"github.com/meshrelay/meshrelay/internal/testenv"
+)
+
+// waitTimeout bounds every wait for a condition in these tests.
+const waitTimeout = 30 * time.Second
+
+// eventually polls cond until it holds, failing the test after waitTimeout
+// with the last reason cond gave.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v: %s", what, waitTimeout, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startWriteThrough loads and runs a WriteThrough over a fresh memory store
+// and backing, stopping it when the test ends.
+func startWriteThrough(t *testing.T, backing store.Store) *store.WriteThrough {
+	t.Helper()
+	wt := store.NewWriteThrough(memory.New(), backing, store.WriteThroughOptions{
+		Logger:       testLogger(t),
+		MinBackoff:   10 * time.Millisecond,
+		MaxBackoff:   200 * time.Millisecond,
+		PingInterval: 50 * time.Millisecond,
+		OpTimeout:    2 * time.Second,
+	})
+	if _, err := wt.Load(t.Context()); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wt.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		wt.Close()
+	})
+	return wt
+}
+
+func newRedis(t testing.TB, server *testenv.Redis, prefix, replica string) *redis.Store {
+	t.Helper()
+	o, err := redis.ParseURL(server.URL())
+	if err != nil {
+		t.Fatalf("ParseURL: %v", err)
+	}
+	o.Prefix, o.Replica, o.Logger = prefix, replica, testLogger(t)
+	s, err := redis.New(t.Context(), o)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
+
+func TestWriteThroughConformanceMemory(t *testing.T) {
+	storetest.Run(t, storetest.Shared(
+		func(t *testing.T) *memory.Store { return memory.New() },
+		func(t *testing.T, shared *memory.Store, replica string) store.Store {
+			return startWriteThrough(t, shared.Replica(replica))
+		},
+	))
+}
+
+func TestWriteThroughConformanceRedis(t *testing.T) {
+	server := testenv.StartRedis(t)
+	storetest.Run(t, storetest.Shared(
+		func(t *testing.T) string { return "wt:" + t.Name() + ":" },
+		func(t *testing.T, prefix, replica string) store.Store {
+			return startWriteThrough(t, newRedis(t, server, prefix, replica))
+		},
+	))
+}
+
+// countingStore counts the writes that reach a store.
+type countingStore struct {
+	store.Store
+	putInputs atomic.Int64
+}
+
+func (c *countingStore) PutInput(ctx context.Context, cluster string, s *snapshot.Snapshot) error {
+	c.putInputs.Add(1)
+	return c.Store.PutInput(ctx, cluster, s)
+}
+
+func TestWriteThroughCoalesces(t *testing.T) {
+	ctx := t.Context()
+	backing := &countingStore{Store: memory.New()}
+	wt := store.NewWriteThrough(memory.New(), backing, store.WriteThroughOptions{})
+	defer wt.Close()
+	for v := uint64(1); v <= 50; v++ {
+		if err := wt.PutInput(ctx, "east", storetest.Snap(t, v, fmt.Sprint(v), 2)); err != nil {
+			t.Fatalf("PutInput(v%d): %v", v, err)
+		}
+	}
+	if err := wt.PutOutput(ctx, "east", "istio", storetest.Snap(t, 1, "out", 1)); err != nil {
+		t.Fatalf("PutOutput: %v", err)
+	}
+	if err := wt.DeleteOutputs(ctx, "east"); err != nil {
+		t.Fatalf("DeleteOutputs: %v", err)
+	}
+	if got := wt.QueueLen(); got != 2 {
+		t.Fatalf("QueueLen() = %d after 50 Puts of one input and a deleted output, want 2", got)
+	}
+	if err := wt.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := backing.putInputs.Load(); got != 1 {
+		t.Errorf("backing store received %d PutInput calls, want 1", got)
+	}
+	got, err := backing.GetInput(ctx, "east")
+	if err != nil || got.Version() != 50 {
+		t.Fatalf("backing GetInput = %v, %v; want version 50", got, err)
+	}
+	if _, err := backing.GetOutput(ctx, "east", "istio"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("backing GetOutput after a queued delete: err = %v, want ErrNotFound", err)
+	}
+	if got := wt.QueueLen(); got != 0 {
+		t.Errorf("QueueLen() after Flush = %d, want 0", got)
+	}
+}
+
+func TestWriteThroughLoad(t *testing.T) {
+	ctx := t.Context()
+	backing := memory.New()
+	for i := range 30 {
+		name := fmt.Sprintf("c%02d", i)
+		must(t, backing.PutInput(ctx, name, storetest.Snap(t, 5, name, 3)))
+		must(t, backing.PutOutput(ctx, name, "envoy", storetest.Snap(t, 2, name, 1)))
+		must(t, backing.PutCluster(ctx, store.Cluster{Name: name}))
+	}
+	must(t, backing.PutCA(ctx, []byte("cert"), []byte("key")))
+	primary := memory.New()
+	// Memory already holds a newer input for c00 and one Redis lacks.
+	must(t, primary.PutInput(ctx, "c00", storetest.Snap(t, 9, "newer", 1)))
+	must(t, primary.PutInput(ctx, "local", storetest.Snap(t, 1, "local", 1)))
+	wt := store.NewWriteThrough(primary, backing.Replica("wt"), store.WriteThroughOptions{})
+	defer wt.Close()
+
+	stats, err := wt.Load(ctx)
+	must(t, err)
+	if stats.Inputs != 30 || stats.Outputs != 30 || stats.Clusters != 30 || stats.Queued != 2 || stats.Duration <= 0 {
+		t.Fatalf("Load() = %+v, want 30 inputs, outputs and clusters, 2 queued and a duration", stats)
+	}
+	inputs, err := wt.ListInputs(ctx)
+	must(t, err)
+	if len(inputs) != 31 || inputs["c00"].Version() != 9 {
+		t.Fatalf("after Load: %d inputs, c00 at version %d; want 31 and 9", len(inputs), inputs["c00"].Version())
+	}
+	if _, _, err := wt.GetCA(ctx); err != nil {
+		t.Fatalf("GetCA after Load: %v", err)
+	}
+	must(t, wt.Flush(ctx))
+	for name, want := range map[string]uint64{"c00": 9, "local": 1} {
+		got, err := backing.GetInput(ctx, name)
+		if err != nil || got.Version() != want {
+			t.Errorf("backing GetInput(%q) after Flush = %v, %v; want version %d", name, got, err, want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriteThroughRedisDown is DESIGN.md §2 "Redis unavailable": with the
+// real redis-server killed, writes are accepted and reads served from
+// memory, health is degraded, and when Redis returns everything reaches it
+// again and health is ok. A second replica ends up with the inputs written
+// during the outage. Redis comes back either empty (it kept nothing on
+// disk) or with what it had before the kill (append-only file).
+func TestWriteThroughRedisDown(t *testing.T) {
+	tests := map[string][]testenv.RedisOption{
+		"restarts empty":         nil,
+		"restarts with its data": {testenv.RedisPersistence()},
+	}
+	for name, opts := range tests {
+		t.Run(name, func(t *testing.T) { testRedisDown(t, opts) })
+	}
+}
+
+func testRedisDown(t *testing.T, opts []testenv.RedisOption) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t, opts...)
+	const prefix = "fault:"
+	a := startWriteThrough(t, newRedis(t, server, prefix, "a"))
+	b := startWriteThrough(t, newRedis(t, server, prefix, "b"))
+	observer := newRedis(t, server, prefix, "observer")
+
+	want := map[string]*snapshot.Snapshot{}
+	put := func(name string, version uint64) {
+		t.Helper()
+		s := storetest.Snap(t, version, fmt.Sprintf("%s-%d", name, version), 5)
+		if err := a.PutInput(ctx, name, s); err != nil {
+			t.Fatalf("PutInput(%q) while Redis is %v: %v", name, map[bool]string{true: "up", false: "down"}[server.Running()], err)
+		}
+		want[name] = s
+	}
+	inRedis := func(st store.Store) func() (bool, string) {
+		return func() (bool, string) {
+			got, err := st.ListInputs(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			for name, w := range want {
+				g, ok := got[name]
+				if !ok {
+					return false, fmt.Sprintf("input %q missing", name)
+				}
+				if g.Version() != w.Version() || g.Hash() != w.Hash() {
+					return false, fmt.Sprintf("input %q at version %d, want %d", name, g.Version(), w.Version())
+				}
+			}
+			if len(got) != len(want) {
+				return false, fmt.Sprintf("%d inputs, want %d", len(got), len(want))
+			}
+			return true, ""
+		}
+	}
+	for i := range 10 {
+		put(fmt.Sprintf("before-%d", i), 1)
+	}
+	must(t, a.PutCluster(ctx, store.Cluster{Name: "before-0", Replica: "a"}))
+	eventually(t, "inputs reach Redis", inRedis(observer))
+
+	server.Stop()
+	for i := range 10 {
+		put(fmt.Sprintf("during-%d", i), 1)
+	}
+	put("before-3", 2) // a newer version of an input Redis had
+	must(t, a.PutCluster(ctx, store.Cluster{Name: "during-0", Replica: "a"}))
+
+	// Reads are served from memory while Redis is down.
+	for name, w := range want {
+		got, err := a.GetInput(ctx, name)
+		if err != nil || got.Hash() != w.Hash() {
+			t.Fatalf("GetInput(%q) while Redis is down = %v, %v; want version %d", name, got, err, w.Version())
+		}
+	}
+	list, err := a.ListInputs(ctx)
+	if err != nil || len(list) != len(want) {
+		t.Fatalf("ListInputs while Redis is down = %d inputs, %v; want %d", len(list), err, len(want))
+	}
+	eventually(t, "health degraded while Redis is down", func() (bool, string) {
+		state, err := a.Health()
+		return state == store.HealthDegraded && err != nil, fmt.Sprintf("Health() = %q, %v", state, err)
+	})
+	if n := a.QueueLen(); n == 0 {
+		t.Errorf("QueueLen() = 0 while Redis is down with writes pending")
+	}
+	if err := a.Ping(ctx); err != nil {
+		t.Errorf("Ping while Redis is down = %v, want nil (memory serves)", err)
+	}
+
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every input back in Redis", inRedis(observer))
+	eventually(t, "health ok after Redis returns", func() (bool, string) {
+		state, err := a.Health()
+		return state == store.HealthOK && a.QueueLen() == 0, fmt.Sprintf("Health() = %q, %v; QueueLen() = %d", state, err, a.QueueLen())
+	})
+	eventually(t, "registry back in Redis", func() (bool, string) {
+		cs, err := observer.ListClusters(ctx)
+		return err == nil && len(cs) == 2, fmt.Sprintf("ListClusters() = %v, %v", cs, err)
+	})
+	eventually(t, "replica b has every input", inRedis(b))
+}
+
+// TestWriteThroughFollowsOtherReplica checks that b serves a's writes from
+// memory after a's write reached Redis, and passes the event on.
+func TestWriteThroughFollowsOtherReplica(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	a := startWriteThrough(t, newRedis(t, server, "p:", "a"))
+	b := startWriteThrough(t, newRedis(t, server, "p:", "b"))
+	events, err := b.Watch(ctx)
+	must(t, err)
+	want := storetest.Snap(t, 3, "x", 4)
+	must(t, a.PutInput(ctx, "east", want))
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case e := <-events:
+			if e.Kind != store.EventInput {
+				continue
+			}
+			if e.Cluster != "east" || e.Version != 3 || e.Replica != "a" {
+				t.Fatalf("event = %+v, want input east version 3 from a", e)
+			}
+			got, err := b.GetInput(ctx, "east")
+			if err != nil || got.Hash() != want.Hash() {
+				t.Fatalf("b.GetInput after the event = %v, %v; want a's snapshot", got, err)
+			}
+			return
+		case <-timer.C:
+			t.Fatal("b saw no event for a's write")
+		}
+	}
+}

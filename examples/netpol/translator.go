@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Backend is the backend this translator serves.
+const Backend = "netpol"
+
+// Translator maps AccessPolicies to one NetworkPolicy per protected Service.
+type Translator struct{}
+
+var (
+	_ sdk.Translator      = (*Translator)(nil)
+	_ sdk.PolicyValidator = (*Translator)(nil)
+)
+
+// Describe says what the translator is.
+func (t *Translator) Describe() sdk.Description {
+	return sdk.Description{
+		Name:        "netpol",
+		Version:     "0.1.0",
+		Backends:    []string{Backend},
+		InputKinds:  []string{"/Service", "policy.meshrelay.io/AccessPolicy"},
+		OutputKinds: []string{"networking.k8s.io/NetworkPolicy"},
+	}
+}
+
+// ValidatePolicy refuses what a NetworkPolicy cannot enforce: HTTP methods
+// and paths.
+func (t *Translator) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
+	ap, ok := p.(*policyv1alpha1.AccessPolicy)
+	if !ok {
+		return nil
+	}
+	var ds []sdk.Diagnostic
+	if len(ap.Spec.Methods) > 0 {
+		ds = append(ds, sdk.Errorf(ap, "spec.methods", "a NetworkPolicy cannot restrict HTTP methods"))
+	}
+	if len(ap.Spec.Paths) > 0 {
+		ds = append(ds, sdk.Errorf(ap, "spec.paths", "a NetworkPolicy cannot restrict HTTP paths"))
+	}
+	for i, from := range ap.Spec.From {
+		if len(from.ServiceAccounts) > 0 {
+			ds = append(ds, sdk.Warningf(ap, fmt.Sprintf("spec.from[%d].serviceAccounts", i),
+				"a NetworkPolicy cannot match service accounts; every pod in their namespaces is admitted"))
+		}
+	}
+	return ds
+}
+
+// Translate emits, for every Service some AccessPolicy selects, a
+// NetworkPolicy in the Service's cluster that admits only what the Allow
+// policies selecting it admit.
+func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+	type target struct {
+		dst      sdk.Destination
+		policies []*policyv1alpha1.AccessPolicy
+	}
+	var targets []*target
+	index := map[[3]string]*target{}
+	for _, ap := range req.Fleet.AccessPolicies() {
+		for _, dst := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
+			k := [3]string{dst.Cluster.Name, dst.Service.Namespace, dst.Service.Name}
+			tg, ok := index[k]
+			if !ok {
+				tg = &target{dst: dst}
+				index[k] = tg
+				targets = append(targets, tg)
+			}
+			tg.policies = append(tg.policies, ap)
+		}
+	}
+	for _, tg := range targets {
+		svc := tg.dst.Service
+		if len(svc.Spec.Selector) == 0 {
+			for _, ap := range tg.policies {
+				d := sdk.Warningf(ap, "spec.destinationSelectors", "Service %s/%s has no pod selector; no NetworkPolicy protects it", svc.Namespace, svc.Name)
+				d.Cluster = tg.dst.Cluster.Name
+				resp.Diagnose(d)
+			}
+			continue
+		}
+		np := &networkingv1.NetworkPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: "meshrelay-" + svc.Name, Namespace: svc.Namespace},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: svc.Spec.Selector},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+			},
+		}
+		parents := make([]policyv1alpha1.Policy, 0, len(tg.policies))
+		for _, ap := range tg.policies {
+			parents = append(parents, ap)
+			if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
+				continue
+			}
+			if rule, ok := ingressRule(ap, tg.dst.Cluster.Name, svc); ok {
+				np.Spec.Ingress = append(np.Spec.Ingress, rule)
+			}
+		}
+		resp.Emit(tg.dst.Cluster.Name, np, parents...)
+	}
+	return nil
+}
+
+// ingressRule admits the clients of one Allow policy that run in cluster.
+// Clients in other clusters arrive through the mesh's gateways, which a
+// NetworkPolicy cannot tell apart; they are not admitted here.
+func ingressRule(ap *policyv1alpha1.AccessPolicy, cluster string, svc *corev1.Service) (networkingv1.NetworkPolicyIngressRule, bool) {
+	var rule networkingv1.NetworkPolicyIngressRule
+	var namespaces []string
+	for _, from := range ap.Spec.From {
+		if len(from.Clusters) > 0 && !slices.Contains(from.Clusters, cluster) {
+			continue
+		}
+		ns := slices.Clone(from.Namespaces)
+		for _, sa := range from.ServiceAccounts {
+			if sa.Cluster == "" || sa.Cluster == cluster {
+				ns = append(ns, sa.Namespace)
+			}
+		}
+		namespaces = append(namespaces, ns...)
+	}
+	slices.Sort(namespaces)
+	namespaces = slices.Compact(namespaces)
+	if len(namespaces) == 0 {
+		return rule, false
+	}
+	rule.From = []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces,
+		}}},
+	}}
+	for _, port := range ap.Spec.Ports {
+		rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Port: targetPort(svc, port)})
+	}
+	return rule, true
+}
+
+// targetPort maps a Service port to the pods' port, which is what a
+// NetworkPolicy matches.
+func targetPort(svc *corev1.Service, port int32) *intstr.IntOrString {
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port && (p.TargetPort.IntVal != 0 || p.TargetPort.StrVal != "") {
+			tp := p.TargetPort
+			return &tp
+		}
+	}
+	v := intstr.FromInt32(port)
+	return &v
+}

@@ -1,0 +1,400 @@
+package cilium
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// target is one rule of an AccessPolicy's Cilium policy in one cluster:
+// the endpoints of a Service, or of a whole namespace.
+type target struct {
+	namespace string
+	rule      rule
+}
+
+// accessPolicy emits, in every cluster with Cilium where ap selects
+// destinations, one CiliumNetworkPolicy with a rule per destination — or a
+// CiliumClusterwideNetworkPolicy when they span namespaces.
+//
+// Cilium admits what any rule selecting an endpoint admits, and a rule
+// with ingress rules turns on default-deny for the endpoints it selects,
+// which is the AccessPolicy's own semantics: an Allow policy becomes rules
+// admitting its clients, a DenyAll policy rules admitting nothing.
+func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map[serviceKey]*globalService) {
+	deny := ap.Spec.Action == policyv1alpha1.ActionDenyAll
+	var clients []selector
+	if !deny {
+		clients = tr.clientSelectors(ap)
+	}
+	byCluster := map[string][]target{}
+	parents := map[string][]policyv1alpha1.Policy{}
+
+	// A DenyAll selector naming whole namespaces selects every endpoint there,
+	// Services or not.
+	type namespaceKey struct{ cluster, namespace string }
+	wholeNamespace := map[namespaceKey]bool{}
+	if deny {
+		for _, sel := range ap.Spec.DestinationSelectors {
+			if len(sel.Namespaces) == 0 || len(sel.Names) > 0 || len(sel.Labels) > 0 {
+				continue
+			}
+			for _, name := range sortedKeys(tr.cilium) {
+				c := tr.cilium[name]
+				if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, name) {
+					continue
+				}
+				for _, ns := range sel.Namespaces {
+					key := namespaceKey{cluster: name, namespace: ns}
+					if wholeNamespace[key] || !hasNamespace(c, ns) {
+						continue
+					}
+					wholeNamespace[key] = true
+					byCluster[name] = append(byCluster[name], target{namespace: ns, rule: denyRule(selector{},
+						fmt.Sprintf("meshrelay AccessPolicy %s/%s (DenyAll): every endpoint of namespace %s", ap.Namespace, ap.Name, ns))})
+				}
+			}
+		}
+	}
+
+	for _, d := range tr.ciliumDestinations(ap.Spec.DestinationSelectors) {
+		svc := d.Service
+		key := serviceKey{Cluster: d.Cluster.Name, Namespace: svc.Namespace, Name: svc.Name}
+		tr.covered[key] = append(tr.covered[key], ap)
+		if g := globals[key]; g != nil {
+			for _, vd := range g.vds {
+				parents[key.Cluster] = append(parents[key.Cluster], vd)
+			}
+		}
+		if wholeNamespace[namespaceKey{cluster: key.Cluster, namespace: key.Namespace}] {
+			continue
+		}
+		if len(svc.Spec.Selector) == 0 {
+			tr.diagnose(sdk.Warningf(ap, "spec.destinationSelectors",
+				"Service %s has no selector: Cilium selects endpoints by their labels, so the policy does not protect it", key),
+				key.Cluster, "")
+			continue
+		}
+		es := selector{MatchLabels: maps.Clone(svc.Spec.Selector)}
+		desc := fmt.Sprintf("meshrelay AccessPolicy %s/%s (%s): Service %s/%s", ap.Namespace, ap.Name, action(ap), svc.Namespace, svc.Name)
+		r := denyRule(es, desc)
+		if !deny {
+			r = tr.allowRule(ap, d.Cluster, svc, es, clients, desc)
+		}
+		byCluster[key.Cluster] = append(byCluster[key.Cluster], target{namespace: svc.Namespace, rule: r})
+	}
+
+	name := objectName("access", ap)
+	for _, cluster := range sortedKeys(byCluster) {
+		obj := policyObject(name, byCluster[cluster])
+		ps := append([]policyv1alpha1.Policy{ap}, dedupePolicies(parents[cluster])...)
+		tr.emit(cluster, obj, ps...)
+	}
+}
+
+// action returns the policy's action, Allow when unset.
+func action(ap *policyv1alpha1.AccessPolicy) policyv1alpha1.AccessAction {
+	return cmp.Or(ap.Spec.Action, policyv1alpha1.ActionAllow)
+}
+
+// policyObject builds the Cilium policy holding the targets' rules: a
+// CiliumNetworkPolicy in their namespace, or a
+// CiliumClusterwideNetworkPolicy whose rules select the namespace
+// explicitly when the targets span namespaces.
+func policyObject(name string, targets []target) *networkPolicy {
+	slices.SortStableFunc(targets, func(a, b target) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.rule.Description, b.rule.Description))
+	})
+	namespaces := map[string]bool{}
+	for _, t := range targets {
+		namespaces[t.namespace] = true
+	}
+	p := &networkPolicy{}
+	p.APIVersion = APIVersion
+	p.Name = name
+	rules := make([]rule, 0, len(targets))
+	if len(namespaces) == 1 {
+		p.Kind = KindNetworkPolicy
+		p.Namespace = targets[0].namespace
+		for _, t := range targets {
+			rules = append(rules, t.rule)
+		}
+	} else {
+		p.Kind = KindClusterwidePolicy
+		for _, t := range targets {
+			r := t.rule
+			labels := maps.Clone(r.EndpointSelector.MatchLabels)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[LabelNamespace] = t.namespace
+			r.EndpointSelector.MatchLabels = labels
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 1 {
+		p.Spec = &rules[0]
+	} else {
+		p.Specs = rules
+	}
+	return p
+}
+
+// denyRule selects the endpoints and admits nothing: an ingress rule with
+// no peers and no ports matches no traffic, and turns on default-deny.
+// (An empty ingress list would instead leave ingress unenforced, and
+// ingressDeny would override the Allow policies that select the same
+// endpoints.)
+func denyRule(es selector, desc string) rule {
+	yes := true
+	return rule{
+		Description:       desc,
+		EndpointSelector:  es,
+		Ingress:           []ingressRule{{}},
+		EnableDefaultDeny: &defaultDeny{Ingress: &yes},
+	}
+}
+
+// allowRule admits the clients to the Service's target ports for the
+// policy's ports, with HTTP rules for its methods and paths.
+func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, c *sdk.Cluster, svc *corev1.Service, es selector, clients []selector, desc string) rule {
+	if len(clients) == 0 {
+		return denyRule(es, desc)
+	}
+	http := httpRules(ap.Spec.Methods, ap.Spec.Paths)
+	in := ingressRule{FromEndpoints: clients}
+	if len(ap.Spec.Ports) > 0 || len(http) > 0 {
+		ports := tr.targetPorts(ap, c.Name, svc, len(http) > 0)
+		if len(ports) == 0 {
+			return denyRule(es, desc)
+		}
+		var l7 *l7Rules
+		// Istio's sidecars encrypt the traffic between them, which hides HTTP
+		// from Cilium's proxy: where Istio runs, its AuthorizationPolicy
+		// enforces methods and paths, and Cilium enforces L3 and L4.
+		if len(http) > 0 && !c.HasMesh(discoveryapi.MeshIstio) {
+			l7 = &l7Rules{HTTP: http}
+		}
+		for chunk := range slices.Chunk(ports, maxPortsPerRule) {
+			in.ToPorts = append(in.ToPorts, portRule{Ports: chunk, Rules: l7})
+		}
+	}
+	return rule{Description: desc, EndpointSelector: es, Ingress: []ingressRule{in}}
+}
+
+// targetPorts returns the Service's target ports for the policy's ports
+// (every port of the Service when the policy lists none), sorted. With
+// httpOnly, only TCP ports are kept: HTTP rules need TCP.
+func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, cluster string, svc *corev1.Service, httpOnly bool) []portProtocol {
+	key := serviceKey{Cluster: cluster, Namespace: svc.Namespace, Name: svc.Name}
+	var selected []corev1.ServicePort
+	if len(ap.Spec.Ports) == 0 {
+		selected = svc.Spec.Ports
+	} else {
+		for _, sp := range svc.Spec.Ports {
+			if slices.Contains(ap.Spec.Ports, sp.Port) {
+				selected = append(selected, sp)
+			}
+		}
+		if len(selected) == 0 {
+			tr.diagnose(sdk.Warningf(ap, "spec.ports",
+				"none of the ports %v is a port of Service %s: the policy admits nothing to it", ap.Spec.Ports, key), cluster, "")
+			return nil
+		}
+	}
+	var out []portProtocol
+	var notTCP []string
+	for _, sp := range selected {
+		proto := string(cmp.Or(sp.Protocol, corev1.ProtocolTCP))
+		if httpOnly && proto != protocolTCP {
+			notTCP = append(notTCP, fmt.Sprintf("%d/%s", sp.Port, proto))
+			continue
+		}
+		out = append(out, portProtocol{Port: targetPort(sp), Protocol: proto})
+	}
+	if len(notTCP) > 0 {
+		path := "spec.methods"
+		if len(ap.Spec.Methods) == 0 {
+			path = "spec.paths"
+		}
+		tr.diagnose(sdk.Warningf(ap, path,
+			"HTTP rules need TCP: the policy admits nothing on ports %s of Service %s", list(notTCP), key), cluster, "")
+	}
+	slices.SortFunc(out, func(a, b portProtocol) int {
+		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(len(a.Port), len(b.Port)), cmp.Compare(a.Port, b.Port))
+	})
+	return slices.Compact(out)
+}
+
+// targetPort returns the port the Service's endpoints listen on for sp: a
+// number, or a container port name that Cilium resolves per endpoint.
+func targetPort(sp corev1.ServicePort) string {
+	switch {
+	case sp.TargetPort.StrVal != "":
+		return strings.ToLower(sp.TargetPort.StrVal)
+	case sp.TargetPort.IntVal != 0:
+		return strconv.Itoa(int(sp.TargetPort.IntVal))
+	default:
+		return strconv.Itoa(int(sp.Port))
+	}
+}
+
+// httpRules returns Cilium HTTP rules admitting requests whose method is
+// one of methods and whose path one of paths; an empty list matches
+// anything. Cilium matches both as regular expressions over the whole
+// value.
+func httpRules(methods []policyv1alpha1.HTTPMethod, paths []string) []httpRule {
+	if len(methods) == 0 && len(paths) == 0 {
+		return nil
+	}
+	ms := []string{""}
+	if len(methods) > 0 {
+		ms = nil
+		for _, m := range methods {
+			ms = append(ms, string(m))
+		}
+	}
+	ps := []string{""}
+	if len(paths) > 0 {
+		ps = nil
+		for _, p := range paths {
+			ps = append(ps, PathRegex(p))
+		}
+	}
+	var out []httpRule
+	for _, m := range ms {
+		for _, p := range ps {
+			out = append(out, httpRule{Method: m, Path: p})
+		}
+	}
+	slices.SortFunc(out, func(a, b httpRule) int { return cmp.Or(cmp.Compare(a.Method, b.Method), cmp.Compare(a.Path, b.Path)) })
+	return slices.Compact(out)
+}
+
+// PathRegex returns the Cilium path expression for an AccessPolicy path:
+// "/x" matches exactly (^/x$), "/x*" any path starting with /x (^/x.*).
+func PathRegex(path string) string {
+	if prefix, ok := strings.CutSuffix(path, "*"); ok {
+		return "^" + regexp.QuoteMeta(prefix) + ".*"
+	}
+	return "^" + regexp.QuoteMeta(path) + "$"
+}
+
+// clientSelectors returns the fromEndpoints selectors matching the
+// policy's clients by their Cilium identity labels, sorted and without
+// duplicates. Every selector names the namespace and cluster keys, so
+// Cilium narrows none of them to the policy's namespace or to the local
+// cluster.
+func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []selector {
+	seen := map[string]selector{}
+	notCilium := map[string]bool{}
+	for i, from := range ap.Spec.From {
+		var sels []selector
+		for _, c := range from.Clusters {
+			if tr.cilium[c] == nil {
+				notCilium[c] = true
+			}
+		}
+		switch {
+		case len(from.ServiceAccounts) > 0:
+			for _, sa := range from.ServiceAccounts {
+				if len(from.Namespaces) > 0 && !slices.Contains(from.Namespaces, sa.Namespace) {
+					continue
+				}
+				clusters := from.Clusters
+				if sa.Cluster != "" {
+					if len(from.Clusters) > 0 && !slices.Contains(from.Clusters, sa.Cluster) {
+						continue
+					}
+					if tr.cilium[sa.Cluster] == nil {
+						notCilium[sa.Cluster] = true
+					}
+					clusters = []string{sa.Cluster}
+				}
+				sels = append(sels, identitySelector(sa.Namespace, sa.Name, clusters))
+			}
+		case len(from.Namespaces) > 0:
+			for _, ns := range from.Namespaces {
+				sels = append(sels, identitySelector(ns, "", from.Clusters))
+			}
+		default:
+			sels = append(sels, identitySelector("", "", from.Clusters))
+		}
+		for _, s := range sels {
+			seen[selectorKey(s)] = s
+		}
+		if len(sels) == 0 {
+			tr.diagnose(sdk.Warningf(ap, fmt.Sprintf("spec.from[%d]", i),
+				"matches no client: none of its service accounts is in its namespaces and clusters"), "", "")
+		}
+	}
+	if len(notCilium) > 0 {
+		tr.diagnose(sdk.Warningf(ap, "spec.from",
+			"Cilium cannot identify clients in clusters without Cilium (%s): they are not admitted to destinations in Cilium clusters",
+			list(sortedKeys(notCilium))), "", "")
+	}
+	out := make([]selector, 0, len(seen))
+	for _, k := range sortedKeys(seen) {
+		out = append(out, seen[k])
+	}
+	return out
+}
+
+// identitySelector matches endpoints by namespace, service account and
+// cluster; an empty namespace or cluster list matches any.
+func identitySelector(namespace, serviceAccount string, clusters []string) selector {
+	s := selector{MatchLabels: map[string]string{}}
+	if namespace != "" {
+		s.MatchLabels[LabelNamespace] = namespace
+	} else {
+		s.MatchExpressions = append(s.MatchExpressions, requirement{Key: LabelNamespace, Operator: operatorExists})
+	}
+	if serviceAccount != "" {
+		s.MatchLabels[LabelServiceAccount] = serviceAccount
+	}
+	cs := slices.Sorted(slices.Values(clusters))
+	cs = slices.Compact(cs)
+	switch len(cs) {
+	case 0:
+		s.MatchExpressions = append(s.MatchExpressions, requirement{Key: LabelCluster, Operator: operatorExists})
+	case 1:
+		s.MatchLabels[LabelCluster] = cs[0]
+	default:
+		s.MatchExpressions = append(s.MatchExpressions, requirement{Key: LabelCluster, Operator: operatorIn, Values: cs})
+	}
+	if len(s.MatchLabels) == 0 {
+		s.MatchLabels = nil
+	}
+	return s
+}
+
+// selectorKey returns a canonical string of a selector, for sorting and
+// removing duplicates.
+func selectorKey(s selector) string {
+	b, _ := json.Marshal(s) // A selector always encodes; map keys are sorted.
+	return string(b)
+}
+
+// dedupePolicies removes repeated policies, keeping the first of each.
+func dedupePolicies(ps []policyv1alpha1.Policy) []policyv1alpha1.Policy {
+	var out []policyv1alpha1.Policy
+	seen := map[string]bool{}
+	for _, p := range ps {
+		ref := sdk.RefOf(p).String()
+		if !seen[ref] {
+			seen[ref] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

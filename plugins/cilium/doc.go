@@ -1,0 +1,81 @@
+// Package cilium is meshrelay's Cilium translator: it maps the fleet's
+// policies to Cilium resources for every cluster where discovery found
+// Cilium. cmd/meshrelay-plugin-cilium serves it as a plugin.
+//
+// # AccessPolicy → CiliumNetworkPolicy
+//
+// An AccessPolicy becomes, in each Cilium cluster where it selects
+// destinations, one CiliumNetworkPolicy in the destinations' namespace —
+// or one CiliumClusterwideNetworkPolicy whose rules name the namespace
+// when the destinations span namespaces — with one rule per destination:
+//
+//   - endpointSelector: the destination Service's selector;
+//   - fromEndpoints: the clients by their Cilium identity labels —
+//     k8s:io.cilium.k8s.policy.serviceaccount, k8s:io.kubernetes.pod.namespace
+//     and k8s:io.cilium.k8s.policy.cluster. Every selector states the
+//     namespace and the cluster (In, or Exists for "any"), so that Cilium
+//     neither narrows it to the policy's namespace nor, under
+//     policy-default-local-cluster, to the local cluster: clients in other
+//     clusters of the ClusterMesh are admitted as the policy says. Cilium's
+//     cluster names are taken to be the fleet's cluster names;
+//   - toPorts: the Service's target ports (numbers, or container port
+//     names) for the policy's ports, TCP only when there are HTTP rules;
+//   - rules.http: one rule per method and path, paths as Cilium's
+//     regular expressions: "/x" → "^/x$", "/x*" → "^/x.*". Where Istio
+//     runs too, its sidecars encrypt the traffic that Cilium's proxy would
+//     read, so the rules there stop at L4 and the Istio translator's
+//     AuthorizationPolicy enforces methods and paths.
+//
+// Cilium admits what any rule selecting an endpoint admits, and a rule with
+// ingress rules turns on default-deny: that is the AccessPolicy semantics.
+// A DenyAll policy therefore becomes rules with `ingress: [{}]` — an
+// ingress rule with neither peers nor ports, which matches no traffic but
+// turns on default-deny (enableDefaultDeny.ingress is set to say so). It is
+// not `ingressDeny`, which would override the Allow policies, nor an empty
+// ingress list, which leaves ingress unenforced and which Cilium's
+// sanitizer refuses. A DenyAll selector naming whole namespaces selects
+// every endpoint of each namespace (endpointSelector: {}). An Allow policy
+// whose ports or client selectors leave nothing to admit for a destination
+// gets such a rule too, so the destination is still default-deny, and a
+// warning.
+//
+// # VirtualDestination → ClusterMesh global services
+//
+// Each backing Service in a Cilium cluster gets a patch that carries only
+// metadata — name, namespace, the ownership labels and the annotations
+// service.cilium.io/global: "true" and service.cilium.io/affinity — and
+// meshrelay.io/patch: "true" ([PatchAnnotation]). Applied with server-side
+// apply, meshrelay's field manager owns those fields and nothing else: the
+// Service's spec stays with whoever created it. A patch is emitted only
+// for Services discovered in the cluster; the annotation tells a sink not
+// to refuse the Service for lacking meshrelay's ownership label and, once
+// the patch is no longer desired, to release its fields rather than delete
+// the Service. Affinity comes from the failover:
+// Locality → local; Priority → local in the most preferred cluster among
+// the backends' and remote in the others; no failover → none.
+//
+// The Cilium policies of the AccessPolicies that select a backing Service
+// list the VirtualDestination among their parents: they are what admits the
+// VirtualDestination's clients from other clusters once traffic fails over
+// (their client selectors name clusters explicitly, see above). Warnings on
+// the VirtualDestination say what global services cannot express: the
+// hostname, outlier detection, an order among more than two clusters,
+// backing Services of different names, clusters whose clients the global
+// service does not reach because their own Service is not a backend, and
+// backends selected by AccessPolicies in some clusters but not in others.
+//
+// # TrafficPolicy
+//
+// Cilium's network policies and global services carry no HTTP routing. For
+// a TrafficPolicy selecting destinations in clusters where Cilium runs and
+// Istio does not, each routing, retry, timeout, fault, mirror and header
+// field of each rule gets a warning with its path, naming the clusters
+// where it is not applied. Nothing is emitted.
+//
+// # Output
+//
+// Output is sorted and deterministic. Object names are a readable prefix
+// with a hash of the policy's reference, at most 63 characters. The SDK
+// stamps the ownership labels and the meshrelay.io/policies annotation on
+// every object; each rule's description names its policy and destination.
+package cilium

@@ -1,0 +1,89 @@
+// Package istio is meshrelay's Istio translator: a pure function from the
+// fleet view to Istio resources, served as the plugin meshrelay-plugin-istio
+// (backend "istio"). It reads the fleet only through the SDK and emits typed
+// istio.io/client-go objects, so their JSON is Istio's own schema.
+//
+// Every cluster where discovery found Istio (Cluster.HasMesh("istio")) is a
+// client cluster: the translator assumes any workload there may call any
+// destination, so routing and VirtualDestination resources go into every
+// Istio cluster of the fleet, and authorization goes into the cluster that
+// runs the protected workloads.
+//
+// # Reaching another cluster
+//
+// A Service k of cluster B has, in every other Istio cluster A, the
+// hostname <name>.<namespace>.svc.<B>.global. When a policy makes clients
+// in A use it, A gets a ServiceEntry for that host (MESH_INTERNAL, its
+// endpoints B's east-west gateway addresses on their mTLS passthrough port,
+// 15443 by default, with the locality of k's endpoints and, when subsets are
+// routed to, one endpoint per distinct subset label set of k's workloads),
+// and B gets a ServiceEntry for the same host that selects k's workloads, so
+// that B's gateway can route the SNI outbound_.<port>_.<subset>_.<host>.
+// Both are named <service>-<B> in the Service's namespace and are owned by
+// every policy that uses them; when k disappears from B they disappear too.
+// Gateway endpoints carry no network on purpose: A's istiod knows no gateway
+// for B's network and would drop them.
+//
+// # TrafficPolicy
+//
+// For each selected destination (a Service in an Istio cluster) and each
+// Istio cluster A, a networking.istio.io/v1 VirtualService named
+// <policy>-<service> (or <policy>-<service>-<B> for a destination in another
+// cluster B) in the Service's namespace, for the host clients in A use. Each
+// rule becomes an HTTP route: matches (path, method, headers — inverted ones
+// as withoutHeaders —, query parameters), weighted destinations (omitted
+// weights split equally; a rule without route goes to the host itself),
+// timeout, retries (retryOn defaults to 5xx,connect-failure,refused-stream,
+// reset; zero attempts is Istio's empty retry policy, which disables
+// retries), fault delay and abort, mirror with mirrorPercentage, and request
+// and response header changes. Subsets are named after their label values
+// ({version: v1} is "v1") and defined by a DestinationRule per policy and
+// host, with Istio mTLS for remote hosts; for a remote host the Service's own
+// cluster gets the same subsets for its gateway.
+//
+// Several TrafficPolicies may shape one destination: its VirtualService
+// holds the rules of each, the oldest policy's first (then by namespace and
+// name), is named after the oldest and owned by all; a rule whose name an
+// older policy already used is prefixed with its policy's name. A policy
+// whose rules an older one would shadow (an older rule matching every
+// request, or the same match) is refused. So are a route or mirror to an
+// unknown cluster, Service, port or VirtualDestination, to a cluster without
+// Istio, a subset no workload carries, a subset of a VirtualDestination, and
+// a remote destination whose cluster has no east-west gateway or whose
+// Service has no selector: each is an error diagnostic with the field's
+// path, and the policy emits nothing. Policies with errors never hide
+// others: the remaining ones translate.
+//
+// # AccessPolicy
+//
+// An Allow policy becomes, per protected Service, a security.istio.io/v1
+// AuthorizationPolicy <policy>-<service> (action ALLOW) selecting the
+// Service's workloads, with one rule per client selector: service accounts
+// as principals <trust domain>/ns/<namespace>/sa/<name> using the trust
+// domain of each client cluster's mesh, clusters as
+// <trust domain>/ns/<namespace>/sa/* or <trust domain>/*, bare namespaces as
+// namespaces; ports, methods and paths as the rule's operation. A DenyAll
+// policy becomes an AuthorizationPolicy with an empty spec named <policy>
+// in each namespace whose Services it selects all of, else one without rules
+// per Service. Every protected Service gets a PeerAuthentication
+// <service>-strict requiring mTLS, shared by the policies protecting it.
+//
+// # VirtualDestination
+//
+// In every Istio cluster, a ServiceEntry <name> for the hostname
+// (MESH_INTERNAL; STATIC, or DNS when an address is a name) whose endpoints
+// are the ready endpoints of backing Services in that cluster (their cluster
+// DNS name when none is known) and the east-west gateways of other backing
+// clusters, each with its locality; and a DestinationRule <name> with the
+// outlier detection and, for failover, locality load balancing. Priority
+// failover [c1, c2, ...] becomes failover from c1's region to c2's, and so
+// on, the region of a cluster being that of its backing Service's endpoints
+// (else of its nodes). Istio always keeps a client's own locality first, so
+// the priority list orders where traffic goes after it; clusters that share
+// a region cannot be ordered and get a warning. Both objects go into the
+// policy's namespace (Istio's root namespace when it has none).
+//
+// Outputs are deterministic: objects are sorted, names are DNS-1123 labels
+// of at most 63 characters (longer ones end with a hash), and the SDK stamps
+// each with the policies it derives from.
+package istio

@@ -1,0 +1,201 @@
+package istio
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// remoteUse is a client cluster reaching a Service of another cluster,
+// optionally one subset of it.
+type remoteUse struct {
+	clientService
+	subset map[string]string
+}
+
+// remoteEntry aggregates the uses of one remote Service.
+type remoteEntry struct {
+	parents []policyv1alpha1.Policy
+	// subsetKeys are the label keys of every subset routed to; the
+	// imported endpoints carry them so that subsets select endpoints.
+	subsetKeys map[string]bool
+}
+
+func (e *remoteEntry) add(p policyv1alpha1.Policy, subset map[string]string) {
+	if !slices.Contains(e.parents, p) {
+		e.parents = append(e.parents, p)
+	}
+	for k := range subset {
+		e.subsetKeys[k] = true
+	}
+}
+
+// remoteServices are the Services reached across clusters. Each gets,
+// whatever number of policies use it, one ServiceEntry in every client
+// cluster (its remote host, resolved to the east-west gateways of its
+// cluster) and one in its own cluster (the same host, resolved to its
+// workloads, for the gateway to route to).
+type remoteServices struct {
+	imports map[clientService]*remoteEntry
+	exports map[serviceKey]*remoteEntry
+}
+
+func newRemoteServices() *remoteServices {
+	return &remoteServices{imports: map[clientService]*remoteEntry{}, exports: map[serviceKey]*remoteEntry{}}
+}
+
+// add records the uses of a translated policy.
+func (r *remoteServices) add(p policyv1alpha1.Policy, uses []remoteUse) {
+	for _, u := range uses {
+		imp, ok := r.imports[u.clientService]
+		if !ok {
+			imp = &remoteEntry{subsetKeys: map[string]bool{}}
+			r.imports[u.clientService] = imp
+		}
+		imp.add(p, u.subset)
+		exp, ok := r.exports[u.Service]
+		if !ok {
+			exp = &remoteEntry{subsetKeys: map[string]bool{}}
+			r.exports[u.Service] = exp
+		}
+		exp.add(p, u.subset)
+	}
+}
+
+// emit adds the ServiceEntries to out.
+func (r *remoteServices) emit(v *view, out *outputs) {
+	for _, cs := range slices.SortedFunc(maps.Keys(r.imports), func(a, b clientService) int {
+		return cmp.Or(cmp.Compare(a.Client, b.Client), a.Service.compare(b.Service))
+	}) {
+		e := r.imports[cs]
+		svc, ok := v.service(cs.Service)
+		if !ok {
+			continue
+		}
+		out.putShared(cs.Client, importEntry(v, cs.Service, svc, e.subsetKeys), e.parents)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.exports), serviceKey.compare) {
+		svc, ok := v.service(k)
+		if !ok {
+			continue
+		}
+		out.putShared(k.Cluster, exportEntry(k, svc), r.exports[k].parents)
+	}
+}
+
+// importEntry is the ServiceEntry by which clients of another cluster reach
+// the Service k: its remote host, served by k's cluster's east-west
+// gateways. Each gateway address appears once per distinct set of the
+// subset labels of k's workloads, so that subsets select it. Its network
+// is left empty on purpose: a client's istiod knows no gateway of another
+// cluster's network and would drop such endpoints.
+func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[string]bool) *clientnetworking.ServiceEntry {
+	se := &clientnetworking.ServiceEntry{
+		TypeMeta:   serviceEntryType,
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
+	}
+	se.Spec.Hosts = []string{remoteHost(k)}
+	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
+	se.Spec.Ports = servicePorts(svc, false)
+	labelSets := []map[string]string{{}}
+	if len(subsetKeys) > 0 {
+		labelSets = nil
+		seen := map[string]bool{}
+		for _, l := range v.workloadLabels(k, svc) {
+			projected := map[string]string{}
+			for key := range subsetKeys {
+				if val, ok := l[key]; ok {
+					projected[key] = val
+				}
+			}
+			if lk := labelsKey(projected); !seen[lk] {
+				seen[lk] = true
+				labelSets = append(labelSets, projected)
+			}
+		}
+		slices.SortFunc(labelSets, func(a, b map[string]string) int { return cmp.Compare(labelsKey(a), labelsKey(b)) })
+	}
+	locality := v.locality(k)
+	var addresses []string
+	for _, gw := range v.gateways(k.Cluster) {
+		addresses = append(addresses, gw.Address)
+		for _, labels := range labelSets {
+			ports := map[string]uint32{}
+			for _, p := range se.Spec.Ports {
+				ports[p.Name] = gw.Port
+			}
+			l := maps.Clone(labels)
+			l[tlsModeLabel] = "istio"
+			se.Spec.Endpoints = append(se.Spec.Endpoints, &networking.WorkloadEntry{
+				Address: gw.Address, Ports: ports, Labels: l, Locality: locality,
+			})
+		}
+	}
+	se.Spec.Resolution = resolutionOf(addresses)
+	return se
+}
+
+// exportEntry is the ServiceEntry, in the Service's own cluster, that gives
+// the remote host of k the Service's workloads as endpoints.
+func exportEntry(k serviceKey, svc *corev1.Service) *clientnetworking.ServiceEntry {
+	se := &clientnetworking.ServiceEntry{
+		TypeMeta:   serviceEntryType,
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
+	}
+	se.Spec.Hosts = []string{remoteHost(k)}
+	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
+	se.Spec.Resolution = networking.ServiceEntry_STATIC
+	se.Spec.Ports = servicePorts(svc, true)
+	se.Spec.WorkloadSelector = &networking.WorkloadSelector{Labels: maps.Clone(svc.Spec.Selector)}
+	return se
+}
+
+func resolutionOf(addresses []string) networking.ServiceEntry_Resolution {
+	if allIPs(addresses) {
+		return networking.ServiceEntry_STATIC
+	}
+	return networking.ServiceEntry_DNS
+}
+
+// servicePorts translates a Service's ports, with their target ports when
+// withTarget and the target port is a number.
+func servicePorts(svc *corev1.Service, withTarget bool) []*networking.ServicePort {
+	var out []*networking.ServicePort
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		sp := &networking.ServicePort{Number: uint32(p.Port), Name: cmp.Or(p.Name, fmt.Sprintf("port-%d", p.Port)), Protocol: protocolOf(p)}
+		if withTarget && p.TargetPort.IntValue() > 0 {
+			sp.TargetPort = uint32(p.TargetPort.IntValue())
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// protocolOf infers a port's application protocol as Istio does: from
+// appProtocol, else from the port name's prefix; empty when unknown.
+func protocolOf(p corev1.ServicePort) string {
+	candidate := strings.ToLower(p.Name)
+	if p.AppProtocol != nil {
+		candidate = strings.ToLower(*p.AppProtocol)
+		if candidate == "kubernetes.io/h2c" {
+			return "HTTP2"
+		}
+	}
+	prefix, _, _ := strings.Cut(candidate, "-")
+	switch prefix {
+	case "http", "http2", "https", "grpc", "tcp", "tls", "mongo", "mysql", "redis":
+		return strings.ToUpper(prefix)
+	}
+	return ""
+}

@@ -1,0 +1,101 @@
+package istio
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
+	clientsecurity "istio.io/client-go/pkg/apis/security/v1"
+)
+
+// Name is the plugin's name and Backend the backend it serves.
+const (
+	Name    = "istio"
+	Backend = "istio"
+	// Version is the translator's own version.
+	Version = "0.1.0"
+)
+
+// Translator maps meshrelay policies to Istio resources. Its zero value is
+// not used; call New.
+type Translator struct{}
+
+var _ sdk.Translator = (*Translator)(nil)
+
+// New returns the Istio translator.
+func New() *Translator { return &Translator{} }
+
+// Describe returns the translator's description.
+func (t *Translator) Describe() sdk.Description {
+	return sdk.Description{
+		Name:     Name,
+		Version:  Version,
+		Backends: []string{Backend},
+		InputKinds: []string{
+			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "/ServiceAccount",
+			"apps/Deployment", "apps/StatefulSet", "apps/DaemonSet",
+			"discovery.meshrelay.io/Mesh", "discovery.meshrelay.io/Gateway",
+		},
+		OutputKinds: []string{
+			"networking.istio.io/VirtualService", "networking.istio.io/DestinationRule", "networking.istio.io/ServiceEntry",
+			"security.istio.io/AuthorizationPolicy", "security.istio.io/PeerAuthentication",
+		},
+	}
+}
+
+// Translate emits, into every cluster where discovery found Istio, the
+// Istio resources that carry out the fleet's policies; see the package
+// documentation for the mapping.
+func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+	v := newView(req.Fleet)
+	if len(v.istio) == 0 {
+		return nil
+	}
+	out := newOutputs()
+	remote := newRemoteServices()
+	if err := translateTraffic(ctx, v, out, remote); err != nil {
+		return err
+	}
+	if err := translateAccess(ctx, v, out); err != nil {
+		return err
+	}
+	if err := translateVirtualDestinations(ctx, v, out); err != nil {
+		return err
+	}
+	remote.emit(v, out)
+	out.emit(resp)
+	return nil
+}
+
+// byAge orders policies oldest first, then by namespace, name and source
+// cluster: the order in which they claim destinations.
+func byAge[P policyv1alpha1.Policy](ps []P) []P {
+	return slices.SortedStableFunc(slices.Values(ps), func(a, b P) int {
+		ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+		if c := ta.Time.Compare(tb.Time); c != 0 {
+			return c
+		}
+		ra, rb := sdk.RefOf(a), sdk.RefOf(b)
+		return cmp.Or(cmp.Compare(ra.Namespace, rb.Namespace), cmp.Compare(ra.Name, rb.Name), cmp.Compare(ra.Cluster, rb.Cluster))
+	})
+}
+
+// typeMeta of the emitted kinds.
+var (
+	virtualServiceType  = typeMetaOf("networking.istio.io/v1", "VirtualService")
+	destinationRuleType = typeMetaOf("networking.istio.io/v1", "DestinationRule")
+	serviceEntryType    = typeMetaOf("networking.istio.io/v1", "ServiceEntry")
+	authorizationType   = typeMetaOf("security.istio.io/v1", "AuthorizationPolicy")
+	peerAuthnType       = typeMetaOf("security.istio.io/v1", "PeerAuthentication")
+)
+
+var (
+	_ object = (*clientnetworking.VirtualService)(nil)
+	_ object = (*clientnetworking.DestinationRule)(nil)
+	_ object = (*clientnetworking.ServiceEntry)(nil)
+	_ object = (*clientsecurity.AuthorizationPolicy)(nil)
+	_ object = (*clientsecurity.PeerAuthentication)(nil)
+)

@@ -1,0 +1,99 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-plugin"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"google.golang.org/grpc"
+)
+
+// Handshake cookie. go-plugin refuses to start a binary that does not see
+// this variable, so a plugin run by hand says it is a plugin and exits.
+const (
+	MagicCookieKey   = "MESHRELAY_PLUGIN"
+	MagicCookieValue = "2b7c6f0e-meshrelay-translator"
+)
+
+// V1 is the first translator protocol version: proto/translator/v1.
+const V1 = 1
+
+// PluginName is the name of the translator plugin inside a plugin set.
+const PluginName = "translator"
+
+// MaxMessageBytes is the largest gRPC message either side accepts. Senders
+// split outputs and inputs into parts of about [PartBytes], so this limit is
+// only met by a message that is broken.
+const MaxMessageBytes = 64 << 20
+
+// PartBytes is the size senders aim for when they split a logical message
+// into parts.
+const PartBytes = 1 << 20
+
+// Supported returns the protocol versions this build speaks, lowest first.
+func Supported() []int { return []int{V1} }
+
+// Handshake returns the go-plugin handshake. Its ProtocolVersion is the
+// default for peers that do not negotiate.
+func Handshake() plugin.HandshakeConfig {
+	return plugin.HandshakeConfig{ProtocolVersion: V1, MagicCookieKey: MagicCookieKey, MagicCookieValue: MagicCookieValue}
+}
+
+// ServerPlugins returns the plugin sets a plugin serves, one per protocol
+// version, each carrying srv.
+func ServerPlugins(srv translatorv1.TranslatorServer) map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{
+		V1: {PluginName: &GRPCPlugin{Impl: srv}},
+	}
+}
+
+// ClientPlugins returns the plugin sets a host accepts, one per protocol
+// version. Dispensing the translator plugin gives a [Client].
+func ClientPlugins() map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{
+		V1: {PluginName: &GRPCPlugin{}},
+	}
+}
+
+// ServerOptions returns the gRPC server options both the plugin process and
+// the in-process server use.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+// DialOptions returns the gRPC dial options of the host's side.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+}
+
+// Client is what the host gets from a dispensed plugin: the translator
+// client of the negotiated version and the connection under it.
+type Client struct {
+	Version    int
+	Translator translatorv1.TranslatorClient
+	Conn       *grpc.ClientConn
+}
+
+// GRPCPlugin is the go-plugin glue of protocol version 1. Impl is set on
+// the plugin's side only.
+type GRPCPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl translatorv1.TranslatorServer
+}
+
+// GRPCServer registers the translator service.
+func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if p.Impl == nil {
+		return errors.New("translator plugin has no server")
+	}
+	translatorv1.RegisterTranslatorServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient returns a *Client for the connection.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &Client{Version: V1, Translator: translatorv1.NewTranslatorClient(conn), Conn: conn}, nil
+}
+
+var _ plugin.GRPCPlugin = (*GRPCPlugin)(nil)

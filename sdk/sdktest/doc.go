@@ -1,0 +1,31 @@
+// Package sdktest tests meshrelay translators: it runs a translator on a
+// fleet fixture in process ([Run]) or as a real plugin process started
+// through go-plugin ([RunPlugin]), both through the translator protocol,
+// and compares the result with a golden file ([Golden]).
+//
+// A fixture is a YAML file:
+//
+//	clusters:
+//	- name: east
+//	  meshes: [istio]
+//	  stale: false
+//	  manifests: [east/]          # files or directories of Kubernetes manifests, relative to the fixture
+//	  objects:                    # and/or inline manifests
+//	  - {apiVersion: v1, kind: Service, metadata: {name: reviews, namespace: bookinfo}}
+//	policies:                     # policies of the management source, inline
+//	- {apiVersion: policy.meshrelay.io/v1alpha1, kind: AccessPolicy, ...}
+//	policyFiles: [policies/]      # and/or from files or directories
+//
+// Policies may also appear among a cluster's objects: they are then
+// policies defined in that workload cluster.
+//
+// A golden test:
+//
+//	func TestGolden(t *testing.T) {
+//		got := sdktest.Run(t, &Translator{}, "testdata/basic.yaml")
+//		sdktest.Golden(t, "basic", got)
+//	}
+//
+// `go test -update` rewrites testdata/<name>.golden.yaml. sdktest registers
+// the -update flag; a test package that uses sdktest must not define its own.
+package sdktest

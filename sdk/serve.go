@@ -1,0 +1,141 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// LogLevelEnv names the environment variable that sets a plugin's log
+// level (trace, debug, info, warn, error); the default is info.
+const LogLevelEnv = "MESHRELAY_PLUGIN_LOG_LEVEL"
+
+// parentPollInterval is how often a plugin checks that its host still runs.
+const parentPollInterval = 500 * time.Millisecond
+
+// Serve runs t as a meshrelay plugin and never returns; it is a plugin's
+// whole main. It speaks the translator protocol over go-plugin, logs hclog
+// JSON to stderr, and exits when the host that started it dies. Run by
+// hand, without the host's handshake, it says it is a plugin and exits 1.
+func Serve(t Translator) {
+	level := hclog.LevelFromString(os.Getenv(LogLevelEnv))
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	desc := t.Describe()
+	logger := hclog.New(&hclog.LoggerOptions{Name: desc.Name, Level: level, Output: os.Stderr, JSONFormat: true})
+	if err := validateDescription(desc); err != nil {
+		logger.Error("cannot serve", "error", err)
+		os.Exit(1)
+	}
+	if os.Getenv(protocol.MagicCookieKey) == protocol.MagicCookieValue {
+		go watchParent(os.Getppid(), parentPollInterval, func() {
+			logger.Warn("host process is gone, exiting")
+			os.Exit(0)
+		})
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  protocol.Handshake(),
+		VersionedPlugins: protocol.ServerPlugins(newServer(t, desc)),
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, protocol.ServerOptions()...)...)
+		},
+		Logger: logger,
+	})
+	os.Exit(0)
+}
+
+// watchParent calls orphaned once the process's parent is no longer ppid:
+// when the host dies, the plugin is handed to another parent.
+func watchParent(ppid int, every time.Duration, orphaned func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for range tick.C {
+		if os.Getppid() != ppid {
+			orphaned()
+			return
+		}
+	}
+}
+
+// ServeInProcess serves t over an in-memory gRPC connection with the same
+// protocol a plugin process speaks, for hosts that link a translator in and
+// for tests. stop closes the connection and the server.
+func ServeInProcess(t Translator) (conn *grpc.ClientConn, stop func(), err error) {
+	desc := t.Describe()
+	if err := validateDescription(desc); err != nil {
+		return nil, nil, err
+	}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(protocol.ServerOptions()...)
+	translatorv1.RegisterTranslatorServer(srv, newServer(t, desc))
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	opts := append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, protocol.DialOptions()...)
+	conn, err = grpc.NewClient("passthrough:///meshrelay-in-process", opts...)
+	if err != nil {
+		srv.Stop()
+		<-served
+		return nil, nil, fmt.Errorf("serve %q in process: %w", desc.Name, err)
+	}
+	return conn, func() {
+		_ = conn.Close()
+		srv.Stop()
+		<-served
+	}, nil
+}
+
+// server implements the translator service for one translator.
+type server struct {
+	translatorv1.UnimplementedTranslatorServer
+	t    Translator
+	desc Description
+}
+
+func newServer(t Translator, desc Description) *server { return &server{t: t, desc: desc} }
+
+// Describe returns the translator's description.
+func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*translatorv1.DescribeResponse, error) {
+	return describeToProto(s.desc), nil
+}
+
+// Translate runs one session until the host closes its side.
+func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error {
+	sess := newSession(s.t, s.desc)
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := sess.handle(ctx, req, stream.Send); err != nil {
+			if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+				return err
+			}
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+}

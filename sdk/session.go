@@ -1,0 +1,510 @@
+package sdk
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
+)
+
+// policyGroup is the API group whose objects are policies, wherever they arrive.
+const policyGroup = "policy.meshrelay.io"
+
+// clusterState is the session's raw view of one cluster.
+type clusterState struct {
+	stale    bool
+	meshes   []string
+	objects  map[objectKey][]byte
+	policies map[objectKey][]byte
+	// built is the *Cluster given to the last Translate; it is reused while
+	// the cluster's inputs do not change, so its decode cache survives.
+	built *Cluster
+	// seen is set when a full update mentions the cluster.
+	seen bool
+}
+
+// policySource identifies a policy: where it was defined and its key.
+type policySource struct {
+	cluster string
+	key     objectKey
+}
+
+// decodedPolicy caches the decoding and validation of one raw policy.
+type decodedPolicy struct {
+	raw    []byte
+	policy policyv1alpha1.Policy // nil when invalid
+	diags  []Diagnostic
+}
+
+// outKey names one output set.
+type outKey struct{ cluster, backend string }
+
+// session keeps one Translate stream's view of the fleet and what it sent.
+type session struct {
+	t    Translator
+	desc Description
+
+	clusters map[string]*clusterState
+	mgmt     map[objectKey][]byte
+	decoded  map[policySource]*decodedPolicy
+	policies []policyv1alpha1.Policy
+	diags    []Diagnostic
+	sent     map[outKey][sha256.Size]byte
+
+	// The update in progress.
+	open            bool
+	generation      uint64
+	full            bool
+	touched         map[string]bool
+	policiesTouched bool
+}
+
+func newSession(t Translator, desc Description) *session {
+	return &session{
+		t: t, desc: desc,
+		clusters: map[string]*clusterState{},
+		mgmt:     map[objectKey][]byte{},
+		decoded:  map[policySource]*decodedPolicy{},
+		sent:     map[outKey][sha256.Size]byte{},
+	}
+}
+
+// sender sends one response message.
+type sender func(*translatorv1.TranslateResponse) error
+
+// handle applies one request message; at a Commit it translates and sends
+// the answer.
+func (s *session) handle(ctx context.Context, req *translatorv1.TranslateRequest, send sender) error {
+	switch m := req.GetMsg().(type) {
+	case *translatorv1.TranslateRequest_Begin:
+		return s.begin(m.Begin)
+	case *translatorv1.TranslateRequest_Cluster:
+		if !s.open {
+			return errors.New("cluster input outside an update")
+		}
+		return s.clusterInput(m.Cluster)
+	case *translatorv1.TranslateRequest_Policies:
+		if !s.open {
+			return errors.New("policy change outside an update")
+		}
+		return s.policyChange(m.Policies)
+	case *translatorv1.TranslateRequest_Commit:
+		if !s.open {
+			return errors.New("commit outside an update")
+		}
+		if g := m.Commit.GetGeneration(); g != s.generation {
+			return fmt.Errorf("commit of generation %d ends update %d", g, s.generation)
+		}
+		s.open = false
+		return s.commit(ctx, send)
+	default:
+		return fmt.Errorf("unknown request message %T", m)
+	}
+}
+
+func (s *session) begin(b *translatorv1.Begin) error {
+	if s.open {
+		return fmt.Errorf("begin of generation %d while update %d is open", b.GetGeneration(), s.generation)
+	}
+	s.open, s.generation, s.full = true, b.GetGeneration(), b.GetFull()
+	s.touched = map[string]bool{}
+	s.policiesTouched = false
+	if s.full {
+		for _, cs := range s.clusters {
+			cs.seen = false
+			cs.objects = map[objectKey][]byte{}
+			cs.policies = map[objectKey][]byte{}
+		}
+		s.mgmt = map[objectKey][]byte{}
+		s.policiesTouched = true
+	}
+	return nil
+}
+
+func keyOf(id *snapshotv1.ResourceID) (objectKey, error) {
+	k := objectKey{Group: id.GetGroup(), Version: id.GetVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName()}
+	if k.Kind == "" || k.Version == "" || k.Name == "" {
+		return k, fmt.Errorf("resource id %v needs version, kind and name", id)
+	}
+	return k, nil
+}
+
+func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
+	name := in.GetCluster()
+	if name == "" {
+		return errors.New("cluster input without a cluster name")
+	}
+	first := !s.touched[name]
+	s.touched[name] = true
+	if in.GetRemoved() {
+		if cs, ok := s.clusters[name]; ok && len(cs.policies) > 0 {
+			s.policiesTouched = true
+		}
+		delete(s.clusters, name)
+		return nil
+	}
+	cs, ok := s.clusters[name]
+	if !ok {
+		cs = &clusterState{objects: map[objectKey][]byte{}, policies: map[objectKey][]byte{}}
+		s.clusters[name] = cs
+	}
+	cs.seen = true
+	if first {
+		cs.stale = in.GetStale()
+		cs.meshes = slices.Clone(in.GetMeshes())
+	} else {
+		cs.stale = cs.stale || in.GetStale()
+		cs.meshes = append(cs.meshes, in.GetMeshes()...)
+	}
+	for _, r := range in.GetUpserts() {
+		k, err := keyOf(r.GetId())
+		if err != nil {
+			return fmt.Errorf("cluster %q: %w", name, err)
+		}
+		if k.Group == policyGroup {
+			cs.policies[k] = r.GetBody()
+			s.policiesTouched = true
+			continue
+		}
+		cs.objects[k] = r.GetBody()
+	}
+	for _, id := range in.GetDeletes() {
+		k, err := keyOf(id)
+		if err != nil {
+			return fmt.Errorf("cluster %q: %w", name, err)
+		}
+		if k.Group == policyGroup {
+			delete(cs.policies, k)
+			s.policiesTouched = true
+			continue
+		}
+		delete(cs.objects, k)
+	}
+	return nil
+}
+
+func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
+	s.policiesTouched = true
+	for _, r := range pc.GetUpserts() {
+		k, err := keyOf(r.GetId())
+		if err != nil {
+			return fmt.Errorf("policy change: %w", err)
+		}
+		s.mgmt[k] = r.GetBody()
+	}
+	for _, id := range pc.GetDeletes() {
+		k, err := keyOf(id)
+		if err != nil {
+			return fmt.Errorf("policy change: %w", err)
+		}
+		delete(s.mgmt, k)
+	}
+	return nil
+}
+
+// commit ends the update: it rebuilds what changed, translates and sends.
+// A failed translation is answered with Done{error} only; the session's
+// view still moves on, so the next update is a delta from this one.
+func (s *session) commit(ctx context.Context, send sender) error {
+	fleet, changed := s.buildFleet()
+	req := &Request{Fleet: fleet, Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
+	resp := NewResponse(s.desc.Name, s.desc.Backends)
+	err := s.translate(ctx, req, resp)
+	if err == nil {
+		err = resp.Err()
+	}
+	var groups map[outKey][]Output
+	if err == nil {
+		groups, err = groupOutputs(fleet, s.desc.Backends, resp.Outputs())
+	}
+	if err != nil {
+		return send(done(s.generation, err.Error()))
+	}
+	if err := s.sendOutputs(fleet, groups, send); err != nil {
+		return err
+	}
+	for _, d := range slices.Concat(s.diags, resp.Diagnostics()) {
+		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Diagnostic{Diagnostic: diagnosticToProto(d)}}); err != nil {
+			return err
+		}
+	}
+	return send(done(s.generation, ""))
+}
+
+func done(generation uint64, errText string) *translatorv1.TranslateResponse {
+	return &translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: generation, Error: errText}}}
+}
+
+// translate calls the translator, turning a panic into an error.
+func (s *session) translate(ctx context.Context, req *Request, resp *Response) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("translate panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if err := s.t.Translate(ctx, req, resp); err != nil {
+		return fmt.Errorf("translate: %w", err)
+	}
+	return nil
+}
+
+// buildFleet assembles the fleet from the raw view, reusing the *Cluster of
+// every cluster whose inputs did not change. It returns the names of the
+// clusters that changed, sorted.
+func (s *session) buildFleet() (*Fleet, []string) {
+	var changed []string
+	for name := range s.touched {
+		if _, ok := s.clusters[name]; !ok {
+			changed = append(changed, name) // removed
+		}
+	}
+	clusters := make([]*Cluster, 0, len(s.clusters))
+	for name, cs := range s.clusters {
+		if s.full && !cs.seen {
+			delete(s.clusters, name)
+			if len(cs.policies) > 0 {
+				s.policiesTouched = true
+			}
+			changed = append(changed, name)
+			continue
+		}
+		if (s.full || s.touched[name]) && !cs.matches(name) {
+			cs.built = newCluster(name, cs.stale, cs.meshes, maps.Clone(cs.objects))
+			changed = append(changed, name)
+		}
+		clusters = append(clusters, cs.built)
+	}
+	slices.Sort(changed)
+	changed = slices.Compact(changed)
+	if s.policiesTouched {
+		s.rebuildPolicies()
+	}
+	return newFleet(clusters, slices.Clone(s.policies)), changed
+}
+
+// matches reports whether the built cluster still reflects the raw state.
+func (cs *clusterState) matches(name string) bool {
+	b := cs.built
+	if b == nil || b.Name != name || b.Stale != cs.stale {
+		return false
+	}
+	ms := slices.Clone(cs.meshes)
+	slices.Sort(ms)
+	if !slices.Equal(b.meshes, slices.Compact(ms)) {
+		return false
+	}
+	return maps.EqualFunc(b.objects, cs.objects, bytes.Equal)
+}
+
+// rebuildPolicies decodes and validates every policy whose raw form
+// changed, and keeps the valid ones and every policy diagnostic.
+func (s *session) rebuildPolicies() {
+	live := map[policySource][]byte{}
+	for k, raw := range s.mgmt {
+		live[policySource{key: k}] = raw
+	}
+	for name, cs := range s.clusters {
+		for k, raw := range cs.policies {
+			live[policySource{cluster: name, key: k}] = raw
+		}
+	}
+	for src := range s.decoded {
+		if _, ok := live[src]; !ok {
+			delete(s.decoded, src)
+		}
+	}
+	s.policies, s.diags = nil, nil
+	srcs := slices.SortedFunc(maps.Keys(live), func(a, b policySource) int {
+		return cmp.Or(cmp.Compare(a.cluster, b.cluster), a.key.compare(b.key))
+	})
+	for _, src := range srcs {
+		raw := live[src]
+		d, ok := s.decoded[src]
+		if !ok || !bytes.Equal(d.raw, raw) {
+			d = s.decodePolicy(src, raw)
+			s.decoded[src] = d
+		}
+		if d.policy != nil {
+			s.policies = append(s.policies, d.policy)
+		}
+		s.diags = append(s.diags, d.diags...)
+	}
+}
+
+// decodePolicy decodes, validates and offers one policy to the
+// translator's PolicyValidator.
+func (s *session) decodePolicy(src policySource, raw []byte) *decodedPolicy {
+	ref := PolicyRef{Kind: src.key.Kind, Namespace: src.key.Namespace, Name: src.key.Name, Cluster: src.cluster}
+	d := &decodedPolicy{raw: raw}
+	ps, err := policyv1alpha1.Decode(raw)
+	if err == nil && len(ps) != 1 {
+		err = fmt.Errorf("want one policy, got %d", len(ps))
+	}
+	if err != nil {
+		d.diags = []Diagnostic{{Severity: SeverityError, Summary: "policy does not decode", Detail: err.Error(), Policy: ref}}
+		return d
+	}
+	p := ps[0]
+	if src.cluster != "" {
+		ann := maps.Clone(p.GetAnnotations())
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[SourceClusterAnnotation] = src.cluster
+		p.SetAnnotations(ann)
+	}
+	valid := true
+	for _, fe := range p.Validate() {
+		valid = false
+		d.diags = append(d.diags, Diagnostic{Severity: SeverityError, Summary: fe.ErrorBody(), Path: fe.Field, Policy: ref})
+	}
+	if v, ok := s.t.(PolicyValidator); ok && valid {
+		for _, vd := range v.ValidatePolicy(p) {
+			if vd.Policy == (PolicyRef{}) {
+				vd.Policy = ref
+			}
+			if vd.Severity == SeverityError {
+				valid = false
+			}
+			d.diags = append(d.diags, vd)
+		}
+	}
+	if valid {
+		d.policy = p
+	}
+	return d
+}
+
+// groupOutputs groups outputs by cluster and backend and refuses outputs
+// for clusters outside the fleet and duplicate objects.
+func groupOutputs(fleet *Fleet, backends []string, outs []Output) (map[outKey][]Output, error) {
+	groups := map[outKey][]Output{}
+	for i, o := range outs {
+		if _, ok := fleet.Cluster(o.Cluster); !ok {
+			return nil, fmt.Errorf("emitted %s %s/%s to cluster %q, which is not in the fleet", o.Kind, o.Namespace, o.Name, o.Cluster)
+		}
+		if i > 0 {
+			p := outs[i-1]
+			if p.Cluster == o.Cluster && p.Backend == o.Backend && p.Group == o.Group && p.Version == o.Version &&
+				p.Kind == o.Kind && p.Namespace == o.Namespace && p.Name == o.Name {
+				return nil, fmt.Errorf("emitted %s %s/%s to cluster %q twice", o.Kind, o.Namespace, o.Name, o.Cluster)
+			}
+		}
+		k := outKey{o.Cluster, o.Backend}
+		groups[k] = append(groups[k], o)
+	}
+	return groups, nil
+}
+
+func hashOutputs(outs []Output) [sha256.Size]byte {
+	h := sha256.New()
+	for _, o := range outs {
+		fmt.Fprintf(h, "%s/%s/%s/%s/%s\x00%d\x00", o.Group, o.Version, o.Kind, o.Namespace, o.Name, len(o.Body))
+		h.Write(o.Body)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// sendOutputs sends every (cluster, backend) set that changed since the
+// last Done, or every set on a full update, split into parts.
+func (s *session) sendOutputs(fleet *Fleet, groups map[outKey][]Output, send sender) error {
+	for k := range s.sent {
+		if _, ok := fleet.Cluster(k.cluster); !ok {
+			delete(s.sent, k)
+		}
+	}
+	for _, c := range fleet.Clusters() {
+		for _, b := range s.desc.Backends {
+			k := outKey{c.Name, b}
+			outs := groups[k]
+			h := hashOutputs(outs)
+			if prev, ok := s.sent[k]; ok && prev == h && !s.full {
+				continue
+			}
+			if _, ok := s.sent[k]; !ok && len(outs) == 0 && !s.full {
+				// Never sent and still empty: nothing changed for the host.
+				s.sent[k] = h
+				continue
+			}
+			for _, part := range splitOutputs(c.Name, b, outs, protocol.PartBytes) {
+				if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
+					return err
+				}
+			}
+			s.sent[k] = h
+		}
+	}
+	return nil
+}
+
+// splitOutputs cuts one output set into parts whose bodies add up to at
+// most maxBytes each; a larger object gets a part of its own. An empty set
+// is one empty part.
+func splitOutputs(cluster, backend string, outs []Output, maxBytes int) []*translatorv1.ClusterOutput {
+	cur := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend}
+	parts := []*translatorv1.ClusterOutput{cur}
+	size := 0
+	for _, o := range outs {
+		if size > 0 && size+len(o.Body) > maxBytes {
+			cur.More = true
+			cur = &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend}
+			parts = append(parts, cur)
+			size = 0
+		}
+		cur.Resources = append(cur.Resources, &snapshotv1.Resource{
+			Id:   &snapshotv1.ResourceID{Group: o.Group, Version: o.Version, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name},
+			Body: o.Body,
+		})
+		size += len(o.Body)
+	}
+	return parts
+}
+
+func diagnosticToProto(d Diagnostic) *translatorv1.Diagnostic {
+	sev := translatorv1.Diagnostic_SEVERITY_ERROR
+	if d.Severity == SeverityWarning {
+		sev = translatorv1.Diagnostic_SEVERITY_WARNING
+	}
+	return &translatorv1.Diagnostic{
+		Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster,
+		Policy: &translatorv1.PolicyRef{Kind: d.Policy.Kind, Namespace: d.Policy.Namespace, Name: d.Policy.Name, Cluster: d.Policy.Cluster},
+	}
+}
+
+// describeToProto converts a description.
+func describeToProto(d Description) *translatorv1.DescribeResponse {
+	return &translatorv1.DescribeResponse{Name: d.Name, Version: d.Version, Backends: d.Backends, InputKinds: d.InputKinds, OutputKinds: d.OutputKinds}
+}
+
+// validateDescription checks what the host relies on.
+func validateDescription(d Description) error {
+	var errs []string
+	if d.Name == "" {
+		errs = append(errs, "name is empty")
+	}
+	if len(d.Backends) == 0 {
+		errs = append(errs, "no backends")
+	}
+	for _, b := range d.Backends {
+		if b == "" {
+			errs = append(errs, "empty backend name")
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid description of translator %q: %s", d.Name, strings.Join(errs, ", "))
+	}
+	return nil
+}
