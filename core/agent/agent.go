@@ -54,7 +54,8 @@ type Agent struct {
 	// Stats are the agent's counters.
 	Stats Stats
 
-	inputs chan struct{} // wakes the sender when the source publishes
+	inputs  chan struct{} // wakes the sender when the source publishes
+	attempt atomic.Int64  // picks the server address to dial
 
 	mu       sync.Mutex
 	current  *snapshot.Snapshot // latest discovered, with the agent's version
@@ -62,6 +63,7 @@ type Agent struct {
 	nextVer  uint64
 	appliers map[string]*applier
 	received map[string]*snapshot.Snapshot // outputs as received, by backend
+	queue    chan<- *relayv1.AgentMessage  // the current stream's send queue
 }
 
 // New returns an agent. sinks maps backends to sinks; the key "*" is the
@@ -140,7 +142,8 @@ func (a *Agent) relayLoop(ctx context.Context) error {
 		if time.Since(start) > time.Minute {
 			backoff = 100 * time.Millisecond
 		}
-		a.log.Warn("relay stream ended; reconnecting", "error", err, "retry_in", backoff)
+		a.attempt.Add(1)
+		a.log.Warn("relay stream ended; reconnecting", "error", err, "retry_in", backoff, "next", a.target())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -181,6 +184,14 @@ func (a *Agent) session(ctx context.Context) error {
 	sender.resume(welcome)
 
 	sendCh := make(chan *relayv1.AgentMessage, 64)
+	a.mu.Lock()
+	a.queue = sendCh
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.queue = nil
+		a.mu.Unlock()
+	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.sendLoop(gctx, stream, sender, sendCh) })
 	g.Go(func() error {

@@ -68,13 +68,30 @@ func (a *Agent) trustedRoots() (*x509.CertPool, []byte, error) {
 	return nil, nil, errors.New("no CA bundle: pass --ca-file")
 }
 
+// servers returns the relay addresses to try.
+func (a *Agent) servers() []string {
+	var out []string
+	for _, s := range strings.Split(a.opts.Server, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// target returns the relay address to dial now.
+func (a *Agent) target() string {
+	servers := a.servers()
+	return servers[int(a.attempt.Load())%len(servers)]
+}
+
 func (a *Agent) serverName() string {
 	if a.opts.ServerName != "" {
 		return a.opts.ServerName
 	}
-	host, _, err := net.SplitHostPort(a.opts.Server)
+	host, _, err := net.SplitHostPort(a.target())
 	if err != nil {
-		return a.opts.Server
+		return a.target()
 	}
 	return host
 }
@@ -92,7 +109,7 @@ func (a *Agent) dial(withCert bool) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(pki.ClientTLSConfig(opts))
 	}
-	return grpc.NewClient(a.opts.Server,
+	return grpc.NewClient(a.target(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(a.opts.MaxMessageBytes)),
 	)

@@ -13,7 +13,8 @@ import (
 type Options struct {
 	// Cluster is the cluster's registered name.
 	Cluster string
-	// Server is the relay's address, host:port.
+	// Server is the relay's address, host:port, or several separated by
+	// commas: the agent moves to the next one each time a stream fails.
 	Server string
 	// ServerName overrides the name checked in the server's certificate.
 	ServerName string
@@ -53,7 +54,7 @@ func DefaultOptions() Options {
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "this cluster's registered name")
-	fs.StringVar(&o.Server, "server", o.Server, "relay address of the management server")
+	fs.StringVar(&o.Server, "server", o.Server, "relay address of the management server (several, comma separated, are tried in turn)")
 	fs.StringVar(&o.ServerName, "server-name", o.ServerName, "name to verify in the server's certificate (default: the host of --server)")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the relay identity token")
 	fs.StringVar(&o.CAFile, "ca-file", o.CAFile, "CA bundle to trust the server with")

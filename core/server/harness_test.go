@@ -79,6 +79,18 @@ func (e *echo) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Res
 			}
 			out = append(out, r)
 		}
+		// One ConfigMap per other cluster in the view: outputs depend on
+		// the whole fleet, as real translators' do.
+		for peer := range e.view {
+			if peer == cluster {
+				continue
+			}
+			r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"peer-` + peer + `","namespace":"meshrelay"}}`))
+			if err != nil {
+				return res, err
+			}
+			out = append(out, r)
+		}
 		s, err := snapshot.New(0, out)
 		if err != nil {
 			return res, err
@@ -291,7 +303,23 @@ func (r *recordingSink) names() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for id := range r.current {
-		out = append(out, id.Name)
+		if id.Namespace != "meshrelay" {
+			out = append(out, id.Name)
+		}
+	}
+	return sortStrings(out)
+}
+
+// peers returns the peer ConfigMaps applied: the other clusters this
+// cluster's output knew of.
+func (r *recordingSink) peers() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id := range r.current {
+		if id.Namespace == "meshrelay" {
+			out = append(out, id.Name)
+		}
 	}
 	return sortStrings(out)
 }

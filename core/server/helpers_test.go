@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"github.com/meshrelay/meshrelay/core/engine"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,4 +32,8 @@ func notAfter(t *testing.T, certPEM []byte) time.Time {
 		t.Fatal(err)
 	}
 	return c.NotAfter
+}
+
+func engineKey(cluster string) engine.OutputKey {
+	return engine.OutputKey{Cluster: cluster, Backend: "test"}
 }

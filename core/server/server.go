@@ -201,6 +201,13 @@ func (s *Server) loadCA(ctx context.Context) error {
 			return fmt.Errorf("load CA from store: %w", gerr)
 		}
 	}
+	// The bundle agents and the CLI trust, next to the admin token.
+	if err := os.MkdirAll(s.opts.DataDir, 0o700); err != nil {
+		return fmt.Errorf("write CA bundle: %w", err)
+	}
+	if err := os.WriteFile(s.CABundlePath(), s.ca.BundlePEM(), 0o644); err != nil {
+		return fmt.Errorf("write CA bundle: %w", err)
+	}
 	cert, err := s.ca.IssueServerCert(s.opts.ServerSANs, 365*24*time.Hour)
 	if err != nil {
 		return fmt.Errorf("issue server certificate: %w", err)
@@ -255,6 +262,10 @@ func (s *Server) loadAdminToken() error {
 	s.adminHash = pki.HashToken(tok)
 	return nil
 }
+
+// CABundlePath returns where the server writes the CA bundle agents and
+// the CLI trust.
+func (s *Server) CABundlePath() string { return filepath.Join(s.opts.DataDir, "ca-bundle.crt") }
 
 // AdminTokenPath returns where the admin token is kept.
 func (s *Server) AdminTokenPath() string {

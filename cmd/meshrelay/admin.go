@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/pki"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// adminFlags locate and authenticate to a server's admin API.
+type adminFlags struct {
+	server, caFile, tokenFile, serverName string
+	insecure                              bool
+	timeout                               time.Duration
+}
+
+func (f *adminFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.server, "server", "localhost:9900", "relay address of the management server")
+	fs.StringVar(&f.caFile, "ca-file", "meshrelay-data/ca-bundle.crt", "CA bundle to trust the server with")
+	fs.StringVar(&f.tokenFile, "admin-token-file", "meshrelay-data/admin-token", "file holding the admin token")
+	fs.StringVar(&f.serverName, "server-name", "", "name to verify in the server's certificate (default: the host of --server)")
+	fs.BoolVar(&f.insecure, "insecure", false, "plaintext, for a server started with --insecure-loopback")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the server")
+}
+
+// client connects to the admin API and returns a context carrying the token.
+func (f *adminFlags) client(ctx context.Context) (relayv1.AdminClient, context.Context, func(), error) {
+	tok, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read admin token: %w", err)
+	}
+	var creds credentials.TransportCredentials
+	if f.insecure {
+		creds = insecure.NewCredentials()
+	} else {
+		data, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("read CA bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, nil, nil, fmt.Errorf("CA bundle %s holds no certificate", f.caFile)
+		}
+		name := f.serverName
+		if name == "" {
+			name, _, _ = net.SplitHostPort(f.server)
+		}
+		creds = credentials.NewTLS(pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: name}))
+	}
+	conn, err := grpc.NewClient(f.server, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	return relayv1.NewAdminClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+}
+
+func newClusterCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Register, list and deregister workload clusters",
+		Example: `  meshrelay cluster register east > east.token
+  meshrelay cluster list
+  meshrelay cluster deregister east`,
+	}
+	cmd.AddCommand(newClusterRegisterCommand(), newClusterListCommand(), newClusterDeregisterCommand())
+	return cmd
+}
+
+func newClusterRegisterCommand() *cobra.Command {
+	var af adminFlags
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "register NAME",
+		Short: "Create a relay identity token bound to a cluster and print it",
+		Long: `Create a relay identity token bound to cluster NAME and print it on stdout.
+The server keeps only its hash. The agent of NAME uses it once to get a
+client certificate (and on every stream in --mode tls). Registering a cluster
+again replaces its token.`,
+		Example: `  meshrelay cluster register east > east.token
+  meshrelay cluster register west --token-ttl 1h`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, done, err := af.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds())})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), resp.GetToken())
+			return nil
+		},
+	}
+	af.add(cmd)
+	cmd.Flags().DurationVar(&ttl, "token-ttl", 0, "token lifetime (0: no expiry)")
+	return cmd
+}
+
+func newClusterDeregisterCommand() *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "deregister NAME",
+		Short: "Revoke a cluster: its token and certificates are refused, its stream is closed",
+		Example: `  meshrelay cluster deregister east`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, done, err := af.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if _, err := c.DeregisterCluster(ctx, &relayv1.DeregisterClusterRequest{Cluster: args[0]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s deregistered\n", args[0])
+			return nil
+		},
+	}
+	af.add(cmd)
+	return cmd
+}
+
+func newClusterListCommand() *cobra.Command {
+	var af adminFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List registered clusters and their connection state",
+		Example: `  meshrelay cluster list -o yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, done, err := af.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.ListClusters(ctx, &relayv1.ListClustersRequest{})
+			if err != nil {
+				return err
+			}
+			if out != "table" {
+				return printData(cmd.OutOrStdout(), out, resp)
+			}
+			return printClusters(cmd, resp.GetClusters())
+		},
+	}
+	af.add(cmd)
+	outputFlag(cmd, &out)
+	return cmd
+}
+
+func printClusters(cmd *cobra.Command, clusters []*relayv1.ClusterStatus) error {
+	t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATE", "REPLICA", "MESHES", "INPUTS", "INPUT AGE", "OUTPUTS")
+	for _, c := range clusters {
+		state := "disconnected"
+		switch {
+		case c.GetRevoked():
+			state = "revoked"
+		case c.GetConnected():
+			state = "connected"
+		case c.GetStale():
+			state = "stale"
+		}
+		age := "-"
+		if c.GetInputUpdated() != nil {
+			age = time.Since(c.GetInputUpdated().AsTime()).Round(time.Second).String()
+		}
+		var outs []string
+		for _, o := range c.GetOutputs() {
+			mark := "pending"
+			if o.GetApplied() {
+				mark = "applied"
+			}
+			if o.GetErrors() > 0 {
+				mark = fmt.Sprintf("%d errors", o.GetErrors())
+			}
+			outs = append(outs, fmt.Sprintf("%s:%d(%s)", o.GetBackend(), o.GetResources(), mark))
+		}
+		t.row(c.GetName(), state, orDash(c.GetReplica()), orDash(strings.Join(c.GetMeshes(), ",")), c.GetInputResources(), age, orDash(strings.Join(outs, " ")))
+	}
+	return t.flush()
+}
+
+func newStatusCommand() *cobra.Command {
+	var af adminFlags
+	var out string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show clusters, policies and plugins as the server sees them",
+		Long: `Show, per cluster, whether its agent is connected and how old its input is;
+per policy, whether it is accepted and in how many clusters it is applied;
+per plugin, whether it is healthy. With --check the command exits 3 when a
+policy is not accepted or a plugin is failing.`,
+		Example: `  meshrelay status
+  meshrelay status -o json
+  meshrelay status --check   # for scripts`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, done, err := af.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			st, err := c.GetStatus(ctx, &relayv1.GetStatusRequest{})
+			if err != nil {
+				return err
+			}
+			if out != "table" {
+				err = printData(cmd.OutOrStdout(), out, st)
+			} else {
+				err = printStatus(cmd, st)
+			}
+			if err != nil || !check {
+				return err
+			}
+			return checkStatus(st)
+		},
+	}
+	af.add(cmd)
+	outputFlag(cmd, &out)
+	cmd.Flags().BoolVar(&check, "check", false, "exit 3 when a policy is not accepted or a plugin is failing")
+	return cmd
+}
+
+func checkStatus(st *relayv1.Status) error {
+	var bad []string
+	for _, p := range st.GetPolicies() {
+		if p.GetState() != "Accepted" {
+			bad = append(bad, fmt.Sprintf("%s %s/%s is %s", p.GetKind(), p.GetNamespace(), p.GetName(), p.GetState()))
+		}
+	}
+	for _, p := range st.GetPlugins() {
+		if !p.GetHealthy() {
+			bad = append(bad, "plugin "+p.GetName()+" is failing")
+		}
+	}
+	if len(bad) > 0 {
+		return problem("%s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
+	w := cmd.OutOrStdout()
+	mode := "normal"
+	if st.GetSafeMode() {
+		mode = "SAFE MODE (no pruning) waiting for " + strings.Join(st.GetWaitingFor(), ", ")
+	}
+	fmt.Fprintf(w, "Server %s · store %s · %s\n\n", st.GetServerId(), st.GetStore(), mode)
+	if err := printClusters(cmd, st.GetClusters()); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := printPolicies(cmd, st.GetPolicies()); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "PLUGIN", "BACKENDS", "HEALTH")
+	for _, p := range st.GetPlugins() {
+		h := "ok"
+		if !p.GetHealthy() {
+			h = "failing: " + p.GetError()
+		}
+		t.row(p.GetName(), strings.Join(p.GetBackends(), ","), h)
+	}
+	return t.flush()
+}
+
+func printPolicies(cmd *cobra.Command, policies []*relayv1.PolicyStatus) error {
+	t := newTable(cmd.OutOrStdout(), "POLICY", "SOURCE", "STATE", "APPLIED", "PROBLEMS")
+	for _, p := range policies {
+		src := "management"
+		if p.GetSourceCluster() != "" {
+			src = p.GetSourceCluster()
+		}
+		problems := append(append([]string{}, p.GetErrors()...), p.GetWarnings()...)
+		first := "-"
+		if len(problems) > 0 {
+			first = problems[0]
+			if len(problems) > 1 {
+				first += fmt.Sprintf(" (+%d more)", len(problems)-1)
+			}
+		}
+		t.row(fmt.Sprintf("%s %s/%s", p.GetKind(), p.GetNamespace(), p.GetName()), src, p.GetState(),
+			fmt.Sprintf("%d/%d", p.GetAppliedClusters(), p.GetTargetClusters()), first)
+	}
+	return t.flush()
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/agent/discovery"
+	"github.com/meshrelay/meshrelay/core/agent/leader"
+	"github.com/meshrelay/meshrelay/core/agent/sink"
+	"github.com/meshrelay/meshrelay/core/agent/xds"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// agentFlags are the agent command's flags beyond agent.Options.
+type agentFlags struct {
+	source      string
+	sinks       []string
+	xdsAddr     string
+	metricsAddr string
+	kubeconfig  string
+	leaderElect bool
+	leaseNS     string
+	leaseName   string
+	filter      discovery.Filter
+}
+
+func newAgentCommand(logs *logOptions) *cobra.Command {
+	opts := agent.DefaultOptions()
+	opts.Version = version
+	f := agentFlags{source: "kube", sinks: []string{"kube"}, xdsAddr: ":9977", metricsAddr: ":9988", leaseName: "meshrelay-agent"}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the relay agent of one workload cluster",
+		Long: `Run the meshrelay relay agent of one workload cluster. It dials the
+management server (it never listens for it), registers with a relay identity
+token on first start, discovers its cluster and applies what the server sends:
+server-side apply with pruning and drift correction in Kubernetes, files in a
+directory, and xDS (:9977) to local Envoys and gRPC xDS clients.
+
+When the server is unreachable the agent keeps what is applied, keeps
+discovering, and resyncs on reconnect.`,
+		Example: `  # In a workload cluster (in-cluster config), with leader election:
+  meshrelay agent --cluster east --server meshrelay.example.com:9900 \
+    --token-file /etc/meshrelay/token --ca-file /etc/meshrelay/ca.crt --leader-elect
+
+  # A "cluster" made of a directory of YAML, outputs written as files:
+  meshrelay agent --cluster dev --server 127.0.0.1:9900 --token-file dev.token \
+    --ca-file ca.crt --source dir:./cluster --sink dir:./out`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runAgent(cmd.Context(), logger, opts, f)
+		},
+	}
+	fs := cmd.Flags()
+	opts.AddFlags(fs)
+	fs.StringVar(&f.source, "source", f.source, "discovery source: kube or dir:PATH")
+	fs.StringSliceVar(&f.sinks, "sink", f.sinks, "where outputs go: kube and/or dir:PATH (repeatable); Envoy outputs also go to xDS")
+	fs.StringVar(&f.xdsAddr, "xds-addr", f.xdsAddr, "address of the xDS server for Envoys and gRPC xDS clients (empty: off)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
+	fs.StringVar(&f.leaseNS, "leader-elect-namespace", "", "namespace of the Lease (default: the pod's namespace, or default)")
+	fs.StringVar(&f.leaseName, "leader-elect-name", f.leaseName, "name of the Lease")
+	fs.StringSliceVar(&f.filter.IncludeNamespaces, "include-namespaces", nil, "discover only these namespaces")
+	fs.StringSliceVar(&f.filter.ExcludeNamespaces, "exclude-namespaces", nil, "do not discover these namespaces")
+	fs.StringVar(&f.filter.ExcludeSelector, "exclude-selector", "", "do not discover objects matching this label selector")
+	return cmd
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+}
+
+// backgroundRunner is a part with work of its own, such as the kube sink's
+// drift watch or the xDS server.
+type backgroundRunner interface {
+	Run(ctx context.Context) error
+}
+
+func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f agentFlags) error {
+	logger = logger.With("cluster", opts.Cluster)
+	needKube := f.source == "kube" || f.leaderElect
+	for _, s := range f.sinks {
+		needKube = needKube || s == "kube"
+	}
+	var cfg *rest.Config
+	if needKube {
+		var err error
+		if cfg, err = kubeConfig(f.kubeconfig); err != nil {
+			return fmt.Errorf("kubernetes config: %w", err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var source agent.Source
+	switch {
+	case f.source == "kube":
+		k, err := discovery.NewKube(cfg, discovery.KubeOptions{Filter: f.filter, Logger: logger})
+		if err != nil {
+			return err
+		}
+		source = k
+	case strings.HasPrefix(f.source, "dir:"):
+		source = discovery.NewDir(strings.TrimPrefix(f.source, "dir:"), discovery.DirOptions{Filter: f.filter, Logger: logger})
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("--source must be kube or dir:PATH, not %q", f.source)}
+	}
+
+	var a *agent.Agent
+	report := func(backend string, results map[snapshot.ID]error) {
+		if a != nil {
+			a.Report(backend, results)
+		}
+	}
+	var runners []backgroundRunner
+	var all []agent.Sink
+	for _, s := range f.sinks {
+		switch {
+		case s == "kube":
+			k, err := sink.NewKube(cfg, sink.KubeOptions{ServerID: ownerID(opts.Server), Registerer: reg, Report: report, Logger: logger})
+			if err != nil {
+				return err
+			}
+			all = append(all, k)
+			runners = append(runners, k)
+		case strings.HasPrefix(s, "dir:"):
+			all = append(all, sink.NewDir(strings.TrimPrefix(s, "dir:")))
+		default:
+			return &exitError{code: 2, err: fmt.Errorf("--sink must be kube or dir:PATH, not %q", s)}
+		}
+	}
+	sinks := map[string]agent.Sink{"*": agent.Tee(all...)}
+	if f.xdsAddr != "" {
+		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, OnNack: func(node, typeURL string, names []string, err error) {
+			kind := typeURL[strings.LastIndex(typeURL, ".")+1:]
+			results := map[snapshot.ID]error{}
+			for _, n := range names {
+				results[snapshot.ID{Group: "xds.meshrelay.io", Version: "v1alpha1", Kind: kind, Namespace: node, Name: n}] = err
+			}
+			report(discoveryapi.MeshEnvoy, results)
+		}})
+		runners = append(runners, x)
+		sinks[discoveryapi.MeshEnvoy] = agent.Tee(append([]agent.Sink{x}, all...)...)
+	}
+
+	var err error
+	a, err = agent.New(opts, source, sinks, logger)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if f.metricsAddr != "" {
+		lis, err := net.Listen("tcp", f.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	}
+	work := func(ctx context.Context) error {
+		wg, ctx := errgroup.WithContext(ctx)
+		for _, r := range runners {
+			wg.Go(func() error { return r.Run(ctx) })
+		}
+		wg.Go(func() error { return a.Run(ctx) })
+		return wg.Wait()
+	}
+	if !f.leaderElect {
+		g.Go(func() error { return work(ctx) })
+		return g.Wait()
+	}
+	ns := f.leaseNS
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	host, _ := os.Hostname()
+	g.Go(func() error {
+		var workErr error
+		err := leader.Run(ctx, cfg, leader.Options{Namespace: ns, Name: f.leaseName, Identity: host, Logger: logger}, func(ctx context.Context) {
+			workErr = work(ctx)
+		})
+		return errors.Join(err, workErr)
+	})
+	return g.Wait()
+}
+
+// ownerID is the value of the meshrelay.io/server label on applied objects:
+// the server's host name, stable across replicas behind one address.
+func ownerID(server string) string {
+	host, _, err := net.SplitHostPort(server)
+	if err != nil {
+		host = server
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(host) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' || r == '.' {
+			b.WriteRune(r)
+		}
+	}
+	out := strings.Trim(b.String(), "-.")
+	if len(out) > 63 {
+		out = strings.Trim(out[:63], "-.")
+	}
+	if out == "" {
+		return "meshrelay"
+	}
+	return out
+}

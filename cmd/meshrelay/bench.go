@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/bench"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCommand(logs *logOptions) *cobra.Command {
+	opts := bench.DefaultOptions()
+	var output, cpuProfile string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure one server replica against a simulated fleet",
+		Long: `Simulate a fleet of relay agents in one process against a real meshrelay
+server process on loopback, and report what DESIGN.md §6 asks of one replica.
+
+The server runs as a child process (this binary's "server" command) with the
+real translator plugins installed and a generated fleet-wide AccessPolicy.
+Each simulated cluster is registered through the admin API and runs a real
+agent: token, CSR, client certificate, its own mTLS stream. Its inputs are
+generated (Services with their EndpointSlices, Deployments and
+ServiceAccounts, an istiod Deployment); outputs are discarded after timing.
+
+The run connects the fleet, churns inputs (--churn changes/s for --duration),
+edits the policy --policy-changes times, and reports: time to connect and to
+first outputs; latency from an input change to its agent and from a policy
+edit to every agent (p50/p99/max); bytes on the wire per change as the
+agents received them; the server's CPU seconds and peak RSS (and its
+plugins'), and Redis used_memory with --store redis://.`,
+		Example: `  # A quick run:
+  meshrelay bench --agents 100 --services 50 --duration 30s
+
+  # Toward the design target, on Redis, as JSON:
+  redis-server --port 6390 --save '' &
+  meshrelay bench --agents 5000 --services 50 --churn 20 --duration 60s \
+    --store redis://127.0.0.1:6390/0 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return &exitError{code: 2, err: fmt.Errorf("--output must be table, yaml or json, not %q", output)}
+			}
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			opts.Logger = logger
+			if !quiet {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			rep, err := bench.Run(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if output != "table" {
+				return printData(cmd.OutOrStdout(), output, rep)
+			}
+			return printBench(cmd.OutOrStdout(), rep)
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&opts.Agents, "agents", opts.Agents, "simulated clusters, one agent each")
+	fs.IntVar(&opts.Services, "services", opts.Services, "Services per cluster (each with an EndpointSlice, a Deployment and a ServiceAccount)")
+	fs.Float64Var(&opts.Churn, "churn", opts.Churn, "input changes per second across the fleet")
+	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "how long inputs churn")
+	fs.IntVar(&opts.PolicyChanges, "policy-changes", opts.PolicyChanges, "edits of the fleet-wide policy after the churn, one at a time")
+	fs.StringVar(&opts.Store, "store", opts.Store, "the server's store: memory, or redis://host:port/db (an empty database)")
+	fs.StringVar(&opts.Plugins, "plugins", opts.Plugins, "directory with the meshrelay-plugin-* binaries (default: beside this binary, else built from the source tree)")
+	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "agents registering and connecting at once")
+	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "longest wait for the fleet to converge or a policy edit to arrive everywhere (default 2m plus 20ms per agent)")
+	fs.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "keep the server's data, log and plugins here (default: a temporary directory, removed)")
+	fs.StringSliceVar(&opts.ServerArgs, "server-arg", opts.ServerArgs, "extra flag for the server, repeatable (e.g. --server-arg=--debounce=20ms)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
+	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// printBench prints a report as a table.
+func printBench(w io.Writer, r *bench.Report) error {
+	ms := func(l bench.Latency) string {
+		if l.Count == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f / %.1f / %.1f ms (n=%d)", l.P50, l.P99, l.Max, l.Count)
+	}
+	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+	kib := func(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+	secs := func(s float64) string {
+		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+	}
+	t := newTable(w, "MEASURE", "VALUE")
+	t.row("fleet", fmt.Sprintf("%d agents × %d services (%d input resources each), store %s", r.Agents, r.Services, r.InputResources, r.Store))
+	t.row("agents connected", fmt.Sprintf("%d/%d", r.Connected, r.Agents))
+	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerS))
+	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSecs), r.FirstOutputs, r.Agents))
+	t.row("input changes", fmt.Sprintf("%d in %s (%.1f/s); %d coalesced, %d not received", r.InputChanges, secs(r.ChurnSeconds), r.Churn, r.InputCoalesced, r.InputLost))
+	t.row("input change → its agent p50/p99/max", ms(r.InputLatency))
+	t.row("bytes per input change (wire / payload)", kib(r.InputWireBytes)+" / "+kib(r.InputPayloadBytes))
+	t.row("policy edits", fmt.Sprintf("%d; %d receipts missing", r.PolicyChanges, r.PolicyMissing))
+	t.row("policy edit → each agent p50/p99/max", ms(r.PolicyLatency))
+	t.row("policy edit → all agents p50/p99/max", ms(r.PolicyAllLatency))
+	t.row("bytes per policy edit per agent (wire / payload)", kib(r.PolicyWireBytes)+" / "+kib(r.PolicyPayloadBytes))
+	t.row("idle traffic to agents", fmt.Sprintf("%.0f B/s", r.IdleWireBytesPerS))
+	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
+	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
+	t.row("server RSS per agent", kib(r.ServerBytesPerAgnt)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
+	t.row("plugins CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Plugins.CPUSeconds, mib(r.Plugins.PeakRSSBytes)))
+	t.row("plugins RSS per agent", kib(r.PluginBytesPerAgnt))
+	if r.RedisUsedMemory > 0 {
+		t.row("redis used_memory", mib(r.RedisUsedMemory))
+	}
+	t.row("bench process CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Client.CPUSeconds, mib(r.Client.PeakRSSBytes)))
+	return t.flush()
+}

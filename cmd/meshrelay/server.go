@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func newServerCommand(logs *logOptions) *cobra.Command {
+	opts := server.DefaultOptions()
+	plugins := pluginhost.DefaultOptions()
+	var storeURL, pluginDir, configSource, kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the management server",
+		Long: `Run the meshrelay management server: the relay agents dial (gRPC, :9900),
+registration and the CA, the snapshot store, the translation engine with its
+plugins, and /metrics, /healthz and /readyz (:9091).
+
+The store is in memory by default; several replicas share a Redis store
+(--store redis://...). Policies come from the management cluster
+(--config-source kube) or a watched directory (--config-source dir:PATH).`,
+		Example: `  # A development server with policies from a directory:
+  meshrelay server --plugin-dir ./plugins --config-source dir:./policies
+
+  # One of several replicas sharing Redis, policies from the management cluster:
+  meshrelay server --store redis://:secret@redis:6379/0 --config-source kube \
+    --plugin-dir /plugins --san meshrelay.example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), logger, opts, plugins, storeURL, pluginDir, configSource, kubeconfig)
+		},
+	}
+	fs := cmd.Flags()
+	opts.AddFlags(fs)
+	plugins.AddFlags(fs)
+	fs.StringVar(&storeURL, "store", "memory", "snapshot store: memory, or redis://[:password@]host:port/db (rediss:// for TLS, redis+sentinel://, redis+cluster://)")
+	fs.StringVar(&pluginDir, "plugin-dir", "", "directory of installed plugins (see meshrelay plugin install)")
+	fs.StringVar(&configSource, "config-source", "", "where policies come from: kube (the management cluster) or dir:PATH")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster for --config-source kube (default: in-cluster or $KUBECONFIG)")
+	return cmd
+}
+
+func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, popts pluginhost.Options,
+	storeURL, pluginDir, configSource, kubeconfig string) error {
+	if opts.ServerID == "" {
+		host, _ := os.Hostname()
+		opts.ServerID = host
+	}
+	st, err := openStore(ctx, logger, storeURL, opts.ServerID)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	var translators []engine.Translator
+	if pluginDir != "" {
+		host, err := pluginhost.New(pluginDir, logger, popts)
+		if err != nil {
+			return err
+		}
+		defer host.Close()
+		if err := host.Start(ctx); err != nil {
+			return err
+		}
+		for _, p := range host.Plugins() {
+			translators = append(translators, p)
+		}
+	} else {
+		logger.Warn("no --plugin-dir: nothing will be translated")
+	}
+
+	policies, err := policySource(configSource, kubeconfig, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := server.New(ctx, opts, server.Deps{
+		Store: st, Translators: translators, Policies: policies, Logger: logger, Registerer: reg, Gatherer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// openStore opens the snapshot store a --store URL names. Redis is wrapped
+// in a write-through store so memory keeps serving when Redis is down.
+func openStore(ctx context.Context, logger *slog.Logger, url, replica string) (store.Store, error) {
+	if url == "" || url == "memory" {
+		return memory.New(), nil
+	}
+	ropts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--store: %w", err)}
+	}
+	ropts.Replica, ropts.Logger = replica, logger
+	backing, err := redis.New(ctx, ropts)
+	if err != nil {
+		return nil, fmt.Errorf("open redis store: %w", err)
+	}
+	wt := store.NewWriteThrough(memory.New().Replica(replica), backing, store.WriteThroughOptions{Logger: logger})
+	stats, err := wt.Load(ctx)
+	if err != nil {
+		// Redis may be down at start; the server runs degraded and catches up.
+		logger.Warn("load fleet from redis; starting degraded", "error", err)
+	} else {
+		logger.Info("fleet loaded from redis", "stats", fmt.Sprintf("%+v", stats))
+	}
+	return wt, nil
+}
+
+// policySource returns the management policy source a --config-source names.
+func policySource(source, kubeconfig string, logger *slog.Logger) (server.PolicySource, error) {
+	switch {
+	case source == "":
+		return nil, nil
+	case source == "kube":
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if kubeconfig != "" {
+			rules.ExplicitPath = kubeconfig
+		}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--config-source kube: %w", err)
+		}
+		return server.NewKubePolicies(cfg, logger)
+	case strings.HasPrefix(source, "dir:"):
+		return server.NewDirPolicies(strings.TrimPrefix(source, "dir:"), logger), nil
+	}
+	return nil, &exitError{code: 2, err: fmt.Errorf("--config-source must be kube or dir:PATH, not %q", source)}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshrelay/meshrelay/core/agent/sink"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/offline"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+func newTranslateCommand(logs *logOptions) *cobra.Command {
+	var clustersDir, policiesDir, pluginDir, outDir string
+	cmd := &cobra.Command{
+		Use:   "translate",
+		Short: "Translate clusters and policies from files, offline",
+		Long: `Translate once, with no server and no agents: every subdirectory of
+--clusters is a cluster (YAML manifests, as an agent with --source dir:PATH
+would discover them), --policies holds policies, --plugin-dir the installed
+plugins. Outputs are printed as YAML, or written per cluster and backend
+under --out. Diagnostics go to stderr; the exit code is 3 when a policy has
+an error diagnostic or a plugin failed.`,
+		Example: `  meshrelay translate --clusters testdata/demo/clusters --policies testdata/policies \
+    --plugin-dir ./plugins --out ./rendered`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			host, err := pluginhost.New(pluginDir, logger, pluginhost.DefaultOptions())
+			if err != nil {
+				return err
+			}
+			defer host.Close()
+			if err := host.Start(cmd.Context()); err != nil {
+				return err
+			}
+			var ts []engine.Translator
+			for _, p := range host.Plugins() {
+				ts = append(ts, p)
+			}
+			res, err := offline.Translate(cmd.Context(), offline.Options{ClustersDir: clustersDir, PoliciesDir: policiesDir, Translators: ts, Logger: logger})
+			if err != nil {
+				return err
+			}
+			for _, k := range res.Keys() {
+				snap := res.Outputs[k]
+				if outDir != "" {
+					if _, err := sink.NewDir(filepath.Join(outDir, k.Cluster)).Apply(cmd.Context(), k.Backend, snap, true); err != nil {
+						return err
+					}
+					continue
+				}
+				for r := range snap.All() {
+					y, err := yaml.JSONToYAML(r.Body)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "# cluster: %s, backend: %s\n%s---\n", k.Cluster, k.Backend, y)
+				}
+			}
+			if outDir != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d outputs under %s\n", len(res.Outputs), outDir)
+			}
+			failed := false
+			for _, d := range res.Diagnostics {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s %s/%s: %s%s (%s)\n", strings.ToLower(d.Severity), d.Policy.Kind, d.Policy.Namespace, d.Policy.Name, pathPrefix(d.Path), d.Summary, d.Plugin)
+				failed = failed || strings.EqualFold(d.Severity, "error")
+			}
+			for _, p := range res.Failed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "plugin %s failed: %s\n", p.Name, p.Error)
+				failed = true
+			}
+			if failed {
+				return problem("translation reported errors")
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&clustersDir, "clusters", "", "directory with one subdirectory of YAML per cluster")
+	fs.StringVar(&policiesDir, "policies", "", "directory of policies")
+	fs.StringVar(&pluginDir, "plugin-dir", "plugins", "directory of installed plugins")
+	fs.StringVar(&outDir, "out", "", "write outputs under this directory instead of printing them")
+	_ = cmd.MarkFlagRequired("clusters")
+	return cmd
+}
+
+func pathPrefix(p string) string {
+	if p == "" {
+		return ""
+	}
+	return p + ": "
+}

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+)
+
+// Report sends per-resource results the agent learned after an apply: a
+// drift correction, a CRD that appeared, a proxy that refused a resource.
+// They are acked against the backend's current output version. Without a
+// stream, the report is dropped: the next apply reports again.
+func (a *Agent) Report(backend string, results map[snapshot.ID]error) {
+	a.mu.Lock()
+	cur, ok := a.received[backend]
+	queue := a.queue
+	a.mu.Unlock()
+	if !ok || queue == nil {
+		return
+	}
+	ack := &relayv1.Ack{Subject: relayv1.Ack_SUBJECT_OUTPUT, Backend: backend, Version: cur.Version()}
+	for _, id := range slices.SortedFunc(maps.Keys(results), snapshot.ID.Compare) {
+		if err := results[id]; err != nil {
+			ack.Results = append(ack.Results, &relayv1.ResourceResult{Id: snapshot.IDToProto(id), Error: err.Error()})
+		}
+	}
+	select {
+	case queue <- &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Ack{Ack: ack}}:
+	default:
+	}
+}
+
+// Tee returns a sink that applies to every given sink in order and merges
+// their results: the first error for a resource wins.
+func Tee(sinks ...Sink) Sink { return tee(sinks) }
+
+type tee []Sink
+
+func (t tee) Apply(ctx context.Context, backend string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error) {
+	out := map[snapshot.ID]error{}
+	var errs []error
+	for _, s := range t {
+		res, err := s.Apply(ctx, backend, desired, prune)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for id, e := range res {
+			if out[id] == nil {
+				out[id] = e
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,557 @@
+package demo
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/agent/discovery"
+	"github.com/meshrelay/meshrelay/core/agent/sink"
+	"github.com/meshrelay/meshrelay/core/agent/xds"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+)
+
+// Plugins are the translators the demo installs.
+var Plugins = []string{"istio", "envoy", "cilium"}
+
+// Options configure a demo run.
+type Options struct {
+	// Root is the meshrelay source tree holding testdata/; found from the
+	// working directory when empty.
+	Root string
+	// Out is the folder for outputs, logs and state.
+	Out string
+	// PluginDir holds meshrelay-plugin-* binaries to install. When empty,
+	// the binaries next to the running executable are used, and failing
+	// that they are built from Root with the Go toolchain.
+	PluginDir string
+	// Serve keeps everything running until ctx ends.
+	Serve bool
+	// Timeout bounds how long the demo waits for the fleet to converge.
+	Timeout time.Duration
+	// Stdout receives the report.
+	Stdout io.Writer
+}
+
+// Report is what a demo run found; tests read it.
+type Report struct {
+	Status *relayv1.Status
+	// Outputs maps "cluster/backend" to its resources as "Kind namespace/name".
+	Outputs map[string][]string
+	// Changed lists the outputs the policy edit changed, as "cluster/backend".
+	Changed []string
+	// Propagation is how long the policy edit took to reach every affected agent.
+	Propagation time.Duration
+}
+
+var clusters = []string{"east", "west", "central"}
+
+// Run runs the demo.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	var err error
+	if opts.Root == "" {
+		if opts.Root, err = findRoot(); err != nil {
+			return nil, err
+		}
+	}
+	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute)
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	out, err := filepath.Abs(cmp.Or(opts.Out, "demo-output"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return nil, fmt.Errorf("clean %s: %w", out, err)
+	}
+	for _, d := range []string{"plugins", "server", "policies", "outputs", "agents"} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	logFile, err := os.Create(filepath.Join(out, "meshrelay.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	say := func(format string, args ...any) { fmt.Fprintf(opts.Stdout, format+"\n", args...) }
+
+	say("meshrelay demo — outputs, logs and state go to %s\n", out)
+
+	// Plugins: real binaries, installed with their checksums.
+	bins, err := pluginBinaries(ctx, opts, out, say)
+	if err != nil {
+		return nil, err
+	}
+	pluginDir := filepath.Join(out, "plugins")
+	for _, name := range Plugins {
+		e, err := pluginhost.InstallContext(ctx, pluginDir, bins[name], "", logger)
+		if err != nil {
+			return nil, fmt.Errorf("install plugin %s: %w", name, err)
+		}
+		say("  installed plugin %-7s %s  sha256 %s…", e.Name, e.Version, e.SHA256[:16])
+	}
+	host, err := pluginhost.New(pluginDir, logger, pluginhost.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	if err := host.Start(ctx); err != nil {
+		return nil, err
+	}
+	var translators []engine.Translator
+	for _, p := range host.Plugins() {
+		translators = append(translators, p)
+	}
+
+	// Policies: a copy, so the demo's edit never touches the source tree.
+	policyDir := filepath.Join(out, "policies")
+	if err := copyDir(filepath.Join(opts.Root, "testdata", "policies"), policyDir); err != nil {
+		return nil, err
+	}
+
+	// The server, on loopback, with a generated CA.
+	sopts := server.DefaultOptions()
+	sopts.ListenAddr, sopts.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	sopts.DataDir = filepath.Join(out, "server")
+	sopts.ServerID = "demo"
+	sopts.Heartbeat = time.Second
+	srv, err := server.New(ctx, sopts, server.Deps{
+		Store: memory.New(), Translators: translators, Policies: server.NewDirPolicies(policyDir, logger), Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	say("  server listening on %s (mTLS, CA in %s)", srv.Addr(), srv.CABundlePath())
+
+	admin, actx, closeAdmin, err := adminClient(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAdmin()
+
+	// Agents: each cluster is a directory of YAML; outputs go to files, and
+	// west's Envoy group is also served over xDS.
+	for _, name := range clusters {
+		a, runners, err := startAgent(actx, admin, srv, opts.Root, out, name, logger)
+		if err != nil {
+			return nil, err
+		}
+		g.Go(func() error {
+			if err := a.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("agent %s: %w", name, err)
+			}
+			return nil
+		})
+		for _, r := range runners {
+			g.Go(func() error { return r.Run(gctx) })
+		}
+		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
+	}
+
+	report := &Report{}
+	status, err := converge(actx, admin, opts.Timeout)
+	if err != nil {
+		cancel()
+		_ = g.Wait()
+		return nil, err
+	}
+	report.Status = status
+	report.Outputs = outputs(srv.Engine())
+	printReport(opts.Stdout, report)
+
+	// One change: edit the TrafficPolicy's weights and watch it propagate.
+	say("\nEditing policies/reviews-traffic.yaml: reviews weights 50/30/20 → 10/10/80 …")
+	before := hashes(srv.Engine())
+	start := time.Now()
+	if err := editWeights(filepath.Join(policyDir, "reviews-traffic.yaml")); err != nil {
+		return nil, err
+	}
+	changed, err := waitChange(ctx, srv.Engine(), before, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := converge(actx, admin, opts.Timeout); err != nil {
+		return nil, err
+	}
+	report.Changed, report.Propagation = changed, time.Since(start)
+	say("The edit reached %d outputs in %s (applied by every agent): %s",
+		len(changed), report.Propagation.Round(time.Millisecond), strings.Join(changed, ", "))
+	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
+
+	if opts.Serve {
+		tok, _ := os.ReadFile(srv.AdminTokenPath())
+		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status --server %s --ca-file %s --admin-token-file %s",
+			srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
+		_ = tok
+		<-ctx.Done()
+	}
+	cancel()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return report, err
+	}
+	say("\nDemo finished cleanly.")
+	return report, nil
+}
+
+// findRoot walks up from the working directory to the meshrelay source tree.
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "testdata", "demo", "clusters")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the demo from the meshrelay source tree (testdata/demo not found)")
+		}
+		dir = parent
+	}
+}
+
+// pluginBinaries finds or builds the three plugin binaries.
+func pluginBinaries(ctx context.Context, opts Options, out string, say func(string, ...any)) (map[string]string, error) {
+	dirs := []string{opts.PluginDir}
+	if opts.PluginDir == "" {
+		if exe, err := os.Executable(); err == nil {
+			dirs = append(dirs, filepath.Dir(exe))
+		}
+		dirs = append(dirs, filepath.Join(opts.Root, "bin"))
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		found := map[string]string{}
+		for _, name := range Plugins {
+			p := filepath.Join(d, "meshrelay-plugin-"+name)
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				found[name] = p
+			}
+		}
+		if len(found) == len(Plugins) {
+			return found, nil
+		}
+	}
+	if opts.PluginDir != "" {
+		return nil, fmt.Errorf("plugin binaries meshrelay-plugin-{%s} not found in %s", strings.Join(Plugins, ","), opts.PluginDir)
+	}
+	say("  building the plugins with the Go toolchain (the first build takes a few minutes) …")
+	binDir := filepath.Join(out, "bin")
+	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	for _, name := range Plugins {
+		args = append(args, "./cmd/meshrelay-plugin-"+name)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = opts.Root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("build plugins: %w\n%s", err, stderr.String())
+	}
+	found := map[string]string{}
+	for _, name := range Plugins {
+		found[name] = filepath.Join(binDir, "meshrelay-plugin-"+name)
+	}
+	return found, nil
+}
+
+func adminClient(ctx context.Context, srv *server.Server) (relayv1.AdminClient, context.Context, func(), error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(srv.CABundle())
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(
+		pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}))))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tok, err := os.ReadFile(srv.AdminTokenPath())
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	return relayv1.NewAdminClient(conn), actx, func() { conn.Close() }, nil
+}
+
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// startAgent registers a cluster and builds its agent.
+func startAgent(ctx context.Context, admin relayv1.AdminClient, srv *server.Server, root, out, name string, logger *slog.Logger) (*agent.Agent, []runner, error) {
+	resp, err := admin.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: name})
+	if err != nil {
+		return nil, nil, fmt.Errorf("register %s: %w", name, err)
+	}
+	dir := filepath.Join(out, "agents", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(resp.GetToken()), 0o600); err != nil {
+		return nil, nil, err
+	}
+	opts := agent.DefaultOptions()
+	opts.Cluster, opts.Server, opts.ServerName = name, srv.Addr(), "127.0.0.1"
+	opts.TokenFile, opts.CAFile, opts.StateDir = tokenFile, srv.CABundlePath(), filepath.Join(dir, "state")
+	opts.Heartbeat = time.Second
+	alog := logger.With("cluster", name)
+	source := discovery.NewDir(filepath.Join(root, "testdata", "demo", "clusters", name), discovery.DirOptions{Logger: alog, Interval: 200 * time.Millisecond})
+	files := sink.NewDir(filepath.Join(out, "outputs", name))
+	sinks := map[string]agent.Sink{"*": files}
+	var runners []runner
+	if name == "west" {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		x := xds.New(xds.Options{Logger: alog})
+		runners = append(runners, serveXDS{x: x, lis: lis})
+		sinks[discoveryapi.MeshEnvoy] = agent.Tee(x, files)
+	}
+	a, err := agent.New(opts, source, sinks, alog)
+	return a, runners, err
+}
+
+type serveXDS struct {
+	x   *xds.Server
+	lis net.Listener
+}
+
+func (s serveXDS) Run(ctx context.Context) error { return s.x.Serve(ctx, s.lis) }
+
+// converge waits until every cluster is connected, every plugin healthy and
+// every policy's outputs are applied wherever they go.
+func converge(ctx context.Context, admin relayv1.AdminClient, timeout time.Duration) (*relayv1.Status, error) {
+	deadline := time.Now().Add(timeout)
+	var last *relayv1.Status
+	stable := 0
+	for time.Now().Before(deadline) {
+		st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+		if err == nil && converged(st) {
+			stable++
+			if stable >= 3 {
+				return st, nil
+			}
+		} else {
+			stable = 0
+		}
+		if err == nil {
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return last, fmt.Errorf("the fleet did not converge within %s; see meshrelay.log", timeout)
+}
+
+func converged(st *relayv1.Status) bool {
+	if len(st.GetClusters()) != len(clusters) || len(st.GetPolicies()) == 0 {
+		return false
+	}
+	for _, c := range st.GetClusters() {
+		if !c.GetConnected() || c.GetInputResources() == 0 {
+			return false
+		}
+		for _, o := range c.GetOutputs() {
+			if !o.GetApplied() {
+				return false
+			}
+		}
+	}
+	for _, p := range st.GetPlugins() {
+		if !p.GetHealthy() {
+			return false
+		}
+	}
+	for _, p := range st.GetPolicies() {
+		if p.GetState() == "Pending" {
+			return false
+		}
+	}
+	return true
+}
+
+func outputs(e *engine.Engine) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range e.Clusters() {
+		for backend, o := range e.Outputs(c.Name) {
+			var rs []string
+			for r := range o.Snapshot.All() {
+				ns := r.ID.Namespace
+				if ns != "" {
+					ns += "/"
+				}
+				rs = append(rs, r.ID.Kind+" "+ns+r.ID.Name)
+			}
+			out[c.Name+"/"+backend] = rs
+		}
+	}
+	return out
+}
+
+func hashes(e *engine.Engine) map[string]string {
+	out := map[string]string{}
+	for _, c := range e.Clusters() {
+		for backend, o := range e.Outputs(c.Name) {
+			out[c.Name+"/"+backend] = o.Snapshot.Hash().String()
+		}
+	}
+	return out
+}
+
+// waitChange waits until some output differs from before and the engine
+// is quiet, and returns which outputs changed.
+func waitChange(ctx context.Context, e *engine.Engine, before map[string]string, timeout time.Duration) ([]string, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var changed []string
+		for k, h := range hashes(e) {
+			if before[k] != h {
+				changed = append(changed, k)
+			}
+		}
+		if len(changed) > 0 {
+			slices.Sort(changed)
+			return changed, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("the policy edit did not change any output within %s", timeout)
+}
+
+func editWeights(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	for _, r := range [][2]string{{"weight: 50", "weight: 10"}, {"weight: 30", "weight: 10"}, {"weight: 20", "weight: 80"}} {
+		if !strings.Contains(s, r[0]) {
+			return fmt.Errorf("edit %s: %q not found", path, r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func printReport(w io.Writer, r *Report) {
+	fmt.Fprintln(w, "\nWhat was translated, per cluster and backend:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tMESHES\tBACKEND\tRESOURCES")
+	meshes := map[string]string{}
+	for _, c := range r.Status.GetClusters() {
+		meshes[c.GetName()] = strings.Join(c.GetMeshes(), ",")
+	}
+	for _, key := range slices.Sorted(mapKeys(r.Outputs)) {
+		cluster, backend, _ := strings.Cut(key, "/")
+		counts := map[string]int{}
+		for _, res := range r.Outputs[key] {
+			kind, _, _ := strings.Cut(res, " ")
+			counts[kind]++
+		}
+		var parts []string
+		for _, k := range slices.Sorted(mapKeys(counts)) {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cluster, meshes[cluster], backend, strings.Join(parts, ", "))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nPolicies:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tSTATE\tAPPLIED IN\tNOTES")
+	for _, p := range r.Status.GetPolicies() {
+		notes := append(append([]string{}, p.GetErrors()...), p.GetWarnings()...)
+		note := "-"
+		if len(notes) > 0 {
+			note = notes[0]
+			if len(notes) > 1 {
+				note += fmt.Sprintf(" (+%d more)", len(notes)-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s %s/%s\t%s\t%d/%d clusters\t%s\n", p.GetKind(), p.GetNamespace(), p.GetName(), p.GetState(), p.GetAppliedClusters(), p.GetTargetClusters(), note)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nPlugins:")
+	for _, p := range r.Status.GetPlugins() {
+		h := "healthy"
+		if !p.GetHealthy() {
+			h = "failing: " + p.GetError()
+		}
+		fmt.Fprintf(w, "  %-7s %s (%s)\n", p.GetName(), h, strings.Join(p.GetBackends(), ","))
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
