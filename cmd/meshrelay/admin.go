@@ -115,8 +115,8 @@ again replaces its token.`,
 func newClusterDeregisterCommand() *cobra.Command {
 	var af adminFlags
 	cmd := &cobra.Command{
-		Use:   "deregister NAME",
-		Short: "Revoke a cluster: its token and certificates are refused, its stream is closed",
+		Use:     "deregister NAME",
+		Short:   "Revoke a cluster: its token and certificates are refused, its stream is closed",
 		Example: `  meshrelay cluster deregister east`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
