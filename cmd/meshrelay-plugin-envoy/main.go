@@ -1,0 +1,12 @@
+// Command meshrelay-plugin-envoy is meshrelay's Envoy translator plugin:
+// it serves the envoy backend, turning policies into xDS resources that
+// agents serve to Envoy proxies and gRPC xDS clients. The host starts it;
+// run by hand it says so and exits.
+package main
+
+import (
+	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/sdk"
+)
+
+func main() { sdk.Serve(envoy.New()) }

@@ -1,0 +1,226 @@
+package envoy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// connectTimeout bounds connection attempts to upstream endpoints.
+const connectTimeout = 5 * time.Second
+
+// VirtualClusterName names the Cluster (and ClusterLoadAssignment) of one
+// port of a VirtualDestination's hostname.
+func VirtualClusterName(hostname string, port int32) string {
+	return "vd|" + hostname + "|" + portString(port)
+}
+
+// ServiceClusterName names the Cluster (and ClusterLoadAssignment) of one
+// port of a Service in one workload cluster.
+func ServiceClusterName(cluster, namespace, name string, port int32) string {
+	return "svc|" + cluster + "|" + namespace + "|" + name + "|" + portString(port)
+}
+
+// member is one backing Service of an upstream, at one of its ports.
+type member struct {
+	dest sdk.Destination
+	port corev1.ServicePort
+}
+
+// upstream is what a Cluster and its ClusterLoadAssignment are built from.
+type upstream struct {
+	name     string
+	members  []member
+	failover *policyv1alpha1.Failover
+	outlier  *policyv1alpha1.OutlierDetection
+	parents  []policyv1alpha1.Policy
+}
+
+// vdCluster ensures the Cluster of a VirtualDestination port and returns its name.
+func (b *nodeBuilder) vdCluster(vh *virtualHost, vp policyv1alpha1.VirtualPort) string {
+	name := VirtualClusterName(vh.vd.Spec.Hostname, vp.Number)
+	if b.set.has(ClusterType, name) {
+		return name
+	}
+	target := cmp.Or(vp.TargetPort, vp.Number)
+	u := upstream{name: name, failover: vh.vd.Spec.Failover, outlier: vh.vd.Spec.OutlierDetection, parents: []policyv1alpha1.Policy{vh.vd}}
+	for _, d := range vh.backends {
+		sp, ok := servicePort(d.Service, target)
+		if !ok && len(d.Service.Spec.Ports) == 1 {
+			sp, ok = d.Service.Spec.Ports[0], true
+		}
+		if !ok {
+			b.idx.diags.add(withCluster(sdk.Warningf(vh.vd, "spec.ports", "service %s/%s has no port %d; its endpoints are left out",
+				d.Service.Namespace, d.Service.Name, target), d.Cluster.Name))
+			continue
+		}
+		u.members = append(u.members, member{dest: d, port: sp})
+	}
+	b.addUpstream(u)
+	return name
+}
+
+// serviceCluster ensures the Cluster of one Service port and returns its name.
+func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort) string {
+	name := ServiceClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port)
+	if !b.set.has(ClusterType, name) {
+		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}})
+	}
+	return name
+}
+
+func withCluster(d sdk.Diagnostic, cluster string) sdk.Diagnostic {
+	d.Cluster = cluster
+	return d
+}
+
+func adsConfigSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+}
+
+func (b *nodeBuilder) addUpstream(u upstream) {
+	c := &clusterv3.Cluster{
+		Name:                 u.name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: u.name},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+	}
+	if od := u.outlier; od != nil {
+		c.OutlierDetection = &clusterv3.OutlierDetection{
+			Consecutive_5Xx:    wrapperspb.UInt32(uint32(od.ConsecutiveErrors)),
+			Interval:           durationpb.New(od.Interval.Duration),
+			BaseEjectionTime:   durationpb.New(od.BaseEjectionTime.Duration),
+			MaxEjectionPercent: wrapperspb.UInt32(uint32(od.MaxEjectionPercent)),
+		}
+	}
+	b.set.add(ClusterType, c, u.parents...)
+	b.set.add(EndpointType, b.loadAssignment(u), u.parents...)
+}
+
+// localityKey groups endpoints into one LocalityLbEndpoints.
+type localityKey struct {
+	priority              int
+	region, zone, cluster string
+}
+
+func (k localityKey) compare(o localityKey) int {
+	return cmp.Or(cmp.Compare(k.priority, o.priority), cmp.Compare(k.region, o.region),
+		cmp.Compare(k.zone, o.zone), cmp.Compare(k.cluster, o.cluster))
+}
+
+// loadAssignment gathers the ready endpoints of every member, grouped in
+// localities (region, zone, and the workload cluster as sub-zone), each
+// weighted by its number of endpoints, with priorities from the failover
+// order.
+func (b *nodeBuilder) loadAssignment(u upstream) *endpointv3.ClusterLoadAssignment {
+	groups := map[localityKey][]*endpointv3.LbEndpoint{}
+	seen := map[string]bool{}
+	for _, m := range u.members {
+		for _, ep := range m.dest.Cluster.Endpoints(m.dest.Service.Namespace, m.dest.Service.Name) {
+			port := endpointPort(ep, m.port)
+			if !ep.Ready || port == 0 {
+				continue
+			}
+			addr := fmt.Sprintf("%s|%s|%d", m.dest.Cluster.Name, ep.Address, port)
+			if seen[addr] {
+				continue
+			}
+			seen[addr] = true
+			k := localityKey{priority: b.priority(u.failover, m.dest.Cluster.Name, ep.Region), region: ep.Region, zone: ep.Zone, cluster: m.dest.Cluster.Name}
+			groups[k] = append(groups[k], &endpointv3.LbEndpoint{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: socketAddress(ep.Address, uint32(port)),
+				}},
+			})
+		}
+	}
+	keys := make([]localityKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, localityKey.compare)
+	// Priorities must be contiguous from 0: renumber the ones in use.
+	var used []int
+	for _, k := range keys {
+		if !slices.Contains(used, k.priority) {
+			used = append(used, k.priority)
+		}
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: u.name}
+	for _, k := range keys {
+		eps := groups[k]
+		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+			Locality:            &corev3.Locality{Region: k.region, Zone: k.zone, SubZone: k.cluster},
+			LbEndpoints:         eps,
+			LoadBalancingWeight: wrapperspb.UInt32(uint32(len(eps))),
+			Priority:            uint32(slices.Index(used, k.priority)),
+		})
+	}
+	return cla
+}
+
+// priority ranks an endpoint of workload cluster cluster: by its place in
+// a Priority failover list (unlisted clusters last, together), or for
+// Locality failover the node's own cluster first, then its region, then
+// the rest.
+func (b *nodeBuilder) priority(f *policyv1alpha1.Failover, cluster, region string) int {
+	if f == nil {
+		return 0
+	}
+	switch f.Mode {
+	case policyv1alpha1.FailoverPriority:
+		if i := slices.Index(f.Priority, cluster); i >= 0 {
+			return i
+		}
+		return len(f.Priority)
+	case policyv1alpha1.FailoverLocality:
+		switch {
+		case cluster == b.cluster.Name:
+			return 0
+		case region != "" && region == b.region:
+			return 1
+		}
+		return 2
+	}
+	return 0
+}
+
+// endpointPort is the endpoint's number for a Service port: the
+// EndpointSlice port of the same name, else a numeric target port.
+func endpointPort(ep sdk.Endpoint, sp corev1.ServicePort) int32 {
+	if p, ok := ep.Ports[sp.Name]; ok {
+		return p
+	}
+	if sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+		return sp.TargetPort.IntVal
+	}
+	if len(ep.Ports) == 1 {
+		for _, p := range ep.Ports {
+			return p
+		}
+	}
+	return 0
+}
+
+func socketAddress(ip string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      corev3.SocketAddress_TCP,
+		Address:       ip,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

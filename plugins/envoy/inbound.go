@@ -1,0 +1,267 @@
+package envoy
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// InboundListenerPrefix starts the name of every inbound Listener; the
+// listening address "ip:port" follows. It is grpc-go's default
+// server_listener_resource_name_template, so xDS-enabled gRPC servers find
+// their Listener without configuration.
+const InboundListenerPrefix = "grpc/server?xds.resource.listening_address="
+
+// InboundRouteName names the RouteConfiguration of a Service port's
+// inbound Listeners.
+func InboundRouteName(namespace, name string, port int32) string {
+	return "inbound|" + namespace + "|" + name + "|" + portString(port)
+}
+
+// SPIFFEID is the identity a workload presents in its certificate's URI
+// SAN: the trust domain is the workload's cluster.
+func SPIFFEID(cluster, namespace, serviceAccount string) string {
+	return "spiffe://" + cluster + "/ns/" + namespace + "/sa/" + serviceAccount
+}
+
+// inboundListeners adds, for every ready endpoint of a Service served by
+// the node group, a Listener on the endpoint's address whose HTTP
+// connection manager enforces the AccessPolicies selecting the Service
+// with the RBAC filter, and the RouteConfiguration it loads over RDS.
+func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
+	aps := b.idx.accessFor(d)
+	var parents []policyv1alpha1.Policy
+	for _, ap := range aps {
+		parents = append(parents, ap)
+	}
+	eps := d.Cluster.Endpoints(d.Service.Namespace, d.Service.Name)
+	for _, sp := range d.Service.Spec.Ports {
+		if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		routeName := InboundRouteName(d.Service.Namespace, d.Service.Name, sp.Port)
+		var filters []*hcmv3.HttpFilter
+		if len(aps) > 0 {
+			filters = append(filters, httpFilter(RBACFilter, b.rbac(aps, servicePorts(sp, eps))))
+		}
+		filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+		hcm := &hcmv3.HttpConnectionManager{
+			StatPrefix: routeName,
+			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+				ConfigSource: adsConfigSource(), RouteConfigName: routeName,
+			}},
+			HttpFilters: filters,
+		}
+		added := false
+		for _, ep := range eps {
+			port := endpointPort(ep, sp)
+			if !ep.Ready || port == 0 {
+				continue
+			}
+			addr := net.JoinHostPort(ep.Address, portString(port))
+			b.set.add(ListenerType, &listenerv3.Listener{
+				Name:             InboundListenerPrefix + addr,
+				Address:          socketAddress(ep.Address, uint32(port)),
+				TrafficDirection: corev3.TrafficDirection_INBOUND,
+				FilterChains: []*listenerv3.FilterChain{{
+					Name: routeName,
+					Filters: []*listenerv3.Filter{{
+						Name:       HCMFilter,
+						ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)},
+					}},
+				}},
+			}, parents...)
+			added = true
+		}
+		if added {
+			b.set.add(RouteType, &routev3.RouteConfiguration{
+				Name: routeName,
+				VirtualHosts: []*routev3.VirtualHost{{
+					Name:    "inbound",
+					Domains: []string{"*"},
+					Routes: []*routev3.Route{{
+						Name:   "inbound",
+						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+						Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
+					}},
+				}},
+			})
+		}
+	}
+}
+
+// RBACPolicyName names the RBAC policy of an AccessPolicy.
+func RBACPolicyName(namespace, name string) string {
+	return "ns[" + namespace + "]-policy[" + name + "]"
+}
+
+// rbac builds the RBAC filter of a destination from the AccessPolicies
+// selecting it: an ALLOW filter with one policy per Allow policy, so that
+// a request no policy admits is denied (DenyAll policies add none).
+//
+// ports maps a Service port to the ports its endpoints listen on: an
+// AccessPolicy may name either, and RBAC sees the latter.
+func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, ports map[int32][]int32) *rbacfilterv3.RBAC {
+	rules := &rbacv3.RBAC{Action: rbacv3.RBAC_ALLOW, Policies: map[string]*rbacv3.Policy{}}
+	for _, ap := range aps {
+		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
+			continue
+		}
+		p, ok := b.rbacPolicy(ap, ports)
+		if ok {
+			rules.Policies[RBACPolicyName(ap.Namespace, ap.Name)] = p
+		}
+	}
+	return &rbacfilterv3.RBAC{Rules: rules}
+}
+
+// RBACPolicy translates an Allow AccessPolicy to an RBAC policy: its
+// permission requires a listed port, method and path (each list ORed,
+// empty lists ignored) and its principals are the From entries, each
+// requiring all its fields. ok is false for a policy with no clients.
+func RBACPolicy(ap *policyv1alpha1.AccessPolicy) (p *rbacv3.Policy, ok bool) {
+	return rbacPolicy(ap, nil)
+}
+
+// rbacPolicy is RBACPolicy with each port also standing for the endpoint
+// ports ports maps it to.
+func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports map[int32][]int32) (p *rbacv3.Policy, ok bool) {
+	var perms []*rbacv3.Permission
+	if len(ap.Spec.Ports) > 0 {
+		var or []*rbacv3.Permission
+		var seen []int32
+		for _, port := range ap.Spec.Ports {
+			for _, n := range append([]int32{port}, ports[port]...) {
+				if slices.Contains(seen, n) {
+					continue
+				}
+				seen = append(seen, n)
+				or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: uint32(n)}})
+			}
+		}
+		perms = append(perms, orPermissions(or))
+	}
+	if len(ap.Spec.Methods) > 0 {
+		var or []*rbacv3.Permission
+		for _, m := range ap.Spec.Methods {
+			or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+				Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(string(m))},
+			}}})
+		}
+		perms = append(perms, orPermissions(or))
+	}
+	if len(ap.Spec.Paths) > 0 {
+		var or []*rbacv3.Permission
+		for _, path := range ap.Spec.Paths {
+			sm := exact(path)
+			if prefix, ok := strings.CutSuffix(path, "*"); ok {
+				sm = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: prefix}}
+			}
+			or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{
+				Rule: &matcherv3.PathMatcher_Path{Path: sm},
+			}}})
+		}
+		perms = append(perms, orPermissions(or))
+	}
+	perm := &rbacv3.Permission{Rule: &rbacv3.Permission_Any{Any: true}}
+	if len(perms) > 0 {
+		perm = &rbacv3.Permission{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: perms}}}
+	}
+	p = &rbacv3.Policy{Permissions: []*rbacv3.Permission{perm}}
+	for _, from := range ap.Spec.From {
+		p.Principals = append(p.Principals, clientPrincipal(from))
+	}
+	return p, len(p.Principals) > 0
+}
+
+func (b *nodeBuilder) rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports map[int32][]int32) (*rbacv3.Policy, bool) {
+	p, ok := rbacPolicy(ap, ports)
+	if !ok {
+		b.idx.diags.add(sdk.Errorf(ap, "spec.from", "an Allow policy needs at least one client"))
+	}
+	return p, ok
+}
+
+func orPermissions(ps []*rbacv3.Permission) *rbacv3.Permission {
+	return &rbacv3.Permission{Rule: &rbacv3.Permission_OrRules{OrRules: &rbacv3.Permission_Set{Rules: ps}}}
+}
+
+func orPrincipals(ps []*rbacv3.Principal) *rbacv3.Principal {
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: ps}}}
+}
+
+// anySegment matches one path segment of a SPIFFE ID.
+const anySegment = "[^/]+"
+
+func authenticated(sm *matcherv3.StringMatcher) *rbacv3.Principal {
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: sm}}}
+}
+
+func regexMatcher(re string) *matcherv3.StringMatcher {
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}}
+}
+
+// clientPrincipal matches the clients of one ClientSelector by the SPIFFE
+// ID of their certificate (see SPIFFEID): each set field must match.
+func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
+	var ids []*rbacv3.Principal
+	if len(from.ServiceAccounts) > 0 {
+		var or []*rbacv3.Principal
+		for _, sa := range from.ServiceAccounts {
+			if sa.Cluster != "" {
+				or = append(or, authenticated(exact(SPIFFEID(sa.Cluster, sa.Namespace, sa.Name))))
+				continue
+			}
+			or = append(or, authenticated(regexMatcher(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s",
+				anySegment, regexp.QuoteMeta(sa.Namespace), regexp.QuoteMeta(sa.Name)))))
+		}
+		ids = append(ids, orPrincipals(or))
+	}
+	if len(from.Namespaces) > 0 {
+		var or []*rbacv3.Principal
+		for _, ns := range from.Namespaces {
+			or = append(or, authenticated(regexMatcher(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s",
+				anySegment, regexp.QuoteMeta(ns), anySegment))))
+		}
+		ids = append(ids, orPrincipals(or))
+	}
+	if len(from.Clusters) > 0 {
+		var or []*rbacv3.Principal
+		for _, c := range from.Clusters {
+			or = append(or, authenticated(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "spiffe://" + c + "/"}}))
+		}
+		ids = append(ids, orPrincipals(or))
+	}
+	if len(ids) == 0 {
+		// Any client with a certificate.
+		return authenticated(nil)
+	}
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_AndIds{AndIds: &rbacv3.Principal_Set{Ids: ids}}}
+}
+
+// servicePorts maps a Service port to the distinct ports its ready
+// endpoints listen on, in order.
+func servicePorts(sp corev1.ServicePort, eps []sdk.Endpoint) map[int32][]int32 {
+	var targets []int32
+	for _, ep := range eps {
+		if n := endpointPort(ep, sp); ep.Ready && n != 0 && n != sp.Port && !slices.Contains(targets, n) {
+			targets = append(targets, n)
+		}
+	}
+	slices.Sort(targets)
+	return map[int32][]int32{sp.Port: targets}
+}
