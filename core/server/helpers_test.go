@@ -4,6 +4,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"github.com/meshrelay/meshrelay/core/engine"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,3 +39,7 @@ func notAfter(t *testing.T, certPEM []byte) time.Time {
 func engineKey(cluster string) engine.OutputKey {
 	return engine.OutputKey{Cluster: cluster, Backend: "test"}
 }
+
+var nsGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
