@@ -30,8 +30,12 @@ type Linked struct {
 
 var _ Translator = (*Linked)(nil)
 
-// InProcess serves t in process and returns it as a Translator.
+// InProcess serves t in process and returns it as a Translator. A nil
+// logger discards the translator's logs.
 func InProcess(t sdk.Translator, logger *slog.Logger) (*Linked, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	d := t.Describe()
 	conn, stop, err := sdk.ServeInProcess(t)
 	if err != nil {
