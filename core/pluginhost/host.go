@@ -17,8 +17,12 @@ type Host struct {
 }
 
 // New returns a host for the plugins in dir's lock file. Nothing starts
-// until a plugin is called or Start is.
+// until a plugin is called or Start is. A nil logger discards the plugins'
+// logs.
 func New(dir string, logger *slog.Logger, opts Options) (*Host, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("plugin host options: %w", err)
 	}

@@ -1,0 +1,319 @@
+package discovery
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// Labels and names discovery recognizes.
+const (
+	// NetworkLabel is Istio's network label, on a Namespace or a gateway
+	// Service.
+	NetworkLabel = "topology.istio.io/network"
+	// GatewayPort is Istio's cross-network mTLS passthrough port.
+	GatewayPort = 15443
+	// DefaultTrustDomain is Istio's trust domain unless configured.
+	DefaultTrustDomain = "cluster.local"
+)
+
+// workload is the part of a Deployment, StatefulSet, DaemonSet or ReplicaSet
+// that Compute reads.
+type workload struct {
+	Kind     string            `json:"kind"`
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Template struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
+				Containers []struct {
+					Name  string `json:"name"`
+					Image string `json:"image"`
+					Env   []struct {
+						Name  string `json:"name"`
+						Value string `json:"value"`
+					} `json:"env"`
+				} `json:"containers"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// service is the part of a Service that Compute reads.
+type service struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Type        string   `json:"type"`
+		ExternalIPs []string `json:"externalIPs"`
+		Ports       []struct {
+			Name string `json:"name"`
+			Port int32  `json:"port"`
+		} `json:"ports"`
+	} `json:"spec"`
+	Status struct {
+		LoadBalancer struct {
+			Ingress []struct {
+				IP       string `json:"ip"`
+				Hostname string `json:"hostname"`
+			} `json:"ingress"`
+		} `json:"loadBalancer"`
+	} `json:"status"`
+}
+
+// Compute derives the internal discovery.meshrelay.io resources from a
+// cluster's objects:
+//
+//   - Mesh "istio" when an istiod Deployment exists: its namespace, version
+//     (image tag), trust domain (TRUST_DOMAIN or cluster.local) and network
+//     (label topology.istio.io/network on istiod's Namespace);
+//   - Mesh "cilium" when a cilium DaemonSet or cilium-operator Deployment
+//     exists;
+//   - Mesh "envoy" when workloads carry meshrelay.io/envoy-node, listing
+//     the label's values sorted and unique;
+//   - a Gateway per east-west gateway Service (label istio=eastwestgateway,
+//     or a LoadBalancer Service labelled topology.istio.io/network), with
+//     its load-balancer addresses (else its external IPs) and its
+//     cross-network port.
+//
+// Objects that cannot be decoded are ignored. The result is sorted by ID.
+// Compute skips the bodies of objects that cannot matter, so it costs little
+// on large clusters.
+func Compute(objects []snapshot.Resource) []snapshot.Resource {
+	var (
+		istiod, ciliumDS, ciliumOp *workload
+		envoyNodes                 []string
+		gateways                   []service
+		namespaces                 = map[string]map[string]string{}
+	)
+	for _, r := range objects {
+		id := r.ID
+		switch {
+		case id.Group == "apps" && workloadKinds[id.Kind]:
+			if !bytes.Contains(r.Body, []byte("istiod")) && !bytes.Contains(r.Body, []byte("cilium")) &&
+				!bytes.Contains(r.Body, []byte(discoveryv1alpha1.EnvoyNodeLabel)) {
+				continue
+			}
+			var w workload
+			if err := json.Unmarshal(r.Body, &w); err != nil {
+				continue
+			}
+			if v := w.Spec.Template.Metadata.Labels[discoveryv1alpha1.EnvoyNodeLabel]; v != "" {
+				envoyNodes = append(envoyNodes, v)
+			} else if v := w.Metadata.Labels[discoveryv1alpha1.EnvoyNodeLabel]; v != "" {
+				envoyNodes = append(envoyNodes, v)
+			}
+			switch {
+			case id.Kind == "Deployment" && isIstiod(&w):
+				if istiod == nil || preferIstiod(&w, istiod) {
+					istiod = &w
+				}
+			case id.Kind == "DaemonSet" && (w.Metadata.Name == "cilium" || w.Metadata.Labels["k8s-app"] == "cilium"):
+				if ciliumDS == nil {
+					ciliumDS = &w
+				}
+			case id.Kind == "Deployment" && (w.Metadata.Name == "cilium-operator" || w.Metadata.Labels["io.cilium/app"] == "operator"):
+				if ciliumOp == nil {
+					ciliumOp = &w
+				}
+			}
+		case id.Group == "" && id.Kind == "Service":
+			if !bytes.Contains(r.Body, []byte("eastwestgateway")) && !bytes.Contains(r.Body, []byte(NetworkLabel)) {
+				continue
+			}
+			var s service
+			if err := json.Unmarshal(r.Body, &s); err != nil {
+				continue
+			}
+			if s.Metadata.Labels["istio"] == "eastwestgateway" ||
+				(s.Spec.Type == "LoadBalancer" && s.Metadata.Labels[NetworkLabel] != "") {
+				gateways = append(gateways, s)
+			}
+		case id.Group == "" && id.Kind == "Namespace":
+			if !bytes.Contains(r.Body, []byte(NetworkLabel)) {
+				continue
+			}
+			var ns struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal(r.Body, &ns); err != nil {
+				continue
+			}
+			namespaces[ns.Metadata.Name] = ns.Metadata.Labels
+		}
+	}
+
+	var out []snapshot.Resource
+	add := func(obj any) {
+		body, err := json.Marshal(obj)
+		if err != nil {
+			return
+		}
+		r, err := snapshot.FromJSON(body)
+		if err != nil {
+			return
+		}
+		out = append(out, r)
+	}
+	meshNetwork := ""
+	if istiod != nil {
+		ns := istiod.Metadata.Namespace
+		meshNetwork = namespaces[ns][NetworkLabel]
+		image, env := mainContainer(istiod, "discovery")
+		trust := env["TRUST_DOMAIN"]
+		if trust == "" {
+			trust = DefaultTrustDomain
+		}
+		add(discoveryv1alpha1.Mesh{
+			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
+			ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshIstio},
+			Spec: discoveryv1alpha1.MeshSpec{
+				Type: discoveryv1alpha1.MeshIstio, Namespace: ns, Version: imageVersion(image),
+				TrustDomain: trust, Network: meshNetwork,
+			},
+		})
+	}
+	if c := cmp.Or(ciliumDS, ciliumOp); c != nil {
+		image, _ := mainContainer(c, "cilium-agent")
+		add(discoveryv1alpha1.Mesh{
+			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
+			ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshCilium},
+			Spec: discoveryv1alpha1.MeshSpec{
+				Type: discoveryv1alpha1.MeshCilium, Namespace: c.Metadata.Namespace, Version: imageVersion(image),
+			},
+		})
+	}
+	if len(envoyNodes) > 0 {
+		slices.Sort(envoyNodes)
+		add(discoveryv1alpha1.Mesh{
+			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
+			ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshEnvoy},
+			Spec:       discoveryv1alpha1.MeshSpec{Type: discoveryv1alpha1.MeshEnvoy, EnvoyNodes: slices.Compact(envoyNodes)},
+		})
+	}
+	for _, s := range gateways {
+		network := cmp.Or(s.Metadata.Labels[NetworkLabel], namespaces[s.Metadata.Namespace][NetworkLabel], meshNetwork)
+		add(discoveryv1alpha1.Gateway{
+			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Gateway"},
+			ObjectMeta: metav1.ObjectMeta{Name: s.Metadata.Name, Namespace: s.Metadata.Namespace},
+			Spec: discoveryv1alpha1.GatewaySpec{
+				Mesh:      discoveryv1alpha1.MeshIstio,
+				Addresses: gatewayAddresses(&s),
+				Port:      gatewayPort(&s),
+				Network:   network,
+			},
+		})
+	}
+	slices.SortFunc(out, func(a, b snapshot.Resource) int { return a.ID.Compare(b.ID) })
+	return out
+}
+
+// isIstiod reports whether a Deployment runs istiod (also revisioned, as
+// istiod-1-24).
+func isIstiod(w *workload) bool {
+	return w.Metadata.Name == "istiod" || strings.HasPrefix(w.Metadata.Name, "istiod-") ||
+		w.Metadata.Labels["app"] == "istiod"
+}
+
+// preferIstiod orders istiod candidates: the unrevisioned "istiod" first,
+// then by namespace and name.
+func preferIstiod(a, b *workload) bool {
+	if (a.Metadata.Name == "istiod") != (b.Metadata.Name == "istiod") {
+		return a.Metadata.Name == "istiod"
+	}
+	return cmp.Or(cmp.Compare(a.Metadata.Namespace, b.Metadata.Namespace), cmp.Compare(a.Metadata.Name, b.Metadata.Name)) < 0
+}
+
+// mainContainer returns the image and environment of the container called
+// name, or of the first container.
+func mainContainer(w *workload, name string) (string, map[string]string) {
+	cs := w.Spec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return "", nil
+	}
+	c := cs[0]
+	for _, cc := range cs {
+		if cc.Name == name {
+			c = cc
+			break
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	return c.Image, env
+}
+
+// imageVersion returns an image's tag without digest or variant suffix:
+// "docker.io/istio/pilot:1.24.0-distroless" gives "1.24.0",
+// "quay.io/cilium/cilium:v1.16.1@sha256:…" gives "v1.16.1".
+func imageVersion(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	colon := strings.LastIndex(image, ":")
+	if colon <= slash {
+		return ""
+	}
+	tag := image[colon+1:]
+	for _, suffix := range []string{"-distroless", "-debug"} {
+		tag = strings.TrimSuffix(tag, suffix)
+	}
+	return tag
+}
+
+// gatewayAddresses returns a gateway Service's load-balancer addresses, or
+// its external IPs when it has none, unique and in order.
+func gatewayAddresses(s *service) []string {
+	addrs := []string{}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if a := cmp.Or(in.IP, in.Hostname); a != "" && !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		for _, a := range s.Spec.ExternalIPs {
+			if a != "" && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return addrs
+}
+
+// gatewayPort returns a gateway Service's cross-network port: 15443 when it
+// exposes it, else the port named tls-istio-mtls or tls, else 15443.
+func gatewayPort(s *service) int32 {
+	byName := map[string]int32{}
+	for _, p := range s.Spec.Ports {
+		if p.Port == GatewayPort {
+			return GatewayPort
+		}
+		byName[p.Name] = p.Port
+	}
+	if p, ok := byName["tls-istio-mtls"]; ok {
+		return p
+	}
+	if p, ok := byName["tls"]; ok {
+		return p
+	}
+	return GatewayPort
+}
+
+// assemble builds a snapshot from discovered objects: the kept ones plus
+// what Compute derives from all of them.
+func assemble(version uint64, kept, all []snapshot.Resource) (*snapshot.Snapshot, error) {
+	rs := append(slices.Clip(kept), Compute(all)...)
+	s, err := snapshot.New(version, rs)
+	if err != nil {
+		return nil, fmt.Errorf("build snapshot: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,28 @@
+// Package discovery owns the agent's sources: what a workload cluster runs,
+// turned into the input snapshot the agent relays to the server.
+//
+// Two sources publish the same snapshot for the same objects:
+//
+//   - [Kube] watches a cluster with client-go informers: Services,
+//     EndpointSlices, Deployments, StatefulSets, DaemonSets, ReplicaSets,
+//     ServiceAccounts, Namespaces, Nodes (name and topology labels only), and,
+//     once their CRDs exist, Istio networking and security resources and
+//     meshrelay policies. CRDs that appear or go away later are followed.
+//   - [Dir] reads a directory of YAML (multi-document, recursive) and polls
+//     it for changes; a malformed file or document is logged and skipped.
+//
+// Both strip noise before hashing ([Normalize] adds kind-specific stripping
+// to [snapshot.Normalize]: Node status and most labels, EndpointSlice
+// condition churn, rollout annotations), so a snapshot is published only when
+// meaning changes, never for status-only churn. Both add the internal
+// resources [Compute] derives from the objects: discovery.meshrelay.io Mesh
+// and Gateway kinds.
+//
+// Both implement the agent's source contract:
+//
+//	src, err := discovery.NewKube(cfg, discovery.KubeOptions{Logger: log})
+//	err = src.Run(ctx, func(s *snapshot.Snapshot) { ... })
+//
+// Run blocks until ctx ends; publish is called from Run's goroutine with
+// complete, immutable snapshots whose versions count up from 1.
+package discovery

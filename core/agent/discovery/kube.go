@@ -1,0 +1,420 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// builtinResources are the Kubernetes resources every Kube source watches.
+var builtinResources = []schema.GroupVersionResource{
+	{Version: "v1", Resource: "services"},
+	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"},
+	{Group: "apps", Version: "v1", Resource: "deployments"},
+	{Group: "apps", Version: "v1", Resource: "statefulsets"},
+	{Group: "apps", Version: "v1", Resource: "daemonsets"},
+	{Group: "apps", Version: "v1", Resource: "replicasets"},
+	{Version: "v1", Resource: "serviceaccounts"},
+	{Version: "v1", Resource: "namespaces"},
+	{Version: "v1", Resource: "nodes"},
+}
+
+// crdResource identifies CustomResourceDefinitions.
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Kube discovers a cluster through its API server. Make one with NewKube;
+// Run may be called once.
+type Kube struct {
+	client dynamic.Interface
+	opts   KubeOptions
+	filter filter
+	log    *slog.Logger
+	groups map[string]bool
+
+	dirty chan struct{}
+
+	mu        sync.Mutex
+	informers map[schema.GroupVersionResource]*watched
+	// crdVersion maps a custom resource's group and plural to the version
+	// watched, so that a CRD's change of preferred version restarts it.
+	crdVersion map[schema.GroupResource]string
+}
+
+// watched is one running informer.
+type watched struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewKube returns a source watching the cluster at cfg.
+func NewKube(cfg *rest.Config, opts KubeOptions) (*Kube, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("kube discovery: %w", err)
+	}
+	opts.setDefaults()
+	f, err := opts.Filter.compile()
+	if err != nil {
+		return nil, fmt.Errorf("kube discovery: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "meshrelay-agent"
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube discovery: create client: %w", err)
+	}
+	groups := map[string]bool{}
+	for _, g := range opts.CRDGroups {
+		groups[g] = true
+	}
+	return &Kube{
+		client:     client,
+		opts:       opts,
+		filter:     f,
+		log:        opts.Logger,
+		groups:     groups,
+		dirty:      make(chan struct{}, 1),
+		informers:  map[schema.GroupVersionResource]*watched{},
+		crdVersion: map[schema.GroupResource]string{},
+	}, nil
+}
+
+// item is what the informers keep of an object: its name for the store's
+// key, its normalized resource, and whether the filter keeps it. Keeping
+// only this, not the object, bounds the memory a large cluster costs.
+type item struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	res  snapshot.Resource
+	kept bool
+}
+
+func (i *item) DeepCopyObject() runtime.Object { c := *i; return &c }
+
+// Run watches the cluster and publishes a snapshot once every informer has
+// synced, then again after each change of meaning, coalesced over the
+// debounce window. It returns nil when ctx ends.
+func (k *Kube) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		k.stopAll()
+	}()
+	for _, gvr := range builtinResources {
+		k.start(ctx, gvr, k.objectHandler())
+	}
+	k.start(ctx, crdResource, k.crdHandler(ctx))
+	k.markDirty()
+
+	var (
+		last    *snapshot.Snapshot
+		version uint64
+		timer   = time.NewTimer(0)
+	)
+	<-timer.C
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-k.dirty:
+		}
+		timer.Reset(k.opts.Debounce)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		if !k.synced() {
+			k.markDirtyLater(ctx)
+			continue
+		}
+		s, err := k.build(version + 1)
+		if err != nil {
+			// Two objects with one ID cannot come from one API server.
+			k.log.Error("build snapshot", "err", err)
+			continue
+		}
+		if last != nil && s.Equal(last) {
+			continue
+		}
+		version++
+		last = s
+		k.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
+		publish(s)
+	}
+}
+
+// markDirty asks Run's loop for a new snapshot.
+func (k *Kube) markDirty() {
+	select {
+	case k.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// markDirtyLater marks the source dirty again once informers may have
+// synced, without blocking the loop.
+func (k *Kube) markDirtyLater(ctx context.Context) {
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(k.opts.Debounce):
+			k.markDirty()
+		}
+	}()
+}
+
+// synced reports whether every running informer has listed its objects.
+func (k *Kube) synced() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.informers {
+		if !w.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// build collects every informer's items into a snapshot.
+func (k *Kube) build(version uint64) (*snapshot.Snapshot, error) {
+	k.mu.Lock()
+	var all, kept []snapshot.Resource
+	for gvr, w := range k.informers {
+		if gvr == crdResource {
+			continue
+		}
+		for _, o := range w.informer.GetStore().List() {
+			it, ok := o.(*item)
+			if !ok {
+				continue
+			}
+			all = append(all, it.res)
+			if it.kept {
+				kept = append(kept, it.res)
+			}
+		}
+	}
+	k.mu.Unlock()
+	return assemble(version, kept, all)
+}
+
+// start runs an informer for gvr unless one runs.
+func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cache.ResourceEventHandler) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.informers[gvr]; ok || ctx.Err() != nil {
+		return
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(k.client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	log := k.log.With("resource", gvr.String())
+	if gvr != crdResource {
+		if err := inf.SetTransform(k.transform(log)); err != nil {
+			log.Error("set informer transform", "err", err)
+			return
+		}
+	} else if err := inf.SetTransform(trimCRD); err != nil {
+		log.Error("set informer transform", "err", err)
+		return
+	}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		log.Error("add informer handler", "err", err)
+		return
+	}
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		log.Warn("watch failed, retrying", "err", err)
+	})
+	ictx, cancel := context.WithCancel(ctx)
+	w := &watched{informer: inf, cancel: cancel, done: make(chan struct{})}
+	k.informers[gvr] = w
+	go func() {
+		defer close(w.done)
+		inf.RunWithContext(ictx)
+	}()
+	log.Debug("watching")
+}
+
+// stop ends the informer for gvr, dropping its objects.
+func (k *Kube) stop(gvr schema.GroupVersionResource) {
+	k.mu.Lock()
+	w, ok := k.informers[gvr]
+	delete(k.informers, gvr)
+	k.mu.Unlock()
+	if !ok {
+		return
+	}
+	w.cancel()
+	<-w.done
+	k.log.Debug("stopped watching", "resource", gvr.String())
+	k.markDirty()
+}
+
+func (k *Kube) stopAll() {
+	k.mu.Lock()
+	ws := make([]*watched, 0, len(k.informers))
+	for _, w := range k.informers {
+		ws = append(ws, w)
+	}
+	k.informers = map[schema.GroupVersionResource]*watched{}
+	k.mu.Unlock()
+	for _, w := range ws {
+		w.cancel()
+		<-w.done
+	}
+}
+
+// transform turns a listed or watched object into an item. Objects that
+// cannot be identified are kept as unidentified items, which build skips.
+func (k *Kube) transform(log *slog.Logger) cache.TransformFunc {
+	return func(o any) (any, error) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return o, nil
+		}
+		it := &item{ObjectMeta: metav1.ObjectMeta{
+			Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion(),
+		}}
+		res, err := resourceOf(u.Object)
+		if err != nil {
+			log.Warn("skip object", "namespace", u.GetNamespace(), "name", u.GetName(), "err", err)
+			return it, nil
+		}
+		it.res = res
+		it.kept = k.filter.keepsObject(u.Object)
+		return it, nil
+	}
+}
+
+// objectHandler marks the source dirty when an object's meaning changes.
+func (k *Kube) objectHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { k.markDirty() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*item)
+			n, ok2 := newObj.(*item)
+			if ok1 && ok2 && o.res.Hash == n.res.Hash && o.res.ID == n.res.ID && o.kept == n.kept {
+				return
+			}
+			k.markDirty()
+		},
+		DeleteFunc: func(any) { k.markDirty() },
+	}
+}
+
+// crd is what the CRD informer keeps of a CustomResourceDefinition.
+type crd struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	group, plural, version string
+	established            bool
+}
+
+func (c *crd) DeepCopyObject() runtime.Object { x := *c; return &x }
+
+// trimCRD keeps a CRD's group, plural, preferred served version and whether
+// it is established.
+func trimCRD(o any) (any, error) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o, nil
+	}
+	c := &crd{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}}
+	c.group, _, _ = unstructured.NestedString(u.Object, "spec", "group")
+	c.plural, _, _ = unstructured.NestedString(u.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	var served []string
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		if ok, _ := m["served"].(bool); ok && name != "" {
+			served = append(served, name)
+		}
+	}
+	slices.SortFunc(served, func(a, b string) int { return version.CompareKubeAwareVersionStrings(a, b) })
+	if len(served) > 0 {
+		c.version = served[len(served)-1]
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, cond := range conds {
+		m, _ := cond.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			c.established = true
+		}
+	}
+	return c, nil
+}
+
+// crdHandler starts and stops informers for the custom resources of the
+// discovered groups as their CRDs come, change and go.
+func (k *Kube) crdHandler(ctx context.Context) cache.ResourceEventHandler {
+	sync := func(o any) {
+		c, ok := o.(*crd)
+		if !ok || !k.groups[c.group] || c.plural == "" {
+			return
+		}
+		gr := schema.GroupResource{Group: c.group, Resource: c.plural}
+		k.mu.Lock()
+		cur, has := k.crdVersion[gr]
+		k.mu.Unlock()
+		want := ""
+		if c.established && c.version != "" {
+			want = c.version
+		}
+		if has && cur == want {
+			return
+		}
+		if has {
+			k.stop(gr.WithVersion(cur))
+			k.mu.Lock()
+			delete(k.crdVersion, gr)
+			k.mu.Unlock()
+		}
+		if want == "" {
+			return
+		}
+		k.mu.Lock()
+		k.crdVersion[gr] = want
+		k.mu.Unlock()
+		k.start(ctx, gr.WithVersion(want), k.objectHandler())
+		k.markDirty()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    sync,
+		UpdateFunc: func(_, o any) { sync(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			c, ok := o.(*crd)
+			if !ok {
+				return
+			}
+			gr := schema.GroupResource{Group: c.group, Resource: c.plural}
+			k.mu.Lock()
+			cur, has := k.crdVersion[gr]
+			delete(k.crdVersion, gr)
+			k.mu.Unlock()
+			if has {
+				k.stop(gr.WithVersion(cur))
+			}
+		},
+	}
+}

@@ -1,0 +1,25 @@
+// Package sink owns the agent's sinks: making one backend's desired
+// resources, as delivered by the server, real in the cluster or on disk.
+//
+//   - [Kube] applies with server-side apply under its own field manager
+//     (meshrelay-agent, forcing conflicts), labels what it owns
+//     (app.kubernetes.io/managed-by=meshrelay and meshrelay.io/backend) and
+//     stamps the server that decided it (annotation meshrelay.io/server). It
+//     prunes what it owns and is no longer desired, only when asked to, and
+//     never touches an object it does not own: an existing object without
+//     the managed-by label is reported, not taken over. Its Run corrects
+//     drift (owned objects edited or deleted by someone else are re-applied
+//     and counted in meshrelay_agent_drift_corrections_total) and retries
+//     resources that failed, such as those whose CRD was missing, until they
+//     apply.
+//   - [Dir] writes each backend's resources as YAML files under
+//     PATH/<backend>/, atomically, removing files of resources no longer
+//     desired only when asked to prune.
+//
+// Both implement the agent's sink contract:
+//
+//	errs, err := s.Apply(ctx, "istio", desired, prune)
+//
+// where errs holds the resources that failed (absent ones succeeded) and err
+// is set only when nothing could be attempted.
+package sink
