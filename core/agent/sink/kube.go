@@ -42,6 +42,14 @@ const (
 	BackendLabel = "meshrelay.io/backend"
 	// ServerAnnotation names the server that decided the object.
 	ServerAnnotation = "meshrelay.io/server"
+	// PatchAnnotation "true" on a desired object marks a patch of an object
+	// the agent does not own, such as a user's Service annotated for
+	// Cilium global services: only the fields in the patch are applied,
+	// the object must already exist, and pruning releases those fields
+	// instead of deleting the object.
+	PatchAnnotation = "meshrelay.io/patch"
+	// PatchedByLabel names the backend whose patch an object carries.
+	PatchedByLabel = "meshrelay.io/patched-by"
 	// DefaultFieldManager is the agent's server-side apply field manager.
 	DefaultFieldManager = "meshrelay-agent"
 	// DefaultRetryInterval is how often failed resources are retried.
@@ -357,8 +365,16 @@ func (k *Kube) applyOne(ctx context.Context, backend string, r snapshot.Resource
 			return fmt.Errorf("get %s: %w", r.ID, err)
 		}
 	}
+	patch := isPatch(obj)
+	if patch && live == nil {
+		return fmt.Errorf("apply patch %s: the object to patch does not exist", r.ID)
+	}
 	if live != nil {
-		if err := owned(live, backend); err != nil {
+		if patch {
+			if err := patchable(live, backend); err != nil {
+				return fmt.Errorf("apply patch %s: %w", r.ID, err)
+			}
+		} else if err := owned(live, backend); err != nil {
 			return fmt.Errorf("apply %s: %w", r.ID, err)
 		}
 		if cached && !force && !k.isUnstable(backend, r) && matches(obj.Object, live.Object) {
@@ -394,6 +410,21 @@ func owned(live *unstructured.Unstructured, backend string) error {
 	return nil
 }
 
+// isPatch reports whether a stamped object is a patch of an object the
+// agent does not own.
+func isPatch(obj *unstructured.Unstructured) bool {
+	return obj.GetAnnotations()[PatchAnnotation] == "true"
+}
+
+// patchable reports whether live may take backend's patch: no other
+// backend patches it.
+func patchable(live *unstructured.Unstructured, backend string) error {
+	if b, ok := live.GetLabels()[PatchedByLabel]; ok && b != backend {
+		return fmt.Errorf("%s/%s is patched by backend %q: %w", live.GetKind(), live.GetName(), b, ErrNotOwned)
+	}
+	return nil
+}
+
 func (k *Kube) isUnstable(backend string, r snapshot.Resource) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -421,8 +452,14 @@ func (k *Kube) stamp(backend string, r snapshot.Resource) (*unstructured.Unstruc
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[ManagedByLabel] = ManagedByValue
-	lbls[BackendLabel] = backend
+	if u.GetAnnotations()[PatchAnnotation] == "true" {
+		// A patch never claims the object: pruning must not find it as owned.
+		delete(lbls, ManagedByLabel)
+		lbls[PatchedByLabel] = backend
+	} else {
+		lbls[ManagedByLabel] = ManagedByValue
+		lbls[BackendLabel] = backend
+	}
 	u.SetLabels(lbls)
 	if k.opts.ServerID != "" {
 		ann := u.GetAnnotations()
@@ -606,6 +643,10 @@ func (k *Kube) prune(ctx context.Context, backend string) map[snapshot.ID]error 
 	errs := map[snapshot.ID]error{}
 	pending := false
 	for _, gvr := range gvrs {
+		for id, err := range k.releasePatches(ctx, backend, gvr, wanted) {
+			errs[id] = err
+			pending = true
+		}
 		list, err := k.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: ownedSelector(backend)})
 		if err != nil {
 			k.log.Warn("list owned objects to prune", "backend", backend, "resource", gvr.String(), "err", err)
@@ -637,6 +678,38 @@ func (k *Kube) prune(ctx context.Context, backend string) map[snapshot.ID]error 
 	k.mu.Lock()
 	st.prunePending = pending
 	k.mu.Unlock()
+	return errs
+}
+
+// releasePatches removes backend's patches that are no longer desired from
+// the objects of one resource: an apply of nothing but the object's
+// identity with the same field manager gives up every field the patch set,
+// and the object itself stays.
+func (k *Kube) releasePatches(ctx context.Context, backend string, gvr schema.GroupVersionResource, wanted map[snapshot.ID]bool) map[snapshot.ID]error {
+	errs := map[snapshot.ID]error{}
+	list, err := k.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: PatchedByLabel + "=" + backend})
+	if err != nil {
+		k.log.Warn("list patched objects to release", "backend", backend, "resource", gvr.String(), "err", err)
+		return errs
+	}
+	for _, item := range list.Items {
+		gvk := item.GroupVersionKind()
+		id := snapshot.ID{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: item.GetNamespace(), Name: item.GetName()}
+		if wanted[unversioned(id)] {
+			continue
+		}
+		empty := &unstructured.Unstructured{}
+		empty.SetAPIVersion(item.GetAPIVersion())
+		empty.SetKind(item.GetKind())
+		empty.SetName(item.GetName())
+		empty.SetNamespace(item.GetNamespace())
+		ri := k.dyn.Resource(gvr).Namespace(item.GetNamespace())
+		if _, err := ri.Apply(ctx, item.GetName(), empty, metav1.ApplyOptions{FieldManager: k.opts.FieldManager, Force: true}); err != nil && !apierrors.IsNotFound(err) {
+			errs[id] = fmt.Errorf("release patch %s: %w", id, err)
+			continue
+		}
+		k.log.Info("released patch", "backend", backend, "id", id.String())
+	}
 	return errs
 }
 
