@@ -46,6 +46,11 @@ plugins'), and Redis used_memory with --store redis://.`,
 			if output != "table" && output != "json" && output != "yaml" {
 				return &exitError{code: 2, err: fmt.Errorf("--output must be table, yaml or json, not %q", output)}
 			}
+			// A thousand agents logging their connections would bury the
+			// report: warnings only, unless asked.
+			if !cmd.Flags().Changed("log-level") {
+				logs.level = "warn"
+			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
 				return err
@@ -118,15 +123,17 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("policy edit → each agent p50/p99/max", ms(r.PolicyLatency))
 	t.row("policy edit → all agents p50/p99/max", ms(r.PolicyAllLatency))
 	t.row("bytes per policy edit per agent (wire / payload)", kib(r.PolicyWireBytes)+" / "+kib(r.PolicyPayloadBytes))
+	t.row("server+plugins CPU per input change / policy edit", fmt.Sprintf("%.3f s / %.3f s", r.InputCPU, r.PolicyCPU))
 	t.row("idle traffic to agents", fmt.Sprintf("%.0f B/s", r.IdleWireBytesPerS))
 	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
 	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
 	t.row("server RSS per agent", kib(r.ServerBytesPerAgnt)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
 	t.row("plugins CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Plugins.CPUSeconds, mib(r.Plugins.PeakRSSBytes)))
-	t.row("plugins RSS per agent", kib(r.PluginBytesPerAgnt))
+	t.row("plugins RSS per agent", kib(r.PluginBytesPerAgnt)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.PluginRSSBefore), mib(r.PluginRSSConverged)))
 	if r.RedisUsedMemory > 0 {
 		t.row("redis used_memory", mib(r.RedisUsedMemory))
 	}
+	t.row("machine load average (1m) at the end", fmt.Sprintf("%.1f", r.LoadAverage))
 	t.row("bench process CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Client.CPUSeconds, mib(r.Client.PeakRSSBytes)))
 	return t.flush()
 }

@@ -1,6 +1,3 @@
-// Command meshrelay-plugin-netpol is an example meshrelay translator: it
-// turns AccessPolicies into Kubernetes NetworkPolicies. README.md walks
-// through writing it.
 package main
 
 import "github.com/meshrelay/meshrelay/sdk"
