@@ -64,6 +64,8 @@ type Options struct {
 
 // CycleStats describe one translation cycle.
 type CycleStats struct {
+	// Generation numbers the cycle; it grows by one per cycle.
+	Generation      uint64
 	Duration        time.Duration
 	ChangedClusters int
 	PoliciesChanged bool
@@ -204,6 +206,22 @@ func (e *Engine) touch() {
 	}
 }
 
+// Generation returns the number of the last cycle started; a cycle with a
+// higher number sees every change made before this call.
+func (e *Engine) Generation() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.generation
+}
+
+// Refresh asks for a cycle even when nothing changed, so that a caller can
+// wait for one that sees the current view.
+func (e *Engine) Refresh() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touch()
+}
+
 // Output returns the last output handed on for key.
 func (e *Engine) Output(key OutputKey) (Output, bool) {
 	e.mu.Lock()
@@ -267,6 +285,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	e.mu.Lock()
 	e.dirty = false
 	e.generation++
+	generation := e.generation
 	view := maps.Clone(e.clusters)
 	policies := e.policies
 	e.mu.Unlock()
@@ -308,7 +327,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	}
 	_ = g.Wait()
 
-	stats := CycleStats{}
+	stats := CycleStats{Generation: generation}
 	var wait time.Duration
 	var handOn []Output
 	e.mu.Lock()

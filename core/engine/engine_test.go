@@ -346,3 +346,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
+	var gens []uint64
+	var mu sync.Mutex
+	e := New([]Translator{newCounter("istio")}, Options{Debounce: time.Millisecond, OnCycle: func(c CycleStats) {
+		mu.Lock()
+		gens = append(gens, c.Generation)
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	before := e.Generation()
+	e.Refresh()
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(gens) > 0 && gens[len(gens)-1] > before
+	})
+}

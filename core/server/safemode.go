@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 )
@@ -96,19 +97,46 @@ func (s *Server) markFresh(cluster string) {
 	}
 }
 
-// safeModeEnded tells every agent it may prune now.
+// safeModeEnded arranges for pruning to be allowed once the engine has
+// translated a view holding every input that ended safe mode: outputs
+// computed before that may still lack the last cluster's resources, and
+// pruning them would delete what is about to come back.
 func (s *Server) safeModeEnded() {
 	s.m.safeMode.Set(0)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, st := range s.streams {
+	s.pruneAfter = s.engine.Generation()
+	s.mu.Unlock()
+	s.engine.Refresh()
+}
+
+// cycleDone records a finished engine cycle and, when it is the first to
+// see the view after safe mode ended, tells every agent it may prune now.
+func (s *Server) cycleDone(c engine.CycleStats) {
+	s.m.observeCycle(c)
+	s.mu.Lock()
+	wasAllowed := s.pruneAllowedLocked()
+	s.lastCycle = c.Generation
+	nowAllowed := s.pruneAllowedLocked()
+	var streams []*stream
+	if nowAllowed && !wasAllowed {
+		for _, st := range s.streams {
+			streams = append(streams, st)
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
 		st.notifyAll()
 	}
 }
 
-// pruneAllowed reports whether outputs may prune now.
+// pruneAllowed reports whether outputs may prune now: not in safe mode, and
+// the outputs come from a cycle that started after safe mode ended.
 func (s *Server) pruneAllowed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.safe.on
+	return s.pruneAllowedLocked()
+}
+
+func (s *Server) pruneAllowedLocked() bool {
+	return !s.safe.on && s.lastCycle > s.pruneAfter
 }

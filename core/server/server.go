@@ -95,6 +95,9 @@ type Server struct {
 	policies *snapshot.Snapshot
 	safe     safeMode
 	limiters map[string]*rate.Limiter
+	// pruneAfter is the engine generation current when safe mode ended;
+	// pruning waits for a finished cycle with a higher one (lastCycle).
+	pruneAfter, lastCycle uint64
 }
 
 type inputState struct {
@@ -144,7 +147,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
 		OnOutput: s.onOutput,
-		OnCycle:  s.m.observeCycle,
+		OnCycle:  s.cycleDone,
 		Logger:   s.log,
 	})
 	if err := s.loadCA(ctx); err != nil {
