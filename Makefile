@@ -23,9 +23,10 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## testdeps: install redis-server, etcd and protoc; build kube-apiserver.
+## testdeps: install redis-server, etcd and protoc; build kube-apiserver and helm.
 testdeps:
 	bash hack/testdeps.sh
+	bash hack/helm.sh
 
 ## test: everything CI needs — dependencies, unit and integration tests with -race, bounded fuzzing.
 test: testdeps
