@@ -75,9 +75,9 @@ lint:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
 
-## demo: the one-command demo on embedded defaults.
-demo:
-	$(GO) run ./cmd/meshrelay demo
+## demo: the one-command demo on embedded defaults (builds bin/ first).
+demo: build
+	$(BIN)/meshrelay demo
 
 clean:
 	rm -rf $(BIN)
