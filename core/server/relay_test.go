@@ -392,3 +392,25 @@ func TestAdminNeedsToken(t *testing.T) {
 		t.Fatalf("RegisterCluster without the admin token = %v, want Unauthenticated", err)
 	}
 }
+
+// The install-wide shared token, when enabled, registers any registered
+// cluster; without it, only the cluster's own token does.
+func TestSharedToken(t *testing.T) {
+	shared, err := pki.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := startServer(t, nil, "")
+	off.register("east")
+	if _, err := off.certificate("east", shared); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("shared token with the option off = %v, want Unauthenticated", err)
+	}
+	on := startServer(t, nil, "", func(o *Options) { o.SharedToken = shared })
+	on.register("east")
+	if _, err := on.certificate("east", shared); err != nil {
+		t.Fatalf("shared token with the option on = %v", err)
+	}
+	if _, err := on.certificate("nowhere", shared); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("shared token for an unregistered cluster = %v, want Unauthenticated", err)
+	}
+}
