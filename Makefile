@@ -15,7 +15,7 @@ FUZZTIME    ?= 20s
 TESTFLAGS   ?=
 BENCHTIME   ?= 1x
 
-.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench demo clean
+.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench bench-fleet demo clean
 
 all: build
 
@@ -74,6 +74,10 @@ lint:
 ## bench: Go benchmarks of the hot paths.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+## bench-fleet: meshrelay bench against a simulated fleet (AGENTS, SERVICES, DURATION).
+bench-fleet: build
+	$(BIN)/meshrelay bench --plugins $(BIN) --agents $${AGENTS:-100} --services $${SERVICES:-50} --duration $${DURATION:-30s}
 
 ## demo: the one-command demo on embedded defaults (builds bin/ first).
 demo: build

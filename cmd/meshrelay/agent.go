@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,15 +36,14 @@ type agentFlags struct {
 	metricsAddr string
 	kubeconfig  string
 	leaderElect bool
-	leaseNS     string
-	leaseName   string
+	lease       leader.Options
 	filter      discovery.Filter
 }
 
 func newAgentCommand(logs *logOptions) *cobra.Command {
 	opts := agent.DefaultOptions()
 	opts.Version = version
-	f := agentFlags{source: "kube", sinks: []string{"kube"}, xdsAddr: ":9977", metricsAddr: ":9988", leaseName: "meshrelay-agent"}
+	f := agentFlags{source: "kube", sinks: []string{"kube"}, xdsAddr: ":9977", metricsAddr: ":9988", lease: leader.Options{Name: "meshrelay-agent"}}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the relay agent of one workload cluster",
@@ -79,8 +79,7 @@ discovering, and resyncs on reconnect.`,
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
-	fs.StringVar(&f.leaseNS, "leader-elect-namespace", "", "namespace of the Lease (default: the pod's namespace, or default)")
-	fs.StringVar(&f.leaseName, "leader-elect-name", f.leaseName, "name of the Lease")
+	f.lease.AddFlags(fs)
 	fs.StringSliceVar(&f.filter.IncludeNamespaces, "include-namespaces", nil, "discover only these namespaces")
 	fs.StringSliceVar(&f.filter.ExcludeNamespaces, "exclude-namespaces", nil, "do not discover these namespaces")
 	fs.StringVar(&f.filter.ExcludeSelector, "exclude-selector", "", "do not discover objects matching this label selector")
@@ -204,17 +203,16 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 		g.Go(func() error { return work(ctx) })
 		return g.Wait()
 	}
-	ns := f.leaseNS
-	if ns == "" {
-		ns = os.Getenv("POD_NAMESPACE")
+	if f.lease.Namespace == "" {
+		f.lease.Namespace = cmp.Or(os.Getenv("POD_NAMESPACE"), "default")
 	}
-	if ns == "" {
-		ns = "default"
+	if f.lease.Identity == "" {
+		f.lease.Identity = os.Getenv("POD_NAME") // empty: host name and a random suffix
 	}
-	host, _ := os.Hostname()
+	f.lease.Logger = logger
 	g.Go(func() error {
 		var workErr error
-		err := leader.Run(ctx, cfg, leader.Options{Namespace: ns, Name: f.leaseName, Identity: host, Logger: logger}, func(ctx context.Context) {
+		err := leader.Run(ctx, cfg, f.lease, func(ctx context.Context) {
 			workErr = work(ctx)
 		})
 		return errors.Join(err, workErr)

@@ -114,8 +114,8 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t := newTable(w, "MEASURE", "VALUE")
 	t.row("fleet", fmt.Sprintf("%d agents × %d services (%d input resources each), store %s", r.Agents, r.Services, r.InputResources, r.Store))
 	t.row("agents connected", fmt.Sprintf("%d/%d", r.Connected, r.Agents))
-	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerS))
-	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSecs), r.FirstOutputs, r.Agents))
+	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerSecond))
+	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSeconds), r.FirstOutputs, r.Agents))
 	t.row("input changes", fmt.Sprintf("%d in %s (%.1f/s); %d coalesced, %d not received", r.InputChanges, secs(r.ChurnSeconds), r.Churn, r.InputCoalesced, r.InputLost))
 	t.row("input change → its agent p50/p99/max", ms(r.InputLatency))
 	t.row("bytes per input change (wire / payload)", kib(r.InputWireBytes)+" / "+kib(r.InputPayloadBytes))
@@ -127,9 +127,9 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("idle traffic to agents", fmt.Sprintf("%.0f B/s", r.IdleWireBytesPerS))
 	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
 	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
-	t.row("server RSS per agent", kib(r.ServerBytesPerAgnt)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
+	t.row("server RSS per agent", kib(r.ServerRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
 	t.row("plugins CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Plugins.CPUSeconds, mib(r.Plugins.PeakRSSBytes)))
-	t.row("plugins RSS per agent", kib(r.PluginBytesPerAgnt)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.PluginRSSBefore), mib(r.PluginRSSConverged)))
+	t.row("plugins RSS per agent", kib(r.PluginRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.PluginRSSBefore), mib(r.PluginRSSConverged)))
 	if r.RedisUsedMemory > 0 {
 		t.row("redis used_memory", mib(r.RedisUsedMemory))
 	}

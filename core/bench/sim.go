@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"google.golang.org/protobuf/proto"
+)
+
+// source is a simulated cluster's discovery: it publishes the snapshots it
+// is handed. Its Run is the agent's own source goroutine.
+type source struct {
+	first *snapshot.Snapshot
+	ch    chan *snapshot.Snapshot
+}
+
+func newSource(first *snapshot.Snapshot) *source {
+	return &source{first: first, ch: make(chan *snapshot.Snapshot, 4)}
+}
+
+func (s *source) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
+	publish(s.first)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case snap := <-s.ch:
+			publish(snap)
+		}
+	}
+}
+
+// set publishes snap, replacing a snapshot still waiting to be published.
+func (s *source) set(snap *snapshot.Snapshot) {
+	for {
+		select {
+		case s.ch <- snap:
+			return
+		default:
+		}
+		select {
+		case <-s.ch:
+		default:
+		}
+	}
+}
+
+// pending is a change the agent has not received yet.
+type pending struct {
+	service int
+	quoted  []byte // the marker as it appears in JSON
+	at      time.Time
+}
+
+// sim is one simulated agent: its agent, its inputs, and a sink that
+// discards outputs after noting which changes they carry.
+type sim struct {
+	index   int
+	cluster *Cluster
+	src     *source
+	agent   *agent.Agent
+	policy  *policyWatch
+
+	// payload counts the protobuf bytes of the output deltas received.
+	payload atomic.Int64
+	applies atomic.Int64
+	first   atomic.Int64 // unix nanoseconds of the first output, 0 before
+
+	mu       sync.Mutex
+	prev     map[string]*snapshot.Snapshot
+	waiting  []pending
+	inputLat []time.Duration
+	missed   int // changes superseded before they were seen
+}
+
+var _ agent.Sink = (*sim)(nil)
+
+// Apply notes what changed and discards the outputs.
+func (s *sim) Apply(_ context.Context, backend string, desired *snapshot.Snapshot, _ bool) (map[snapshot.ID]error, error) {
+	now := time.Now()
+	s.first.CompareAndSwap(0, now.UnixNano())
+	s.applies.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prev == nil {
+		s.prev = map[string]*snapshot.Snapshot{}
+	}
+	prev := s.prev[backend]
+	if prev == nil {
+		prev = snapshot.Empty
+	}
+	d := snapshot.Diff(prev, desired)
+	s.prev[backend] = desired
+	s.payload.Add(int64(proto.Size(snapshot.DeltaToProto(d, false))))
+	if len(s.waiting) > 0 {
+		s.matchInputs(d.Upserts, now)
+	}
+	s.policy.match(s.index, d.Upserts, now)
+	return nil, nil
+}
+
+// matchInputs records the changes whose marker arrived; older changes of
+// the same service count as arrived with it (their outputs were coalesced).
+func (s *sim) matchInputs(upserts []snapshot.Resource, now time.Time) {
+	kept := s.waiting[:0]
+	seen := map[int]int{} // service → index of the newest change seen
+	for i, p := range s.waiting {
+		for _, r := range upserts {
+			if bytes.Contains(r.Body, p.quoted) {
+				seen[p.service] = i
+				break
+			}
+		}
+	}
+	for i, p := range s.waiting {
+		newest, ok := seen[p.service]
+		switch {
+		case ok && i == newest:
+			s.inputLat = append(s.inputLat, now.Sub(p.at))
+		case ok && i < newest:
+			s.missed++
+		default:
+			kept = append(kept, p)
+		}
+	}
+	s.waiting = kept
+}
+
+// expect records a change made to the cluster's inputs.
+func (s *sim) expect(service int, marker string, at time.Time) {
+	s.mu.Lock()
+	s.waiting = append(s.waiting, pending{service: service, quoted: []byte(`"` + marker + `"`), at: at})
+	s.mu.Unlock()
+}
+
+// outstanding returns how many changes the agent has yet to receive.
+func (s *sim) outstanding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting)
+}
+
+// policyWatch tracks the current policy edit across the fleet.
+type policyWatch struct {
+	mu       sync.Mutex
+	quoted   []byte
+	at       time.Time
+	received []time.Duration // by agent index; 0 until received
+	count    int
+}
+
+func newPolicyWatch(agents int) *policyWatch {
+	return &policyWatch{received: make([]time.Duration, agents)}
+}
+
+// start begins tracking an edit whose marker appears in outputs as quoted.
+func (w *policyWatch) start(quoted string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.quoted, w.at, w.count = []byte(quoted), at, 0
+	clear(w.received)
+}
+
+func (w *policyWatch) match(agent int, upserts []snapshot.Resource, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.quoted == nil || w.received[agent] != 0 {
+		return
+	}
+	for _, r := range upserts {
+		if bytes.Contains(r.Body, w.quoted) {
+			w.received[agent] = max(now.Sub(w.at), 1)
+			w.count++
+			return
+		}
+	}
+}
+
+// done returns how many agents received the edit and their latencies.
+func (w *policyWatch) done() (int, []time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for _, d := range w.received {
+		if d != 0 {
+			out = append(out, d)
+		}
+	}
+	return w.count, out
+}
+
+// stop ends tracking.
+func (w *policyWatch) stop() {
+	w.mu.Lock()
+	w.quoted = nil
+	w.mu.Unlock()
+}
