@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -489,10 +488,4 @@ func (s *Server) touchLastSeen(ctx context.Context, now time.Time) {
 			s.log.Warn("record last seen", "cluster", name, "error", err)
 		}
 	}
-}
-
-// tokenHash hashes a token for comparison with stored hashes.
-func tokenHash(tok string) []byte {
-	h := sha256.Sum256([]byte(tok))
-	return h[:]
 }

@@ -26,8 +26,6 @@ type elector struct {
 	done    chan error
 	leading chan struct{} // closed when run starts
 	stopped chan struct{} // closed when run returns
-	mu      sync.Mutex
-	events  *[]string
 }
 
 func campaign(t *testing.T, k *testenv.Kube, ns, name string, events *[]string, mu *sync.Mutex, lease, renew time.Duration) *elector {

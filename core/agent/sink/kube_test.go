@@ -29,7 +29,6 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 var (
 	vsGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
-	drGVR = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
 	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	tpGVR = schema.GroupVersionResource{Group: "policy.meshrelay.io", Version: "v1alpha1", Resource: "trafficpolicies"}
 )
