@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -156,4 +158,74 @@ func BenchmarkKubeDiscovery10k(b *testing.B) {
 	}
 	b.ReportMetric(resources, "resources")
 	b.ReportMetric(heap, "heap-MiB")
+}
+
+// BenchmarkServiceChangeToSnapshot measures the time from a Service change
+// written to the API server to the snapshot carrying it leaving the
+// source, debounce included (the agent sends its delta right after).
+func BenchmarkServiceChangeToSnapshot(b *testing.B) {
+	for _, debounce := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
+		b.Run(debounce.String(), func(b *testing.B) {
+			k := testenv.SharedKube(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			dyn, err := dynamic.NewForConfig(k.Config())
+			if err != nil {
+				b.Fatal(err)
+			}
+			svcs := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace("default")
+			name := "bench-change-" + strconv.Itoa(int(debounce.Milliseconds()))
+			svc := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Service",
+				"metadata": map[string]any{"name": name, "labels": map[string]any{"rev": "0"}},
+				"spec":     map[string]any{"ports": []any{map[string]any{"port": int64(80)}}},
+			}}
+			if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			defer svcs.Delete(context.Background(), name, metav1.DeleteOptions{})
+
+			src, err := NewKube(k.Config(), KubeOptions{Debounce: debounce, Logger: quietLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			snaps := make(chan *snapshot.Snapshot, 64)
+			go func() { _ = src.Run(ctx, func(s *snapshot.Snapshot) { snaps <- s }) }()
+			revOf := func(s *snapshot.Snapshot) string {
+				r, ok := s.Get(snapshot.ID{Version: "v1", Kind: "Service", Namespace: "default", Name: name})
+				if !ok {
+					return ""
+				}
+				var obj struct {
+					Metadata struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"metadata"`
+				}
+				_ = r.Decode(&obj)
+				return obj.Metadata.Labels["rev"]
+			}
+			for s := range snaps {
+				if revOf(s) == "0" {
+					break
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				rev := strconv.Itoa(i + 1)
+				cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cur.SetLabels(map[string]string{"rev": rev})
+				if _, err := svcs.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				for s := range snaps {
+					if revOf(s) == rev {
+						break
+					}
+				}
+			}
+		})
+	}
 }
