@@ -211,10 +211,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
 
 	if opts.Serve {
-		tok, _ := os.ReadFile(srv.AdminTokenPath())
 		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status --server %s --ca-file %s --admin-token-file %s",
 			srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
-		_ = tok
 		<-ctx.Done()
 	}
 	cancel()
