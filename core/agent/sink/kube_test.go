@@ -400,6 +400,19 @@ spec:
 	}
 
 	k.InstallCRDs(t, "deploy/crds/policy.meshrelay.io_trafficpolicies.yaml")
+	// The apiserver is shared: leave it without the CRD, as this test found it.
+	t.Cleanup(func() {
+		crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+		name := "trafficpolicies.policy.meshrelay.io"
+		if err := crds.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete CRD: %v", err)
+			return
+		}
+		eventually(t, "the CRD to be gone", func() bool {
+			_, err := crds.Get(context.Background(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	})
 	eventually(t, "the TrafficPolicy is applied after its CRD is installed", func() bool {
 		return get(t, dyn, tpGVR, ns, "reviews-timeout") != nil
 	})
