@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/internal/testenv"
@@ -69,30 +68,16 @@ func TestGoldenDeterministic(t *testing.T) {
 	}
 }
 
-var plugin struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
-
-// pluginBinary builds cmd/meshrelay-plugin-cilium once per test binary.
+// pluginBinary builds cmd/meshrelay-plugin-cilium into the test's
+// temporary directory.
 func pluginBinary(t *testing.T) string {
 	t.Helper()
-	plugin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "meshrelay-plugin-cilium-")
-		if err != nil {
-			plugin.err = err
-			return
-		}
-		plugin.path = filepath.Join(dir, "meshrelay-plugin-cilium")
-		cmd := exec.Command("go", "build", "-o", plugin.path, "github.com/meshrelay/meshrelay/cmd/meshrelay-plugin-cilium")
-		plugin.out, plugin.err = cmd.CombinedOutput()
-	})
-	if plugin.err != nil {
-		t.Fatalf("build plugin: %v\n%s", plugin.err, plugin.out)
+	path := filepath.Join(t.TempDir(), "meshrelay-plugin-cilium")
+	cmd := exec.Command("go", "build", "-o", path, "github.com/meshrelay/meshrelay/cmd/meshrelay-plugin-cilium")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out)
 	}
-	return plugin.path
+	return path
 }
 
 // TestGoldenPlugin runs the real plugin process, started through
@@ -103,7 +88,6 @@ func TestGoldenPlugin(t *testing.T) {
 		t.Skip("builds and starts the plugin binary")
 	}
 	bin := pluginBinary(t)
-	defer os.RemoveAll(filepath.Dir(bin))
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
 			got := sdktest.RunPlugin(t, bin, fixturePath(name))
