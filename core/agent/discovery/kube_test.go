@@ -312,6 +312,15 @@ func TestKubeComputedAndCRDs(t *testing.T) {
 	}
 	col := startKube(t, k, KubeOptions{Filter: Filter{ExcludeNamespaces: []string{istioNS}}})
 
+	// The apiserver is shared and runs no namespace controller: remove the
+	// control plane afterwards so later runs find only their own.
+	t.Cleanup(func() {
+		err := c.dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(istioNS).
+			Delete(context.Background(), "istiod", metav1.DeleteOptions{})
+		if err != nil {
+			t.Errorf("delete istiod: %v", err)
+		}
+	})
 	c.createYAML(istioNS, `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: istiod, labels: {app: istiod}}
