@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -412,4 +413,70 @@ func register(ts *testServer, name string) error {
 		return fmt.Errorf("register %s: %w", name, err)
 	}
 	return nil
+}
+
+// BenchmarkOutOfProcessRatio runs the same Istio translator on the same
+// 200-cluster fleet (50 services each) in process and as a real plugin
+// process started through go-plugin: a full translation (the whole fleet
+// view sent and every output returned) and a one-cluster change. The ratio
+// of the two is the cost of running translators out of process.
+func BenchmarkOutOfProcessRatio(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "meshrelay-plugin-istio")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshrelay/meshrelay/cmd/meshrelay-plugin-istio").CombinedOutput(); err != nil {
+		b.Fatalf("build plugin: %v\n%s", err, out)
+	}
+	dir := b.TempDir()
+	if _, err := pluginhost.Install(dir, bin, ""); err != nil {
+		b.Fatal(err)
+	}
+	var clusters []*Cluster
+	var update pluginhost.Update
+	update.Full = true
+	for i := range 200 {
+		c, err := NewCluster(i, 50)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := c.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		clusters = append(clusters, c)
+		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
+	}
+	update.PolicyUpserts = policies(b, "p0").Resources()
+	for _, mode := range []string{"inprocess", "process"} {
+		b.Run(mode, func(b *testing.B) {
+			var t engine.Translator
+			if mode == "inprocess" {
+				l, err := pluginhost.InProcess(istio.New(), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				t = l
+			} else {
+				host, err := pluginhost.New(dir, nil, pluginhost.DefaultOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer host.Close()
+				if err := host.Start(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				t = host.Plugins()[0]
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				res, err := t.Translate(ctx, update)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Outputs) != len(clusters) {
+					b.Fatalf("%d outputs, want %d", len(res.Outputs), len(clusters))
+				}
+			}
+		})
+	}
 }
