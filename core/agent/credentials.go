@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/pki"
@@ -27,11 +28,20 @@ const (
 )
 
 // credentialSet is the agent's identity: the CA bundle it trusts and, under
-// mTLS, its client certificate.
+// mTLS, its client certificate. The renewal loop replaces them while the
+// relay loop dials, so they are read and written under mu.
 type credentialSet struct {
+	mu    sync.Mutex
 	roots *x509.CertPool
 	cert  *pki.Reloader
 	leaf  *x509.Certificate
+}
+
+// get returns the current roots, certificate source and leaf.
+func (c *credentialSet) get() (*x509.CertPool, *pki.Reloader, *x509.Certificate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.roots, c.cert, c.leaf
 }
 
 // token reads the relay identity token.
@@ -103,9 +113,10 @@ func (a *Agent) dial(withCert bool) (*grpc.ClientConn, error) {
 	if a.opts.Insecure {
 		creds = insecure.NewCredentials()
 	} else {
-		opts := pki.ClientTLSOptions{RootCAs: a.creds.roots, ServerName: a.serverName()}
-		if withCert && a.creds.cert != nil {
-			opts.Certificate = a.creds.cert
+		roots, cert, _ := a.creds.get()
+		opts := pki.ClientTLSOptions{RootCAs: roots, ServerName: a.serverName()}
+		if withCert && cert != nil {
+			opts.Certificate = cert
 		}
 		creds = credentials.NewTLS(pki.ClientTLSConfig(opts))
 	}
@@ -125,15 +136,19 @@ func (a *Agent) ensureCredentials(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.creds.mu.Lock()
 	a.creds.roots = roots
+	a.creds.mu.Unlock()
 	if a.opts.Mode == "tls" {
 		return nil
 	}
 	if cert, err := tls.LoadX509KeyPair(filepath.Join(a.opts.StateDir, certFile), filepath.Join(a.opts.StateDir, keyFile)); err == nil {
 		leaf, perr := x509.ParseCertificate(cert.Certificate[0])
 		if perr == nil && time.Now().Before(leaf.NotAfter) {
-			if a.creds.cert, err = pki.NewReloader(&cert); err == nil {
-				a.creds.leaf = leaf
+			if r, err := pki.NewReloader(&cert); err == nil {
+				a.creds.mu.Lock()
+				a.creds.cert, a.creds.leaf = r, leaf
+				a.creds.mu.Unlock()
 				a.log.Info("using stored certificate", "expires", leaf.NotAfter)
 				return nil
 			}
@@ -166,7 +181,8 @@ func (a *Agent) register(ctx context.Context) error {
 	if err := a.storeCertificate(key, resp); err != nil {
 		return err
 	}
-	a.log.Info("registered", "expires", a.creds.leaf.NotAfter)
+	_, _, leaf := a.creds.get()
+	a.log.Info("registered", "expires", leaf.NotAfter)
 	return nil
 }
 
@@ -190,7 +206,8 @@ func (a *Agent) renew(ctx context.Context) error {
 	if err := a.storeCertificate(key, resp); err != nil {
 		return err
 	}
-	a.log.Info("certificate renewed", "expires", a.creds.leaf.NotAfter)
+	_, _, leaf := a.creds.get()
+	a.log.Info("certificate renewed", "expires", leaf.NotAfter)
 	return nil
 }
 
@@ -220,16 +237,21 @@ func (a *Agent) storeCertificate(keyPEM []byte, resp *relayv1.Certificate) error
 	if err != nil {
 		return fmt.Errorf("server sent an unusable certificate: %w", err)
 	}
+	a.creds.mu.Lock()
 	if a.creds.cert == nil {
-		if a.creds.cert, err = pki.NewReloader(&cert); err != nil {
-			return err
-		}
-	} else if err := a.creds.cert.Store(&cert); err != nil {
-		return err
+		a.creds.cert, err = pki.NewReloader(&cert)
+	} else {
+		err = a.creds.cert.Store(&cert)
 	}
-	a.creds.leaf = leaf
-	if pool := x509.NewCertPool(); len(resp.GetCaBundle()) > 0 && pool.AppendCertsFromPEM(resp.GetCaBundle()) {
-		a.creds.roots = pool
+	if err == nil {
+		a.creds.leaf = leaf
+		if pool := x509.NewCertPool(); len(resp.GetCaBundle()) > 0 && pool.AppendCertsFromPEM(resp.GetCaBundle()) {
+			a.creds.roots = pool
+		}
+	}
+	a.creds.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	if a.opts.StateDir == "" {
 		return nil
@@ -259,7 +281,8 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 	}
 	retry := time.Second
 	for {
-		wait := time.Until(pki.RenewAt(a.creds.leaf))
+		_, _, leaf := a.creds.get()
+		wait := time.Until(pki.RenewAt(leaf))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -267,7 +290,7 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 		}
 		if err := a.renew(ctx); err != nil {
 			a.log.Warn("renew certificate; retrying", "error", err, "retry_in", retry)
-			if time.Now().After(a.creds.leaf.NotAfter) {
+			if time.Now().After(leaf.NotAfter) {
 				// Expired: fall back to the token.
 				if rerr := a.register(ctx); rerr == nil {
 					retry = time.Second

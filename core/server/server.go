@@ -97,6 +97,8 @@ type Server struct {
 	// pruneAfter is the engine generation current when safe mode ended;
 	// pruning waits for a finished cycle with a higher one (lastCycle).
 	pruneAfter, lastCycle uint64
+	// parents caches output resources' parent policies for status folding.
+	parents map[snapshot.Hash][]string
 }
 
 type inputState struct {

@@ -170,12 +170,13 @@ func (s *Server) policyStatuses() []policyStatus {
 		errors          []string
 	}
 	reaches := map[string]*reach{}
+	parents := s.parentIndex()
 	for _, ci := range s.engine.Clusters() {
 		for backend, o := range s.engine.Outputs(ci.Name) {
 			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
 			current := acked && a.hash == o.Snapshot.Hash()
 			for r := range o.Snapshot.All() {
-				for _, parent := range parentsOf(r) {
+				for _, parent := range parents.of(r) {
 					rc := reaches[parent]
 					if rc == nil {
 						rc = &reach{targets: map[string]bool{}, failed: map[string]bool{}}
@@ -192,6 +193,7 @@ func (s *Server) policyStatuses() []policyStatus {
 			}
 		}
 	}
+	parents.done()
 	diags := s.engine.Diagnostics()
 
 	var out []policyStatus
@@ -270,6 +272,39 @@ func (s *Server) policyStatuses() []policyStatus {
 			cmp.Compare(a.ref.Name, b.ref.Name), cmp.Compare(a.ref.SourceCluster, b.ref.SourceCluster))
 	})
 	return out
+}
+
+// parentIndex remembers the parent policies of output resources by content
+// hash, so that folding status does not decode every output object each
+// time. Each fold keeps only the entries it used.
+type parentIndex struct {
+	s          *Server
+	prev, next map[snapshot.Hash][]string
+}
+
+func (s *Server) parentIndex() *parentIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &parentIndex{s: s, prev: s.parents, next: make(map[snapshot.Hash][]string, len(s.parents))}
+}
+
+func (p *parentIndex) of(r snapshot.Resource) []string {
+	if ps, ok := p.next[r.Hash]; ok {
+		return ps
+	}
+	ps, ok := p.prev[r.Hash]
+	if !ok {
+		ps = parentsOf(r)
+	}
+	p.next[r.Hash] = ps
+	return ps
+}
+
+// done keeps the entries this fold used for the next one.
+func (p *parentIndex) done() {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	p.s.parents = p.next
 }
 
 // parentsOf returns the parent policies an output resource names.
