@@ -765,20 +765,8 @@ func pluginBinaries(ctx context.Context, opts Options, work string) (map[string]
 	if opts.Plugins == "" {
 		dirs = append(dirs, filepath.Dir(opts.Executable))
 	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		found := map[string]string{}
-		for _, name := range Plugins {
-			p := filepath.Join(d, "meshrelay-plugin-"+name)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() {
-				found[name] = p
-			}
-		}
-		if len(found) == len(Plugins) {
-			return found, nil
-		}
+	if found, ok := pluginhost.FindBinaries(Plugins, dirs...); ok {
+		return found, nil
 	}
 	if opts.Plugins != "" {
 		return nil, fmt.Errorf("--plugins %s does not hold meshrelay-plugin-{%s}", opts.Plugins, strings.Join(Plugins, ","))
@@ -787,21 +775,9 @@ func pluginBinaries(ctx context.Context, opts Options, work string) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	out := filepath.Join(work, "bin")
-	args := []string{"build", "-o", out + string(filepath.Separator)}
-	for _, name := range Plugins {
-		args = append(args, "./cmd/meshrelay-plugin-"+name)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build plugins (or pass --plugins): %w\n%s", err, stderr.String())
-	}
-	found := map[string]string{}
-	for _, name := range Plugins {
-		found[name] = filepath.Join(out, "meshrelay-plugin-"+name)
+	found, err := pluginhost.BuildBinaries(ctx, root, filepath.Join(work, "bin"), Plugins)
+	if err != nil {
+		return nil, fmt.Errorf("%w (or pass --plugins)", err)
 	}
 	return found, nil
 }

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/x509"
@@ -12,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -241,7 +239,7 @@ func findRoot() (string, error) {
 	}
 }
 
-// pluginBinaries finds or builds the three plugin binaries.
+// pluginBinaries finds the three plugin binaries, or builds them.
 func pluginBinaries(ctx context.Context, opts Options, out string, say func(string, ...any)) (map[string]string, error) {
 	dirs := []string{opts.PluginDir}
 	if opts.PluginDir == "" {
@@ -250,42 +248,14 @@ func pluginBinaries(ctx context.Context, opts Options, out string, say func(stri
 		}
 		dirs = append(dirs, filepath.Join(opts.Root, "bin"))
 	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		found := map[string]string{}
-		for _, name := range Plugins {
-			p := filepath.Join(d, "meshrelay-plugin-"+name)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() {
-				found[name] = p
-			}
-		}
-		if len(found) == len(Plugins) {
-			return found, nil
-		}
+	if found, ok := pluginhost.FindBinaries(Plugins, dirs...); ok {
+		return found, nil
 	}
 	if opts.PluginDir != "" {
 		return nil, fmt.Errorf("plugin binaries meshrelay-plugin-{%s} not found in %s", strings.Join(Plugins, ","), opts.PluginDir)
 	}
 	say("  building the plugins with the Go toolchain (the first build takes a few minutes) …")
-	binDir := filepath.Join(out, "bin")
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
-	for _, name := range Plugins {
-		args = append(args, "./cmd/meshrelay-plugin-"+name)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = opts.Root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build plugins: %w\n%s", err, stderr.String())
-	}
-	found := map[string]string{}
-	for _, name := range Plugins {
-		found[name] = filepath.Join(binDir, "meshrelay-plugin-"+name)
-	}
-	return found, nil
+	return pluginhost.BuildBinaries(ctx, opts.Root, filepath.Join(out, "bin"), Plugins)
 }
 
 func adminClient(ctx context.Context, srv *server.Server) (relayv1.AdminClient, context.Context, func(), error) {
