@@ -3,7 +3,6 @@ package sdk
 import (
 	"cmp"
 	"encoding/json"
-	"maps"
 	"slices"
 	"sync"
 
@@ -19,6 +18,13 @@ import (
 // cluster's name.
 const SourceClusterAnnotation = "meshrelay.io/source-cluster"
 
+// Kinds of policies, as the fleet's read records name them.
+const (
+	kindTrafficPolicy      = "TrafficPolicy"
+	kindAccessPolicy       = "AccessPolicy"
+	kindVirtualDestination = "VirtualDestination"
+)
+
 // objectKey identifies an object in a cluster's inputs.
 type objectKey struct {
 	Group, Version, Kind, Namespace, Name string
@@ -29,50 +35,90 @@ func (k objectKey) compare(o objectKey) int {
 		cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name), cmp.Compare(k.Version, o.Version))
 }
 
-// Fleet is the view a translator reads: every cluster and every valid policy.
-// It is read-only; a Fleet may be shared between calls, so translators must
-// not modify what it returns.
-type Fleet struct {
-	clusters []*Cluster
-	byName   map[string]*Cluster
+// fleetData is one state of the fleet, shared by every view of it.
+type fleetData struct {
+	clusters []*clusterData
+	byName   map[string]*clusterData
 	traffic  []*policyv1alpha1.TrafficPolicy
 	access   []*policyv1alpha1.AccessPolicy
 	virtual  []*policyv1alpha1.VirtualDestination
+	// shared holds the values of [Shared]; nil outside a session.
+	shared *sharedValues
 }
 
-// Clusters returns every cluster, sorted by name.
-func (f *Fleet) Clusters() []*Cluster { return f.clusters }
+// Fleet is the view a translator reads: every cluster and every valid policy.
+// It is read-only; a Fleet may be shared between calls, so translators must
+// not modify what it returns.
+//
+// The Fleet given to [TargetTranslator.TranslateTarget] records what the
+// computation reads through it — which clusters, which kinds and objects,
+// which selectors, which policies — so that the SDK knows which targets a
+// later change concerns. Everything a target's outputs depend on must be
+// read through it.
+type Fleet struct {
+	d   *fleetData
+	rec *recorder // nil when reads are not recorded
+}
+
+// Clusters returns every cluster, sorted by name. A target computation that
+// calls it depends on every cluster's presence, staleness and meshes.
+func (f *Fleet) Clusters() []*Cluster {
+	f.rec.add(read{op: readList})
+	return f.handles(f.d.clusters)
+}
+
+func (f *Fleet) handles(cds []*clusterData) []*Cluster {
+	out := make([]*Cluster, len(cds))
+	for i, cd := range cds {
+		out[i] = cd.handle(f.rec)
+	}
+	return out
+}
 
 // Cluster returns the named cluster.
 func (f *Fleet) Cluster(name string) (*Cluster, bool) {
-	c, ok := f.byName[name]
-	return c, ok
+	f.rec.add(read{op: readMeta, cluster: name})
+	cd, ok := f.d.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return cd.handle(f.rec), true
 }
 
 // ClustersWithMesh returns the clusters where discovery found the mesh type
 // (istio, cilium, envoy), sorted by name.
 func (f *Fleet) ClustersWithMesh(mesh string) []*Cluster {
+	f.rec.add(read{op: readList, name: mesh})
 	var out []*Cluster
-	for _, c := range f.clusters {
-		if c.HasMesh(mesh) {
-			out = append(out, c)
+	for _, cd := range f.d.clusters {
+		if slices.Contains(cd.meshes, mesh) {
+			out = append(out, cd.handle(f.rec))
 		}
 	}
 	return out
 }
 
 // TrafficPolicies returns the valid TrafficPolicies, sorted by namespace and name.
-func (f *Fleet) TrafficPolicies() []*policyv1alpha1.TrafficPolicy { return f.traffic }
+func (f *Fleet) TrafficPolicies() []*policyv1alpha1.TrafficPolicy {
+	f.rec.add(read{op: readPolicies, kind: kindTrafficPolicy})
+	return f.d.traffic
+}
 
 // AccessPolicies returns the valid AccessPolicies, sorted by namespace and name.
-func (f *Fleet) AccessPolicies() []*policyv1alpha1.AccessPolicy { return f.access }
+func (f *Fleet) AccessPolicies() []*policyv1alpha1.AccessPolicy {
+	f.rec.add(read{op: readPolicies, kind: kindAccessPolicy})
+	return f.d.access
+}
 
 // VirtualDestinations returns the valid VirtualDestinations, sorted by namespace and name.
-func (f *Fleet) VirtualDestinations() []*policyv1alpha1.VirtualDestination { return f.virtual }
+func (f *Fleet) VirtualDestinations() []*policyv1alpha1.VirtualDestination {
+	f.rec.add(read{op: readPolicies, kind: kindVirtualDestination})
+	return f.d.virtual
+}
 
 // VirtualDestination returns the VirtualDestination with the given namespace and name.
 func (f *Fleet) VirtualDestination(namespace, name string) (*policyv1alpha1.VirtualDestination, bool) {
-	for _, vd := range f.virtual {
+	for _, vd := range f.VirtualDestinations() {
 		if vd.Namespace == namespace && vd.Name == name {
 			return vd, true
 		}
@@ -86,42 +132,98 @@ type Destination struct {
 	Service *corev1.Service
 }
 
-// Select returns the Services matching any of the selectors, sorted by
-// cluster, namespace and name. An empty selector list matches nothing; an
-// empty selector matches every Service.
+// Select returns the Services of every cluster matching any of the
+// selectors, sorted by cluster, namespace and name. An empty selector list
+// matches nothing; an empty selector matches every Service.
+//
+// A target computation that calls Select depends on which Services match and
+// on the content of each one that does; a change to a Service that matches
+// neither before nor after does not concern it. When a target's outputs
+// depend only on its own cluster's Services, [Cluster.Select] is cheaper.
 func (f *Fleet) Select(selectors []policyv1alpha1.DestinationSelector) []Destination {
+	if len(selectors) == 0 {
+		return nil
+	}
+	f.rec.addSelect("", selectors)
 	var out []Destination
-	for _, c := range f.clusters {
-		for _, svc := range c.Services() {
-			for _, sel := range selectors {
-				if Matches(sel, c.Name, svc) {
-					out = append(out, Destination{Cluster: c, Service: svc})
-					break
-				}
+	for _, cd := range f.d.clusters {
+		var h *Cluster
+		for _, svc := range cd.selectServices(selectors) {
+			if h == nil {
+				h = cd.handle(f.rec)
 			}
+			f.rec.add(read{op: readObject, cluster: cd.name, kind: "Service", namespace: svc.Namespace, name: svc.Name})
+			out = append(out, Destination{Cluster: h, Service: svc})
 		}
 	}
 	return out
 }
 
+// SelectsAny reports whether any Service of the fleet matches one of the
+// selectors. A target computation that calls it depends only on whether
+// Services start or stop matching, not on their content.
+func (f *Fleet) SelectsAny(selectors []policyv1alpha1.DestinationSelector) bool {
+	if len(selectors) == 0 {
+		return false
+	}
+	f.rec.addSelect("", selectors)
+	for _, cd := range f.d.clusters {
+		if len(cd.selectServices(selectors)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Matches reports whether a Service in cluster matches the selector: each
 // non-empty field of the selector must match.
 func Matches(sel policyv1alpha1.DestinationSelector, cluster string, svc *corev1.Service) bool {
+	return matchesMeta(sel, cluster, svc.Namespace, svc.Name, svc.Labels)
+}
+
+func matchesMeta(sel policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
 	if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, cluster) {
 		return false
 	}
-	if len(sel.Namespaces) > 0 && !slices.Contains(sel.Namespaces, svc.Namespace) {
+	if len(sel.Namespaces) > 0 && !slices.Contains(sel.Namespaces, namespace) {
 		return false
 	}
-	if len(sel.Names) > 0 && !slices.Contains(sel.Names, svc.Name) {
+	if len(sel.Names) > 0 && !slices.Contains(sel.Names, name) {
 		return false
 	}
 	for k, v := range sel.Labels {
-		if svc.Labels[k] != v {
+		if labels[k] != v {
 			return false
 		}
 	}
 	return true
+}
+
+// matchesAny reports whether a Service matches one of the selectors.
+func matchesAny(sels []policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
+	for _, sel := range sels {
+		if matchesMeta(sel, cluster, namespace, name, labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterData is one workload cluster's inputs, shared by every view of it
+// and decoded on demand, once.
+type clusterData struct {
+	name    string
+	stale   bool
+	meshes  []string
+	objects map[objectKey][]byte
+
+	mu    sync.Mutex
+	cache map[string]any
+}
+
+// handle returns a view of the cluster that records reads into rec.
+func (cd *clusterData) handle(rec *recorder) *Cluster {
+	return &Cluster{Name: cd.name, Stale: cd.stale, d: cd, rec: rec}
 }
 
 // Cluster is one workload cluster's inputs, decoded on demand.
@@ -132,68 +234,102 @@ type Cluster struct {
 	// inputs still count.
 	Stale bool
 
-	meshes  []string
-	objects map[objectKey][]byte
+	d   *clusterData
+	rec *recorder
+}
 
-	mu    sync.Mutex
-	cache map[string]any
+func (c *Cluster) readKind(group, kind string) {
+	c.rec.add(read{op: readObjects, cluster: c.Name, group: group, kind: kind})
 }
 
 // Meshes returns the mesh types discovery found in the cluster, sorted.
-func (c *Cluster) Meshes() []string { return c.meshes }
+func (c *Cluster) Meshes() []string {
+	c.rec.add(read{op: readMeta, cluster: c.Name})
+	return c.d.meshes
+}
 
 // HasMesh reports whether discovery found the mesh type in the cluster.
-func (c *Cluster) HasMesh(mesh string) bool { return slices.Contains(c.meshes, mesh) }
+func (c *Cluster) HasMesh(mesh string) bool { return slices.Contains(c.Meshes(), mesh) }
 
 // Services returns the cluster's Services, sorted by namespace and name.
-func (c *Cluster) Services() []*corev1.Service { return decodeKind[corev1.Service](c, "", "Service") }
+func (c *Cluster) Services() []*corev1.Service {
+	c.readKind("", "Service")
+	return c.d.services()
+}
 
 // Service returns one Service.
 func (c *Cluster) Service(namespace, name string) (*corev1.Service, bool) {
-	return findNamed(c.Services(), namespace, name)
+	c.rec.add(read{op: readObject, cluster: c.Name, kind: "Service", namespace: namespace, name: name})
+	return findNamed(c.d.services(), namespace, name)
+}
+
+// Select returns the cluster's Services that match any of the selectors,
+// sorted by namespace and name. A target computation that calls it depends
+// on every Service of this cluster.
+func (c *Cluster) Select(selectors []policyv1alpha1.DestinationSelector) []Destination {
+	if len(selectors) == 0 {
+		return nil
+	}
+	c.readKind("", "Service")
+	var out []Destination
+	for _, svc := range c.d.selectServices(selectors) {
+		out = append(out, Destination{Cluster: c, Service: svc})
+	}
+	return out
 }
 
 // EndpointSlices returns the cluster's EndpointSlices, sorted by namespace and name.
 func (c *Cluster) EndpointSlices() []*discoveryv1.EndpointSlice {
-	return decodeKind[discoveryv1.EndpointSlice](c, "discovery.k8s.io", "EndpointSlice")
+	c.readKind("discovery.k8s.io", "EndpointSlice")
+	return c.d.endpointSlices()
 }
 
 // Deployments returns the cluster's Deployments, sorted by namespace and name.
 func (c *Cluster) Deployments() []*appsv1.Deployment {
-	return decodeKind[appsv1.Deployment](c, "apps", "Deployment")
+	c.readKind("apps", "Deployment")
+	return decodeKind[appsv1.Deployment](c.d, "apps", "Deployment")
 }
 
 // StatefulSets returns the cluster's StatefulSets, sorted by namespace and name.
 func (c *Cluster) StatefulSets() []*appsv1.StatefulSet {
-	return decodeKind[appsv1.StatefulSet](c, "apps", "StatefulSet")
+	c.readKind("apps", "StatefulSet")
+	return decodeKind[appsv1.StatefulSet](c.d, "apps", "StatefulSet")
 }
 
 // DaemonSets returns the cluster's DaemonSets, sorted by namespace and name.
 func (c *Cluster) DaemonSets() []*appsv1.DaemonSet {
-	return decodeKind[appsv1.DaemonSet](c, "apps", "DaemonSet")
+	c.readKind("apps", "DaemonSet")
+	return decodeKind[appsv1.DaemonSet](c.d, "apps", "DaemonSet")
 }
 
 // ServiceAccounts returns the cluster's ServiceAccounts, sorted by namespace and name.
 func (c *Cluster) ServiceAccounts() []*corev1.ServiceAccount {
-	return decodeKind[corev1.ServiceAccount](c, "", "ServiceAccount")
+	c.readKind("", "ServiceAccount")
+	return decodeKind[corev1.ServiceAccount](c.d, "", "ServiceAccount")
 }
 
 // Namespaces returns the cluster's Namespaces, sorted by name.
 func (c *Cluster) Namespaces() []*corev1.Namespace {
-	return decodeKind[corev1.Namespace](c, "", "Namespace")
+	c.readKind("", "Namespace")
+	return decodeKind[corev1.Namespace](c.d, "", "Namespace")
 }
 
 // Nodes returns the cluster's Nodes (their labels carry localities), sorted by name.
-func (c *Cluster) Nodes() []*corev1.Node { return decodeKind[corev1.Node](c, "", "Node") }
+func (c *Cluster) Nodes() []*corev1.Node {
+	c.readKind("", "Node")
+	return c.d.nodes()
+}
 
 // MeshInfo returns the Mesh resources discovery computed, sorted by name.
 func (c *Cluster) MeshInfo() []*discoveryapi.Mesh {
-	return decodeKind[discoveryapi.Mesh](c, discoveryapi.Group, "Mesh")
+	c.readKind(discoveryapi.Group, "Mesh")
+	return decodeKind[discoveryapi.Mesh](c.d, discoveryapi.Group, "Mesh")
 }
 
 // Gateways returns the cluster's east-west gateways, sorted by namespace and name.
 func (c *Cluster) Gateways() []*discoveryapi.Gateway {
-	return decodeKind[discoveryapi.Gateway](c, discoveryapi.Group, "Gateway")
+	c.readKind(discoveryapi.Group, "Gateway")
+	return decodeKind[discoveryapi.Gateway](c.d, discoveryapi.Group, "Gateway")
 }
 
 // Object is an input of a kind the SDK has no type for.
@@ -206,9 +342,10 @@ type Object struct {
 // Objects returns the inputs of any group and kind, sorted by namespace and
 // name, undecoded.
 func (c *Cluster) Objects(group, kind string) []Object {
+	c.readKind(group, kind)
 	var out []Object
-	for _, k := range c.keys(group, kind) {
-		out = append(out, Object{Group: k.Group, Version: k.Version, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Raw: c.objects[k]})
+	for _, k := range c.d.keys(group, kind) {
+		out = append(out, Object{Group: k.Group, Version: k.Version, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Raw: c.d.objects[k]})
 	}
 	return out
 }
@@ -227,16 +364,19 @@ type Endpoint struct {
 
 // Endpoints returns the endpoints of a Service from its EndpointSlices, with
 // region and zone taken from the slice's zone hints and the node's
-// topology.kubernetes.io labels. Sorted by address.
+// topology.kubernetes.io labels. Sorted by address. A target computation
+// that calls it depends on the Service's EndpointSlices and on the
+// cluster's Nodes, not on other Services' endpoints.
 func (c *Cluster) Endpoints(namespace, service string) []Endpoint {
+	c.rec.add(read{op: readEndpoints, cluster: c.Name, namespace: namespace, name: service})
 	regions := map[string]string{}
 	zones := map[string]string{}
-	for _, n := range c.Nodes() {
+	for _, n := range c.d.nodes() {
 		regions[n.Name] = n.Labels[corev1.LabelTopologyRegion]
 		zones[n.Name] = n.Labels[corev1.LabelTopologyZone]
 	}
 	var out []Endpoint
-	for _, es := range c.EndpointSlices() {
+	for _, es := range c.d.endpointSlices() {
 		if es.Namespace != namespace || es.Labels[discoveryv1.LabelServiceName] != service {
 			continue
 		}
@@ -270,9 +410,36 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func (c *Cluster) keys(group, kind string) []objectKey {
+func (cd *clusterData) services() []*corev1.Service {
+	return decodeKind[corev1.Service](cd, "", "Service")
+}
+
+func (cd *clusterData) endpointSlices() []*discoveryv1.EndpointSlice {
+	return decodeKind[discoveryv1.EndpointSlice](cd, "discovery.k8s.io", "EndpointSlice")
+}
+
+func (cd *clusterData) nodes() []*corev1.Node { return decodeKind[corev1.Node](cd, "", "Node") }
+
+// selectServices returns the cluster's Services matching any selector,
+// deciding on names before decoding where the selectors allow it.
+func (cd *clusterData) selectServices(sels []policyv1alpha1.DestinationSelector) []*corev1.Service {
+	if !slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
+		return len(s.Clusters) == 0 || slices.Contains(s.Clusters, cd.name)
+	}) {
+		return nil
+	}
+	var out []*corev1.Service
+	for _, svc := range cd.services() {
+		if matchesAny(sels, cd.name, svc.Namespace, svc.Name, svc.Labels) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+func (cd *clusterData) keys(group, kind string) []objectKey {
 	var ks []objectKey
-	for k := range c.objects {
+	for k := range cd.objects {
 		if k.Group == group && k.Kind == kind {
 			ks = append(ks, k)
 		}
@@ -281,28 +448,28 @@ func (c *Cluster) keys(group, kind string) []objectKey {
 	return ks
 }
 
-// decodeKind decodes every input of one kind into T, once per Cluster.
+// decodeKind decodes every input of one kind into T, once per clusterData.
 // Objects that do not decode are skipped: the agent validated them when it
 // discovered them.
-func decodeKind[T any](c *Cluster, group, kind string) []*T {
+func decodeKind[T any](cd *clusterData, group, kind string) []*T {
 	cacheKey := group + "/" + kind
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.cache[cacheKey]; ok {
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	if v, ok := cd.cache[cacheKey]; ok {
 		return v.([]*T)
 	}
 	var out []*T
-	for _, k := range c.keys(group, kind) {
+	for _, k := range cd.keys(group, kind) {
 		v := new(T)
-		if err := json.Unmarshal(c.objects[k], v); err != nil {
+		if err := json.Unmarshal(cd.objects[k], v); err != nil {
 			continue
 		}
 		out = append(out, v)
 	}
-	if c.cache == nil {
-		c.cache = map[string]any{}
+	if cd.cache == nil {
+		cd.cache = map[string]any{}
 	}
-	c.cache[cacheKey] = out
+	cd.cache[cacheKey] = out
 	return out
 }
 
@@ -321,21 +488,23 @@ func findNamed[T namedObject](objs []T, namespace, name string) (T, bool) {
 	return zero, false
 }
 
-// newCluster builds a cluster from its raw inputs. objects is owned by the
-// new Cluster.
-func newCluster(name string, stale bool, meshes []string, objects map[objectKey][]byte) *Cluster {
+// newClusterData builds a cluster from its raw inputs. objects is owned by
+// the result and must not change afterwards.
+func newClusterData(name string, stale bool, meshes []string, objects map[objectKey][]byte) *clusterData {
 	ms := slices.Clone(meshes)
 	slices.Sort(ms)
-	return &Cluster{Name: name, Stale: stale, meshes: slices.Compact(ms), objects: objects}
+	return &clusterData{name: name, stale: stale, meshes: slices.Compact(ms), objects: objects}
 }
 
-// newFleet assembles a fleet from clusters and decoded, valid policies.
-func newFleet(clusters []*Cluster, policies []policyv1alpha1.Policy) *Fleet {
-	f := &Fleet{byName: make(map[string]*Cluster, len(clusters))}
+// newFleetData assembles a fleet from clusters and decoded, valid policies.
+func newFleetData(clusters []*clusterData, policies []policyv1alpha1.Policy, shared *sharedValues) *fleetData {
+	d := &fleetData{byName: make(map[string]*clusterData, len(clusters)), shared: shared}
 	for _, c := range clusters {
-		f.byName[c.Name] = c
+		d.byName[c.name] = c
 	}
-	f.clusters = slices.SortedFunc(maps.Values(f.byName), func(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	d.clusters = slices.Clone(clusters)
+	slices.SortFunc(d.clusters, func(a, b *clusterData) int { return cmp.Compare(a.name, b.name) })
+	d.clusters = slices.CompactFunc(d.clusters, func(a, b *clusterData) bool { return a.name == b.name })
 	slices.SortFunc(policies, func(a, b policyv1alpha1.Policy) int {
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()),
 			cmp.Compare(a.GetAnnotations()[SourceClusterAnnotation], b.GetAnnotations()[SourceClusterAnnotation]))
@@ -343,12 +512,15 @@ func newFleet(clusters []*Cluster, policies []policyv1alpha1.Policy) *Fleet {
 	for _, p := range policies {
 		switch p := p.(type) {
 		case *policyv1alpha1.TrafficPolicy:
-			f.traffic = append(f.traffic, p)
+			d.traffic = append(d.traffic, p)
 		case *policyv1alpha1.AccessPolicy:
-			f.access = append(f.access, p)
+			d.access = append(d.access, p)
 		case *policyv1alpha1.VirtualDestination:
-			f.virtual = append(f.virtual, p)
+			d.virtual = append(d.virtual, p)
 		}
 	}
-	return f
+	return d
 }
+
+// view returns a Fleet over d that records reads into rec (nil: none).
+func (d *fleetData) view(rec *recorder) *Fleet { return &Fleet{d: d, rec: rec} }

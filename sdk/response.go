@@ -1,13 +1,17 @@
 package sdk
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Ownership labels and annotations the SDK stamps on every emitted object, so
@@ -117,9 +121,11 @@ type Output struct {
 type Response struct {
 	plugin   string
 	backends []string
-	outputs  []Output
-	diags    []Diagnostic
-	err      error
+	// target, when set, is the only cluster emits may go to.
+	target  string
+	outputs []Output
+	diags   []Diagnostic
+	err     error
 }
 
 // NewResponse returns an empty response for a plugin serving backends. The
@@ -145,6 +151,10 @@ func (r *Response) Emit(cluster string, obj any, parents ...policyv1alpha1.Polic
 func (r *Response) EmitFor(backend, cluster string, obj any, parents ...policyv1alpha1.Policy) {
 	if !slices.Contains(r.backends, backend) {
 		r.fail(fmt.Errorf("emit to %q: backend %q is not in the translator's description", cluster, backend))
+		return
+	}
+	if r.target != "" && cluster != r.target {
+		r.fail(fmt.Errorf("emit to %q while computing target %q: a target computation emits to its target only", cluster, r.target))
 		return
 	}
 	out, err := r.encode(obj, parents)
@@ -183,8 +193,13 @@ func (r *Response) fail(err error) {
 	}
 }
 
-// encode marshals obj and stamps the ownership labels.
+// encode marshals obj and stamps the ownership labels. A typed Kubernetes
+// object is marshalled once, with the labels set on it for the time of the
+// call; any other value goes through a generic map.
 func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, error) {
+	if typed, ok := obj.(typedObject); ok {
+		return r.encodeTyped(typed, parents)
+	}
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return Output{}, fmt.Errorf("encode object: %w", err)
@@ -210,23 +225,16 @@ func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, err
 	if labels == nil {
 		labels = map[string]any{}
 	}
-	labels[ManagedByLabel] = ManagedByValue
-	labels[PluginLabel] = r.plugin
-	if len(parents) > 0 {
-		refs := make([]string, 0, len(parents))
-		for _, p := range parents {
-			ref := RefOf(p)
-			refs = append(refs, ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
-		}
-		slices.Sort(refs)
-		refs = slices.Compact(refs)
-		first := RefOf(parents[0])
-		labels[PolicyLabel] = labelValue(strings.ToLower(first.Kind) + "." + first.Name)
+	stamp := r.stamp(parents)
+	for k, v := range stamp.labels {
+		labels[k] = v
+	}
+	if stamp.policies != "" {
 		ann, _ := meta["annotations"].(map[string]any)
 		if ann == nil {
 			ann = map[string]any{}
 		}
-		ann[PoliciesAnnotation] = strings.Join(refs, ",")
+		ann[PoliciesAnnotation] = stamp.policies
 		meta["annotations"] = ann
 	}
 	meta["labels"] = labels
@@ -235,11 +243,79 @@ func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, err
 	if err != nil {
 		return Output{}, fmt.Errorf("encode object: %w", err)
 	}
+	return outputOf(apiVersion, kind, namespace, name, body), nil
+}
+
+// typedObject is a typed Kubernetes object, as client-go and istio.io
+// define them.
+type typedObject interface {
+	metav1.Object
+	GetObjectKind() schema.ObjectKind
+}
+
+// emptyStatus ends the encoding of a typed object whose status is empty.
+var emptyStatus = []byte(`,"status":{}}`)
+
+func (r *Response) encodeTyped(obj typedObject, parents []policyv1alpha1.Policy) (Output, error) {
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	if apiVersion == "" || kind == "" || obj.GetName() == "" {
+		return Output{}, fmt.Errorf("object needs apiVersion, kind and metadata.name (got %q, %q, %q)", apiVersion, kind, obj.GetName())
+	}
+	stamp := r.stamp(parents)
+	labels, ann := obj.GetLabels(), obj.GetAnnotations()
+	stamped := make(map[string]string, len(labels)+len(stamp.labels))
+	maps.Copy(stamped, labels)
+	maps.Copy(stamped, stamp.labels)
+	obj.SetLabels(stamped)
+	if stamp.policies != "" {
+		a := make(map[string]string, len(ann)+1)
+		maps.Copy(a, ann)
+		a[PoliciesAnnotation] = stamp.policies
+		obj.SetAnnotations(a)
+	}
+	body, err := json.Marshal(obj)
+	obj.SetLabels(labels)
+	obj.SetAnnotations(ann)
+	if err != nil {
+		return Output{}, fmt.Errorf("encode object: %w", err)
+	}
+	if bytes.HasSuffix(body, emptyStatus) {
+		body = append(body[:len(body)-len(emptyStatus)], '}')
+	}
+	return outputOf(apiVersion, kind, obj.GetNamespace(), obj.GetName(), body), nil
+}
+
+func outputOf(apiVersion, kind, namespace, name string, body []byte) Output {
 	group, version, found := strings.Cut(apiVersion, "/")
 	if !found {
 		group, version = "", apiVersion
 	}
-	return Output{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name, Body: body}, nil
+	return Output{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name, Body: body}
+}
+
+// stamp is what the SDK adds to every emitted object.
+type stamp struct {
+	labels map[string]string
+	// policies is the value of PoliciesAnnotation; empty without parents.
+	policies string
+}
+
+func (r *Response) stamp(parents []policyv1alpha1.Policy) stamp {
+	s := stamp{labels: map[string]string{ManagedByLabel: ManagedByValue, PluginLabel: r.plugin}}
+	if len(parents) == 0 {
+		return s
+	}
+	refs := make([]string, 0, len(parents))
+	for _, p := range parents {
+		ref := RefOf(p)
+		refs = append(refs, ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
+	}
+	slices.Sort(refs)
+	refs = slices.Compact(refs)
+	first := RefOf(parents[0])
+	s.labels[PolicyLabel] = labelValue(strings.ToLower(first.Kind) + "." + first.Name)
+	s.policies = strings.Join(refs, ",")
+	return s
 }
 
 // labelValue cuts s to a valid label value: at most 63 characters, starting

@@ -27,9 +27,11 @@ type clusterState struct {
 	meshes   []string
 	objects  map[objectKey][]byte
 	policies map[objectKey][]byte
-	// built is the *Cluster given to the last Translate; it is reused while
-	// the cluster's inputs do not change, so its decode cache survives.
-	built *Cluster
+	// built is the cluster given to the last translation; it is reused
+	// while the cluster's inputs do not change, so its decode cache
+	// survives. It shares objects until the next change (borrowed).
+	built    *clusterData
+	borrowed bool
 	// seen is set when a full update mentions the cluster.
 	seen bool
 }
@@ -53,6 +55,7 @@ type outKey struct{ cluster, backend string }
 // session keeps one Translate stream's view of the fleet and what it sent.
 type session struct {
 	t    Translator
+	tt   TargetTranslator // nil for a whole-fleet translator
 	desc Description
 
 	clusters map[string]*clusterState
@@ -61,6 +64,7 @@ type session struct {
 	policies []policyv1alpha1.Policy
 	diags    []Diagnostic
 	sent     map[outKey][sha256.Size]byte
+	targets  *targets
 
 	// The update in progress.
 	open            bool
@@ -68,16 +72,24 @@ type session struct {
 	full            bool
 	touched         map[string]bool
 	policiesTouched bool
+	change          *change
+	// scope holds the clusters the host asks about; nil for all of them.
+	scope map[string]bool
 }
 
 func newSession(t Translator, desc Description) *session {
-	return &session{
+	s := &session{
 		t: t, desc: desc,
 		clusters: map[string]*clusterState{},
 		mgmt:     map[objectKey][]byte{},
 		decoded:  map[policySource]*decodedPolicy{},
 		sent:     map[outKey][sha256.Size]byte{},
 	}
+	if tt, ok := t.(TargetTranslator); ok {
+		s.tt = tt
+		s.targets = newTargets()
+	}
+	return s
 }
 
 // sender sends one response message.
@@ -120,10 +132,18 @@ func (s *session) begin(b *translatorv1.Begin) error {
 	s.open, s.generation, s.full = true, b.GetGeneration(), b.GetFull()
 	s.touched = map[string]bool{}
 	s.policiesTouched = false
+	s.change = newChange()
+	s.scope = nil
+	if b.GetScoped() {
+		s.scope = make(map[string]bool, len(b.GetTargets()))
+		for _, t := range b.GetTargets() {
+			s.scope[t] = true
+		}
+	}
 	if s.full {
 		for _, cs := range s.clusters {
 			cs.seen = false
-			cs.objects = map[objectKey][]byte{}
+			cs.objects, cs.borrowed = map[objectKey][]byte{}, false
 			cs.policies = map[objectKey][]byte{}
 		}
 		s.mgmt = map[objectKey][]byte{}
@@ -148,10 +168,9 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 	first := !s.touched[name]
 	s.touched[name] = true
 	if in.GetRemoved() {
-		if cs, ok := s.clusters[name]; ok && len(cs.policies) > 0 {
-			s.policiesTouched = true
+		if cs, ok := s.clusters[name]; ok {
+			s.removeCluster(name, cs)
 		}
-		delete(s.clusters, name)
 		return nil
 	}
 	cs, ok := s.clusters[name]
@@ -174,10 +193,16 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		}
 		if k.Group == policyGroup {
 			cs.policies[k] = r.GetBody()
-			s.policiesTouched = true
+			s.policyChanged(k)
 			continue
 		}
+		old, had := cs.objects[k]
+		if had && bytes.Equal(old, r.GetBody()) {
+			continue
+		}
+		s.own(cs)
 		cs.objects[k] = r.GetBody()
+		s.change.addObject(name, objectChange{key: k, old: old, new: r.GetBody()})
 	}
 	for _, id := range in.GetDeletes() {
 		k, err := keyOf(id)
@@ -186,12 +211,48 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		}
 		if k.Group == policyGroup {
 			delete(cs.policies, k)
-			s.policiesTouched = true
+			s.policyChanged(k)
 			continue
 		}
+		old, had := cs.objects[k]
+		if !had {
+			continue
+		}
+		s.own(cs)
 		delete(cs.objects, k)
+		s.change.addObject(name, objectChange{key: k, old: old})
 	}
 	return nil
+}
+
+// own gives the cluster its own objects map before a change, when the map
+// is shared with the cluster built for the last translation.
+func (s *session) own(cs *clusterState) {
+	if cs.borrowed {
+		cs.objects, cs.borrowed = maps.Clone(cs.objects), false
+	}
+}
+
+// removeCluster drops a cluster from the view and records what that changed.
+func (s *session) removeCluster(name string, cs *clusterState) {
+	for k := range cs.policies {
+		s.policyChanged(k)
+	}
+	if !s.full {
+		for k, old := range cs.objects {
+			s.change.addObject(name, objectChange{key: k, old: old})
+		}
+		if cs.built != nil {
+			s.change.addMeta(name, cs.built.meshes, nil)
+		}
+	}
+	delete(s.clusters, name)
+}
+
+// policyChanged records that a policy of k's kind changed.
+func (s *session) policyChanged(k objectKey) {
+	s.policiesTouched = true
+	s.change.policyKinds[k.Kind] = true
 }
 
 func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
@@ -202,6 +263,7 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 			return fmt.Errorf("policy change: %w", err)
 		}
 		s.mgmt[k] = r.GetBody()
+		s.policyChanged(k)
 	}
 	for _, id := range pc.GetDeletes() {
 		k, err := keyOf(id)
@@ -209,6 +271,7 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 			return fmt.Errorf("policy change: %w", err)
 		}
 		delete(s.mgmt, k)
+		s.policyChanged(k)
 	}
 	return nil
 }
@@ -218,7 +281,10 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 // view still moves on, so the next update is a delta from this one.
 func (s *session) commit(ctx context.Context, send sender) error {
 	fleet, changed := s.buildFleet()
-	req := &Request{Fleet: fleet, Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
+	if s.tt != nil {
+		return s.commitTargets(ctx, fleet, send)
+	}
+	req := &Request{Fleet: fleet.view(nil), Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
 	resp := NewResponse(s.desc.Name, s.desc.Backends)
 	err := s.translate(ctx, req, resp)
 	if err == nil {
@@ -234,12 +300,35 @@ func (s *session) commit(ctx context.Context, send sender) error {
 	if err := s.sendOutputs(fleet, groups, send); err != nil {
 		return err
 	}
-	for _, d := range slices.Concat(s.diags, resp.Diagnostics()) {
+	if err := s.sendDiagnostics(slices.Concat(s.diags, resp.Diagnostics()), send); err != nil {
+		return err
+	}
+	return send(done(s.generation, ""))
+}
+
+// sendDiagnostics sends diagnostics sorted, without duplicates.
+func (s *session) sendDiagnostics(ds []Diagnostic, send sender) error {
+	for _, d := range sortDiagnostics(ds) {
 		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Diagnostic{Diagnostic: diagnosticToProto(d)}}); err != nil {
 			return err
 		}
 	}
-	return send(done(s.generation, ""))
+	return nil
+}
+
+// sortDiagnostics orders diagnostics by policy, cluster, path, severity and
+// text, and drops duplicates.
+func sortDiagnostics(ds []Diagnostic) []Diagnostic {
+	ds = slices.Clone(ds)
+	slices.SortFunc(ds, compareDiagnostics)
+	return slices.Compact(ds)
+}
+
+func compareDiagnostics(a, b Diagnostic) int {
+	return cmp.Or(cmp.Compare(a.Policy.Cluster, b.Policy.Cluster), cmp.Compare(a.Policy.Kind, b.Policy.Kind),
+		cmp.Compare(a.Policy.Namespace, b.Policy.Namespace), cmp.Compare(a.Policy.Name, b.Policy.Name),
+		cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Path, b.Path), cmp.Compare(a.Severity, b.Severity),
+		cmp.Compare(a.Summary, b.Summary), cmp.Compare(a.Detail, b.Detail))
 }
 
 func done(generation uint64, errText string) *translatorv1.TranslateResponse {
@@ -259,28 +348,34 @@ func (s *session) translate(ctx context.Context, req *Request, resp *Response) (
 	return nil
 }
 
-// buildFleet assembles the fleet from the raw view, reusing the *Cluster of
-// every cluster whose inputs did not change. It returns the names of the
-// clusters that changed, sorted.
-func (s *session) buildFleet() (*Fleet, []string) {
+// buildFleet assembles the fleet from the raw view, reusing the cluster of
+// every cluster whose inputs did not change, and records in s.change the
+// clusters that appeared, left or changed staleness or meshes. It returns
+// the names of the clusters that changed, sorted.
+func (s *session) buildFleet() (*fleetData, []string) {
 	var changed []string
 	for name := range s.touched {
 		if _, ok := s.clusters[name]; !ok {
 			changed = append(changed, name) // removed
 		}
 	}
-	clusters := make([]*Cluster, 0, len(s.clusters))
+	clusters := make([]*clusterData, 0, len(s.clusters))
 	for name, cs := range s.clusters {
 		if s.full && !cs.seen {
-			delete(s.clusters, name)
-			if len(cs.policies) > 0 {
-				s.policiesTouched = true
-			}
+			s.removeCluster(name, cs)
 			changed = append(changed, name)
 			continue
 		}
 		if (s.full || s.touched[name]) && !cs.matches(name) {
-			cs.built = newCluster(name, cs.stale, cs.meshes, maps.Clone(cs.objects))
+			old := cs.built
+			cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.objects), true
+			if old == nil || old.stale != cs.built.stale || !slices.Equal(old.meshes, cs.built.meshes) {
+				var oldMeshes []string
+				if old != nil {
+					oldMeshes = old.meshes
+				}
+				s.change.addMeta(name, oldMeshes, cs.built.meshes)
+			}
 			changed = append(changed, name)
 		}
 		clusters = append(clusters, cs.built)
@@ -290,13 +385,17 @@ func (s *session) buildFleet() (*Fleet, []string) {
 	if s.policiesTouched {
 		s.rebuildPolicies()
 	}
-	return newFleet(clusters, slices.Clone(s.policies)), changed
+	var shared *sharedValues
+	if s.targets != nil {
+		shared = s.targets.shared
+	}
+	return newFleetData(clusters, slices.Clone(s.policies), shared), changed
 }
 
 // matches reports whether the built cluster still reflects the raw state.
 func (cs *clusterState) matches(name string) bool {
 	b := cs.built
-	if b == nil || b.Name != name || b.Stale != cs.stale {
+	if b == nil || b.name != name || b.stale != cs.stale {
 		return false
 	}
 	ms := slices.Clone(cs.meshes)
@@ -304,7 +403,7 @@ func (cs *clusterState) matches(name string) bool {
 	if !slices.Equal(b.meshes, slices.Compact(ms)) {
 		return false
 	}
-	return maps.EqualFunc(b.objects, cs.objects, bytes.Equal)
+	return cs.borrowed || maps.EqualFunc(b.objects, cs.objects, bytes.Equal)
 }
 
 // rebuildPolicies decodes and validates every policy whose raw form
@@ -388,10 +487,10 @@ func (s *session) decodePolicy(src policySource, raw []byte) *decodedPolicy {
 
 // groupOutputs groups outputs by cluster and backend and refuses outputs
 // for clusters outside the fleet and duplicate objects.
-func groupOutputs(fleet *Fleet, backends []string, outs []Output) (map[outKey][]Output, error) {
+func groupOutputs(fleet *fleetData, backends []string, outs []Output) (map[outKey][]Output, error) {
 	groups := map[outKey][]Output{}
 	for i, o := range outs {
-		if _, ok := fleet.Cluster(o.Cluster); !ok {
+		if _, ok := fleet.byName[o.Cluster]; !ok {
 			return nil, fmt.Errorf("emitted %s %s/%s to cluster %q, which is not in the fleet", o.Kind, o.Namespace, o.Name, o.Cluster)
 		}
 		if i > 0 {
@@ -407,28 +506,20 @@ func groupOutputs(fleet *Fleet, backends []string, outs []Output) (map[outKey][]
 	return groups, nil
 }
 
-func hashOutputs(outs []Output) [sha256.Size]byte {
-	h := sha256.New()
-	for _, o := range outs {
-		fmt.Fprintf(h, "%s/%s/%s/%s/%s\x00%d\x00", o.Group, o.Version, o.Kind, o.Namespace, o.Name, len(o.Body))
-		h.Write(o.Body)
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
 // sendOutputs sends every (cluster, backend) set that changed since the
 // last Done, or every set on a full update, split into parts.
-func (s *session) sendOutputs(fleet *Fleet, groups map[outKey][]Output, send sender) error {
+func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send sender) error {
 	for k := range s.sent {
-		if _, ok := fleet.Cluster(k.cluster); !ok {
+		if _, ok := fleet.byName[k.cluster]; !ok {
 			delete(s.sent, k)
 		}
 	}
-	for _, c := range fleet.Clusters() {
+	for _, c := range fleet.clusters {
+		if s.scope != nil && !s.scope[c.name] {
+			continue
+		}
 		for _, b := range s.desc.Backends {
-			k := outKey{c.Name, b}
+			k := outKey{c.name, b}
 			outs := groups[k]
 			h := hashOutputs(outs)
 			if prev, ok := s.sent[k]; ok && prev == h && !s.full {
@@ -439,7 +530,7 @@ func (s *session) sendOutputs(fleet *Fleet, groups map[outKey][]Output, send sen
 				s.sent[k] = h
 				continue
 			}
-			for _, part := range splitOutputs(c.Name, b, outs, protocol.PartBytes) {
+			for _, part := range splitOutputs(c.name, b, outs, protocol.PartBytes) {
 				if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
 					return err
 				}

@@ -142,7 +142,7 @@ func TestSessionSendsOnlyChanges(t *testing.T) {
 		t.Fatalf("delta sent %v, want west with 2 objects", a.outputs)
 	}
 	req := f.requests[1]
-	if c, _ := req.Fleet.Cluster("east"); c != east {
+	if c, _ := req.Fleet.Cluster("east"); c.d != east.d {
 		t.Error("east's *Cluster was rebuilt though it did not change")
 	}
 	if req.Full || len(req.ChangedClusters) != 1 || req.ChangedClusters[0] != "west" || req.PoliciesChanged {

@@ -310,9 +310,15 @@ func (*TranslateRequest_Commit) isTranslateRequest_Msg() {}
 // Begin starts an update. A full update replaces the plugin's whole view;
 // otherwise the parts that follow are changes to the previous view.
 type Begin struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	Full          bool                   `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Full       bool                   `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
+	// scoped, when set, limits the answer to the clusters in targets: the
+	// plugin computes and sends outputs for those only, and forgets what it
+	// kept for the others. Unset, every cluster of the view is a target. The
+	// scope holds until the next Begin.
+	Scoped        bool     `protobuf:"varint,3,opt,name=scoped,proto3" json:"scoped,omitempty"`
+	Targets       []string `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +365,20 @@ func (x *Begin) GetFull() bool {
 		return x.Full
 	}
 	return false
+}
+
+func (x *Begin) GetScoped() bool {
+	if x != nil {
+		return x.Scoped
+	}
+	return false
+}
+
+func (x *Begin) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
 }
 
 // ClusterInput carries one cluster's inputs. Several parts for the same
@@ -950,12 +970,14 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\v2%.meshrelay.translator.v1.ClusterInputH\x00R\acluster\x12C\n" +
 	"\bpolicies\x18\x03 \x01(\v2%.meshrelay.translator.v1.PolicyChangeH\x00R\bpolicies\x129\n" +
 	"\x06commit\x18\x04 \x01(\v2\x1f.meshrelay.translator.v1.CommitH\x00R\x06commitB\x05\n" +
-	"\x03msg\";\n" +
+	"\x03msg\"m\n" +
 	"\x05Begin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x12\n" +
-	"\x04full\x18\x02 \x01(\bR\x04full\"\xe8\x01\n" +
+	"\x04full\x18\x02 \x01(\bR\x04full\x12\x16\n" +
+	"\x06scoped\x18\x03 \x01(\bR\x06scoped\x12\x18\n" +
+	"\atargets\x18\x04 \x03(\tR\atargets\"\xe8\x01\n" +
 	"\fClusterInput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x14\n" +
