@@ -131,7 +131,29 @@ func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fix
 			return nil, fmt.Errorf("send update: %w", err)
 		}
 	}
-	res := &Result{}
+	a, err := receive(stream)
+	if err != nil {
+		return nil, err
+	}
+	_ = stream.CloseSend()
+	res := &Result{Diagnostics: a.diagnostics}
+	for _, set := range a.sets {
+		res.Outputs = append(res.Outputs, set...)
+	}
+	sortOutputs(res.Outputs)
+	return res, nil
+}
+
+// answer is what a plugin sent for one update: the output sets it sent, by
+// cluster and backend, and every diagnostic.
+type answer struct {
+	sets        map[[2]string][]sdk.Output
+	diagnostics []sdk.Diagnostic
+}
+
+// receive reads the answer to one update, up to its Done.
+func receive(stream translatorv1.Translator_TranslateClient) (*answer, error) {
+	a := &answer{sets: map[[2]string][]sdk.Output{}}
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -142,28 +164,34 @@ func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fix
 		}
 		switch m := msg.GetMsg().(type) {
 		case *translatorv1.TranslateResponse_Output:
+			key := [2]string{m.Output.GetCluster(), m.Output.GetBackend()}
+			if _, ok := a.sets[key]; !ok {
+				a.sets[key] = []sdk.Output{}
+			}
 			for _, r := range m.Output.GetResources() {
 				id := r.GetId()
-				res.Outputs = append(res.Outputs, sdk.Output{
-					Cluster: m.Output.GetCluster(), Backend: m.Output.GetBackend(),
+				a.sets[key] = append(a.sets[key], sdk.Output{
+					Cluster: key[0], Backend: key[1],
 					Group: id.GetGroup(), Version: id.GetVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName(),
 					Body: r.GetBody(),
 				})
 			}
 		case *translatorv1.TranslateResponse_Diagnostic:
-			res.Diagnostics = append(res.Diagnostics, diagnosticFromProto(m.Diagnostic))
+			a.diagnostics = append(a.diagnostics, diagnosticFromProto(m.Diagnostic))
 		case *translatorv1.TranslateResponse_Done:
 			if e := m.Done.GetError(); e != "" {
 				return nil, fmt.Errorf("translate: %s", e)
 			}
-			_ = stream.CloseSend()
-			slices.SortFunc(res.Outputs, func(a, b sdk.Output) int {
-				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), cmp.Compare(a.Group, b.Group),
-					cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-			})
-			return res, nil
+			return a, nil
 		}
 	}
+}
+
+func sortOutputs(outs []sdk.Output) {
+	slices.SortFunc(outs, func(a, b sdk.Output) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), cmp.Compare(a.Group, b.Group),
+			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 }
 
 // fullUpdate encodes a fixture as the messages of one full update.
