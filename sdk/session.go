@@ -281,6 +281,12 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 // view still moves on, so the next update is a delta from this one.
 func (s *session) commit(ctx context.Context, send sender) error {
 	fleet, changed := s.buildFleet()
+	for k := range s.sent {
+		if s.scope != nil && !s.scope[k.cluster] {
+			// The host forgets outputs it no longer asks for.
+			delete(s.sent, k)
+		}
+	}
 	if s.tt != nil {
 		return s.commitTargets(ctx, fleet, send)
 	}

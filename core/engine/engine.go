@@ -59,7 +59,11 @@ type Options struct {
 	OnOutput func(Output)
 	// OnCycle is called after every translation cycle with its statistics.
 	OnCycle func(CycleStats)
-	Logger  *slog.Logger
+	// Scoped makes the engine compute outputs only for the clusters made
+	// targets with SetTarget, as a server replica does for the clusters
+	// whose agents are connected to it. Other clusters' inputs still count.
+	Scoped bool
+	Logger *slog.Logger
 }
 
 // CycleStats describe one translation cycle.
@@ -103,6 +107,8 @@ type translatorState struct {
 	t        Translator
 	seen     map[string]clusterState // what the translator's session holds
 	policies *snapshot.Snapshot
+	// scope is the target list the translator's session last answered for.
+	scope    []string
 	needFull bool
 	diags    []pluginhost.Diagnostic
 	lastErr  error
@@ -125,8 +131,10 @@ type Engine struct {
 	dirty       bool
 	translators []*translatorState
 	outputs     map[OutputKey]Output
-	generation  uint64
-	wake        chan struct{}
+	// targets are the clusters whose outputs are computed when Scoped.
+	targets    map[string]bool
+	generation uint64
+	wake       chan struct{}
 }
 
 // New returns an engine over translators.
@@ -137,6 +145,7 @@ func New(translators []Translator, opts Options) *Engine {
 		clusters: map[string]clusterState{},
 		policies: snapshot.Empty,
 		outputs:  map[OutputKey]Output{},
+		targets:  map[string]bool{},
 		wake:     make(chan struct{}, 1),
 	}
 	for _, t := range translators {
@@ -184,6 +193,25 @@ func (e *Engine) RemoveCluster(cluster string) {
 	}
 	delete(e.clusters, cluster)
 	e.touch()
+}
+
+// SetTarget makes a cluster a target of a Scoped engine, or stops
+// computing its outputs; a cluster that stops being a target loses its
+// outputs, so that it is computed afresh when it comes back.
+func (e *Engine) SetTarget(cluster string, target bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.targets[cluster] == target {
+		return
+	}
+	if target {
+		e.targets[cluster] = true
+	} else {
+		delete(e.targets, cluster)
+	}
+	if e.opts.Scoped {
+		e.touch()
+	}
 }
 
 // SetPolicies records the management source's policies.
@@ -288,6 +316,10 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	generation := e.generation
 	view := maps.Clone(e.clusters)
 	policies := e.policies
+	var scope []string
+	if e.opts.Scoped {
+		scope = slices.Sorted(maps.Keys(e.targets))
+	}
 	e.mu.Unlock()
 
 	active := activeBackends(view)
@@ -309,8 +341,8 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		g.Go(func() error {
-			u, changed := ts.update(view, policies)
-			if !u.Full && changed == 0 && len(u.PolicyUpserts)+len(u.PolicyDeletes) == 0 {
+			u, changed := ts.update(view, policies, e.opts.Scoped, scope)
+			if !u.Full && changed == 0 && len(u.PolicyUpserts)+len(u.PolicyDeletes) == 0 && slices.Equal(ts.scope, scope) {
 				outcomes[i] = outcome{ts: ts}
 				return nil
 			}
@@ -318,7 +350,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			res, err := ts.t.Translate(ctx, u)
 			if errors.Is(err, pluginhost.ErrNeedFull) && !u.Full {
 				ts.needFull = true
-				u, changed = ts.update(view, policies)
+				u, changed = ts.update(view, policies, e.opts.Scoped, scope)
 				res, err = ts.t.Translate(ctx, u)
 			}
 			outcomes[i] = outcome{ts: ts, result: res, err: err, updated: true, changed: changed, took: time.Since(callStart)}
@@ -348,7 +380,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", oc.err, "retry_in", ts.backoff)
 			continue
 		}
-		ts.commit(view, policies)
+		ts.commit(view, policies, scope)
 		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
 		ts.diags = oc.result.Diagnostics
 		stats.ChangedClusters = max(stats.ChangedClusters, oc.changed)
@@ -357,6 +389,9 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			if _, ok := view[co.Cluster]; !ok {
 				e.opts.Logger.Warn("translator emitted output for a cluster not in the fleet; dropped", "plugin", ts.t.Name(), "cluster", co.Cluster)
 				continue
+			}
+			if e.opts.Scoped && !e.targets[co.Cluster] {
+				continue // no longer a target: its output would be stale when it comes back
 			}
 			prev, had := e.outputs[key]
 			s, err := snapshot.New(0, co.Resources)
@@ -380,9 +415,9 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			stats.Bytes += s.Size()
 		}
 	}
-	// Clusters that left the fleet lose their outputs.
+	// Clusters that left the fleet, or stopped being targets, lose their outputs.
 	for key := range e.outputs {
-		if _, ok := view[key.Cluster]; !ok {
+		if _, ok := view[key.Cluster]; !ok || (e.opts.Scoped && !e.targets[key.Cluster]) {
 			delete(e.outputs, key)
 		}
 	}
@@ -400,8 +435,8 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 
 // update builds the translator's next update from the view. It reports how
 // many clusters it carries.
-func (ts *translatorState) update(view map[string]clusterState, policies *snapshot.Snapshot) (pluginhost.Update, int) {
-	u := pluginhost.Update{Full: ts.needFull}
+func (ts *translatorState) update(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) (pluginhost.Update, int) {
+	u := pluginhost.Update{Full: ts.needFull, Scoped: scoped, Targets: scope}
 	seen := ts.seen
 	basePolicies := ts.policies
 	if u.Full {
@@ -434,9 +469,10 @@ func (ts *translatorState) update(view map[string]clusterState, policies *snapsh
 }
 
 // commit records that the translator's session now holds the view.
-func (ts *translatorState) commit(view map[string]clusterState, policies *snapshot.Snapshot) {
+func (ts *translatorState) commit(view map[string]clusterState, policies *snapshot.Snapshot, scope []string) {
 	ts.seen = maps.Clone(view)
 	ts.policies = policies
+	ts.scope = scope
 	ts.needFull = false
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -69,6 +70,10 @@ func (c *counter) Translate(_ context.Context, u pluginhost.Update) (pluginhost.
 	}
 	var res pluginhost.Result
 	for name, objs := range c.view {
+		if u.Scoped && !slices.Contains(u.Targets, name) {
+			delete(c.last, name) // forgotten, as an SDK session forgets it
+			continue
+		}
 		services := 0
 		for id := range objs {
 			if id.Kind == "Service" {
@@ -366,4 +371,46 @@ func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
 		defer mu.Unlock()
 		return len(gens) > 0 && gens[len(gens)-1] > before
 	})
+}
+
+func TestScopedEngineComputesOnlyItsTargets(t *testing.T) {
+	c := newCounter("istio")
+	e := New([]Translator{c}, Options{Scoped: true})
+	ctx := context.Background()
+	e.SetInput("a", input(t, 1, "istio", "s1"))
+	e.SetInput("b", input(t, 1, "istio", "s1", "s2"))
+	e.SetTarget("a", true)
+	e.Cycle(ctx)
+	if _, ok := e.Output(OutputKey{"a", "istio"}); !ok {
+		t.Fatal("no output for target a")
+	}
+	if _, ok := e.Output(OutputKey{"b", "istio"}); ok {
+		t.Fatal("output for b, which is not a target")
+	}
+	last := c.calls()[len(c.calls())-1]
+	if !last.Scoped || !slices.Equal(last.Targets, []string{"a"}) || len(last.Clusters) != 2 {
+		t.Fatalf("update scoped %v targets %v with %d clusters, want scoped to [a] with both clusters' inputs", last.Scoped, last.Targets, len(last.Clusters))
+	}
+
+	// b becomes a target: a cycle runs though no input changed.
+	e.SetTarget("b", true)
+	e.Cycle(ctx)
+	if last := c.calls()[len(c.calls())-1]; !slices.Equal(last.Targets, []string{"a", "b"}) || len(last.Clusters) != 0 {
+		t.Fatalf("update targets %v with %d clusters, want [a b] and no input", last.Targets, len(last.Clusters))
+	}
+	if _, ok := e.Output(OutputKey{"b", "istio"}); !ok {
+		t.Fatal("no output for b once it is a target")
+	}
+
+	// a stops being a target: its output is dropped, not kept stale.
+	e.SetTarget("a", false)
+	e.Cycle(ctx)
+	if _, ok := e.Output(OutputKey{"a", "istio"}); ok {
+		t.Error("a kept its output after it stopped being a target")
+	}
+	n := len(c.calls())
+	e.Cycle(ctx)
+	if len(c.calls()) != n {
+		t.Error("a cycle with nothing changed called the translator")
+	}
 }

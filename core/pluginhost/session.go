@@ -101,7 +101,7 @@ func (s *session) nextView(u Update) map[string]bool {
 
 func (s *session) send(u Update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
-	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.Full}}}); err != nil {
+	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.Full, Scoped: u.Scoped, Targets: u.Targets}}}); err != nil {
 		return err
 	}
 	for _, c := range u.Clusters {

@@ -43,6 +43,11 @@ type Update struct {
 	// management source.
 	PolicyUpserts []snapshot.Resource
 	PolicyDeletes []snapshot.ID
+	// Scoped limits the answer to the Targets: the translator computes
+	// and sends outputs for those clusters only. Unset, every cluster of
+	// the view is a target.
+	Scoped  bool
+	Targets []string
 }
 
 // ClusterUpdate is the change of one cluster's inputs.

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +135,13 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 		return cmp.Equal(east.sink.peers(), []string{"peer-west"}) && cmp.Equal(west.sink.peers(), []string{"peer-east"}) &&
 			len(east.sink.names()) == 2 && len(west.sink.names()) == 1
 	})
+	// Replicas divide the work: each computes only its own agents' outputs.
+	if got := ts1.Engine().Outputs("west"); len(got) != 0 {
+		t.Errorf("replica 1 computed outputs for west, whose agent is on replica 2: %v", slices.Collect(maps.Keys(got)))
+	}
+	if got := ts2.Engine().Outputs("east"); len(got) != 0 {
+		t.Errorf("replica 2 computed outputs for east, whose agent is on replica 1: %v", slices.Collect(maps.Keys(got)))
+	}
 	eastCreates, _ := east.sink.counts()
 	fullBefore := east.Stats.FullInputs.Load()
 
@@ -145,6 +154,9 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 	east.src.set(t, "e1", "e2", "e3")
 	waitFor(t, "east's change through replica 2", func() bool { return len(east.sink.names()) == 3 })
 
+	if got := ts2.Engine().Outputs("east"); len(got) == 0 {
+		t.Error("replica 2 does not compute east's outputs after east moved to it")
+	}
 	if n := east.Stats.FullInputs.Load(); n != fullBefore {
 		t.Errorf("east sent %d full inputs after failover, want none", n-fullBefore)
 	}

@@ -55,7 +55,17 @@ type Options struct {
 	RegisterFailures int
 	// MaxMessageBytes bounds gRPC messages; larger deltas are split.
 	MaxMessageBytes int
+	// Targets says whose outputs the replica computes: TargetsConnected,
+	// the clusters whose agents are connected to it (replicas divide the
+	// work), or TargetsAll, every cluster of the fleet.
+	Targets string
 }
+
+// Whose outputs a replica computes.
+const (
+	TargetsConnected = "connected"
+	TargetsAll       = "all"
+)
 
 // DefaultOptions returns the defaults of DESIGN.md: relay on :9900, metrics
 // and health on :9091, mTLS, 24h certificates.
@@ -71,6 +81,7 @@ func DefaultOptions() Options {
 		Heartbeat:        10 * time.Second,
 		RegisterFailures: 10,
 		MaxMessageBytes:  16 << 20,
+		Targets:          TargetsConnected,
 	}
 }
 
@@ -92,6 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on agent streams")
+	fs.StringVar(&o.Targets, "targets", o.Targets, "whose outputs this replica computes: connected (the clusters whose agents are connected to it, so replicas divide the work) or all")
 }
 
 // Validate reports whether the options can work.
@@ -114,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, errors.New("--heartbeat must be positive"))
+	}
+	if o.Targets != TargetsConnected && o.Targets != TargetsAll {
+		errs = append(errs, fmt.Errorf("--targets must be %q or %q, not %q", TargetsConnected, TargetsAll, o.Targets))
 	}
 	return errors.Join(errs...)
 }

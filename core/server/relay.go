@@ -44,6 +44,16 @@ type stream struct {
 
 	mu   sync.Mutex
 	sent map[string]sent
+	// held are the outputs the agent said it holds when it connected, by
+	// backend: an output computed later with the same hash is resumed,
+	// not resent.
+	held map[string]heldOutput
+}
+
+// heldOutput is an output an agent holds: its hash and version.
+type heldOutput struct {
+	hash    []byte
+	version uint64
 }
 
 // Sync serves one agent's stream.
@@ -151,14 +161,31 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 			s.markFresh(st.cluster)
 		}
 	}
-	// Resume outputs the agent already holds without resending them.
-	for backend, o := range s.engine.Outputs(st.cluster) {
-		h := o.Snapshot.Hash()
-		if string(hello.GetOutputHashes()[backend]) == string(h[:]) {
-			st.sent[backend] = sent{snap: o.Snapshot.WithVersion(hello.GetOutputVersions()[backend])}
-		}
+	// Resume outputs the agent already holds without resending them, now
+	// or when they are computed.
+	st.held = map[string]heldOutput{}
+	for backend, h := range hello.GetOutputHashes() {
+		st.held[backend] = heldOutput{hash: h, version: hello.GetOutputVersions()[backend]}
 	}
+	st.resume(s.engine.Outputs(st.cluster))
+	s.engine.SetTarget(st.cluster, true)
 	return w
+}
+
+// resume records as sent every output the agent already holds. Callers
+// hold st.mu or own st alone.
+func (st *stream) resume(current map[string]engine.Output) {
+	for backend, o := range current {
+		held, ok := st.held[backend]
+		if _, done := st.sent[backend]; !ok || done {
+			continue
+		}
+		h := o.Snapshot.Hash()
+		if string(held.hash) == string(h[:]) {
+			st.sent[backend] = sent{snap: o.Snapshot.WithVersion(held.version)}
+		}
+		delete(st.held, backend)
+	}
 }
 
 // detach unregisters a stream when it ends and marks its cluster stale.
@@ -171,6 +198,7 @@ func (s *Server) detach(st *stream) {
 	s.mu.Unlock()
 	s.m.connected.Set(float64(s.connectedCount()))
 	if current {
+		s.engine.SetTarget(st.cluster, false)
 		s.engine.SetStale(st.cluster, true)
 		st.log.Info("agent disconnected; its inputs stay in the fleet view as stale")
 	}
@@ -329,6 +357,7 @@ func (st *stream) sendOutputs() error {
 	prune := s.pruneAllowed()
 	current := s.engine.Outputs(st.cluster)
 	st.mu.Lock()
+	st.resume(current)
 	backends := slices.Sorted(maps.Keys(current))
 	for b := range st.sent {
 		if _, ok := current[b]; !ok {

@@ -149,6 +149,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		Debounce: opts.Debounce,
 		OnOutput: s.onOutput,
 		OnCycle:  s.cycleDone,
+		Scoped:   opts.Targets == TargetsConnected,
 		Logger:   s.log,
 	})
 	if err := s.loadCA(ctx); err != nil {
