@@ -7,20 +7,55 @@
 //
 //	func main() { sdk.Serve(&myTranslator{}) }
 //
-// where myTranslator implements [Translator]:
+// where myTranslator implements [Translator] and, best, [TargetTranslator]:
+// it computes one target cluster's outputs at a time.
 //
 //	func (t *myTranslator) Describe() sdk.Description {
 //		return sdk.Description{Name: "netpol", Version: "0.1.0", Backends: []string{"netpol"}}
 //	}
 //
 //	func (t *myTranslator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+//		return sdk.TranslateTargets(ctx, t, req, resp)
+//	}
+//
+//	func (t *myTranslator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
 //		for _, ap := range req.Fleet.AccessPolicies() {
-//			for _, dst := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
-//				resp.Emit(dst.Cluster.Name, networkPolicyFor(ap, dst), ap)
+//			for _, dst := range req.Target.Select(ap.Spec.DestinationSelectors) {
+//				resp.Emit(req.Target.Name, networkPolicyFor(ap, dst), ap)
 //			}
 //		}
 //		return nil
 //	}
+//
+// # Incremental translation
+//
+// For a [TargetTranslator] the SDK records what each target's computation
+// reads through req.Fleet and req.Target: every object of a kind in a
+// cluster ([Cluster.Services], [Cluster.Deployments], ...), one object
+// ([Cluster.Service]), one Service's endpoints ([Cluster.Endpoints]),
+// which Services match selectors ([Fleet.Select], [Fleet.SelectsAny]), a
+// cluster's presence, staleness and meshes ([Fleet.Cluster],
+// [Cluster.HasMesh]), the list of clusters ([Fleet.Clusters],
+// [Fleet.ClustersWithMesh]), the policies of a kind, and [Shared] values.
+// After a delta it computes again, in parallel on every core, only the
+// targets with a read the delta concerns in its old or new state; the
+// others cost nothing. So a translator scales with what changed when each
+// target reads what its outputs depend on and no more:
+//
+//   - its own cluster's objects through req.Target ([Cluster.Select] for
+//     the destinations that live there);
+//   - another cluster's objects only where its outputs use them, such as
+//     the endpoints of a Service a VirtualDestination exports;
+//   - facts over many clusters that many targets need (trust domains,
+//     networks) through [Shared], so that targets depend on the fact, not
+//     on every cluster it was derived from.
+//
+// A target's emits go to that target only. The host may scope a session
+// to some targets (a server replica computes the clusters whose agents
+// are connected to it); the others are neither computed nor sent.
+// sdktest.Session and sdktest.CheckIncremental test both properties: which
+// targets a change computes, and that incremental outputs equal a full
+// translation.
 //
 // The SDK handles the protocol: it keeps the fleet view up to date from the
 // host's deltas, decodes inputs into typed Kubernetes objects and policies,
@@ -41,12 +76,15 @@
 // same protocol, for hosts that link translators in and for tests;
 // package sdk/sdktest builds its harness on both.
 //
-// Within a session the SDK keeps each cluster's *[Cluster] while its inputs
-// do not change, so what its typed accessors decoded is reused. After a full
-// update every (cluster, backend) output is sent; after a delta only those
-// that changed, an emptied one as an empty output. Diagnostics (the SDK's
-// own for invalid policies, then the translator's) are sent in full with
-// every answer. When Translate fails, emits to an unknown backend or to a
+// Within a session the SDK keeps each cluster's decoded inputs while they
+// do not change, so what its typed accessors decoded is reused. Emitted
+// typed objects (client-go, istio.io) are marshalled once, with the
+// ownership labels set on them for the time of the call; emit a fresh
+// object each time. After a full update every (cluster, backend) output
+// is sent; after a delta only those that changed, an emptied one as an
+// empty output. Diagnostics (the SDK's own for invalid policies and the
+// translator's) are sent in full with every answer, sorted, without
+// duplicates. When Translate fails, emits to an unknown backend or to a
 // cluster outside the fleet, or emits the same object twice, only the
 // error is sent and the host keeps the previous outputs.
 package sdk

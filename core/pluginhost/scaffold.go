@@ -109,13 +109,14 @@ import (
 	"github.com/meshrelay/meshrelay/sdk"
 )
 
-// {{.Type}} translates the fleet view for the {{.Backend}} backend. Replace
-// what Translate emits with your backend's resources.
+// {{.Type}} translates the fleet view for the {{.Backend}} backend, one
+// target cluster at a time. Replace what TranslateTarget emits with your
+// backend's resources.
 type {{.Type}} struct{}
 
 var (
-	_ sdk.Translator      = (*{{.Type}})(nil)
-	_ sdk.PolicyValidator = (*{{.Type}})(nil)
+	_ sdk.TargetTranslator = (*{{.Type}})(nil)
+	_ sdk.PolicyValidator  = (*{{.Type}})(nil)
 )
 
 // Describe says what the translator is.
@@ -138,12 +139,19 @@ func (t *{{.Type}}) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
 	return nil
 }
 
-// Translate emits, for every Service an AccessPolicy selects, a ConfigMap
-// beside it naming the policies. It must be a pure function of req.
+// Translate translates the whole fleet, one target at a time.
 func (t *{{.Type}}) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+	return sdk.TranslateTargets(ctx, t, req, resp)
+}
+
+// TranslateTarget emits, for every Service of the target cluster that an
+// AccessPolicy selects, a ConfigMap beside it naming the policy. It must be
+// a pure function of what it reads through req: the SDK computes a target
+// again only when something it read changes.
+func (t *{{.Type}}) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
 	for _, ap := range req.Fleet.AccessPolicies() {
-		for _, dst := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
-			resp.Emit(dst.Cluster.Name, map[string]any{
+		for _, dst := range req.Target.Select(ap.Spec.DestinationSelectors) {
+			resp.Emit(req.Target.Name, map[string]any{
 				"apiVersion": "v1",
 				"kind":       "ConfigMap",
 				"metadata":   map[string]any{"name": "{{.Name}}-" + dst.Service.Name, "namespace": dst.Service.Namespace},
