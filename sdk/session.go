@@ -474,6 +474,12 @@ func (s *session) decodePolicy(src policySource, raw []byte) *decodedPolicy {
 		valid = false
 		d.diags = append(d.diags, Diagnostic{Severity: SeverityError, Summary: fe.ErrorBody(), Path: fe.Field, Policy: ref})
 	}
+	if src.cluster != "" && valid {
+		for _, td := range scopeToCluster(p, src.cluster) {
+			valid = valid && td.Severity != SeverityError
+			d.diags = append(d.diags, td)
+		}
+	}
 	if v, ok := s.t.(PolicyValidator); ok && valid {
 		for _, vd := range v.ValidatePolicy(p) {
 			if vd.Policy == (PolicyRef{}) {
