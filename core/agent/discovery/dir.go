@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -16,10 +17,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshrelay/meshrelay/core/snapshot"
 )
+
+// DefaultDirResync is the shortest time a watched [Dir] goes without reading
+// its directory when no change is notified, in case a notification was lost
+// (a full kernel queue, a network file system, a file reached through a
+// symbolic link from outside the tree).
+const DefaultDirResync = 30 * time.Second
+
+// MaxDirFileSize is the largest file [Dir] reads, in bytes; a larger one is
+// logged and skipped like a malformed one.
+const MaxDirFileSize = 32 << 20
+
+// MaxDirFiles is the most manifest files [Dir] reads below its directory. A
+// tree with more is an error naming the first file over the limit; Run logs
+// it and keeps its last snapshot.
+const MaxDirFiles = 10_000
 
 // Dir discovers a "cluster" kept as a directory of YAML or JSON files, for
 // development, demos and tests. Make one with NewDir.
@@ -30,6 +47,17 @@ type Dir struct {
 
 	// files caches what each file held when last read, by path.
 	files map[string]dirFile
+
+	// watch follows the directories read while Run watches them; nil when
+	// not watching.
+	watch *dirWatch
+
+	// Set by NewDir; tests change them.
+	newWatcher  func() (*fsnotify.Watcher, error)
+	debounce    time.Duration // from the first notified change to the read
+	resync      time.Duration // between reads of a watched directory
+	maxFileSize int64
+	maxFiles    int
 }
 
 // dirFile is one file's objects, keyed by the hash of its content.
@@ -46,44 +74,173 @@ type dirObject struct {
 // NewDir returns a source reading the directory at path and every directory
 // below it. Files ending in .yaml, .yml or .json are read; each may hold
 // several documents separated by "---" lines, and a document of a kind
-// ending in "List" stands for its items.
+// ending in "List" stands for its items. Files and directories whose names
+// start with "." are left out, and symbolic links to directories are not
+// followed (those to files are, as in a Kubernetes ConfigMap volume).
+//
+// Run watches the directories it reads for changes (inotify, kqueue, …) and
+// reads again [DefaultDebounce] after the first change it is told of, and
+// in any case every opts.Interval or [DefaultDirResync], whichever is
+// longer. Where the directory cannot be watched — it does not exist yet, it
+// is not a directory, or the system refuses a watch (for example at the
+// inotify watch limit) — Run reads it every opts.Interval instead.
 func NewDir(path string, opts DirOptions) *Dir {
 	opts.setDefaults()
-	return &Dir{path: path, opts: opts, log: opts.Logger.With("dir", path), files: map[string]dirFile{}}
+	return &Dir{
+		path:        path,
+		opts:        opts,
+		log:         opts.Logger.With("dir", path),
+		files:       map[string]dirFile{},
+		newWatcher:  fsnotify.NewWatcher,
+		debounce:    DefaultDebounce,
+		resync:      max(opts.Interval, DefaultDirResync),
+		maxFileSize: MaxDirFileSize,
+		maxFiles:    MaxDirFiles,
+	}
 }
 
 // Run reads the directory, publishes its snapshot, and then reads it again
-// every poll interval, publishing when the meaning of what it holds changed.
-// Malformed files and documents are logged and skipped. A directory that
-// does not exist is an empty cluster until it is created. Run returns an
-// error only for invalid options, and nil when ctx ends.
+// on each change (see [NewDir] for when), publishing when the meaning of
+// what it holds changed. Malformed files and documents are logged and
+// skipped. A directory that does not exist is an empty cluster until it is
+// created. Run returns an error only for invalid options, and nil when ctx
+// ends.
 func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 	f, err := d.opts.Filter.compile()
 	if err != nil {
 		return fmt.Errorf("dir discovery %s: %w", d.path, err)
 	}
+	if w, err := d.newWatcher(); err != nil {
+		d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", err)
+	} else {
+		d.watch = newDirWatch(w)
+	}
+	defer d.stopWatching()
+
 	var (
-		last    *snapshot.Snapshot
-		version uint64
+		last       *snapshot.Snapshot
+		version    uint64
+		timer      = time.NewTimer(0) // the next read; the first at once
+		debouncing bool
 	)
-	ticker := time.NewTicker(d.opts.Interval)
-	defer ticker.Stop()
+	defer timer.Stop()
 	for {
-		s, err := d.read(f, version+1)
-		if err != nil {
-			d.log.Error("read directory", "err", err)
-		} else if last == nil || !s.Equal(last) {
-			version++
-			last = s
-			d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
-			publish(s)
+		var (
+			events <-chan fsnotify.Event
+			errs   <-chan error
+		)
+		if d.watch != nil {
+			events, errs = d.watch.w.Events, d.watch.w.Errors
 		}
+		changed := false
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case ev, ok := <-events:
+			if !ok {
+				d.log.Warn("directory watch ended, polling it", "interval", d.opts.Interval)
+				d.stopWatching()
+			}
+			// Chmod alone (touch, chmod) changes no content.
+			changed = ev.Op&^fsnotify.Chmod != 0 || !ok
+		case err, ok := <-errs:
+			if !ok {
+				d.log.Warn("directory watch ended, polling it", "interval", d.opts.Interval)
+				d.stopWatching()
+			} else {
+				d.log.Warn("directory watch", "err", err)
+			}
+			// Notifications may have been lost: read to catch up.
+			changed = true
+		case <-timer.C:
+			debouncing = false
+			s, err := d.read(f, version+1)
+			if err != nil {
+				d.log.Error("read directory", "err", err)
+			} else if last == nil || !s.Equal(last) {
+				version++
+				last = s
+				d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
+				publish(s)
+			}
+			if d.watch != nil && d.watch.err != nil {
+				d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", d.watch.err)
+				d.stopWatching()
+			}
+			if d.watching() {
+				timer.Reset(d.resync)
+			} else {
+				timer.Reset(d.opts.Interval)
+			}
+		}
+		if changed && !debouncing {
+			// Read once the burst this change starts is likely over, but
+			// no later than that however long it goes on.
+			debouncing = true
+			timer.Reset(d.debounce)
 		}
 	}
+}
+
+// watching reports whether changes to the directory itself are notified.
+func (d *Dir) watching() bool {
+	return d.watch != nil && d.watch.watched[d.path]
+}
+
+func (d *Dir) stopWatching() {
+	if d.watch != nil {
+		d.watch.w.Close()
+		d.watch = nil
+	}
+}
+
+// dirWatch keeps a watch on each directory the last read walked.
+type dirWatch struct {
+	w *fsnotify.Watcher
+	// watched and visited hold the directories watched after the last walk
+	// and during the current one.
+	watched, visited map[string]bool
+	// err is the first failure to watch a directory; Run then polls.
+	err error
+}
+
+func newDirWatch(w *fsnotify.Watcher) *dirWatch {
+	return &dirWatch{w: w, watched: map[string]bool{}, visited: map[string]bool{}}
+}
+
+// add watches a directory the walk is about to list, so that no change
+// after the listing goes unnoticed. It watches again a directory watched
+// before, since it may be a new one under the same name.
+func (w *dirWatch) add(dir string) {
+	if w.err != nil {
+		return
+	}
+	if err := w.w.Add(filepath.Clean(dir)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return // the walk cannot list it either and logs why
+		}
+		w.err = fmt.Errorf("watch %s: %w", dir, err)
+		return
+	}
+	w.visited[dir] = true
+}
+
+// done ends a complete walk: directories no longer there are unwatched.
+func (w *dirWatch) done() {
+	for dir := range w.watched {
+		if !w.visited[dir] {
+			_ = w.w.Remove(filepath.Clean(dir)) // fails if the system dropped it already
+		}
+	}
+	w.watched, w.visited = w.visited, map[string]bool{}
+}
+
+// abort ends an incomplete walk, keeping every watch.
+func (w *dirWatch) abort() {
+	for dir := range w.visited {
+		w.watched[dir] = true
+	}
+	clear(w.visited)
 }
 
 // Snapshot reads the directory once and returns its snapshot at version 1.
@@ -96,9 +253,13 @@ func (d *Dir) Snapshot() (*snapshot.Snapshot, error) {
 }
 
 // read builds the directory's snapshot, parsing only files whose content
-// changed since the last read.
+// changed since the last read, and watching each directory it lists when
+// Run watches.
 func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
-	var paths []string
+	var (
+		paths   []string
+		tooMany string
+	)
 	err := filepath.WalkDir(d.path, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if path == d.path && errors.Is(err, fs.ErrNotExist) {
@@ -114,18 +275,35 @@ func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
 			if path != d.path && strings.HasPrefix(e.Name(), ".") {
 				return fs.SkipDir
 			}
+			if d.watch != nil {
+				d.watch.add(path)
+			}
 			return nil
 		}
 		switch strings.ToLower(filepath.Ext(path)) {
 		case ".yaml", ".yml", ".json":
 			if !strings.HasPrefix(e.Name(), ".") {
+				if len(paths) == d.maxFiles {
+					tooMany = path
+					return fs.SkipAll
+				}
 				paths = append(paths, path)
 			}
 		}
 		return nil
 	})
+	if d.watch != nil {
+		if err != nil || tooMany != "" {
+			d.watch.abort()
+		} else {
+			d.watch.done()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("walk %s: %w", d.path, err)
+	}
+	if tooMany != "" {
+		return nil, fmt.Errorf("walk %s: more than %d manifest files, the most read from one directory; %s is the first over the limit", d.path, d.maxFiles, tooMany)
 	}
 	slices.Sort(paths)
 
@@ -133,7 +311,7 @@ func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
 	where := map[snapshot.ID]string{}
 	var all, kept []snapshot.Resource
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := d.readFile(path)
 		if err != nil {
 			d.log.Warn("skip file", "file", path, "err", err)
 			continue
@@ -163,6 +341,34 @@ func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
 		}
 	}
 	return assemble(version, kept, all)
+}
+
+// readFile reads one manifest file of at most maxFileSize bytes. It does
+// not open what is not a regular file, so that a named pipe cannot block it.
+func (d *Dir) readFile(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", info.Mode().Type())
+	}
+	if info.Size() > d.maxFileSize {
+		return nil, fmt.Errorf("%d bytes, over the limit of %d", info.Size(), d.maxFileSize)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, d.maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > d.maxFileSize {
+		return nil, fmt.Errorf("over the limit of %d bytes", d.maxFileSize)
+	}
+	return data, nil
 }
 
 // parse decodes the objects in one file, logging and skipping documents
