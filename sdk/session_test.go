@@ -81,6 +81,11 @@ var gen uint64
 
 func run(t *testing.T, s *session, u update) answer {
 	t.Helper()
+	return runB(t, s, u)
+}
+
+func runB(t testing.TB, s *session, u update) answer {
+	t.Helper()
 	gen++
 	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}}
 	send := func(m *translatorv1.TranslateResponse) error {

@@ -14,7 +14,8 @@ import (
 // a snapshot, so that a burst of changes becomes one snapshot.
 const DefaultDebounce = 100 * time.Millisecond
 
-// DefaultPollInterval is how often [Dir] looks at its directory.
+// DefaultPollInterval is how often [Dir] reads a directory it cannot watch
+// (and the least interval of its safety-net resync when it can).
 const DefaultPollInterval = time.Second
 
 // DefaultCRDGroups are the API groups whose custom resources [Kube]
@@ -148,8 +149,9 @@ func (o KubeOptions) Validate() error {
 // DirOptions configures [Dir].
 type DirOptions struct {
 	Filter
-	// Interval is how often the directory is read; DefaultPollInterval
-	// when zero.
+	// Interval is how often a directory that cannot be watched is read,
+	// and the least interval of the resync of a watched one;
+	// DefaultPollInterval when zero.
 	Interval time.Duration
 	// Logger receives the source's logs; slog.Default() when nil.
 	Logger *slog.Logger
