@@ -18,8 +18,8 @@ const revLabel = "bench.meshrelay.io/rev"
 // Cluster is one simulated cluster's inputs: S Services in Namespace, each
 // with a ServiceAccount, a Deployment and an EndpointSlice of two endpoints,
 // plus the Namespaces, a Node and an istiod Deployment from which discovery
-// computes the cluster's istio Mesh. A Cluster is not safe for concurrent
-// use.
+// computes the cluster's istio Mesh (and, for [NewGlobalCluster], an Istio
+// east-west gateway). A Cluster is not safe for concurrent use.
 type Cluster struct {
 	Name  string
 	index int
@@ -28,6 +28,7 @@ type Cluster struct {
 	resources   []snapshot.Resource
 	services    []int
 	deployments []int
+	slices      []int
 }
 
 // ClusterName returns the name of the i-th simulated cluster.
@@ -38,6 +39,18 @@ func ServiceName(j int) string { return fmt.Sprintf("svc-%03d", j) }
 
 // NewCluster generates the i-th cluster with the given number of services.
 func NewCluster(i, services int) (*Cluster, error) {
+	return newCluster(i, services, false)
+}
+
+// NewGlobalCluster generates the i-th cluster of the global scenario: the
+// cluster of [NewCluster] plus an Istio east-west gateway Service with its
+// own load-balancer address, through which the other clusters reach its
+// backends of [GlobalPolicyYAML]'s VirtualDestination.
+func NewGlobalCluster(i, services int) (*Cluster, error) {
+	return newCluster(i, services, true)
+}
+
+func newCluster(i, services int, gateway bool) (*Cluster, error) {
 	c := &Cluster{Name: ClusterName(i), index: i}
 	add := func(obj map[string]any) (int, error) {
 		r, err := snapshot.FromObject(obj)
@@ -65,6 +78,9 @@ func NewCluster(i, services int) (*Cluster, error) {
 			},
 		}),
 	}
+	if gateway {
+		fixed = append(fixed, gatewayObject(i))
+	}
 	for _, obj := range fixed {
 		if _, err := add(obj); err != nil {
 			return nil, err
@@ -84,9 +100,11 @@ func NewCluster(i, services int) (*Cluster, error) {
 			return nil, err
 		}
 		c.services, c.deployments = append(c.services, s), append(c.deployments, d)
-		if _, err := add(endpointSliceObject(c.index, j, zone)); err != nil {
+		e, err := add(endpointSliceObject(c.index, j, zone, ""))
+		if err != nil {
 			return nil, err
 		}
+		c.slices = append(c.slices, e)
 	}
 	c.resources = append(c.resources, discovery.Compute(c.resources)...)
 	return c, nil
@@ -114,6 +132,28 @@ func (c *Cluster) Change(j int, marker string) (*snapshot.Snapshot, error) {
 	}
 	c.resources[c.services[j]], c.resources[c.deployments[j]] = s, d
 	return c.Snapshot()
+}
+
+// ChangeEndpoint gives the first endpoint of service j's EndpointSlice the
+// address address, as a rescheduled pod would, and returns the new inputs.
+// Nothing else changes. In the global scenario every Istio cluster's
+// outputs are computed from svc-000's endpoints in every cluster; the
+// address itself appears only in this cluster's outputs.
+func (c *Cluster) ChangeEndpoint(j int, address string) (*snapshot.Snapshot, error) {
+	zone := fmt.Sprintf("zone-%d", c.index%12)
+	e, err := snapshot.FromObject(endpointSliceObject(c.index, j, zone, address))
+	if err != nil {
+		return nil, fmt.Errorf("change %s: %w", c.Name, err)
+	}
+	c.resources[c.slices[j]] = e
+	return c.Snapshot()
+}
+
+// EndpointAddress returns the address the seq-th endpoint change gives an
+// endpoint: unique for the first 4,194,304 changes, and outside the ranges
+// the generated pods (10.128.0.0/9) and gateways (198.18.0.0/15) use.
+func EndpointAddress(seq int) string {
+	return fmt.Sprintf("100.%d.%d.%d", 64+seq>>16&63, seq>>8&255, seq&255)
 }
 
 func object(apiVersion, kind, namespace, name string, labels, spec map[string]any) map[string]any {
@@ -160,12 +200,18 @@ func deploymentObject(j int, rev string) map[string]any {
 	})
 }
 
-func endpointSliceObject(cluster, j int, zone string) map[string]any {
+// endpointSliceObject returns service j's EndpointSlice of two endpoints;
+// first, when not empty, replaces the first endpoint's address.
+func endpointSliceObject(cluster, j int, zone, first string) map[string]any {
 	name := ServiceName(j)
 	var endpoints []any
 	for k := range 2 {
+		address := fmt.Sprintf("10.%d.%d.%d", 128+cluster>>8&127, cluster&255, (2*j+k)%254+1)
+		if k == 0 && first != "" {
+			address = first
+		}
 		endpoints = append(endpoints, map[string]any{
-			"addresses":  []any{fmt.Sprintf("10.%d.%d.%d", 128+cluster>>8&127, cluster&255, (2*j+k)%254+1)},
+			"addresses":  []any{address},
 			"conditions": map[string]any{"ready": true},
 			"zone":       zone,
 			"targetRef":  map[string]any{"kind": "Pod", "namespace": Namespace, "name": fmt.Sprintf("%s-v1-%d", name, k)},
@@ -181,6 +227,52 @@ func endpointSliceObject(cluster, j int, zone string) map[string]any {
 		"ports":       []any{map[string]any{"name": "http", "port": 8080, "protocol": "TCP"}},
 		"endpoints":   endpoints,
 	}
+}
+
+// gatewayObject returns the i-th cluster's Istio east-west gateway: a
+// LoadBalancer Service with the address 198.18.x.y, from which discovery
+// computes the cluster's Gateway.
+func gatewayObject(i int) map[string]any {
+	obj := object("v1", "Service", "istio-system", "istio-eastwestgateway", map[string]any{
+		"istio": "eastwestgateway", discovery.NetworkLabel: "network-" + ClusterName(i),
+	}, map[string]any{
+		"type":     "LoadBalancer",
+		"selector": map[string]any{"istio": "eastwestgateway"},
+		"ports":    []any{map[string]any{"name": "tls", "port": 15443, "targetPort": 15443, "protocol": "TCP"}},
+	})
+	obj["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{
+		map[string]any{"ip": fmt.Sprintf("198.%d.%d.%d", 18+i>>16&1, i>>8&255, i&255)},
+	}}}
+	return obj
+}
+
+// GlobalPolicyYAML returns the global scenario's VirtualDestination: one
+// hostname, svc-000.bench.global, for svc-000 of Namespace in every
+// cluster, with locality failover. Every Istio cluster gets a ServiceEntry
+// with its own svc-000 endpoints and every other cluster's gateway at that
+// cluster's endpoints' locality, so every cluster's Istio output is
+// computed from every cluster's svc-000 EndpointSlice.
+func GlobalPolicyYAML() []byte {
+	return fmt.Appendf(nil, `apiVersion: policy.meshrelay.io/v1alpha1
+kind: VirtualDestination
+metadata:
+  name: bench-global
+  namespace: %[1]s
+spec:
+  hostname: %[2]s.%[1]s.global
+  ports:
+  - {number: 8080, protocol: HTTP, targetPort: 8080}
+  destinationSelectors:
+  - namespaces: [%[1]s]
+    names: [%[2]s]
+  failover:
+    mode: Locality
+  outlierDetection:
+    consecutiveErrors: 5
+    interval: 10s
+    baseEjectionTime: 30s
+    maxEjectionPercent: 50
+`, Namespace, ServiceName(0))
 }
 
 // PolicyYAML returns the fleet-wide AccessPolicy: every Service in

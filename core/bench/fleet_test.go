@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,147 @@ func TestSummarize(t *testing.T) {
 	}
 	if got := summarize(nil); got != (Latency{}) {
 		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+}
+
+// TestChangeEndpoint checks that an endpoint change rewrites exactly the
+// changed service's EndpointSlice, giving its first endpoint the address.
+func TestChangeEndpoint(t *testing.T) {
+	c, err := NewGlobalCluster(7, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := EndpointAddress(70000)
+	after, err := c.ChangeEndpoint(3, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snapshot.Diff(before, after)
+	if len(d.Deletes) != 0 || len(d.Upserts) != 1 {
+		t.Fatalf("ChangeEndpoint(3) changed %d and deleted %d resources, want 1 and 0", len(d.Upserts), len(d.Deletes))
+	}
+	got := d.Upserts[0]
+	want := snapshot.ID{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Namespace: Namespace, Name: ServiceName(3) + "-1"}
+	if got.ID != want {
+		t.Errorf("ChangeEndpoint(3) changed %v, want %v", got.ID, want)
+	}
+	if !strings.Contains(string(got.Body), `"`+addr+`"`) {
+		t.Errorf("the changed EndpointSlice lacks the address %s: %s", addr, got.Body)
+	}
+	old, _ := before.Get(want)
+	if n := strings.Count(string(old.Body), `"ready":true`); n != 2 || strings.Count(string(got.Body), `"ready":true`) != n {
+		t.Errorf("the change altered the endpoints' readiness: before %s, after %s", old.Body, got.Body)
+	}
+	// A second change of the same slice replaces the address again.
+	again, err := c.ChangeEndpoint(3, EndpointAddress(70001))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := snapshot.Diff(after, again); len(d.Upserts) != 1 || d.Upserts[0].ID != want || len(d.Deletes) != 0 {
+		t.Errorf("a second ChangeEndpoint(3) gave %d upserts and %d deletes, want only the slice", len(d.Upserts), len(d.Deletes))
+	}
+}
+
+func TestEndpointAddressIsUnique(t *testing.T) {
+	seen := map[string]int{}
+	for seq := range 1 << 18 {
+		a := EndpointAddress(seq)
+		if prev, ok := seen[a]; ok {
+			t.Fatalf("EndpointAddress(%d) = EndpointAddress(%d) = %s", seq, prev, a)
+		}
+		if net.ParseIP(a) == nil {
+			t.Fatalf("EndpointAddress(%d) = %q, not an IP address", seq, a)
+		}
+		seen[a] = seq
+	}
+}
+
+// TestGlobalChangesReachTheirOutputs checks the global scenario's premise:
+// the VirtualDestination gives every cluster a ServiceEntry that reaches
+// every other cluster's gateway, and an endpoint change reaches its own
+// cluster's Istio output.
+func TestGlobalChangesReachTheirOutputs(t *testing.T) {
+	l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var handed []engine.Output
+	e := engine.New([]engine.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
+	clusters := make([]*Cluster, 3)
+	for i := range clusters {
+		c, err := NewGlobalCluster(i, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusters[i] = c
+		e.SetInput(c.Name, s)
+	}
+	vd, err := snapshot.FromYAML(GlobalPolicyYAML())
+	if err != nil {
+		t.Fatal(err)
+	}
+	access, err := snapshot.FromYAML(PolicyYAML("p0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := snapshot.New(0, []snapshot.Resource{access, vd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetPolicies(pol)
+	cycle := func() map[string]*snapshot.Snapshot {
+		t.Helper()
+		handed = nil
+		e.Cycle(context.Background())
+		out := map[string]*snapshot.Snapshot{}
+		for _, o := range handed {
+			out[o.Key.Cluster] = o.Snapshot
+		}
+		return out
+	}
+	serviceEntry := func(s *snapshot.Snapshot) string {
+		for r := range s.All() {
+			if r.ID.Kind == "ServiceEntry" && strings.Contains(string(r.Body), `"svc-000.bench.global"`) {
+				return string(r.Body)
+			}
+		}
+		return ""
+	}
+	got := cycle()
+	// Every cluster's gateway makes every backend reachable: no warnings
+	// (without gateways, each cluster would warn about every other).
+	for _, d := range e.Diagnostics() {
+		t.Errorf("diagnostic from %s on %s: %s %s (%s)", d.Plugin, d.Policy, d.Severity, d.Summary, d.Detail)
+	}
+	for i, c := range clusters {
+		se := serviceEntry(got[c.Name])
+		if se == "" {
+			t.Fatalf("%s has no ServiceEntry for svc-000.bench.global", c.Name)
+		}
+		for k := range clusters {
+			gw := fmt.Sprintf(`"198.18.0.%d"`, k)
+			if k != i && !strings.Contains(se, gw) {
+				t.Errorf("%s's ServiceEntry lacks the gateway %s of %s: %s", c.Name, gw, clusters[k].Name, se)
+			}
+		}
+	}
+	addr := EndpointAddress(1)
+	s, err := clusters[1].ChangeEndpoint(0, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetInput(clusters[1].Name, s)
+	got = cycle()
+	if out := got[clusters[1].Name]; out == nil || !strings.Contains(serviceEntry(out), `"`+addr+`"`) {
+		t.Errorf("after ChangeEndpoint in %s, its ServiceEntry lacks the address %s", clusters[1].Name, addr)
 	}
 }
