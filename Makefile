@@ -78,9 +78,9 @@ lint:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
 
-## bench-fleet: meshrelay bench against a simulated fleet (AGENTS, SERVICES, DURATION).
+## bench-fleet: meshrelay bench against a simulated fleet (AGENTS, SERVICES, DURATION; more flags in BENCH_ARGS).
 bench-fleet: build
-	$(BIN)/meshrelay bench --plugins $(BIN) --agents $${AGENTS:-100} --services $${SERVICES:-50} --duration $${DURATION:-30s}
+	$(BIN)/meshrelay bench --plugins $(BIN) --agents $${AGENTS:-100} --services $${SERVICES:-50} --duration $${DURATION:-30s} $(BENCH_ARGS)
 
 ## demo: the one-command demo on embedded defaults (builds bin/ first).
 demo: build

@@ -17,9 +17,9 @@ func newBenchCommand(logs *logOptions) *cobra.Command {
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure one server replica against a simulated fleet",
-		Long: `Simulate a fleet of relay agents in one process against a real meshrelay
-server process on loopback, and report what DESIGN.md §6 asks of one replica.
+		Short: "Measure server replicas against a simulated fleet",
+		Long: `Simulate a fleet of relay agents in one process against real meshrelay
+server processes on loopback, and report what DESIGN.md §6 asks of a replica.
 
 The server runs as a child process (this binary's "server" command) with the
 real translator plugins installed and a generated fleet-wide AccessPolicy.
@@ -32,15 +32,48 @@ The run connects the fleet, churns inputs (--churn changes/s for --duration),
 edits the policy --policy-changes times, and reports: time to connect and to
 first outputs; latency from an input change to its agent and from a policy
 edit to every agent (p50/p99/max); bytes on the wire per change as the
-agents received them; the server's CPU seconds and peak RSS (and its
-plugins'), and Redis used_memory with --store redis://.`,
+agents received them; the servers' and plugins' CPU seconds per input change
+(the headline figure) and per policy edit; the server's CPU seconds and peak
+RSS (and its plugins'), and Redis used_memory with --store redis://.
+
+Scenarios (--scenario):
+  local   each input change rewrites one Service and its Deployment in one
+          random cluster, which changes that cluster's outputs only.
+  global  the policies add a VirtualDestination exporting svc-000 of
+          namespace bench from every cluster as svc-000.bench.global, and
+          every cluster gets an east-west gateway, so every cluster's Istio
+          outputs are computed from every cluster's svc-000 endpoints; each
+          input change moves one endpoint of svc-000's EndpointSlice in one
+          random cluster.
+
+Replicas (--replicas N, N > 1 needs --store redis://): N server processes
+share the store. The first creates the CA (kept in the store) and the admin
+token; the others start once the CA is in the store and read the admin token
+from the first's file. Agents are spread round-robin: agent i registers
+through replica i mod N's admin API and dials it first, the others in turn
+when its stream fails. The report adds, per replica, the agents assigned and
+served, and the CPU seconds and peak RSS of its server and plugins; server
+and plugin figures elsewhere are totals over the replicas.
+
+--kill-replica (N ≥ 2) adds a phase after the churn: replica 0 and its
+plugins get SIGKILL, and its agents move to the next replica of their lists.
+It reports the moved agents, their reconnect latency from the kill (p50/p99/
+max), when they all held the outputs their new replica computed, their full
+input resends, and the output churn they saw (output sets whose content
+changed, resources deleted and re-created; inputs and policies do not change
+in that phase, so anything but 0 is churn). The bench reports; it asserts
+nothing.`,
 		Example: `  # A quick run:
   meshrelay bench --agents 100 --services 50 --duration 30s
 
   # Toward the design target, on Redis, as JSON:
   redis-server --port 6390 --save '' &
   meshrelay bench --agents 5000 --services 50 --churn 20 --duration 60s \
-    --store redis://127.0.0.1:6390/0 -o json`,
+    --store redis://127.0.0.1:6390/0 -o json
+
+  # Three replicas on one Redis, a global service, and a lost replica:
+  meshrelay bench --agents 300 --replicas 3 --store redis://127.0.0.1:6390/0 \
+    --scenario global --kill-replica`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" && output != "yaml" {
@@ -83,15 +116,18 @@ plugins'), and Redis used_memory with --store redis://.`,
 	fs := cmd.Flags()
 	fs.IntVar(&opts.Agents, "agents", opts.Agents, "simulated clusters, one agent each")
 	fs.IntVar(&opts.Services, "services", opts.Services, "Services per cluster (each with an EndpointSlice, a Deployment and a ServiceAccount)")
+	fs.StringVar(&opts.Scenario, "scenario", opts.Scenario, "what an input change is: local (one Service and its Deployment; only that cluster's outputs depend on it) or global (an endpoint of svc-000, which a VirtualDestination exports from every cluster)")
 	fs.Float64Var(&opts.Churn, "churn", opts.Churn, "input changes per second across the fleet")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "how long inputs churn")
 	fs.IntVar(&opts.PolicyChanges, "policy-changes", opts.PolicyChanges, "edits of the fleet-wide policy after the churn, one at a time")
 	fs.StringVar(&opts.Store, "store", opts.Store, "the server's store: memory, or redis://host:port/db (an empty database)")
+	fs.IntVar(&opts.Replicas, "replicas", opts.Replicas, "server processes sharing the store (more than 1 needs --store redis://); agents are spread over them round-robin")
+	fs.BoolVar(&opts.KillReplica, "kill-replica", opts.KillReplica, "after the churn, SIGKILL replica 0 and measure its agents' move to the others (needs --replicas 2 or more)")
 	fs.StringVar(&opts.Plugins, "plugins", opts.Plugins, "directory with the meshrelay-plugin-* binaries (default: beside this binary, else built from the source tree)")
 	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "agents registering and connecting at once")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "longest wait for the fleet to converge or a policy edit to arrive everywhere (default 2m plus 20ms per agent)")
 	fs.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "keep the server's data, log and plugins here (default: a temporary directory, removed)")
-	fs.StringSliceVar(&opts.ServerArgs, "server-arg", opts.ServerArgs, "extra flag for the server, repeatable (e.g. --server-arg=--debounce=20ms)")
+	fs.StringSliceVar(&opts.ServerArgs, "server-arg", opts.ServerArgs, "extra flag for every server replica, repeatable (e.g. --server-arg=--debounce=20ms)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
 	outputFlag(cmd, &output)
@@ -112,7 +148,12 @@ func printBench(w io.Writer, r *bench.Report) error {
 		return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
 	}
 	t := newTable(w, "MEASURE", "VALUE")
-	t.row("fleet", fmt.Sprintf("%d agents × %d services (%d input resources each), store %s", r.Agents, r.Services, r.InputResources, r.Store))
+	fleet := fmt.Sprintf("%d agents × %d services (%d input resources each), store %s", r.Agents, r.Services, r.InputResources, r.Store)
+	if len(r.Replicas) > 1 {
+		fleet += fmt.Sprintf(", %d server replicas", len(r.Replicas))
+	}
+	t.row("fleet", fleet)
+	t.row("scenario", r.Scenario)
 	t.row("agents connected", fmt.Sprintf("%d/%d", r.Connected, r.Agents))
 	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerSecond))
 	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSeconds), r.FirstOutputs, r.Agents))
@@ -130,10 +171,47 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("server RSS per agent", kib(r.ServerRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
 	t.row("plugins CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Plugins.CPUSeconds, mib(r.Plugins.PeakRSSBytes)))
 	t.row("plugins RSS per agent", kib(r.PluginRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.PluginRSSBefore), mib(r.PluginRSSConverged)))
+	if len(r.Replicas) > 1 {
+		for _, rr := range r.Replicas {
+			t.row("replica "+rr.ID, replicaLine(rr, mib))
+		}
+	}
+	if f := r.Failover; f != nil {
+		printFailover(t, f, ms, secs)
+	}
 	if r.RedisUsedMemory > 0 {
 		t.row("redis used_memory", mib(r.RedisUsedMemory))
 	}
 	t.row("machine load average (1m) at the end", fmt.Sprintf("%.1f", r.LoadAverage))
 	t.row("bench process CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Client.CPUSeconds, mib(r.Client.PeakRSSBytes)))
 	return t.flush()
+}
+
+// replicaLine describes one replica's share of a run.
+func replicaLine(rr bench.ReplicaReport, mib func(int64) string) string {
+	agents := fmt.Sprintf("%d agents assigned, %d served", rr.Agents, rr.Served)
+	if rr.Served < 0 {
+		agents = fmt.Sprintf("%d agents assigned, served unknown", rr.Agents)
+	}
+	if rr.Killed {
+		agents += ", killed"
+	} else if rr.ServedAfterKill > 0 {
+		agents += fmt.Sprintf(", %d after the kill", rr.ServedAfterKill)
+	}
+	return fmt.Sprintf("%s; server CPU %.1f s, peak RSS %s; plugins CPU %.1f s, peak RSS %s",
+		agents, rr.Server.CPUSeconds, mib(rr.Server.PeakRSSBytes), rr.Plugins.CPUSeconds, mib(rr.Plugins.PeakRSSBytes))
+}
+
+// printFailover prints the --kill-replica phase.
+func printFailover(t *table, f *bench.FailoverReport, ms func(bench.Latency) string, secs func(float64) string) {
+	t.row("killed replica", fmt.Sprintf("%s: %d moved agents, %d reconnected", f.Killed, f.MovedAgents, f.Reconnected))
+	t.row("moved agent reconnect p50/p99/max", ms(f.Reconnect))
+	settled := "not within the timeout"
+	if f.SettledSeconds > 0 {
+		settled = secs(f.SettledSeconds) + " after the kill"
+	}
+	t.row("moved agents hold their new replica's outputs", settled)
+	t.row("output churn (moved agents)", fmt.Sprintf("%d output set changes: %d resources deleted (%d re-created), %d modified, %d added",
+		f.Churn.Changes, f.Churn.Deleted, f.Churn.Recreated, f.Churn.Modified, f.Churn.Added))
+	t.row("full input resends (moved agents)", fmt.Sprintf("%d", f.FullResends))
 }

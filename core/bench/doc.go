@@ -1,16 +1,19 @@
 // Package bench measures a meshrelay fleet at scale: it simulates many relay
-// agents in one process against a real management server process, and
-// reports what DESIGN.md §6 asks of one replica — how long the fleet takes
+// agents in one process against real management server processes, and
+// reports what DESIGN.md §6 asks of a replica — how long the fleet takes
 // to register and converge, how fast a change in one cluster and a policy
 // change reach the agents they affect, how many bytes a change costs on the
-// wire, and the server's CPU and memory.
+// wire, and the servers' CPU and memory.
 //
 // [Run] drives one measurement: it starts `meshrelay server` as a child
 // process on loopback (memory or Redis store, the real translator plugins
 // installed in a temporary plugin directory, policies from a generated
-// directory), registers one identity per simulated cluster through the
-// admin API, and runs a real [agent.Agent] per cluster: each trades its
-// token and a CSR for a client certificate and keeps its own mTLS stream.
+// directory) — or Options.Replicas of them on one Redis store, sharing the
+// CA through the store and the first replica's admin token —, registers
+// one identity per simulated cluster through the admin API of its replica
+// (round-robin), and runs a real [agent.Agent] per cluster: each trades its
+// token and a CSR for a client certificate and keeps its own mTLS stream
+// to its replica, with the other replicas next in its server list.
 // The agents' sources are generated input snapshots (Services,
 // EndpointSlices, Deployments, ServiceAccounts, Namespaces, a Node and an
 // istiod Deployment, from which discovery computes the istio Mesh); their
@@ -20,15 +23,26 @@
 //  1. waits until every agent is connected and has its first outputs;
 //  2. measures the idle traffic (heartbeats) for 10s, a baseline;
 //  3. churns inputs at Options.Churn changes per second for
-//     Options.Duration — each change rewrites one Service and its
+//     Options.Duration and times each change until its agent receives it.
+//     In the local scenario each change rewrites one Service and its
 //     Deployment in one random cluster, which changes that cluster's Istio
-//     authorization only — and times each change until its agent receives
-//     it;
-//  4. edits the fleet-wide AccessPolicy Options.PolicyChanges times and
+//     authorization only; in the global scenario a VirtualDestination
+//     exports svc-000 of every cluster (each has an east-west gateway), so
+//     every cluster's Istio outputs are computed from every cluster's
+//     svc-000 endpoints, and each change gives an endpoint of svc-000 in
+//     one random cluster a new address, which appears in that cluster's
+//     ServiceEntry. The CPU the replicas and their plugins spent, divided
+//     by the changes, is the cost of a change;
+//  4. with Options.KillReplica, kills replica 0 and its plugins (SIGKILL)
+//     and measures its agents' move to the next replica: reconnect
+//     latency, when they hold what their new replica computed, full input
+//     resends, and the churn of their outputs ([OutputChurn]; inputs and
+//     policies do not change meanwhile);
+//  5. edits the fleet-wide AccessPolicy Options.PolicyChanges times and
 //     times each edit until every agent has received it;
-//  5. reads the server's CPU time and peak RSS (and its plugins') from
+//  6. reads each replica's CPU time and peak RSS (and its plugins') from
 //     /proc, and Redis's used_memory when the store is Redis; then stops
-//     the agents and the server.
+//     the agents and the servers.
 //
 // Bytes on the wire are counted from the agents' side, as the TCP bytes
 // their connections to the server received (TCP_INFO), less the idle

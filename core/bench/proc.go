@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,14 @@ type ProcStats struct {
 	// RSSBytes is the resident set now; PeakRSSBytes its high-water mark (VmHWM).
 	RSSBytes     int64 `json:"rss_bytes"`
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+}
+
+// plus returns the sum of two processes' figures.
+func (s ProcStats) plus(o ProcStats) ProcStats {
+	return ProcStats{
+		CPUSeconds: s.CPUSeconds + o.CPUSeconds, RSSBytes: s.RSSBytes + o.RSSBytes,
+		PeakRSSBytes: s.PeakRSSBytes + o.PeakRSSBytes,
+	}
 }
 
 // readProc reads a process's CPU time and memory from /proc.
@@ -91,10 +100,10 @@ func children(pid int) []int {
 // struct tcp_info (since Linux 4.1).
 const tcpInfoBytesReceived = 128
 
-// receivedFrom sums the bytes this process's TCP connections to port
+// receivedFrom sums the bytes this process's TCP connections to ports
 // received, as the kernel counts them (TLS and HTTP/2 framing included).
 // Connections closed since the last call are not counted.
-func receivedFrom(port int) int64 {
+func receivedFrom(ports ...int) int64 {
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return 0
@@ -113,7 +122,7 @@ func receivedFrom(port int) int64 {
 		if err != nil {
 			continue
 		}
-		if in4, ok := sa.(*syscall.SockaddrInet4); !ok || in4.Port != port {
+		if in4, ok := sa.(*syscall.SockaddrInet4); !ok || !slices.Contains(ports, in4.Port) {
 			continue
 		}
 		n := uint32(len(buf))

@@ -5,36 +5,43 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/agent"
-	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // Plugins are the translator plugins the benchmark installs.
 var Plugins = []string{"istio", "envoy", "cilium"}
+
+// Scenarios: what the fleet's policies are and what an input change is.
+const (
+	// ScenarioLocal: a fleet-wide AccessPolicy; each input change rewrites
+	// one Service and its Deployment in one cluster, which changes that
+	// cluster's Istio authorization only.
+	ScenarioLocal = "local"
+	// ScenarioGlobal: the AccessPolicy and a VirtualDestination exporting
+	// svc-000 of every cluster under one hostname (every cluster has an
+	// east-west gateway); each input change moves an endpoint of svc-000's
+	// EndpointSlice in one cluster, and every cluster's Istio outputs are
+	// computed from every cluster's svc-000 endpoints.
+	ScenarioGlobal = "global"
+)
 
 // Options configure a benchmark run.
 type Options struct {
@@ -42,6 +49,8 @@ type Options struct {
 	Agents int
 	// Services is how many Services each cluster has.
 	Services int
+	// Scenario is ScenarioLocal (the default) or ScenarioGlobal.
+	Scenario string
 	// Churn is how many input changes per second the fleet makes.
 	Churn float64
 	// Duration is how long inputs churn.
@@ -52,6 +61,12 @@ type Options struct {
 	// Store is the server's --store: "memory" or a redis:// URL. A Redis
 	// database must hold no clusters yet.
 	Store string
+	// Replicas is how many server processes share the store (Redis when
+	// more than one); the agents are spread over them round-robin.
+	Replicas int
+	// KillReplica, with two replicas or more, kills replica 0 after the
+	// churn and measures its agents' move to the others.
+	KillReplica bool
 	// Plugins is a directory holding the meshrelay-plugin-* binaries. When
 	// empty they are taken from beside Executable, and failing that built
 	// from the source tree the working directory is in.
@@ -64,10 +79,10 @@ type Options struct {
 	// Timeout bounds each wait: the fleet's convergence, a policy edit
 	// reaching every agent. Default: 2 minutes plus 20ms per agent.
 	Timeout time.Duration
-	// WorkDir keeps the server's data, logs and plugins; a temporary
+	// WorkDir keeps the servers' data, logs and plugins; a temporary
 	// directory, removed afterwards, when empty.
 	WorkDir string
-	// ServerArgs are added to the server's command line.
+	// ServerArgs are added to every server's command line.
 	ServerArgs []string
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
@@ -75,12 +90,13 @@ type Options struct {
 	Progress io.Writer
 }
 
-// DefaultOptions returns the defaults: 100 agents of 50 services, 10
-// changes per second for 30s, three policy edits, a memory store.
+// DefaultOptions returns the defaults: 100 agents of 50 services, the
+// local scenario, 10 changes per second for 30s, three policy edits, one
+// server on a memory store.
 func DefaultOptions() Options {
 	return Options{
-		Agents: 100, Services: 50, Churn: 10, Duration: 30 * time.Second,
-		PolicyChanges: 3, Store: "memory", Concurrency: 32,
+		Agents: 100, Services: 50, Scenario: ScenarioLocal, Churn: 10, Duration: 30 * time.Second,
+		PolicyChanges: 3, Store: "memory", Replicas: 1, Concurrency: 32,
 	}
 }
 
@@ -96,6 +112,9 @@ func (o *Options) Validate() error {
 	if o.Services < 1 {
 		errs = append(errs, errors.New("--services must be at least 1"))
 	}
+	if o.Scenario != ScenarioLocal && o.Scenario != ScenarioGlobal {
+		errs = append(errs, fmt.Errorf("--scenario must be %s or %s, not %q", ScenarioLocal, ScenarioGlobal, o.Scenario))
+	}
 	if o.Churn < 0 {
 		errs = append(errs, errors.New("--churn must not be negative"))
 	}
@@ -105,8 +124,18 @@ func (o *Options) Validate() error {
 	if o.PolicyChanges < 0 {
 		errs = append(errs, errors.New("--policy-changes must not be negative"))
 	}
-	if o.Store != "memory" && !strings.HasPrefix(o.Store, "redis") {
+	redis := strings.HasPrefix(o.Store, "redis")
+	if o.Store != "memory" && !redis {
 		errs = append(errs, fmt.Errorf("--store must be memory or a redis:// URL, not %q", o.Store))
+	}
+	switch {
+	case o.Replicas < 1:
+		errs = append(errs, errors.New("--replicas must be at least 1"))
+	case o.Replicas > 1 && !redis:
+		errs = append(errs, fmt.Errorf("--replicas %d needs a store the replicas share: pass --store redis://… (a memory store is each server's own)", o.Replicas))
+	}
+	if o.KillReplica && o.Replicas < 2 {
+		errs = append(errs, errors.New("--kill-replica needs --replicas 2 or more: the killed replica's agents move to another"))
 	}
 	return errors.Join(errs...)
 }
@@ -131,11 +160,13 @@ func summarize(ds []time.Duration) Latency {
 	return Latency{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: float64(ds[len(ds)-1]) / float64(time.Millisecond)}
 }
 
-// Report is what a run measured. Durations are in seconds.
+// Report is what a run measured. Durations are in seconds. Server and
+// plugin figures are totals over the replicas; Replicas has each one's.
 type Report struct {
 	Agents         int     `json:"agents"`
 	Services       int     `json:"services_per_agent"`
 	InputResources int     `json:"input_resources_per_agent"`
+	Scenario       string  `json:"scenario"`
 	Store          string  `json:"store"`
 	Churn          float64 `json:"churn_per_second"`
 	ChurnSeconds   float64 `json:"churn_seconds"`
@@ -167,9 +198,9 @@ type Report struct {
 	PolicyWireBytes    float64 `json:"policy_wire_bytes_per_agent"`
 	PolicyPayloadBytes float64 `json:"policy_payload_bytes_per_agent"`
 	IdleWireBytesPerS  float64 `json:"idle_wire_bytes_per_second"`
-	// InputCPU and PolicyCPU are the CPU seconds the server and its plugins
-	// spent per input change (during the churn) and per policy edit: the
-	// cost of a change, whatever else runs on the machine.
+	// InputCPU and PolicyCPU are the CPU seconds every replica and its
+	// plugins spent per input change (during the churn) and per policy
+	// edit: the cost of a change, whatever else runs on the machine.
 	InputCPU  float64 `json:"server_and_plugins_cpu_seconds_per_input_change"`
 	PolicyCPU float64 `json:"server_and_plugins_cpu_seconds_per_policy_edit"`
 	// LoadAverage is the machine's 1-minute load average at the end: other
@@ -190,6 +221,43 @@ type Report struct {
 	ServerCPUConverge  float64   `json:"server_cpu_seconds_to_converge"`
 	RedisUsedMemory    int64     `json:"redis_used_memory_bytes,omitempty"`
 	Client             ProcStats `json:"bench_process"`
+
+	// Replicas are the figures of each server replica.
+	Replicas []ReplicaReport `json:"replicas"`
+	// Failover is the --kill-replica phase.
+	Failover *FailoverReport `json:"failover,omitempty"`
+}
+
+// ReplicaReport is one server replica's share of a run.
+type ReplicaReport struct {
+	ID string `json:"id"`
+	// Agents dialled this replica first (the fleet is spread round-robin);
+	// Served were connected to it once the fleet converged, as its admin
+	// API reported (-1 when it could not be asked).
+	Agents int `json:"agents_assigned"`
+	Served int `json:"agents_served"`
+	// ServedAfterKill is how many agents were connected to it once the
+	// killed replica's agents settled (--kill-replica).
+	ServedAfterKill int  `json:"agents_served_after_kill,omitempty"`
+	Killed          bool `json:"killed,omitempty"`
+	// Server is the server process; Plugins sums its plugin processes. A
+	// killed replica's figures are read just before it was killed.
+	Server  ProcStats `json:"server"`
+	Plugins ProcStats `json:"plugins"`
+}
+
+// run is one benchmark run's state.
+type run struct {
+	opts    Options
+	say     func(format string, args ...any)
+	work    string
+	sims    []*sim
+	watch   *policyWatch
+	policy  string // the AccessPolicy's file
+	servers replicaSet
+	rep     *Report
+	// served and servedAfterKill count each replica's agents.
+	served, servedAfterKill []int
 }
 
 // Run runs one benchmark; see the package documentation.
@@ -197,225 +265,283 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts.Concurrency = cmp.Or(opts.Concurrency, 32)
-	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute+time.Duration(opts.Agents)*20*time.Millisecond)
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	say := func(format string, args ...any) {
-		if opts.Progress != nil {
-			fmt.Fprintf(opts.Progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-		}
-	}
-	if _, err := raiseFileLimit(); err != nil {
-		return nil, err
-	}
-	if opts.Executable == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find the meshrelay binary: %w", err)
-		}
-		opts.Executable = exe
-	}
-	work := opts.WorkDir
-	if work == "" {
-		dir, err := os.MkdirTemp("", "meshrelay-bench-")
-		if err != nil {
-			return nil, fmt.Errorf("create work directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		work = dir
-	}
-	for _, d := range []string{"plugins", "policies", "server", "agents"} {
-		if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
-			return nil, fmt.Errorf("create work directory: %w", err)
-		}
-	}
-
-	// Plugins and policies.
-	bins, err := pluginBinaries(ctx, opts, work)
+	r, cleanup, err := newRun(opts)
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range Plugins {
-		if _, err := pluginhost.InstallContext(ctx, filepath.Join(work, "plugins"), bins[name], "", opts.Logger); err != nil {
-			return nil, fmt.Errorf("install plugin %s: %w", name, err)
-		}
-	}
-	policyFile := filepath.Join(work, "policies", "bench-access.yaml")
-	if err := writeFile(policyFile, PolicyYAML("p0")); err != nil {
+	defer cleanup()
+	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
 
-	// Inputs, generated before the clock starts.
-	say("generating %d clusters of %d services", opts.Agents, opts.Services)
-	sims := make([]*sim, opts.Agents)
-	watch := newPolicyWatch(opts.Agents)
-	for i := range sims {
-		c, err := NewCluster(i, opts.Services)
-		if err != nil {
-			return nil, err
-		}
-		snap, err := c.Snapshot()
-		if err != nil {
-			return nil, err
-		}
-		sims[i] = &sim{index: i, cluster: c, src: newSource(snap), policy: watch}
-	}
-	rep := &Report{Agents: opts.Agents, Services: opts.Services, Store: redactStore(opts.Store), Churn: opts.Churn,
-		InputResources: len(sims[0].cluster.resources)}
-
-	// The server.
-	srv, err := startServer(ctx, opts, work)
+	servers, err := startReplicas(ctx, r.opts, r.work, r.say)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	say("server pid %d listening on %s; logs in %s", srv.pid(), srv.relay, srv.logPath)
-	admin, adminCtx, closeAdmin, err := srv.waitReady(ctx, opts.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	defer closeAdmin()
-	if st, err := admin.ListClusters(adminCtx, &relayv1.ListClustersRequest{}); err == nil && len(st.GetClusters()) > 0 {
-		return nil, fmt.Errorf("the store already holds %d clusters; run against an empty store", len(st.GetClusters()))
-	}
-	if ps, err := readProc(srv.pid()); err == nil {
-		rep.ServerRSSBefore = ps.RSSBytes
-	}
-	rep.PluginRSSBefore = pluginStats(srv.pid()).RSSBytes
+	defer servers.stop()
+	r.servers = servers
+	server, plugins := servers.totals()
+	r.rep.ServerRSSBefore, r.rep.PluginRSSBefore = server.RSSBytes, plugins.RSSBytes
 
-	// Register and connect the fleet.
+	// The agents stop before the servers.
 	agentCtx, stopAgents := context.WithCancel(ctx)
 	var agents errgroup.Group
 	defer func() {
 		stopAgents()
 		_ = agents.Wait()
 	}()
-	say("registering and connecting %d agents", opts.Agents)
+	start, err := r.connect(agentCtx, &agents)
+	if err != nil {
+		return nil, err
+	}
+	r.waitFirstOutputs(start)
+	r.converged()
+	r.measureIdle()
+
+	if r.opts.Churn > 0 && r.opts.Duration > 0 {
+		r.say("churning %.1f changes/s for %s (%s scenario)", r.opts.Churn, r.opts.Duration, r.opts.Scenario)
+		if err := r.churn(ctx); err != nil {
+			return nil, err
+		}
+		r.say("input latency p50 %.1fms p99 %.1fms max %.1fms over %d changes; %.0f wire B/change",
+			r.rep.InputLatency.P50, r.rep.InputLatency.P99, r.rep.InputLatency.Max, r.rep.InputLatency.Count, r.rep.InputWireBytes)
+	}
+	if r.opts.KillReplica {
+		if err := r.killReplica(ctx); err != nil {
+			return nil, err
+		}
+		r.servedAfterKill = r.countServed()
+	}
+	if r.opts.PolicyChanges > 0 {
+		if err := r.policyEdits(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.finish(ctx); err != nil {
+		return nil, err
+	}
+	r.say("stopping")
+	return r.rep, nil
+}
+
+// newRun fills in the defaults and makes the work directory; cleanup
+// removes it unless it is opts.WorkDir.
+func newRun(opts Options) (*run, func(), error) {
+	opts.Concurrency = cmp.Or(opts.Concurrency, 32)
+	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute+time.Duration(opts.Agents)*20*time.Millisecond)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &run{opts: opts}
+	r.say = func(format string, args ...any) {
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+		}
+	}
+	if _, err := raiseFileLimit(); err != nil {
+		return nil, nil, err
+	}
+	if r.opts.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("find the meshrelay binary: %w", err)
+		}
+		r.opts.Executable = exe
+	}
+	cleanup := func() {}
+	r.work = opts.WorkDir
+	if r.work == "" {
+		dir, err := os.MkdirTemp("", "meshrelay-bench-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("create work directory: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		r.work = dir
+	}
+	dirs := []string{"plugins", "policies", "agents"}
+	for i := range opts.Replicas {
+		_, dir := replicaNames(i, opts.Replicas)
+		dirs = append(dirs, dir)
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(r.work, d), 0o700); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("create work directory: %w", err)
+		}
+	}
+	return r, cleanup, nil
+}
+
+// prepare installs the plugins, writes the policies and generates the
+// fleet's inputs, before the clock starts.
+func (r *run) prepare(ctx context.Context) error {
+	bins, err := pluginBinaries(ctx, r.opts, r.work)
+	if err != nil {
+		return err
+	}
+	for _, name := range Plugins {
+		if _, err := pluginhost.InstallContext(ctx, filepath.Join(r.work, "plugins"), bins[name], "", r.opts.Logger); err != nil {
+			return fmt.Errorf("install plugin %s: %w", name, err)
+		}
+	}
+	r.policy = filepath.Join(r.work, "policies", "bench-access.yaml")
+	if err := writeFile(r.policy, PolicyYAML("p0")); err != nil {
+		return err
+	}
+	newCluster := NewCluster
+	if r.opts.Scenario == ScenarioGlobal {
+		if err := writeFile(filepath.Join(r.work, "policies", "bench-global.yaml"), GlobalPolicyYAML()); err != nil {
+			return err
+		}
+		newCluster = NewGlobalCluster
+	}
+
+	r.say("generating %d clusters of %d services", r.opts.Agents, r.opts.Services)
+	r.sims = make([]*sim, r.opts.Agents)
+	r.watch = newPolicyWatch(r.opts.Agents)
+	for i := range r.sims {
+		c, err := newCluster(i, r.opts.Services)
+		if err != nil {
+			return err
+		}
+		snap, err := c.Snapshot()
+		if err != nil {
+			return err
+		}
+		r.sims[i] = &sim{index: i, replica: i % r.opts.Replicas, cluster: c, src: newSource(snap), policy: r.watch}
+	}
+	r.rep = &Report{Agents: r.opts.Agents, Services: r.opts.Services, Scenario: r.opts.Scenario,
+		Store: redactStore(r.opts.Store), Churn: r.opts.Churn, InputResources: len(r.sims[0].cluster.resources)}
+	return nil
+}
+
+// connect registers every agent through its replica's admin API and starts
+// it, at most opts.Concurrency at once, and returns when it started.
+func (r *run) connect(agentCtx context.Context, agents *errgroup.Group) (time.Time, error) {
+	r.say("registering and connecting %d agents", r.opts.Agents)
 	start := time.Now()
 	regs := make(chan int)
 	var regErr error
 	var regMu sync.Mutex
 	var regWG sync.WaitGroup
-	var registered time.Duration
-	for range opts.Concurrency {
+	for range r.opts.Concurrency {
 		regWG.Add(1)
 		go func() {
 			defer regWG.Done()
 			for i := range regs {
-				a, err := newAgent(adminCtx, admin, srv, work, sims[i], opts.Logger)
+				a, err := newAgent(r.servers, r.work, r.sims[i], r.opts.Logger)
 				if err != nil {
 					regMu.Lock()
 					regErr = cmp.Or(regErr, err)
 					regMu.Unlock()
 					continue
 				}
-				sims[i].agent = a
+				r.sims[i].agent = a
 				agents.Go(func() error {
 					if err := a.Run(agentCtx); err != nil && !errors.Is(err, context.Canceled) {
-						opts.Logger.Warn("agent stopped", "cluster", sims[i].cluster.Name, "error", err)
+						r.opts.Logger.Warn("agent stopped", "cluster", r.sims[i].cluster.Name, "error", err)
 					}
 					return nil
 				})
 				// Start the next agent once this one is connected, so at
 				// most Concurrency handshakes are in flight.
-				for a.Stats.Connects.Load() == 0 && agentCtx.Err() == nil && time.Since(start) < opts.Timeout {
+				for a.Stats.Connects.Load() == 0 && agentCtx.Err() == nil && time.Since(start) < r.opts.Timeout {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
 		}()
 	}
-	for i := range sims {
+	for i := range r.sims {
 		regs <- i
 	}
 	close(regs)
 	regWG.Wait()
-	registered = time.Since(start)
+	registered := time.Since(start)
 	if regErr != nil {
-		return nil, regErr
+		return start, regErr
 	}
-	rep.Connected = count(sims, func(s *sim) bool { return s.agent.Stats.Connects.Load() > 0 })
+	rep := r.rep
+	rep.Connected = count(r.sims, func(s *sim) bool { return s.agent.Stats.Connects.Load() > 0 })
 	rep.ConnectSeconds = registered.Seconds()
 	rep.RegistrationsPerSecond = float64(rep.Connected) / registered.Seconds()
-	say("%d agents connected in %s", rep.Connected, registered.Round(time.Millisecond))
+	r.say("%d agents connected in %s", rep.Connected, registered.Round(time.Millisecond))
+	return start, nil
+}
 
-	deadline := start.Add(opts.Timeout)
-	for time.Now().Before(deadline) && count(sims, func(s *sim) bool { return s.first.Load() != 0 }) < len(sims) {
+// waitFirstOutputs waits until every agent has outputs.
+func (r *run) waitFirstOutputs(start time.Time) {
+	deadline := start.Add(r.opts.Timeout)
+	for time.Now().Before(deadline) && count(r.sims, func(s *sim) bool { return s.first.Load() != 0 }) < len(r.sims) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var last int64
-	for _, s := range sims {
+	for _, s := range r.sims {
 		if f := s.first.Load(); f != 0 {
-			rep.FirstOutputs++
+			r.rep.FirstOutputs++
 			last = max(last, f)
 		}
 	}
 	if last != 0 {
-		rep.FirstOutputsSeconds = time.Unix(0, last).Sub(start).Seconds()
+		r.rep.FirstOutputsSeconds = time.Unix(0, last).Sub(start).Seconds()
 	}
-	say("%d agents have their first outputs after %.3fs", rep.FirstOutputs, rep.FirstOutputsSeconds)
-	// Let the fleet settle, then take the converged figures.
+	r.say("%d agents have their first outputs after %.3fs", r.rep.FirstOutputs, r.rep.FirstOutputsSeconds)
+}
+
+// converged lets the fleet settle, then takes the converged figures and
+// counts each replica's agents.
+func (r *run) converged() {
 	time.Sleep(2 * time.Second)
-	if ps, err := readProc(srv.pid()); err == nil {
-		rep.ServerRSSConverged, rep.ServerCPUConverge = ps.RSSBytes, ps.CPUSeconds
-		rep.ServerRSSPerAgent = float64(ps.RSSBytes-rep.ServerRSSBefore) / float64(opts.Agents)
-	}
-	pl := pluginStats(srv.pid())
-	rep.PluginRSSConverged = pl.RSSBytes
-	rep.PluginRSSPerAgent = float64(pl.RSSBytes-rep.PluginRSSBefore) / float64(opts.Agents)
+	rep := r.rep
+	server, plugins := r.servers.totals()
+	rep.ServerRSSConverged, rep.ServerCPUConverge = server.RSSBytes, server.CPUSeconds
+	rep.ServerRSSPerAgent = float64(server.RSSBytes-rep.ServerRSSBefore) / float64(r.opts.Agents)
+	rep.PluginRSSConverged = plugins.RSSBytes
+	rep.PluginRSSPerAgent = float64(plugins.RSSBytes-rep.PluginRSSBefore) / float64(r.opts.Agents)
+	r.served = r.countServed()
+}
 
-	// Idle traffic: heartbeats, over one server heartbeat period (10s by
-	// default), since agents that connected together beat together.
-	port := srv.port()
+// countServed asks each live replica how many agents it serves; -1 when it
+// could not tell, 0 for a killed one.
+func (r *run) countServed() []int {
+	out := make([]int, len(r.servers))
+	for i, p := range r.servers {
+		if p.isKilled() {
+			continue
+		}
+		n, err := p.served()
+		if err != nil {
+			r.opts.Logger.Warn("count the agents of a replica", "replica", p.id, "error", err)
+			n = -1
+		}
+		out[i] = n
+	}
+	if len(r.servers) > 1 {
+		r.say("agents per replica: %v", out)
+	}
+	return out
+}
+
+// measureIdle measures the idle traffic (heartbeats) over one server
+// heartbeat period (10s by default), since agents that connected together
+// beat together.
+func (r *run) measureIdle() {
+	ports := r.servers.ports()
 	idle := 10 * time.Second
-	b0 := receivedFrom(port)
+	b0 := receivedFrom(ports...)
 	time.Sleep(idle)
-	rep.IdleWireBytesPerS = float64(receivedFrom(port)-b0) / idle.Seconds()
-	say("idle traffic %.0f B/s", rep.IdleWireBytesPerS)
-
-	// Churn.
-	if opts.Churn > 0 && opts.Duration > 0 {
-		say("churning %.1f changes/s for %s", opts.Churn, opts.Duration)
-		if err := churn(ctx, opts, sims, srv, rep); err != nil {
-			return nil, err
-		}
-		say("input latency p50 %.1fms p99 %.1fms max %.1fms over %d changes; %.0f wire B/change",
-			rep.InputLatency.P50, rep.InputLatency.P99, rep.InputLatency.Max, rep.InputLatency.Count, rep.InputWireBytes)
-	}
-
-	// Policy edits.
-	if opts.PolicyChanges > 0 {
-		if err := policyEdits(ctx, opts, sims, watch, policyFile, srv, rep, say); err != nil {
-			return nil, err
-		}
-	}
-
-	if ps, err := readProc(srv.pid()); err == nil {
-		rep.Server = ps
-	}
-	rep.Plugins = pluginStats(srv.pid())
-	if rep.Client, err = readProc(os.Getpid()); err != nil {
-		return nil, err
-	}
-	rep.LoadAverage = loadAverage()
-	if strings.HasPrefix(opts.Store, "redis") {
-		if rep.RedisUsedMemory, err = redisUsedMemory(ctx, opts.Store); err != nil {
-			opts.Logger.Warn("read redis memory", "error", err)
-		}
-	}
-	say("stopping")
-	return rep, nil
+	r.rep.IdleWireBytesPerS = float64(receivedFrom(ports...)-b0) / idle.Seconds()
+	r.say("idle traffic %.0f B/s", r.rep.IdleWireBytesPerS)
 }
 
 // churn makes input changes at opts.Churn per second for opts.Duration and
 // waits for them to arrive.
-func churn(ctx context.Context, opts Options, sims []*sim, srv *serverProcess, rep *Report) error {
-	port := srv.port()
-	cpu0 := srv.cpu()
+func (r *run) churn(ctx context.Context) error {
+	opts, sims, rep := r.opts, r.sims, r.rep
+	ports := r.servers.ports()
+	cpu0 := r.servers.cpu()
 	rng := rand.New(rand.NewPCG(uint64(opts.Agents), uint64(opts.Services)))
 	payload0 := sumPayload(sims)
-	wire0 := receivedFrom(port)
+	wire0 := receivedFrom(ports...)
 	start := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / opts.Churn))
 	defer tick.Stop()
@@ -427,15 +553,9 @@ func churn(ctx context.Context, opts Options, sims []*sim, srv *serverProcess, r
 		case <-tick.C:
 		}
 		seq++
-		s := sims[rng.IntN(len(sims))]
-		j := rng.IntN(s.cluster.Services())
-		marker := "m" + strconv.Itoa(seq) + "x"
-		snap, err := s.cluster.Change(j, marker)
-		if err != nil {
+		if err := r.change(rng, seq); err != nil {
 			return err
 		}
-		s.expect(j, marker, time.Now())
-		s.src.set(snap)
 	}
 	changed := time.Since(start)
 	// Wait for the last changes to arrive.
@@ -445,7 +565,7 @@ func churn(ctx context.Context, opts Options, sims []*sim, srv *serverProcess, r
 		}
 	}
 	elapsed := time.Since(start)
-	wire := float64(receivedFrom(port)-wire0) - rep.IdleWireBytesPerS*elapsed.Seconds()
+	wire := float64(receivedFrom(ports...)-wire0) - rep.IdleWireBytesPerS*elapsed.Seconds()
 	var lat []time.Duration
 	for _, s := range sims {
 		s.mu.Lock()
@@ -457,7 +577,7 @@ func churn(ctx context.Context, opts Options, sims []*sim, srv *serverProcess, r
 	rep.ChurnSeconds = changed.Seconds()
 	rep.InputChanges = seq
 	if seq > 0 {
-		rep.InputCPU = (srv.cpu() - cpu0) / float64(seq)
+		rep.InputCPU = (r.servers.cpu() - cpu0) / float64(seq)
 	}
 	rep.InputLatency = summarize(lat)
 	if seq > 0 {
@@ -467,19 +587,49 @@ func churn(ctx context.Context, opts Options, sims []*sim, srv *serverProcess, r
 	return nil
 }
 
+// change makes the seq-th input change, in a random cluster, and expects
+// its marker in that cluster's outputs. In the local scenario it rewrites
+// a random Service and its Deployment with the marker "m<seq>x"; in the
+// global one it gives svc-000's first endpoint the marker address
+// EndpointAddress(seq).
+func (r *run) change(rng *rand.Rand, seq int) error {
+	s := r.sims[rng.IntN(len(r.sims))]
+	var (
+		j      int
+		marker string
+		snap   *snapshot.Snapshot
+		err    error
+	)
+	switch r.opts.Scenario {
+	case ScenarioGlobal:
+		j, marker = 0, EndpointAddress(seq)
+		snap, err = s.cluster.ChangeEndpoint(j, marker)
+	default:
+		j, marker = rng.IntN(s.cluster.Services()), "m"+strconv.Itoa(seq)+"x"
+		snap, err = s.cluster.Change(j, marker)
+	}
+	if err != nil {
+		return err
+	}
+	s.expect(j, marker, time.Now())
+	s.src.set(snap)
+	return nil
+}
+
 // policyEdits edits the fleet-wide policy opts.PolicyChanges times, each
 // time waiting until every agent received the edit.
-func policyEdits(ctx context.Context, opts Options, sims []*sim, watch *policyWatch, file string, srv *serverProcess, rep *Report, say func(string, ...any)) error {
-	port := srv.port()
-	cpu0 := srv.cpu()
+func (r *run) policyEdits(ctx context.Context) error {
+	opts, sims, rep, watch := r.opts, r.sims, r.rep, r.watch
+	ports := r.servers.ports()
+	cpu0 := r.servers.cpu()
 	var all, each []time.Duration
 	var wire, payload float64
 	for k := 1; k <= opts.PolicyChanges; k++ {
 		marker := "p" + strconv.Itoa(k)
-		payload0, wire0 := sumPayload(sims), receivedFrom(port)
+		payload0, wire0 := sumPayload(sims), receivedFrom(ports...)
 		at := time.Now()
 		watch.start(`"/`+marker+`/*"`, at)
-		if err := writeFile(file, PolicyYAML(marker)); err != nil {
+		if err := writeFile(r.policy, PolicyYAML(marker)); err != nil {
 			return err
 		}
 		deadline := at.Add(opts.Timeout)
@@ -499,20 +649,51 @@ func policyEdits(ctx context.Context, opts Options, sims []*sim, watch *policyWa
 		// Let acks and stragglers settle before counting bytes.
 		time.Sleep(500 * time.Millisecond)
 		elapsed := time.Since(at)
-		wire += max(float64(receivedFrom(port)-wire0)-rep.IdleWireBytesPerS*elapsed.Seconds(), 0)
+		wire += max(float64(receivedFrom(ports...)-wire0)-rep.IdleWireBytesPerS*elapsed.Seconds(), 0)
 		payload += float64(sumPayload(sims) - payload0)
 		each = append(each, lat...)
 		rep.PolicyMissing += len(sims) - n
 		if n > 0 {
 			all = append(all, slices.Max(lat))
 		}
-		say("policy edit %d reached %d/%d agents; the last after %s", k, n, len(sims), slices.Max(append(lat, 0)).Round(time.Millisecond))
+		r.say("policy edit %d reached %d/%d agents; the last after %s", k, n, len(sims), slices.Max(append(lat, 0)).Round(time.Millisecond))
 	}
 	rep.PolicyChanges = opts.PolicyChanges
-	rep.PolicyCPU = (srv.cpu() - cpu0) / float64(opts.PolicyChanges)
+	rep.PolicyCPU = (r.servers.cpu() - cpu0) / float64(opts.PolicyChanges)
 	rep.PolicyLatency, rep.PolicyAllLatency = summarize(each), summarize(all)
 	rep.PolicyWireBytes = wire / float64(opts.PolicyChanges*len(sims))
 	rep.PolicyPayloadBytes = payload / float64(opts.PolicyChanges*len(sims))
+	return nil
+}
+
+// finish reads the final figures: every replica's CPU time and peak RSS
+// (and its plugins'), this process's, the load, and Redis's memory.
+func (r *run) finish(ctx context.Context) error {
+	rep := r.rep
+	rep.Server, rep.Plugins = r.servers.totals()
+	for i, p := range r.servers {
+		server, plugins := p.sample()
+		rr := ReplicaReport{ID: p.id, Served: r.served[i], Killed: p.isKilled(), Server: server, Plugins: plugins}
+		for _, s := range r.sims {
+			if s.replica == i {
+				rr.Agents++
+			}
+		}
+		if r.servedAfterKill != nil {
+			rr.ServedAfterKill = r.servedAfterKill[i]
+		}
+		rep.Replicas = append(rep.Replicas, rr)
+	}
+	var err error
+	if rep.Client, err = readProc(os.Getpid()); err != nil {
+		return err
+	}
+	rep.LoadAverage = loadAverage()
+	if strings.HasPrefix(r.opts.Store, "redis") {
+		if rep.RedisUsedMemory, err = redisUsedMemory(ctx, r.opts.Store); err != nil {
+			r.opts.Logger.Warn("read redis memory", "error", err)
+		}
+	}
 	return nil
 }
 
@@ -547,19 +728,20 @@ func pluginStats(serverPid int) ProcStats {
 	var sum ProcStats
 	for _, pid := range children(serverPid) {
 		if ps, err := readProc(pid); err == nil {
-			sum.CPUSeconds += ps.CPUSeconds
-			sum.RSSBytes += ps.RSSBytes
-			sum.PeakRSSBytes += ps.PeakRSSBytes
+			sum = sum.plus(ps)
 		}
 	}
 	return sum
 }
 
-// newAgent registers sim's cluster through the admin API and builds its
-// agent, which trades the token and a CSR for its certificate when it runs.
-func newAgent(ctx context.Context, admin relayv1.AdminClient, srv *serverProcess, work string, s *sim, logger *slog.Logger) (*agent.Agent, error) {
+// newAgent registers sim's cluster through the admin API of its replica and
+// builds its agent, which trades the token and a CSR for its certificate
+// when it runs. The agent dials its replica first, then the others in turn
+// when a stream fails.
+func newAgent(servers replicaSet, work string, s *sim, logger *slog.Logger) (*agent.Agent, error) {
 	name := s.cluster.Name
-	resp, err := admin.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: name})
+	srv := servers[s.replica]
+	resp, err := srv.admin.RegisterCluster(srv.adminCtx, &relayv1.RegisterClusterRequest{Cluster: name})
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
@@ -572,7 +754,7 @@ func newAgent(ctx context.Context, admin relayv1.AdminClient, srv *serverProcess
 		return nil, err
 	}
 	opts := agent.DefaultOptions()
-	opts.Cluster, opts.Server, opts.ServerName = name, srv.relay, "127.0.0.1"
+	opts.Cluster, opts.Server, opts.ServerName = name, servers.relays(s.replica), "127.0.0.1"
 	opts.TokenFile, opts.CAFile, opts.StateDir = tokenFile, srv.caBundle, dir
 	opts.Version = "bench"
 	return agent.New(opts, s.src, map[string]agent.Sink{"*": s}, logger.With("cluster", name))
@@ -618,144 +800,6 @@ func redisUsedMemory(ctx context.Context, url string) (int64, error) {
 		}
 	}
 	return 0, errors.New("redis INFO memory has no used_memory")
-}
-
-// serverProcess is the `meshrelay server` child.
-type serverProcess struct {
-	cmd      *exec.Cmd
-	relay    string
-	dataDir  string
-	caBundle string
-	logPath  string
-	logFile  *os.File
-	exited   chan struct{}
-}
-
-func (p *serverProcess) pid() int { return p.cmd.Process.Pid }
-
-// cpu returns the CPU seconds of the server and its plugins so far.
-func (p *serverProcess) cpu() float64 {
-	ps, _ := readProc(p.pid())
-	return ps.CPUSeconds + pluginStats(p.pid()).CPUSeconds
-}
-
-func (p *serverProcess) port() int {
-	_, port, _ := net.SplitHostPort(p.relay)
-	n, _ := strconv.Atoi(port)
-	return n
-}
-
-// startServer runs `meshrelay server` on free loopback ports, in its own
-// process group so its plugins stop with it.
-func startServer(ctx context.Context, opts Options, work string) (*serverProcess, error) {
-	relay, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	p := &serverProcess{
-		relay: relay, dataDir: filepath.Join(work, "server"), logPath: filepath.Join(work, "server.log"),
-		exited: make(chan struct{}),
-	}
-	p.caBundle = filepath.Join(p.dataDir, "ca-bundle.crt")
-	args := []string{"server",
-		"--listen", relay, "--metrics-addr", metrics, "--server-id", "bench",
-		"--data-dir", p.dataDir, "--store", opts.Store,
-		"--plugin-dir", filepath.Join(work, "plugins"),
-		"--config-source", "dir:" + filepath.Join(work, "policies"),
-		"--san", "127.0.0.1", "--log-format", "json", "--log-level", "warn",
-	}
-	args = append(args, opts.ServerArgs...)
-	if p.logFile, err = os.Create(p.logPath); err != nil {
-		return nil, fmt.Errorf("start server: %w", err)
-	}
-	p.cmd = exec.Command(opts.Executable, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.logFile.Close()
-		return nil, fmt.Errorf("start server: %w", err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	return p, nil
-}
-
-// stop ends the server and its plugins: SIGTERM to its process group,
-// SIGKILL after 10 seconds.
-func (p *serverProcess) stop() {
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.exited
-	}
-	// Plugins left behind by a server that died first.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	p.logFile.Close()
-}
-
-// waitReady waits until the server answers the admin API.
-func (p *serverProcess) waitReady(ctx context.Context, timeout time.Duration) (relayv1.AdminClient, context.Context, func(), error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-p.exited:
-			return nil, nil, nil, fmt.Errorf("the server exited at start; see %s:\n%s", p.logPath, tail(p.logPath, 20))
-		case <-ctx.Done():
-			return nil, nil, nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, nil, nil, fmt.Errorf("the server was not ready within %s; see %s", timeout, p.logPath)
-		}
-		ca, err := os.ReadFile(p.caBundle)
-		if err != nil {
-			continue
-		}
-		tok, err := os.ReadFile(filepath.Join(p.dataDir, "admin-token"))
-		if err != nil || len(bytes.TrimSpace(tok)) == 0 {
-			continue
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			continue
-		}
-		conn, err := grpc.NewClient(p.relay, grpc.WithTransportCredentials(credentials.NewTLS(
-			pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}))))
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("dial server: %w", err)
-		}
-		actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		admin := relayv1.NewAdminClient(conn)
-		cctx, cancel := context.WithTimeout(actx, 2*time.Second)
-		_, err = admin.GetStatus(cctx, &relayv1.GetStatusRequest{})
-		cancel()
-		if err != nil {
-			conn.Close()
-			continue
-		}
-		return admin, actx, func() { conn.Close() }, nil
-	}
-}
-
-func tail(path string, lines int) string {
-	data, _ := os.ReadFile(path)
-	ls := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return strings.Join(ls[max(len(ls)-lines, 0):], "\n")
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // pluginBinaries finds the plugin binaries, or builds them from the source

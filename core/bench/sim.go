@@ -61,6 +61,7 @@ type pending struct {
 // discards outputs after noting which changes they carry.
 type sim struct {
 	index   int
+	replica int // the replica the agent dials first
 	cluster *Cluster
 	src     *source
 	agent   *agent.Agent
@@ -75,7 +76,8 @@ type sim struct {
 	prev     map[string]*snapshot.Snapshot
 	waiting  []pending
 	inputLat []time.Duration
-	missed   int // changes superseded before they were seen
+	missed   int         // changes superseded before they were seen
+	churn    *churnWatch // set while output churn is counted
 }
 
 var _ agent.Sink = (*sim)(nil)
@@ -96,6 +98,9 @@ func (s *sim) Apply(_ context.Context, backend string, desired *snapshot.Snapsho
 	}
 	d := snapshot.Diff(prev, desired)
 	s.prev[backend] = desired
+	if s.churn != nil {
+		s.churn.observe(backend, prev, d)
+	}
 	s.payload.Add(int64(proto.Size(snapshot.DeltaToProto(d, false))))
 	if len(s.waiting) > 0 {
 		s.matchInputs(d.Upserts, now)
@@ -143,6 +148,27 @@ func (s *sim) outstanding() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.waiting)
+}
+
+// watchChurn starts counting the changes to the agent's outputs in w.
+func (s *sim) watchChurn(w *churnWatch) {
+	s.mu.Lock()
+	s.churn = w
+	s.mu.Unlock()
+}
+
+// held returns the short hashes of the outputs the agent holds, by
+// backend; empty outputs are left out.
+func (s *sim) held() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for b, snap := range s.prev {
+		if snap.Len() > 0 {
+			out[b] = snap.Hash().Short()
+		}
+	}
+	return out
 }
 
 // policyWatch tracks the current policy edit across the fleet.
