@@ -16,6 +16,11 @@ var ErrNotFound = errors.New("not found")
 // ErrClosed is returned by every method of a store after Close.
 var ErrClosed = errors.New("store closed")
 
+// ErrConflict is returned by CompareAndPutCluster when the stored record's
+// version is not the one the caller read: another writer changed it first.
+// Callers read the record again and retry (see UpdateCluster).
+var ErrConflict = errors.New("registry record changed concurrently")
+
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
 // per-backend output snapshots, the cluster registry and the CA, and a change
 // feed across server replicas. Implementations are safe for concurrent use.
@@ -62,9 +67,18 @@ type Store interface {
 	// stored is not an error.
 	DeleteOutputs(ctx context.Context, cluster string) error
 
-	// PutCluster creates or replaces the registry record c.Name. The name
-	// must not be empty.
+	// PutCluster creates or replaces the registry record c.Name as given,
+	// Version included: it copies records between stores and restores
+	// them. Changes to the registry go through CompareAndPutCluster, which
+	// never loses a concurrent change. The name must not be empty.
 	PutCluster(ctx context.Context, c Cluster) error
+
+	// CompareAndPutCluster stores c only if the stored record of c.Name has
+	// version c.Version (0: no record is stored), and returns the stored
+	// record, whose Version is c.Version+1. Otherwise it stores nothing and
+	// returns an error wrapping ErrConflict. The check and the write are
+	// atomic across every replica of the store.
+	CompareAndPutCluster(ctx context.Context, c Cluster) (Cluster, error)
 
 	// GetCluster returns the registry record of name, or ErrNotFound.
 	GetCluster(ctx context.Context, name string) (Cluster, error)
@@ -124,7 +138,47 @@ type Cluster struct {
 	LastSeen time.Time
 	// Replica is the server replica the agent is connected to, if any.
 	Replica string
+	// TokenReusable keeps the token valid after a registration; by default
+	// a registration consumes it.
+	TokenReusable bool
+	// SharedToken allows the install-wide shared token for this cluster.
+	SharedToken bool
+	// Version counts the record's changes; CompareAndPutCluster checks and
+	// increments it.
+	Version uint64
 }
+
+// UpdateCluster reads the record of name, lets update change it and
+// stores it with CompareAndPutCluster, reading again and retrying when
+// another writer changed it in between. update gets found=false and a
+// record with only Name set when none is stored; it may return an error to
+// abandon the change, which UpdateCluster returns as is.
+func UpdateCluster(ctx context.Context, s Store, name string, update func(c *Cluster, found bool) error) (Cluster, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := s.GetCluster(ctx, name)
+		found := err == nil
+		switch {
+		case errors.Is(err, ErrNotFound):
+			c = Cluster{Name: name}
+		case err != nil:
+			return Cluster{}, err
+		}
+		if err := update(&c, found); err != nil {
+			return Cluster{}, err
+		}
+		c.Name = name
+		stored, err := s.CompareAndPutCluster(ctx, c)
+		if errors.Is(err, ErrConflict) && attempt < maxUpdateAttempts {
+			continue
+		}
+		return stored, err
+	}
+}
+
+// maxUpdateAttempts bounds UpdateCluster's retries; each retry means
+// another writer succeeded, so the bound is reached only under heavy
+// contention on one record.
+const maxUpdateAttempts = 100
 
 // Clone returns a copy of c that shares no slices with it.
 func (c Cluster) Clone() Cluster {

@@ -293,6 +293,32 @@ func (w *WriteThrough) PutCluster(ctx context.Context, c Cluster) error {
 	return nil
 }
 
+// CompareAndPutCluster implements Store. Registry changes are checked and
+// written in the backing store itself, which every replica shares, and
+// copied into memory after: a revocation can be neither lost to nor
+// overwritten by another replica's change. While the backing store is
+// unreachable, registry changes fail (reads keep working from memory). On a
+// conflict, the backing store's record is copied into memory so that the
+// caller's next read sees it.
+func (w *WriteThrough) CompareAndPutCluster(ctx context.Context, c Cluster) (Cluster, error) {
+	octx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
+	defer cancel()
+	stored, err := w.backing.CompareAndPutCluster(octx, c)
+	if errors.Is(err, ErrConflict) {
+		if cur, gerr := w.backing.GetCluster(octx, c.Name); gerr == nil {
+			_ = w.primary.PutCluster(ctx, cur)
+		}
+		return Cluster{}, err
+	}
+	if err != nil {
+		return Cluster{}, err
+	}
+	if err := w.primary.PutCluster(ctx, stored); err != nil {
+		return Cluster{}, err
+	}
+	return stored, nil
+}
+
 // GetCluster implements Store.
 func (w *WriteThrough) GetCluster(ctx context.Context, name string) (Cluster, error) {
 	return w.primary.GetCluster(ctx, name)

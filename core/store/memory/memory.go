@@ -250,6 +250,31 @@ func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	return nil
 }
 
+// CompareAndPutCluster implements store.Store.
+func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	if err := s.check(ctx); err != nil {
+		return store.Cluster{}, err
+	}
+	if err := checkName("cluster", c.Name); err != nil {
+		return store.Cluster{}, fmt.Errorf("put cluster: %w", err)
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var cur uint64
+	if old, ok := d.clusters[c.Name]; ok {
+		cur = old.Version
+	}
+	if cur != c.Version {
+		return store.Cluster{}, fmt.Errorf("put cluster %q: version %d, stored %d: %w", c.Name, c.Version, cur, store.ErrConflict)
+	}
+	c = c.Clone()
+	c.Version = cur + 1
+	d.clusters[c.Name] = c
+	s.publish(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	return c.Clone(), nil
+}
+
 // GetCluster implements store.Store.
 func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
 	if err := s.check(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +49,7 @@ type Store struct {
 // scripts are the Lua scripts that check and write atomically and publish
 // the change in the same step.
 type scripts struct {
-	putInput, putOutput, deleteKey, putField, deleteField *goredis.Script
+	putInput, putOutput, deleteKey, putField, deleteField, casCluster *goredis.Script
 }
 
 func newScripts() scripts {
@@ -58,6 +59,7 @@ func newScripts() scripts {
 		deleteKey:   goredis.NewScript(deleteKeyScriptSrc),
 		putField:    goredis.NewScript(putFieldScriptSrc),
 		deleteField: goredis.NewScript(deleteFieldScriptSrc),
+		casCluster:  goredis.NewScript(casClusterScriptSrc),
 	}
 }
 
@@ -194,6 +196,23 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
   return 1
 end
 return 0
+`
+
+// casClusterScriptSrc stores a registry record only if the stored one's
+// version is ARGV[2] (0 when none is stored) and publishes the event.
+// Versions are compared as decimal strings; records written before versions
+// existed count as version 0.
+const casClusterScriptSrc = `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local v = '0'
+if cur then
+  local ok, rec = pcall(cjson.decode, cur)
+  if ok and type(rec) == 'table' and rec['version'] then v = string.format('%d', rec['version']) end
+end
+if v ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
 `
 
 // PutInput implements store.Store. The version check and the write are one
@@ -413,6 +432,9 @@ type clusterRecord struct {
 	RevokedAt    time.Time `json:"revokedAt"`
 	LastSeen     time.Time `json:"lastSeen"`
 	Replica      string    `json:"replica,omitempty"`
+	TokenReusable bool     `json:"tokenReusable,omitempty"`
+	SharedToken  bool      `json:"sharedToken,omitempty"`
+	Version      uint64    `json:"version,omitempty"`
 }
 
 // PutCluster implements store.Store.
@@ -432,6 +454,33 @@ func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 		return s.wrap(fmt.Sprintf("put cluster %q", c.Name), err)
 	}
 	return nil
+}
+
+// CompareAndPutCluster implements store.Store: the version check and the
+// write are one Lua script.
+func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return store.Cluster{}, err
+	}
+	if c.Name == "" {
+		return store.Cluster{}, errors.New("redis: put cluster: empty cluster name")
+	}
+	next := c.Clone()
+	next.Version = c.Version + 1
+	b, err := json.Marshal(clusterRecord(next))
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+	}
+	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	n, err := s.scripts.casCluster.Run(ctx, s.client, []string{s.keys.clusters()},
+		c.Name, strconv.FormatUint(c.Version, 10), b, s.keys.events(), ev).Int()
+	if err != nil {
+		return store.Cluster{}, s.wrap(fmt.Sprintf("put cluster %q", c.Name), err)
+	}
+	if n == 0 {
+		return store.Cluster{}, fmt.Errorf("redis: put cluster %q at version %d: %w", c.Name, c.Version, store.ErrConflict)
+	}
+	return next, nil
 }
 
 func decodeCluster(name, data string) (store.Cluster, error) {

@@ -78,6 +78,8 @@ func Run(t *testing.T, newStore Factory) {
 		"ClusterNotFound":       testClusterNotFound,
 		"ListClustersSorted":    testListClustersSorted,
 		"ClusterCopies":         testClusterCopies,
+		"ClusterCompareAndPut":  testClusterCompareAndPut,
+		"ClusterRevokeRace":     testClusterRevokeRace,
 		"CA":                    testCA,
 		"WatchOtherReplica":     testWatchOtherReplica,
 		"WatchMultipleWatchers": testWatchMultipleWatchers,
@@ -387,6 +389,71 @@ func testClusterRoundTrip(t *testing.T, newStore Factory) {
 	must(t, "GetCluster", err)
 	if diff := cmp.Diff(want, got, clusterCmp...); diff != "" {
 		t.Fatalf(`GetCluster("east") after replace (-want +got):\n%s`, diff)
+	}
+}
+
+func testClusterCompareAndPut(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	c := store.Cluster{Name: "east", Serials: []string{"a"}}
+	if _, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "east", Version: 3}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CompareAndPutCluster(version 3) of a missing record: err = %v, want ErrConflict", err)
+	}
+	stored, err := s.CompareAndPutCluster(ctx, c)
+	must(t, "CompareAndPutCluster(create)", err)
+	if stored.Version != 1 {
+		t.Fatalf("created record has version %d, want 1", stored.Version)
+	}
+	if _, err := s.CompareAndPutCluster(ctx, c); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CompareAndPutCluster(version 0) over version 1: err = %v, want ErrConflict", err)
+	}
+	stored.Revoked = true
+	stored, err = s.CompareAndPutCluster(ctx, stored)
+	must(t, "CompareAndPutCluster(update)", err)
+	got, err := s.GetCluster(ctx, "east")
+	must(t, "GetCluster", err)
+	if got.Version != 2 || !got.Revoked || stored.Version != 2 {
+		t.Fatalf("after update: stored %+v, read %+v; want version 2, revoked", stored, got)
+	}
+}
+
+// testClusterRevokeRace revokes a record through one replica while others
+// renew it, each renewal reading the record, refusing a revoked one and
+// writing it back with a new serial: the revocation must survive every
+// interleaving.
+func testClusterRevokeRace(t *testing.T, newStore Factory) {
+	ctx := ctxFor(t)
+	a, b := newStore(t), newStore(t)
+	for trial := range 5 {
+		name := fmt.Sprintf("race-%d", trial)
+		_, err := store.UpdateCluster(ctx, a, name, func(c *store.Cluster, _ bool) error { return nil })
+		must(t, "create", err)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for j := range 10 {
+					_, _ = store.UpdateCluster(ctx, b, name, func(c *store.Cluster, found bool) error {
+						if !found || c.Revoked {
+							return errors.New("revoked")
+						}
+						c.Serials = append(c.Serials, fmt.Sprintf("%d-%d", i, j))
+						return nil
+					})
+				}
+			})
+		}
+		wg.Go(func() {
+			_, err := store.UpdateCluster(ctx, a, name, func(c *store.Cluster, _ bool) error {
+				c.Revoked, c.Serials = true, nil
+				return nil
+			})
+			must(t, "revoke", err)
+		})
+		wg.Wait()
+		got, err := a.GetCluster(ctx, name)
+		must(t, "GetCluster", err)
+		if !got.Revoked || len(got.Serials) != 0 {
+			t.Fatalf("trial %d: after a revocation racing renewals: revoked=%v serials=%v", trial, got.Revoked, got.Serials)
+		}
 	}
 }
 
