@@ -184,33 +184,85 @@ func Split(d Delta, maxBytes int) []Delta {
 	return append(parts, cur)
 }
 
-// Assembler joins the parts of a split delta. The zero value is ready.
+// Limits bound what an Assembler holds for one delta in progress. A zero
+// field is no limit.
+type Limits struct {
+	// Parts is the most parts one delta may have.
+	Parts int
+	// Bytes is the most upserted bytes one delta may carry.
+	Bytes int
+	// Resources is the most upserts plus deletes one delta may carry.
+	Resources int
+}
+
+// LimitError reports a delta that exceeds one of an Assembler's Limits.
+type LimitError struct {
+	// Limit names the limit: "parts", "bytes" or "resources".
+	Limit string
+	// Max is the limit's value.
+	Max int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("delta exceeds the limit of %d %s", e.Max, e.Limit)
+}
+
+// Assembler joins the parts of a split delta. The zero value is ready and
+// has no limits.
 type Assembler struct {
+	// Limits bound the delta in progress; a part that exceeds one drops
+	// the delta and returns a *LimitError.
+	Limits  Limits
 	pending *Delta
+	parts   int
+	bytes   int
 }
 
 // Add adds one part. It returns the whole delta and true when last is set,
-// and an error when a part does not belong to the delta in progress.
+// and an error when a part does not belong to the delta in progress or
+// the delta exceeds the Limits.
 func (a *Assembler) Add(part Delta, last bool) (Delta, bool, error) {
 	if a.pending == nil {
 		p := part
-		a.pending = &p
+		p.Upserts = slices.Clone(part.Upserts)
+		p.Deletes = slices.Clone(part.Deletes)
+		a.pending, a.parts, a.bytes = &p, 0, 0
 	} else {
 		p := a.pending
 		if p.Version != part.Version || p.BaseVersion != part.BaseVersion || p.Full != part.Full {
-			a.pending = nil
+			a.Reset()
 			return Delta{}, false, fmt.Errorf("delta part for version %d arrived while assembling version %d", part.Version, p.Version)
 		}
 		p.Upserts = append(p.Upserts, part.Upserts...)
 		p.Deletes = append(p.Deletes, part.Deletes...)
 	}
+	a.parts++
+	a.bytes += part.Size()
+	if err := a.check(); err != nil {
+		a.Reset()
+		return Delta{}, false, err
+	}
 	if !last {
 		return Delta{}, false, nil
 	}
 	d := *a.pending
-	a.pending = nil
+	a.Reset()
 	return d, true, nil
 }
 
+// check compares the delta in progress with the limits.
+func (a *Assembler) check() error {
+	l := a.Limits
+	switch {
+	case l.Parts > 0 && a.parts > l.Parts:
+		return &LimitError{Limit: "parts", Max: l.Parts}
+	case l.Bytes > 0 && a.bytes > l.Bytes:
+		return &LimitError{Limit: "bytes", Max: l.Bytes}
+	case l.Resources > 0 && len(a.pending.Upserts)+len(a.pending.Deletes) > l.Resources:
+		return &LimitError{Limit: "resources", Max: l.Resources}
+	}
+	return nil
+}
+
 // Reset drops a delta in progress.
-func (a *Assembler) Reset() { a.pending = nil }
+func (a *Assembler) Reset() { a.pending, a.parts, a.bytes = nil, 0, 0 }

@@ -16,10 +16,17 @@ import (
 // bytes. The tag lets a later release add formats and still read old data.
 const formatGzip = 'g'
 
+// DefaultMaxDecodedBytes bounds a stored snapshot's decompressed size: a
+// corrupt or hostile value cannot make a reader allocate more.
+const DefaultMaxDecodedBytes = 1 << 30
+
 // codec compresses and decompresses snapshots, reusing gzip state.
 type codec struct {
-	writers sync.Pool // *gzip.Writer
-	readers sync.Pool // *gzip.Reader
+	// maxDecoded bounds a decompressed snapshot; DefaultMaxDecodedBytes
+	// when 0.
+	maxDecoded int64
+	writers    sync.Pool // *gzip.Writer
+	readers    sync.Pool // *gzip.Reader
 }
 
 // encode returns the stored form of s.
@@ -63,10 +70,17 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 	if err != nil {
 		return nil, fmt.Errorf("decompress snapshot: %w", err)
 	}
-	raw, err := io.ReadAll(r)
+	limit := c.maxDecoded
+	if limit <= 0 {
+		limit = DefaultMaxDecodedBytes
+	}
+	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
 	c.readers.Put(r)
 	if err != nil {
 		return nil, fmt.Errorf("decompress snapshot: %w", err)
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("decompress snapshot: larger than the limit of %d bytes", limit)
 	}
 	s, err := snapshot.Unmarshal(raw)
 	if err != nil {

@@ -423,18 +423,18 @@ func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 
 // clusterRecord is a registry record's stored JSON.
 type clusterRecord struct {
-	Name         string    `json:"name"`
-	TokenHash    []byte    `json:"tokenHash,omitempty"`
-	TokenExpires time.Time `json:"tokenExpires"`
-	Registered   time.Time `json:"registered"`
-	Serials      []string  `json:"serials,omitempty"`
-	Revoked      bool      `json:"revoked,omitempty"`
-	RevokedAt    time.Time `json:"revokedAt"`
-	LastSeen     time.Time `json:"lastSeen"`
-	Replica      string    `json:"replica,omitempty"`
-	TokenReusable bool     `json:"tokenReusable,omitempty"`
-	SharedToken  bool      `json:"sharedToken,omitempty"`
-	Version      uint64    `json:"version,omitempty"`
+	Name          string    `json:"name"`
+	TokenHash     []byte    `json:"tokenHash,omitempty"`
+	TokenExpires  time.Time `json:"tokenExpires"`
+	Registered    time.Time `json:"registered"`
+	Serials       []string  `json:"serials,omitempty"`
+	Revoked       bool      `json:"revoked,omitempty"`
+	RevokedAt     time.Time `json:"revokedAt"`
+	LastSeen      time.Time `json:"lastSeen"`
+	Replica       string    `json:"replica,omitempty"`
+	TokenReusable bool      `json:"tokenReusable,omitempty"`
+	SharedToken   bool      `json:"sharedToken,omitempty"`
+	Version       uint64    `json:"version,omitempty"`
 }
 
 // PutCluster implements store.Store.
