@@ -1097,10 +1097,17 @@ func (x *Goodbye) GetMessage() string {
 type RegisterClusterRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	// token_ttl_seconds bounds the token's life; 0 means it does not expire.
+	// token_ttl_seconds bounds the token's life; 0 means the server's
+	// default (--token-ttl of meshrelay server). Tokens always expire.
 	TokenTtlSeconds int64 `protobuf:"varint,2,opt,name=token_ttl_seconds,json=tokenTtlSeconds,proto3" json:"token_ttl_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// reusable keeps the token valid after a registration; by default a
+	// registration consumes it.
+	Reusable bool `protobuf:"varint,3,opt,name=reusable,proto3" json:"reusable,omitempty"`
+	// allow_shared_token lets the cluster's agent use the install-wide
+	// shared token (meshrelay server --shared-token-file) instead of its own.
+	AllowSharedToken bool `protobuf:"varint,4,opt,name=allow_shared_token,json=allowSharedToken,proto3" json:"allow_shared_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterClusterRequest) Reset() {
@@ -1145,6 +1152,20 @@ func (x *RegisterClusterRequest) GetTokenTtlSeconds() int64 {
 		return x.TokenTtlSeconds
 	}
 	return 0
+}
+
+func (x *RegisterClusterRequest) GetReusable() bool {
+	if x != nil {
+		return x.Reusable
+	}
+	return false
+}
+
+func (x *RegisterClusterRequest) GetAllowSharedToken() bool {
+	if x != nil {
+		return x.AllowSharedToken
+	}
+	return false
 }
 
 type RegisterClusterResponse struct {
@@ -1971,10 +1992,12 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REASON_DEREGISTERED\x10\x01\x12\x16\n" +
 	"\x12REASON_REBALANCING\x10\x02\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x03\"^\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x03\"\xa8\x01\n" +
 	"\x16RegisterClusterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12*\n" +
-	"\x11token_ttl_seconds\x18\x02 \x01(\x03R\x0ftokenTtlSeconds\"e\n" +
+	"\x11token_ttl_seconds\x18\x02 \x01(\x03R\x0ftokenTtlSeconds\x12\x1a\n" +
+	"\breusable\x18\x03 \x01(\bR\breusable\x12,\n" +
+	"\x12allow_shared_token\x18\x04 \x01(\bR\x10allowSharedToken\"e\n" +
 	"\x17RegisterClusterResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"4\n" +
