@@ -313,6 +313,15 @@ func (ca *CA) Pool() *x509.CertPool {
 	return pool
 }
 
+// ClientPool returns a pool holding only the signing certificate: the
+// anchor for verifying agents' client certificates. Certificates that other
+// CAs under the same root issued are not trusted, only this CA's own.
+func (ca *CA) ClientPool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
+}
+
 // bundle returns the signing certificate and its chain.
 func (ca *CA) bundle() []*x509.Certificate {
 	return append([]*x509.Certificate{ca.cert}, ca.chain...)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -48,27 +49,25 @@ func (a *admin) RegisterCluster(ctx context.Context, req *relayv1.RegisterCluste
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "create token: %v", err)
 	}
-	c, err := s.deps.Store.GetCluster(ctx, req.GetCluster())
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, status.Errorf(codes.Unavailable, "look up cluster: %v", err)
+	ttl := s.opts.TokenTTL
+	if sec := req.GetTokenTtlSeconds(); sec > 0 {
+		ttl = time.Duration(sec) * time.Second
 	}
-	if errors.Is(err, store.ErrNotFound) || c.Revoked {
-		c = store.Cluster{Name: req.GetCluster(), Registered: time.Now()}
-	}
-	c.TokenHash = pki.HashToken(tok)
-	c.TokenExpires = time.Time{}
-	if ttl := req.GetTokenTtlSeconds(); ttl > 0 {
-		c.TokenExpires = time.Now().Add(time.Duration(ttl) * time.Second)
-	}
-	if err := s.deps.Store.PutCluster(ctx, c); err != nil {
+	c, err := store.UpdateCluster(ctx, s.deps.Store, req.GetCluster(), func(c *store.Cluster, found bool) error {
+		if !found || c.Revoked {
+			*c = store.Cluster{Name: c.Name, Registered: time.Now(), Version: c.Version}
+		}
+		c.TokenHash = pki.HashToken(tok)
+		c.TokenExpires = time.Now().Add(ttl)
+		c.TokenReusable = req.GetReusable()
+		c.SharedToken = req.GetAllowSharedToken()
+		return nil
+	})
+	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store cluster: %v", err)
 	}
-	s.log.Info("cluster token issued", "cluster", c.Name, "expires", c.TokenExpires)
-	resp := &relayv1.RegisterClusterResponse{Token: tok}
-	if !c.TokenExpires.IsZero() {
-		resp.Expires = timestamppb.New(c.TokenExpires)
-	}
-	return resp, nil
+	s.log.Info("cluster token issued", "cluster", c.Name, "expires", c.TokenExpires, "reusable", c.TokenReusable, "shared_token", c.SharedToken)
+	return &relayv1.RegisterClusterResponse{Token: tok, Expires: timestamppb.New(c.TokenExpires)}, nil
 }
 
 // DeregisterCluster revokes a cluster.
@@ -109,13 +108,15 @@ func (a *admin) GetStatus(ctx context.Context, _ *relayv1.GetStatusRequest) (*re
 // now on, its stream is closed with a goodbye, and its inputs and outputs
 // leave the fleet view and the store.
 func (s *Server) Deregister(ctx context.Context, cluster string) error {
-	c, err := s.deps.Store.GetCluster(ctx, cluster)
+	_, err := store.UpdateCluster(ctx, s.deps.Store, cluster, func(c *store.Cluster, found bool) error {
+		if !found {
+			return fmt.Errorf("cluster %q: %w", cluster, store.ErrNotFound)
+		}
+		c.Revoked, c.RevokedAt = true, time.Now()
+		c.TokenHash, c.Serials, c.SharedToken = nil, nil, false
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	c.Revoked, c.RevokedAt = true, time.Now()
-	c.TokenHash, c.Serials = nil, nil
-	if err := s.deps.Store.PutCluster(ctx, c); err != nil {
 		return err
 	}
 	s.forgetCluster(ctx, cluster)
@@ -153,21 +154,35 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// Degraded is still ready: the server serves from memory.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Degraded is still ready: the server serves from memory. Store
+		// errors and cluster names only go to callers with the admin token.
+		detail := s.adminRequest(r)
 		state, err := s.storeHealth()
 		msg := "ok"
 		if state != "ok" {
-			msg = "degraded: store: " + errString(err)
+			msg = "degraded"
+			if detail {
+				msg += ": store: " + errString(err)
+			}
 		}
 		s.mu.Lock()
 		if s.safe.on {
-			msg += "; safe mode: waiting for " + strings.Join(s.safe.waitingList(), ",")
+			msg += "; safe mode"
+			if detail {
+				msg += ": waiting for " + strings.Join(s.safe.waitingList(), ",")
+			}
 		}
 		s.mu.Unlock()
 		w.Write([]byte(msg + "\n"))
 	})
 	return mux
+}
+
+// adminRequest reports whether an HTTP request carries the admin token.
+func (s *Server) adminRequest(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && pki.TokenMatches(s.adminHash, tok)
 }
 
 func errString(err error) string {

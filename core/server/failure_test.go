@@ -223,7 +223,8 @@ func TestColdStartSafeMode(t *testing.T) {
 		t.Fatalf("safe mode pruned: %d deletes, peers %v", deletes, east.sink.peers())
 	}
 
-	west2 := startAgent(t, ts2, "west", westTok)
+	// Tokens are single-use: the new agent of west gets a new one.
+	west2 := startAgent(t, ts2, "west", ts2.register("west"))
 	west2.src.set(t, "w1")
 	waitFor(t, "safe mode to end", func() bool { return ts2.pruneAllowed() })
 	waitFor(t, "east to get an output allowed to prune", func() bool {

@@ -130,6 +130,8 @@ func startServer(t *testing.T, st store.Store, dir string, mods ...serverOption)
 	opts.DataDir = dir
 	opts.Debounce = 10 * time.Millisecond
 	opts.Heartbeat = time.Second
+	// Replicas of one store share the secret the CA key is encrypted with.
+	opts.CAKeyEncryptionKey = "test-ca-key-encryption-key"
 	for _, m := range mods {
 		m(&opts)
 	}
@@ -198,6 +200,16 @@ func (ts *testServer) register(name string) string {
 	resp, err := relayv1.NewAdminClient(ts.dial(nil)).RegisterCluster(ts.adminCtx(), &relayv1.RegisterClusterRequest{Cluster: name})
 	if err != nil {
 		ts.t.Fatalf("RegisterCluster(%q): %v", name, err)
+	}
+	return resp.GetToken()
+}
+
+// registerWith creates a cluster as req says and returns its token.
+func (ts *testServer) registerWith(req *relayv1.RegisterClusterRequest) string {
+	ts.t.Helper()
+	resp, err := relayv1.NewAdminClient(ts.dial(nil)).RegisterCluster(ts.adminCtx(), req)
+	if err != nil {
+		ts.t.Fatalf("RegisterCluster(%v): %v", req, err)
 	}
 	return resp.GetToken()
 }

@@ -15,6 +15,8 @@ type metrics struct {
 	messages      *prometheus.CounterVec
 	bytes         *prometheus.CounterVec
 	inputNacks    prometheus.Counter
+	inputLimits   *prometheus.CounterVec
+	connRefusals  *prometheus.CounterVec
 	outputs       prometheus.Counter
 	cycles        prometheus.Counter
 	cycleSeconds  prometheus.Histogram
@@ -36,6 +38,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "meshrelay_relay_bytes_total", Help: "Relay message bytes, by direction."}, []string{"direction"}),
 		inputNacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshrelay_relay_input_nacks_total", Help: "Input deltas refused, each followed by a full resend."}),
+		inputLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshrelay_relay_input_limit_refusals_total", Help: "Agent inputs refused for exceeding a limit, by limit (parts, bytes, resources)."}, []string{"limit"}),
+		connRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshrelay_relay_connection_refusals_total", Help: "Connections and streams refused by a limit, by reason."}, []string{"reason"}),
 		outputs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshrelay_engine_outputs_total", Help: "Outputs whose content changed and were handed on."}),
 		cycles: prometheus.NewCounter(prometheus.CounterOpts{
@@ -47,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		safeMode: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshrelay_server_safe_mode", Help: "1 while the server forbids pruning after a cold start."}),
 	}
-	reg.MustRegister(m.connected, m.registrations, m.authFailures, m.messages, m.bytes, m.inputNacks,
+	reg.MustRegister(m.connected, m.registrations, m.authFailures, m.messages, m.bytes, m.inputNacks, m.inputLimits, m.connRefusals,
 		m.outputs, m.cycles, m.cycleSeconds, m.cycleBytes, m.safeMode)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meshrelay_store_degraded", Help: "1 while the backing store is unreachable and writes are queued."},

@@ -39,9 +39,23 @@ type Options struct {
 	Mode string
 	// InsecureLoopback serves plaintext gRPC; only allowed on a loopback address.
 	InsecureLoopback bool
-	// SharedToken, when set, is an install-wide relay identity token any
-	// registered cluster may use. Off by default.
+	// SharedToken, when set, is an install-wide relay identity token the
+	// clusters registered with allow_shared_token may use. Off by default.
+	// Prefer SharedTokenFile or the MESHRELAY_SHARED_TOKEN environment
+	// variable: a flag's value shows in the process list.
 	SharedToken string
+	// SharedTokenFile holds the shared token; it sets SharedToken.
+	SharedTokenFile string
+	// TokenTTL is the life of relay identity tokens registered without one.
+	TokenTTL time.Duration
+	// CAKeyEncryptionKeyFile holds the secret that encrypts the CA's
+	// private key in the store (AES-256-GCM under a key derived from it).
+	// Every replica sharing a store needs the same one. When empty, the
+	// MESHRELAY_CA_KEY_ENCRYPTION_KEY environment variable is used, else
+	// the admin token: replicas then need the same admin token file.
+	CAKeyEncryptionKeyFile string
+	// CAKeyEncryptionKey is the secret itself, when not read from a file.
+	CAKeyEncryptionKey string
 	// AdminTokenFile holds the admin API token; generated in DataDir when empty.
 	AdminTokenFile string
 	// SafeStartWindow bounds safe mode; 0 waits for every cluster.
@@ -53,8 +67,29 @@ type Options struct {
 	// RegisterFailures is how many failed registrations a client address may
 	// make per minute before it is refused with ResourceExhausted.
 	RegisterFailures int
-	// MaxMessageBytes bounds gRPC messages; larger deltas are split.
+	// MaxMessageBytes bounds gRPC messages of authenticated agents; larger
+	// deltas are split.
 	MaxMessageBytes int
+	// MaxUnauthenticatedMessageBytes bounds every message received on a
+	// connection without a verified client certificate under mTLS:
+	// registration, the admin API. (In --mode tls agents send their inputs
+	// on such connections, so MaxMessageBytes applies.)
+	MaxUnauthenticatedMessageBytes int
+	// HelloTimeout is how long a new Sync stream may take to send its Hello.
+	HelloTimeout time.Duration
+	// HandshakeTimeout bounds a connection's TLS handshake.
+	HandshakeTimeout time.Duration
+	// MaxConnections bounds open connections; MaxConnectionsPerPeer bounds
+	// those of one client address.
+	MaxConnections, MaxConnectionsPerPeer int
+	// MaxStreamsPerConnection bounds concurrent streams (calls) on one
+	// connection; a connection without a client certificate gets at most 8.
+	MaxStreamsPerConnection int
+	// MaxInputParts, MaxInputBytes and MaxInputResources bound one agent's
+	// input: the parts and bytes of one delta being assembled, and the
+	// resources of a delta and of the whole input snapshot. An input over a
+	// limit is nacked with the limit's name.
+	MaxInputParts, MaxInputBytes, MaxInputResources int
 	// Targets says whose outputs the replica computes: TargetsConnected,
 	// the clusters whose agents are connected to it (replicas divide the
 	// work), or TargetsAll, every cluster of the fleet.
@@ -82,6 +117,17 @@ func DefaultOptions() Options {
 		RegisterFailures: 10,
 		MaxMessageBytes:  16 << 20,
 		Targets:          TargetsConnected,
+		TokenTTL:         24 * time.Hour,
+
+		MaxUnauthenticatedMessageBytes: 64 << 10,
+		HelloTimeout:                   10 * time.Second,
+		HandshakeTimeout:               10 * time.Second,
+		MaxConnections:                 20000,
+		MaxConnectionsPerPeer:          64,
+		MaxStreamsPerConnection:        100,
+		MaxInputParts:                  1024,
+		MaxInputBytes:                  128 << 20,
+		MaxInputResources:              200000,
 	}
 }
 
@@ -98,7 +144,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CertTTL, "cert-ttl", o.CertTTL, "life of agent client certificates")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "agent authentication: mtls (client certificates) or tls (token on every stream)")
 	fs.BoolVar(&o.InsecureLoopback, "insecure-loopback", o.InsecureLoopback, "serve plaintext gRPC (development only; the listen address must be loopback)")
-	fs.StringVar(&o.SharedToken, "shared-token", o.SharedToken, "an install-wide relay identity token any registered cluster may use (off by default)")
+	fs.StringVar(&o.SharedToken, "shared-token", o.SharedToken, "an install-wide relay identity token for clusters registered with --allow-shared-token (off by default; visible in the process list: prefer --shared-token-file or MESHRELAY_SHARED_TOKEN)")
+	fs.StringVar(&o.SharedTokenFile, "shared-token-file", o.SharedTokenFile, "file holding the shared token")
+	fs.DurationVar(&o.TokenTTL, "token-ttl", o.TokenTTL, "life of relay identity tokens registered without --token-ttl")
+	fs.StringVar(&o.CAKeyEncryptionKeyFile, "ca-key-encryption-key-file", o.CAKeyEncryptionKeyFile, "file with the secret that encrypts the CA key in the store, the same on every replica (default: MESHRELAY_CA_KEY_ENCRYPTION_KEY, else the admin token)")
+	fs.IntVar(&o.MaxUnauthenticatedMessageBytes, "max-unauthenticated-message-bytes", o.MaxUnauthenticatedMessageBytes, "largest message accepted from a client without a certificate (mtls mode)")
+	fs.DurationVar(&o.HelloTimeout, "hello-timeout", o.HelloTimeout, "how long a new agent stream may take to send its Hello")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most open relay connections")
+	fs.IntVar(&o.MaxConnectionsPerPeer, "max-connections-per-peer", o.MaxConnectionsPerPeer, "most open relay connections from one client address")
+	fs.IntVar(&o.MaxStreamsPerConnection, "max-streams-per-connection", o.MaxStreamsPerConnection, "most concurrent calls on one connection (8 without a client certificate)")
+	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of one agent input delta")
+	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes of one agent input delta and of a cluster's whole input")
+	fs.IntVar(&o.MaxInputResources, "max-input-resources", o.MaxInputResources, "most resources of one agent input delta and of a cluster's whole input")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file with the admin API token (default: DATA-DIR/admin-token, generated)")
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
@@ -126,6 +183,27 @@ func (o *Options) Validate() error {
 	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, errors.New("--heartbeat must be positive"))
+	}
+	if o.SharedToken != "" && o.SharedTokenFile != "" {
+		errs = append(errs, errors.New("--shared-token and --shared-token-file exclude each other"))
+	}
+	if o.TokenTTL <= 0 {
+		errs = append(errs, errors.New("--token-ttl must be positive"))
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{
+		{"--max-unauthenticated-message-bytes", o.MaxUnauthenticatedMessageBytes}, {"--max-connections", o.MaxConnections},
+		{"--max-connections-per-peer", o.MaxConnectionsPerPeer}, {"--max-streams-per-connection", o.MaxStreamsPerConnection},
+		{"--max-input-parts", o.MaxInputParts}, {"--max-input-bytes", o.MaxInputBytes}, {"--max-input-resources", o.MaxInputResources},
+	} {
+		if l.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", l.flag))
+		}
+	}
+	if o.HelloTimeout <= 0 {
+		errs = append(errs, errors.New("--hello-timeout must be positive"))
 	}
 	if o.Targets != TargetsConnected && o.Targets != TargetsAll {
 		errs = append(errs, fmt.Errorf("--targets must be %q or %q, not %q", TargetsConnected, TargetsAll, o.Targets))

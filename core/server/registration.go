@@ -10,9 +10,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -27,94 +25,140 @@ type registration struct {
 	s *Server
 }
 
-// Register trades a relay identity token and a CSR for a client certificate.
+// Register trades a relay identity token and a CSR for a client
+// certificate. Under mTLS the token is consumed unless the cluster was
+// registered with reusable tokens.
 func (r *registration) Register(ctx context.Context, req *relayv1.RegisterRequest) (*relayv1.Certificate, error) {
 	s := r.s
 	addr := peerHost(ctx)
-	if !s.registerAllowed(addr) {
-		s.m.authFailures.WithLabelValues("rate_limited").Inc()
-		return nil, status.Error(codes.ResourceExhausted, "too many failed registrations from this address; try again later")
-	}
 	if err := pki.ValidateClusterName(req.GetCluster()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "register: %v", err)
 	}
-	c, err := s.checkToken(ctx, req.GetCluster(), req.GetToken())
-	if err != nil {
-		s.registerFailed(addr)
+	if _, _, err := s.checkToken(ctx, req.GetCluster(), req.GetToken()); err != nil {
 		s.log.Warn("registration refused", "cluster", req.GetCluster(), "peer", addr, "error", err)
-		return nil, err
+		return nil, s.refuseToken(addr, req.GetCluster(), err)
 	}
-	cert, err := s.issue(ctx, c, req.GetCsr())
-	if err != nil {
-		return nil, err
-	}
-	s.m.registrations.Inc()
-	s.log.Info("cluster registered", "cluster", c.Name, "peer", addr)
-	return cert, nil
-}
-
-// Renew issues a fresh certificate to the cluster named by the caller's
-// client certificate.
-func (r *registration) Renew(ctx context.Context, req *relayv1.RenewRequest) (*relayv1.Certificate, error) {
-	s := r.s
-	cluster, err := s.peerCluster(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.deps.Store.GetCluster(ctx, cluster)
-	if err != nil || c.Revoked {
-		s.m.authFailures.WithLabelValues("revoked").Inc()
-		return nil, status.Errorf(codes.PermissionDenied, "cluster %q is not registered", cluster)
-	}
-	return s.issue(ctx, c, req.GetCsr())
-}
-
-// issue signs a CSR for a cluster and records the serial.
-func (s *Server) issue(ctx context.Context, c store.Cluster, csr []byte) (*relayv1.Certificate, error) {
-	chain, serial, notAfter, err := s.ca.SignClusterCSR(csr, c.Name, s.opts.CertTTL)
+	chain, serial, notAfter, err := s.ca.SignClusterCSR(req.GetCsr(), req.GetCluster(), s.opts.CertTTL)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "sign certificate request: %v", err)
 	}
-	c.Serials = append(c.Serials, serial)
-	if len(c.Serials) > maxSerials {
-		c.Serials = slices.Clone(c.Serials[len(c.Serials)-maxSerials:])
+	// The token is checked again in the same compare-and-set as the
+	// serial is recorded, so a token is consumed exactly once and a
+	// concurrent deregistration wins.
+	_, err = store.UpdateCluster(ctx, s.deps.Store, req.GetCluster(), func(c *store.Cluster, found bool) error {
+		how := s.tokenMatch(*c, found, req.GetToken())
+		if how == "" {
+			return status.Errorf(codes.Unauthenticated, "invalid relay identity token for cluster %q", req.GetCluster())
+		}
+		if how == "own" && !c.TokenReusable && s.authMode() == ModeMTLS {
+			c.TokenHash, c.TokenExpires = nil, time.Time{}
+		}
+		c.Serials = appendSerial(c.Serials, serial)
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = status.Errorf(codes.Unavailable, "record certificate: %v", err)
+		}
+		return nil, err
 	}
-	if err := s.deps.Store.PutCluster(ctx, c); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "record certificate: %v", err)
+	s.m.registrations.Inc()
+	s.log.Info("cluster registered", "cluster", req.GetCluster(), "peer", addr)
+	return &relayv1.Certificate{Chain: chain, CaBundle: s.ca.BundlePEM(), NotAfter: timestamppb.New(notAfter)}, nil
+}
+
+// Renew issues a fresh certificate to the cluster named by the caller's
+// client certificate, which must be the cluster's current one: registered,
+// unexpired, and the last issued.
+func (r *registration) Renew(ctx context.Context, req *relayv1.RenewRequest) (*relayv1.Certificate, error) {
+	s := r.s
+	id, ok, err := peerIdentity(ctx)
+	if !ok || err != nil {
+		s.m.authFailures.WithLabelValues("no_certificate").Inc()
+		return nil, status.Error(codes.Unauthenticated, "a client certificate is required (connect over mTLS)")
+	}
+	if _, err := s.checkIdentity(ctx, id); err != nil {
+		return nil, err
+	}
+	chain, serial, notAfter, err := s.ca.SignClusterCSR(req.GetCsr(), id.cluster, s.opts.CertTTL)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "sign certificate request: %v", err)
+	}
+	_, err = store.UpdateCluster(ctx, s.deps.Store, id.cluster, func(c *store.Cluster, found bool) error {
+		if !found || c.Revoked {
+			s.m.authFailures.WithLabelValues("revoked").Inc()
+			return status.Errorf(codes.PermissionDenied, "cluster %q is not registered", id.cluster)
+		}
+		if len(c.Serials) == 0 || c.Serials[len(c.Serials)-1] != id.serial {
+			s.m.authFailures.WithLabelValues("stale_certificate").Inc()
+			return status.Errorf(codes.PermissionDenied, "certificate %s is not cluster %q's current one; only the current certificate renews", id.serial, id.cluster)
+		}
+		c.Serials = appendSerial(c.Serials, serial)
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = status.Errorf(codes.Unavailable, "record certificate: %v", err)
+		}
+		return nil, err
 	}
 	return &relayv1.Certificate{Chain: chain, CaBundle: s.ca.BundlePEM(), NotAfter: timestamppb.New(notAfter)}, nil
 }
 
+// appendSerial adds a serial, keeping the last maxSerials.
+func appendSerial(serials []string, serial string) []string {
+	serials = append(serials, serial)
+	if len(serials) > maxSerials {
+		serials = slices.Clone(serials[len(serials)-maxSerials:])
+	}
+	return serials
+}
+
 // checkToken verifies a relay identity token for cluster in constant time.
 // Unknown clusters, revoked ones and wrong or expired tokens get the same
-// Unauthenticated answer, so the answer tells nothing about which clusters exist.
-func (s *Server) checkToken(ctx context.Context, cluster, token string) (store.Cluster, error) {
+// Unauthenticated answer, so the answer tells nothing about which clusters
+// exist. how is "own" or "shared".
+func (s *Server) checkToken(ctx context.Context, cluster, token string) (store.Cluster, string, error) {
 	c, err := s.deps.Store.GetCluster(ctx, cluster)
 	refuse := status.Errorf(codes.Unauthenticated, "invalid relay identity token for cluster %q", cluster)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.m.authFailures.WithLabelValues("unknown_cluster").Inc()
 		pki.TokenMatches(make([]byte, 32), token) // same work as a real comparison
-		return c, refuse
+		return c, "", refuse
 	case err != nil:
-		return c, status.Errorf(codes.Unavailable, "look up cluster: %v", err)
+		return c, "", status.Errorf(codes.Unavailable, "look up cluster: %v", err)
 	case c.Revoked:
 		s.m.authFailures.WithLabelValues("revoked").Inc()
-		return c, refuse
+		return c, "", refuse
 	}
-	matches := len(c.TokenHash) > 0 && pki.TokenMatches(c.TokenHash, token)
-	if !matches && s.opts.SharedToken != "" {
-		matches = pki.TokenMatches(pki.HashToken(s.opts.SharedToken), token)
+	how := s.tokenMatch(c, true, token)
+	if how == "" {
+		reason := "wrong_token"
+		if !c.TokenExpires.IsZero() && !time.Now().Before(c.TokenExpires) {
+			reason = "expired_token"
+		}
+		s.m.authFailures.WithLabelValues(reason).Inc()
+		return c, "", refuse
 	}
-	if !matches {
-		s.m.authFailures.WithLabelValues("wrong_token").Inc()
-		return c, refuse
+	return c, how, nil
+}
+
+// tokenMatch says whether token is valid for the record c: "own" for the
+// cluster's unexpired token, "shared" for the shared token when the
+// cluster was registered for it, "" otherwise.
+func (s *Server) tokenMatch(c store.Cluster, found bool, token string) string {
+	if !found || c.Revoked {
+		return ""
 	}
-	if !c.TokenExpires.IsZero() && time.Now().After(c.TokenExpires) {
-		s.m.authFailures.WithLabelValues("expired_token").Inc()
-		return c, status.Errorf(codes.Unauthenticated, "relay identity token for cluster %q expired at %s", cluster, c.TokenExpires.Format(time.RFC3339))
+	own := len(c.TokenHash) > 0 && pki.TokenMatches(c.TokenHash, token)
+	if own && (c.TokenExpires.IsZero() || time.Now().Before(c.TokenExpires)) {
+		return "own"
 	}
-	return c, nil
+	if s.sharedHash != nil && c.SharedToken && pki.TokenMatches(s.sharedHash, token) {
+		return "shared"
+	}
+	return ""
 }
 
 // verifyCluster is the TLS handshake's revocation check: the cluster must be
@@ -139,22 +183,21 @@ func (s *Server) verifyCluster(cluster, serial string) error {
 }
 
 // peerCluster returns the cluster named by the caller's verified client
-// certificate.
-func (s *Server) peerCluster(ctx context.Context) (string, error) {
-	p, ok := peer.FromContext(ctx)
+// certificate, checked against the registry.
+func (s *Server) peerCluster(ctx context.Context) (identity, error) {
+	id, ok, err := peerIdentity(ctx)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "no peer")
+		s.m.authFailures.WithLabelValues("no_certificate").Inc()
+		return id, status.Error(codes.Unauthenticated, "a client certificate is required (connect over mTLS)")
 	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return "", status.Error(codes.Unauthenticated, "a client certificate is required (connect over mTLS)")
-	}
-	cluster, _, err := pki.ClusterFromConnectionState(info.State)
 	if err != nil {
 		s.m.authFailures.WithLabelValues("no_certificate").Inc()
-		return "", status.Errorf(codes.Unauthenticated, "a client certificate is required: %v", err)
+		return id, status.Errorf(codes.Unauthenticated, "a client certificate is required: %v", err)
 	}
-	return cluster, nil
+	if _, err := s.checkIdentity(ctx, id); err != nil {
+		return id, err
+	}
+	return id, nil
 }
 
 func peerHost(ctx context.Context) string {
@@ -167,25 +210,4 @@ func peerHost(ctx context.Context) string {
 		return p.Addr.String()
 	}
 	return host
-}
-
-// registerAllowed reports whether addr may try to register: each address
-// gets RegisterFailures failures per minute.
-func (s *Server) registerAllowed(addr string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lim, ok := s.limiters[addr]
-	return !ok || lim.Tokens() >= 1
-}
-
-func (s *Server) registerFailed(addr string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lim, ok := s.limiters[addr]
-	if !ok {
-		n := max(s.opts.RegisterFailures, 1)
-		lim = rate.NewLimiter(rate.Every(time.Minute/time.Duration(n)), n)
-		s.limiters[addr] = lim
-	}
-	lim.Allow()
 }

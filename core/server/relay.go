@@ -59,7 +59,23 @@ type heldOutput struct {
 // Sync serves one agent's stream.
 func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	s := r.s
-	first, err := srv.Recv()
+	// Under mTLS the caller is known from its certificate before anything
+	// is read from the stream.
+	var id identity
+	if s.authMode() == ModeMTLS {
+		var err error
+		if id, err = s.peerCluster(srv.Context()); err != nil {
+			return err
+		}
+	}
+	select {
+	case s.pendingHellos <- struct{}{}:
+	default:
+		s.m.connRefusals.WithLabelValues("pending_hellos").Inc()
+		return status.Error(codes.ResourceExhausted, "too many streams are waiting for their Hello; try again later")
+	}
+	first, err := waitHello(srv.Context(), s.opts.HelloTimeout, srv.Recv)
+	<-s.pendingHellos
 	if err != nil {
 		return err
 	}
@@ -67,7 +83,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "the first message on a stream must be a Hello")
 	}
-	cluster, err := s.authorizeStream(srv.Context(), hello)
+	cluster, err := s.authorizeStream(srv.Context(), hello, id)
 	if err != nil {
 		return err
 	}
@@ -90,6 +106,9 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	}
 	st.log.Info("agent connected", "agent_version", hello.GetAgentVersion(), "resumed", welcome.GetInputVersion() == hello.GetInputVersion() && welcome.GetInputVersion() != 0)
 
+	if s.authMode() == ModeMTLS {
+		go st.watchIdentity(ctx, id)
+	}
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- st.sendLoop(ctx) }()
 	recvDone := make(chan error, 1)
@@ -112,29 +131,46 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 }
 
 // authorizeStream checks the Hello against the caller's identity: the
-// certificate's cluster under mTLS, the token otherwise.
-func (s *Server) authorizeStream(ctx context.Context, hello *relayv1.Hello) (string, error) {
+// certificate's cluster under mTLS (id, already checked against the
+// registry), the token otherwise.
+func (s *Server) authorizeStream(ctx context.Context, hello *relayv1.Hello, id identity) (string, error) {
 	if s.authMode() == ModeMTLS {
-		cluster, err := s.peerCluster(ctx)
-		if err != nil {
-			return "", err
-		}
-		if hello.GetCluster() != "" && hello.GetCluster() != cluster {
+		if hello.GetCluster() != "" && hello.GetCluster() != id.cluster {
 			s.m.authFailures.WithLabelValues("cluster_mismatch").Inc()
-			s.log.Warn("agent named another cluster than its certificate", "certificate", cluster, "hello", hello.GetCluster())
-			return "", status.Errorf(codes.PermissionDenied, "certificate is for cluster %q, not %q", cluster, hello.GetCluster())
+			s.log.Warn("agent named another cluster than its certificate", "certificate", id.cluster, "hello", hello.GetCluster())
+			return "", status.Errorf(codes.PermissionDenied, "certificate is for cluster %q, not %q", id.cluster, hello.GetCluster())
 		}
-		c, err := s.deps.Store.GetCluster(ctx, cluster)
-		if err != nil || c.Revoked {
-			s.m.authFailures.WithLabelValues("revoked").Inc()
-			return "", status.Errorf(codes.PermissionDenied, "cluster %q is not registered", cluster)
-		}
-		return cluster, nil
+		return id.cluster, nil
 	}
-	if _, err := s.checkToken(ctx, hello.GetCluster(), hello.GetToken()); err != nil {
-		return "", err
+	if _, _, err := s.checkToken(ctx, hello.GetCluster(), hello.GetToken()); err != nil {
+		return "", s.refuseToken(peerHost(ctx), hello.GetCluster(), err)
 	}
 	return hello.GetCluster(), nil
+}
+
+// watchIdentity ends the stream when its certificate expires or stops
+// being valid: revoked by a deregistration, or evicted by renewals.
+func (st *stream) watchIdentity(ctx context.Context, id identity) {
+	expiry := time.NewTimer(time.Until(id.notAfter))
+	defer expiry.Stop()
+	check := time.NewTicker(st.s.opts.Heartbeat)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-expiry.C:
+		case <-check.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := st.s.checkIdentity(cctx, id)
+		cancel()
+		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+			st.log.Info("closing the stream: its certificate is no longer valid", "error", err)
+			st.goodbye(relayv1.Goodbye_REASON_REBALANCING, status.Convert(err).Message())
+			return
+		}
+	}
 }
 
 // attach registers a stream, replacing an older one of the same cluster,
@@ -212,7 +248,8 @@ func (s *Server) connectedCount() int {
 
 // recvLoop handles the agent's messages until the stream ends.
 func (st *stream) recvLoop(ctx context.Context) error {
-	var asm snapshot.Assembler
+	o := st.s.opts
+	asm := snapshot.Assembler{Limits: snapshot.Limits{Parts: o.MaxInputParts, Bytes: o.MaxInputBytes, Resources: o.MaxInputResources}}
 	for {
 		msg, err := st.srv.Recv()
 		if err != nil {
@@ -244,6 +281,9 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		asm.Reset()
 		st.log.Warn("input refused; asking for a full resend", "version", version, "error", err)
 		s.m.inputNacks.Inc()
+		if le := (*snapshot.LimitError)(nil); errors.As(err, &le) {
+			s.m.inputLimits.WithLabelValues(le.Limit).Inc()
+		}
 		st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 			Subject: relayv1.Ack_SUBJECT_INPUT, Version: version, Nack: true, Error: err.Error(),
 		}}})
@@ -265,6 +305,9 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 	base := s.inputs[st.cluster].snap
 	s.mu.Unlock()
 	next, err := snapshot.Apply(base, d)
+	if err == nil {
+		err = s.checkInputSize(next)
+	}
 	if err != nil {
 		nack(d.Version, err)
 		return
@@ -273,6 +316,17 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 		Subject: relayv1.Ack_SUBJECT_INPUT, Version: d.Version,
 	}}})
+}
+
+// checkInputSize refuses a whole input over the resource or byte limit.
+func (s *Server) checkInputSize(snap *snapshot.Snapshot) error {
+	switch {
+	case snap.Len() > s.opts.MaxInputResources:
+		return &snapshot.LimitError{Limit: "resources", Max: s.opts.MaxInputResources}
+	case snap.Size() > s.opts.MaxInputBytes:
+		return &snapshot.LimitError{Limit: "bytes", Max: s.opts.MaxInputBytes}
+	}
+	return nil
 }
 
 // acceptInput makes a cluster's new input current: in memory, in the

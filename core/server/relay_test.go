@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -393,24 +395,36 @@ func TestAdminNeedsToken(t *testing.T) {
 	}
 }
 
-// The install-wide shared token, when enabled, registers any registered
-// cluster; without it, only the cluster's own token does.
+// The install-wide shared token, when enabled, registers the clusters
+// registered for it; without it, or for other clusters (even those with
+// their own token), only the cluster's own token does.
 func TestSharedToken(t *testing.T) {
 	shared, err := pki.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	off := startServer(t, nil, "")
-	off.register("east")
+	off.registerWith(&relayv1.RegisterClusterRequest{Cluster: "east", AllowSharedToken: true})
 	if _, err := off.certificate("east", shared); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("shared token with the option off = %v, want Unauthenticated", err)
 	}
-	on := startServer(t, nil, "", func(o *Options) { o.SharedToken = shared })
-	on.register("east")
+	file := filepath.Join(t.TempDir(), "shared-token")
+	if err := os.WriteFile(file, []byte(shared+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	on := startServer(t, nil, "", func(o *Options) { o.SharedTokenFile = file })
+	on.registerWith(&relayv1.RegisterClusterRequest{Cluster: "east", AllowSharedToken: true})
+	westTok := on.register("west")
 	if _, err := on.certificate("east", shared); err != nil {
-		t.Fatalf("shared token with the option on = %v", err)
+		t.Fatalf("shared token for a cluster registered for it = %v", err)
+	}
+	if _, err := on.certificate("west", shared); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("shared token for a cluster with its own token = %v, want Unauthenticated", err)
 	}
 	if _, err := on.certificate("nowhere", shared); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("shared token for an unregistered cluster = %v, want Unauthenticated", err)
+	}
+	if _, err := on.certificate("west", westTok); err != nil {
+		t.Fatalf("west's own token = %v", err)
 	}
 }

@@ -80,12 +80,18 @@ type Server struct {
 	ca         *pki.CA
 	serverCert *pki.Reloader
 	adminHash  []byte
+	sharedHash []byte
 	engine     *engine.Engine
 	started    time.Time
 
 	grpcLis  net.Listener
 	adminLis net.Listener
-	grpc     *grpc.Server
+	gate     *gate
+	// grpc serves connections with a verified client certificate; anon
+	// the others.
+	grpc, anon *grpc.Server
+	// pendingHellos bounds the streams waiting for their Hello.
+	pendingHellos chan struct{}
 
 	mu       sync.Mutex
 	streams  map[string]*stream
@@ -143,6 +149,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		acks:     map[engine.OutputKey]ackState{},
 		policies: snapshot.Empty,
 		limiters: map[string]*rate.Limiter{},
+
+		pendingHellos: make(chan struct{}, maxPendingHellos),
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.engine = engine.New(deps.Translators, engine.Options{
@@ -152,10 +160,13 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		Scoped:   opts.Targets == TargetsConnected,
 		Logger:   s.log,
 	})
-	if err := s.loadCA(ctx); err != nil {
+	if err := s.loadAdminToken(); err != nil {
 		return nil, err
 	}
-	if err := s.loadAdminToken(); err != nil {
+	if err := s.loadSharedToken(); err != nil {
+		return nil, err
+	}
+	if err := s.loadCA(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.loadFleet(ctx); err != nil {
@@ -184,23 +195,33 @@ func (s *Server) loadCA(ctx context.Context) error {
 			return fmt.Errorf("load CA: %w", err)
 		}
 	default:
-		certPEM, keyPEM, gerr := s.deps.Store.GetCA(ctx)
+		secret, err := s.caKeySecret()
+		if err != nil {
+			return err
+		}
+		certPEM, storedKey, gerr := s.deps.Store.GetCA(ctx)
 		switch {
 		case gerr == nil:
+			keyPEM, err := openCAKey(secret, certPEM, storedKey)
+			plain := errors.Is(err, errPlainCAKey)
+			if err != nil && !plain {
+				return fmt.Errorf("load CA from store: %w", err)
+			}
 			if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
 				return fmt.Errorf("load CA from store: %w", err)
+			}
+			if plain {
+				s.log.Warn("the CA key was stored in plain text; storing it encrypted")
+				if err := s.storeCA(ctx, secret); err != nil {
+					return err
+				}
 			}
 		case errors.Is(gerr, store.ErrNotFound):
 			if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
 				return fmt.Errorf("create CA: %w", err)
 			}
-			pemData, err := s.ca.MarshalPEM()
-			if err != nil {
-				return fmt.Errorf("encode CA: %w", err)
-			}
-			certPEM, keyPEM := splitPEM(pemData)
-			if err := s.deps.Store.PutCA(ctx, certPEM, keyPEM); err != nil {
-				return fmt.Errorf("store CA: %w", err)
+			if err := s.storeCA(ctx, secret); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("load CA from store: %w", gerr)
@@ -220,6 +241,23 @@ func (s *Server) loadCA(ctx context.Context) error {
 	s.serverCert, err = pki.NewReloader(&cert)
 	if err != nil {
 		return fmt.Errorf("issue server certificate: %w", err)
+	}
+	return nil
+}
+
+// storeCA writes the CA to the store, its key encrypted with secret.
+func (s *Server) storeCA(ctx context.Context, secret []byte) error {
+	pemData, err := s.ca.MarshalPEM()
+	if err != nil {
+		return fmt.Errorf("encode CA: %w", err)
+	}
+	certPEM, keyPEM := splitPEM(pemData)
+	sealed, err := sealCAKey(secret, certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	if err := s.deps.Store.PutCA(ctx, certPEM, sealed); err != nil {
+		return fmt.Errorf("store CA: %w", err)
 	}
 	return nil
 }
@@ -265,6 +303,33 @@ func (s *Server) loadAdminToken() error {
 		return fmt.Errorf("admin token file %s is empty", path)
 	}
 	s.adminHash = pki.HashToken(tok)
+	return nil
+}
+
+// SharedTokenEnv holds the shared token when no file is given.
+const SharedTokenEnv = "MESHRELAY_SHARED_TOKEN"
+
+// loadSharedToken reads the shared token from the option, its file or the
+// environment.
+func (s *Server) loadSharedToken() error {
+	tok := s.opts.SharedToken
+	switch {
+	case s.opts.SharedTokenFile != "":
+		data, err := os.ReadFile(s.opts.SharedTokenFile)
+		if err != nil {
+			return fmt.Errorf("read shared token: %w", err)
+		}
+		tok = strings.TrimSpace(string(data))
+	case tok == "":
+		tok = os.Getenv(SharedTokenEnv)
+	}
+	if tok == "" {
+		return nil
+	}
+	if err := pki.ValidateToken(tok); err != nil {
+		return fmt.Errorf("shared token: %w", err)
+	}
+	s.sharedHash = pki.HashToken(tok)
 	return nil
 }
 
@@ -321,27 +386,52 @@ func (s *Server) listen() error {
 			return fmt.Errorf("listen metrics: %w", err)
 		}
 	}
-	var creds credentials.TransportCredentials
-	if s.opts.InsecureLoopback {
-		creds = insecure.NewCredentials()
-	} else {
-		creds = credentials.NewTLS(pki.ServerTLSConfig(pki.ServerTLSOptions{
+	var tlsCreds credentials.TransportCredentials
+	if !s.opts.InsecureLoopback {
+		tlsCreds = credentials.NewTLS(pki.ServerTLSConfig(pki.ServerTLSOptions{
 			Certificate:   s.serverCert,
-			ClientCAs:     s.ca.Pool(),
+			ClientCAs:     s.ca.ClientPool(),
 			ClientAuth:    pki.VerifyClientCertIfGiven,
 			VerifyCluster: s.verifyCluster,
 		}))
 	}
-	s.grpc = grpc.NewServer(
-		grpc.Creds(creds),
-		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
-		grpc.MaxSendMsgSize(s.opts.MaxMessageBytes),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
-	relayv1.RegisterRegistrationServer(s.grpc, &registration{s: s})
-	relayv1.RegisterRelayServer(s.grpc, &relay{s: s})
-	relayv1.RegisterAdminServer(s.grpc, &admin{s: s})
+	s.gate = newGate(s.grpcLis, tlsCreds, s.opts, s.log, func(reason string) { s.m.connRefusals.WithLabelValues(reason).Inc() })
+	s.grpc = s.newGRPCServer(tlsCreds, true)
+	s.anon = s.newGRPCServer(tlsCreds, false)
 	return nil
+}
+
+// newGRPCServer builds the server of authenticated connections (verified
+// client certificates) or of the others, whose receive limit is small
+// under mTLS: they may only register and call the admin API.
+func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authenticated bool) *grpc.Server {
+	creds := insecure.NewCredentials()
+	if tlsCreds != nil {
+		creds = handshaken{TransportCredentials: tlsCreds}
+	}
+	recv, streams := s.opts.MaxMessageBytes, uint32(s.opts.MaxStreamsPerConnection)
+	params := keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+	if !authenticated {
+		if s.authMode() == ModeMTLS {
+			recv = s.opts.MaxUnauthenticatedMessageBytes
+		}
+		streams = min(streams, 8)
+		params.MaxConnectionIdle = 2 * time.Minute
+	}
+	srv := grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.MaxRecvMsgSize(recv),
+		grpc.MaxSendMsgSize(s.opts.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(streams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(params),
+		grpc.ChainUnaryInterceptor(s.unaryIdentity),
+		grpc.ChainStreamInterceptor(s.streamIdentity),
+	)
+	relayv1.RegisterRegistrationServer(srv, &registration{s: s})
+	relayv1.RegisterRelayServer(srv, &relay{s: s})
+	relayv1.RegisterAdminServer(srv, &admin{s: s})
+	return srv
 }
 
 // Addr returns the relay's listening address.
@@ -378,12 +468,19 @@ func (s *Server) Run(ctx context.Context) error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
 		})
 	}
-	g.Go(func() error {
-		if err := s.grpc.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("serve relay: %w", err)
+	go s.gate.run()
+	for _, srv := range []*grpc.Server{s.grpc, s.anon} {
+		lis := s.gate.authed
+		if srv == s.anon {
+			lis = s.gate.anon
 		}
-		return nil
-	})
+		g.Go(func() error {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				return fmt.Errorf("serve relay: %w", err)
+			}
+			return nil
+		})
+	}
 	var httpSrv *http.Server
 	if s.adminLis != nil {
 		httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -419,18 +516,28 @@ func (s *Server) shutdown() {
 	for _, st := range streams {
 		st.goodbye(relayv1.Goodbye_REASON_SHUTTING_DOWN, "server shutting down")
 	}
+	s.grpcLis.Close()
 	done := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(done) }()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(s.grpc.GracefulStop)
+		wg.Go(s.anon.GracefulStop)
+		wg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		s.grpc.Stop()
+		s.anon.Stop()
 	}
 }
 
 // Stop stops serving at once, without goodbyes, as when a replica dies. For tests.
 func (s *Server) Stop() {
+	s.grpcLis.Close()
 	s.grpc.Stop()
+	s.anon.Stop()
 	if s.adminLis != nil {
 		s.adminLis.Close()
 	}
@@ -466,6 +573,7 @@ func (s *Server) tick(ctx context.Context) error {
 			if now.Sub(lastSeen) >= s.opts.Heartbeat {
 				lastSeen = now
 				s.touchLastSeen(ctx, now)
+				s.pruneLimiters()
 				s.writePolicyStatus(ctx)
 			}
 		}
@@ -482,12 +590,14 @@ func (s *Server) touchLastSeen(ctx context.Context, now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, name := range names {
-		c, err := s.deps.Store.GetCluster(ctx, name)
-		if err != nil {
-			continue
-		}
-		c.LastSeen, c.Replica = now, s.opts.ServerID
-		if err := s.deps.Store.PutCluster(ctx, c); err != nil {
+		_, err := store.UpdateCluster(ctx, s.deps.Store, name, func(c *store.Cluster, found bool) error {
+			if !found || c.Revoked {
+				return errNotRegistered
+			}
+			c.LastSeen, c.Replica = now, s.opts.ServerID
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNotRegistered) {
 			s.log.Warn("record last seen", "cluster", name, "error", err)
 		}
 	}
