@@ -25,7 +25,10 @@ type Translator struct{}
 // New returns the Envoy translator.
 func New() *Translator { return &Translator{} }
 
-var _ sdk.Translator = (*Translator)(nil)
+var (
+	_ sdk.Translator       = (*Translator)(nil)
+	_ sdk.TargetTranslator = (*Translator)(nil)
+)
 
 // Describe says what the translator is.
 func (*Translator) Describe() sdk.Description {
@@ -44,34 +47,52 @@ func (*Translator) Describe() sdk.Description {
 	}
 }
 
-// Translate emits, for every node group of every cluster with the envoy
-// mesh, the Listeners, RouteConfigurations, Clusters and
-// ClusterLoadAssignments its proxies and gRPC clients need.
+// Translate computes every cluster of the fleet as a target; see
+// TranslateTarget.
 func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	idx := newIndex(req.Fleet)
-	for _, c := range req.Fleet.ClustersWithMesh(discoveryapi.MeshEnvoy) {
-		nodes := envoyNodes(c)
-		if len(nodes) == 0 {
-			continue
+	return sdk.TranslateTargets(ctx, t, req, resp)
+}
+
+// TranslateTarget emits, for every node group of the target when it has the
+// envoy mesh, the Listeners, RouteConfigurations, Clusters and
+// ClusterLoadAssignments its proxies and gRPC clients need. Every target,
+// with the envoy mesh or not, reports the VirtualDestinations' missing
+// Services, as the fleet-wide translation always did.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+	resp.Diagnose(virtualDestinationWarnings(req.Fleet)...)
+	c := req.Target
+	if !c.HasMesh(discoveryapi.MeshEnvoy) {
+		return nil
+	}
+	nodes := envoyNodes(c)
+	if len(nodes) == 0 {
+		return nil
+	}
+	idx := newIndex(req.Fleet, c)
+	// What a node group calls does not depend on the node group: build it
+	// once and share it.
+	outbound := idx.outbound()
+	for _, node := range nodes {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("node %q: %w", node, err)
 		}
-		// What a node group calls does not depend on the node group: build
-		// it once per cluster and share it.
-		outbound := idx.outbound(c)
-		for _, node := range nodes {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			rs := slices.Concat(outbound, idx.inbound(c, node))
-			for _, r := range rs {
-				spec, err := idx.encode(r.msg)
-				if err != nil {
-					return fmt.Errorf("node %q of cluster %q: %w", node, c.Name, err)
-				}
-				resp.Emit(c.Name, wrap(node, r.msg, spec), r.parents...)
-			}
+		if err := idx.emit(resp, node, slices.Concat(outbound, idx.inbound(node))); err != nil {
+			return err
 		}
 	}
 	resp.Diagnose(idx.diags.list...)
+	return nil
+}
+
+// emit wraps a node group's resources and emits them to the target.
+func (idx *index) emit(resp *sdk.Response, node string, rs []*resource) error {
+	for _, r := range rs {
+		spec, err := idx.encode(r.msg)
+		if err != nil {
+			return fmt.Errorf("node %q: %w", node, err)
+		}
+		resp.Emit(idx.target.Name, wrap(node, r.msg, spec), r.parents...)
+	}
 	return nil
 }
 
@@ -165,57 +186,46 @@ type virtualHost struct {
 	backends []sdk.Destination
 }
 
-// index is what every node group's translation shares: the fleet resolved
-// once per Translate.
+// index is what the node groups of one target share: the policies and the
+// VirtualDestinations resolved once per target computation.
 type index struct {
 	fleet   *sdk.Fleet
+	target  *sdk.Cluster
 	vhosts  []*virtualHost
 	traffic []*policyv1alpha1.TrafficPolicy
 	access  []*policyv1alpha1.AccessPolicy
 	diags   diagnostics
 	encoded map[proto.Message]json.RawMessage
+	// templates holds the pod template labels of the target's
+	// workloads, read when a Service first needs them.
+	templates     []map[string]string
+	templatesRead bool
 }
 
-func newIndex(f *sdk.Fleet) *index {
-	idx := &index{fleet: f, traffic: f.TrafficPolicies(), access: f.AccessPolicies(), encoded: map[proto.Message]json.RawMessage{}}
+// newIndex resolves the fleet's policies for target. The backing Services
+// of VirtualDestinations come from a value every target shares (see
+// virtualBackends); only their clusters and endpoints are read here.
+func newIndex(f *sdk.Fleet, target *sdk.Cluster) *index {
+	idx := &index{fleet: f, target: target, traffic: f.TrafficPolicies(), access: f.AccessPolicies(), encoded: map[proto.Message]json.RawMessage{}}
+	backends := virtualBackends(f)
 	for _, vd := range f.VirtualDestinations() {
-		idx.vhosts = append(idx.vhosts, &virtualHost{vd: vd, backends: idx.backendsOf(vd)})
+		idx.vhosts = append(idx.vhosts, &virtualHost{vd: vd, backends: idx.destinations(backends[sdk.RefOf(vd)])})
 	}
 	return idx
 }
 
-// backendsOf returns a VirtualDestination's backing Services, sorted by
-// cluster, namespace and name, reporting listed Services that do not exist.
-func (idx *index) backendsOf(vd *policyv1alpha1.VirtualDestination) []sdk.Destination {
-	seen := map[serviceKey]bool{}
-	var out []sdk.Destination
-	for i, bs := range vd.Spec.Services {
-		c, ok := idx.fleet.Cluster(bs.Cluster)
-		var svc *corev1.Service
-		if ok {
-			svc, ok = c.Service(bs.Namespace, bs.Name)
-		}
+// destinations turns shared backends into Destinations whose clusters
+// record this target's reads.
+func (idx *index) destinations(bs []backend) []sdk.Destination {
+	out := make([]sdk.Destination, 0, len(bs))
+	for _, b := range bs {
+		c, ok := idx.fleet.Cluster(b.cluster)
 		if !ok {
-			idx.diags.add(sdk.Warningf(vd, fmt.Sprintf("spec.services[%d]", i),
-				"service %s/%s not found in cluster %q", bs.Namespace, bs.Name, bs.Cluster))
+			// The shared value is computed over the same fleet: cannot happen.
 			continue
 		}
-		k := serviceKey{c.Name, svc.Namespace, svc.Name}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, sdk.Destination{Cluster: c, Service: svc})
-		}
+		out = append(out, sdk.Destination{Cluster: c, Service: b.service()})
 	}
-	for _, d := range idx.fleet.Select(vd.Spec.DestinationSelectors) {
-		k := serviceKey{d.Cluster.Name, d.Service.Namespace, d.Service.Name}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, d)
-		}
-	}
-	slices.SortFunc(out, func(a, b sdk.Destination) int {
-		return serviceKey{a.Cluster.Name, a.Service.Namespace, a.Service.Name}.compare(serviceKey{b.Cluster.Name, b.Service.Namespace, b.Service.Name})
-	})
 	return out
 }
 
@@ -252,10 +262,11 @@ func selectsAny(sels []policyv1alpha1.DestinationSelector, dests []sdk.Destinati
 	return false
 }
 
-// outbound builds the resources every node group of cluster c needs to
-// call out: VirtualDestinations and the cluster's Services that
+// outbound builds the resources every node group of the target needs to
+// call out: VirtualDestinations and the target's Services that
 // TrafficPolicies select.
-func (idx *index) outbound(c *sdk.Cluster) []*resource {
+func (idx *index) outbound() []*resource {
+	c := idx.target
 	b := &nodeBuilder{idx: idx, cluster: c, set: resourceSet{}, region: clusterRegion(c)}
 	for _, vh := range idx.vhosts {
 		b.virtualHostListeners(vh)
@@ -270,15 +281,36 @@ func (idx *index) outbound(c *sdk.Cluster) []*resource {
 }
 
 // inbound builds the inbound Listeners and RouteConfigurations of the
-// Services of cluster c whose workloads belong to node group node.
-func (idx *index) inbound(c *sdk.Cluster, node string) []*resource {
+// target's Services whose workloads belong to node group node.
+func (idx *index) inbound(node string) []*resource {
+	c := idx.target
 	b := &nodeBuilder{idx: idx, cluster: c, node: node, set: resourceSet{}}
 	for _, svc := range c.Services() {
-		if servesNode(c, svc, node) {
+		if len(svc.Spec.Selector) > 0 && servesNode(idx.podTemplates(), svc, node) {
 			b.inboundListeners(sdk.Destination{Cluster: c, Service: svc})
 		}
 	}
 	return b.set.sorted()
+}
+
+// podTemplates returns the pod template labels of the target's
+// Deployments, StatefulSets and DaemonSets.
+func (idx *index) podTemplates() []map[string]string {
+	if idx.templatesRead {
+		return idx.templates
+	}
+	idx.templatesRead = true
+	c := idx.target
+	for _, d := range c.Deployments() {
+		idx.templates = append(idx.templates, d.Spec.Template.Labels)
+	}
+	for _, s := range c.StatefulSets() {
+		idx.templates = append(idx.templates, s.Spec.Template.Labels)
+	}
+	for _, d := range c.DaemonSets() {
+		idx.templates = append(idx.templates, d.Spec.Template.Labels)
+	}
+	return idx.templates
 }
 
 // encode returns the protobuf JSON of a resource, once per resource.
@@ -320,21 +352,11 @@ func clusterRegion(c *sdk.Cluster) string {
 	return best
 }
 
-// servesNode reports whether the Service selects pods of a workload whose
-// pod template carries the node group's label.
-func servesNode(c *sdk.Cluster, svc *corev1.Service, node string) bool {
+// servesNode reports whether the Service selects pods of a workload, given
+// by its pod template labels, that carry the node group's label.
+func servesNode(templates []map[string]string, svc *corev1.Service, node string) bool {
 	if len(svc.Spec.Selector) == 0 {
 		return false
-	}
-	var templates []map[string]string
-	for _, d := range c.Deployments() {
-		templates = append(templates, d.Spec.Template.Labels)
-	}
-	for _, s := range c.StatefulSets() {
-		templates = append(templates, s.Spec.Template.Labels)
-	}
-	for _, d := range c.DaemonSets() {
-		templates = append(templates, d.Spec.Template.Labels)
 	}
 	for _, labels := range templates {
 		if labels[discoveryapi.EnvoyNodeLabel] != node {
