@@ -4,7 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/store"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/meshrelay/meshrelay/core/store/memory"
@@ -93,6 +102,96 @@ func FuzzAgentMessages(f *testing.F) {
 		again, err := snapshot.New(in.snap.Version(), in.snap.Resources())
 		if err != nil || again.Hash() != in.snap.Hash() {
 			t.Fatalf("accepted input is inconsistent: %v", err)
+		}
+	})
+}
+
+// countingStream is a fakeStream that counts the messages read from it.
+type countingStream struct {
+	fakeStream
+	reads int
+}
+
+func (c *countingStream) Recv() (*relayv1.AgentMessage, error) {
+	c.reads++
+	return c.fakeStream.Recv()
+}
+
+// FuzzUnauthenticatedPeer calls the registration and Sync handlers as a
+// peer without a client certificate would, with arbitrary requests and
+// messages: nothing may panic, no registration may succeed without the
+// cluster's token, under mTLS Sync must refuse before reading anything, and
+// in --mode tls no stream may be attached without a valid token.
+func FuzzUnauthenticatedPeer(f *testing.F) {
+	seedReq := func(r *relayv1.RegisterRequest) []byte {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	seedMsg := func(m *relayv1.AgentMessage) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	hello := func(h *relayv1.Hello) []byte {
+		return seedMsg(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: h}})
+	}
+	f.Add(seedReq(&relayv1.RegisterRequest{Cluster: "east", Token: "mrt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", Csr: []byte("csr")}), hello(&relayv1.Hello{Cluster: "east", Token: "mrt_x"}))
+	f.Add(seedReq(&relayv1.RegisterRequest{Cluster: "Not_A_Name"}), hello(&relayv1.Hello{}))
+	f.Add([]byte{}, seedMsg(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{}}}))
+
+	newServer := func(mode string) *Server {
+		opts := DefaultOptions()
+		opts.ListenAddr, opts.AdminAddr, opts.DataDir, opts.Mode = "127.0.0.1:0", "", f.TempDir(), mode
+		opts.HelloTimeout = time.Second
+		opts.RegisterFailures = 1 << 20
+		s, err := New(context.Background(), opts, Deps{Store: memory.New()})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(s.Stop)
+		if _, err := store.UpdateCluster(context.Background(), s.deps.Store, "east", func(c *store.Cluster, _ bool) error {
+			tok, _ := pki.NewToken()
+			c.TokenHash, c.TokenExpires = pki.HashToken(tok), time.Now().Add(time.Hour)
+			return nil
+		}); err != nil {
+			f.Fatal(err)
+		}
+		return s
+	}
+	mtls, tlsMode := newServer(ModeMTLS), newServer(ModeTLS)
+	anonymous := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}})
+
+	f.Fuzz(func(t *testing.T, reqData, msgData []byte) {
+		req := &relayv1.RegisterRequest{}
+		if proto.Unmarshal(reqData, req) == nil {
+			for _, s := range []*Server{mtls, tlsMode} {
+				if _, err := (&registration{s: s}).Register(anonymous, req); err == nil {
+					t.Fatalf("registration without the token succeeded: %v", req)
+				}
+				if _, err := (&registration{s: s}).Renew(anonymous, &relayv1.RenewRequest{Csr: req.GetCsr()}); status.Code(err) != codes.Unauthenticated {
+					t.Fatalf("Renew without a certificate = %v, want Unauthenticated", err)
+				}
+			}
+		}
+		var msgs []*relayv1.AgentMessage
+		if m := (&relayv1.AgentMessage{}); proto.Unmarshal(msgData, m) == nil {
+			msgs = append(msgs, m)
+		}
+		ms := &countingStream{fakeStream: fakeStream{ctx: anonymous, msgs: slices.Clone(msgs)}}
+		if err := (&relay{s: mtls}).Sync(ms); status.Code(err) != codes.Unauthenticated || ms.reads != 0 {
+			t.Fatalf("mTLS Sync without a certificate = %v after %d reads, want Unauthenticated before any", err, ms.reads)
+		}
+		ts := &countingStream{fakeStream: fakeStream{ctx: anonymous, msgs: msgs}}
+		if err := (&relay{s: tlsMode}).Sync(ts); err == nil {
+			t.Fatal("a Sync without a valid token was served")
+		}
+		if n := tlsMode.connectedCount(); n != 0 {
+			t.Fatalf("%d streams attached without a valid token", n)
 		}
 	})
 }
