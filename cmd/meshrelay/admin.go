@@ -31,7 +31,7 @@ func (f *adminFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.caFile, "ca-file", "meshrelay-data/ca-bundle.crt", "CA bundle to trust the server with")
 	fs.StringVar(&f.tokenFile, "admin-token-file", "meshrelay-data/admin-token", "file holding the admin token")
 	fs.StringVar(&f.serverName, "server-name", "", "name to verify in the server's certificate (default: the host of --server)")
-	fs.BoolVar(&f.insecure, "insecure", false, "plaintext, for a server started with --insecure-loopback")
+	fs.BoolVar(&f.insecure, "insecure", false, "plaintext, for a server started with --insecure-loopback (only to a loopback --server)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the server")
 }
 
@@ -43,6 +43,9 @@ func (f *adminFlags) client(ctx context.Context) (relayv1.AdminClient, context.C
 	}
 	var creds credentials.TransportCredentials
 	if f.insecure {
+		if !pki.IsLoopbackAddr(f.server) {
+			return nil, nil, nil, fmt.Errorf("--insecure needs a loopback --server, not %q: the admin token would cross the network in plain text", f.server)
+		}
 		creds = insecure.NewCredentials()
 	} else {
 		data, err := os.ReadFile(f.caFile)
@@ -83,15 +86,21 @@ func newClusterCommand() *cobra.Command {
 func newClusterRegisterCommand() *cobra.Command {
 	var af adminFlags
 	var ttl time.Duration
+	var reusable, shared bool
 	cmd := &cobra.Command{
 		Use:   "register NAME",
 		Short: "Create a relay identity token bound to a cluster and print it",
 		Long: `Create a relay identity token bound to cluster NAME and print it on stdout.
-The server keeps only its hash. The agent of NAME uses it once to get a
-client certificate (and on every stream in --mode tls). Registering a cluster
-again replaces its token.`,
+The server keeps only its hash. The token expires (--token-ttl, else the
+server's default of a day). Under mTLS the agent of NAME trades it once for
+a client certificate and renews that certificate from then on: the
+registration consumes the token, so an agent that lost its state directory
+needs a new one, unless --reusable was given. In --mode tls the agent sends
+the token on every stream until it expires. Registering a cluster again
+replaces its token; its certificates stay valid until deregistration.`,
 		Example: `  meshrelay cluster register east > east.token
-  meshrelay cluster register west --token-ttl 1h`,
+  meshrelay cluster register west --token-ttl 1h
+  meshrelay cluster register edge-42 --allow-shared-token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, done, err := af.client(cmd.Context())
@@ -99,7 +108,9 @@ again replaces its token.`,
 				return err
 			}
 			defer done()
-			resp, err := c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds())})
+			resp, err := c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{
+				Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds()), Reusable: reusable, AllowSharedToken: shared,
+			})
 			if err != nil {
 				return err
 			}
@@ -108,7 +119,9 @@ again replaces its token.`,
 		},
 	}
 	af.add(cmd)
-	cmd.Flags().DurationVar(&ttl, "token-ttl", 0, "token lifetime (0: no expiry)")
+	cmd.Flags().DurationVar(&ttl, "token-ttl", 0, "token lifetime (0: the server's --token-ttl, a day by default)")
+	cmd.Flags().BoolVar(&reusable, "reusable", false, "keep the token valid after a registration (by default a registration consumes it)")
+	cmd.Flags().BoolVar(&shared, "allow-shared-token", false, "let the cluster's agent register with the server's shared token")
 	return cmd
 }
 

@@ -48,6 +48,19 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// The CLI's --insecure sends the admin token in plain text: only to a
+// loopback server.
+func TestInsecureOnlyToLoopback(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run(t, "cluster", "list", "--insecure", "--server", "meshrelay.example.com:9900", "--admin-token-file", tokenFile)
+	if err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("cluster list --insecure to a remote server = %v, want refused", err)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"no-such-command"},

@@ -57,6 +57,9 @@ func TestOptionsValidate(t *testing.T) {
 		"no server":    func(o *Options) { o.Server = "" },
 		"bad mode":     func(o *Options) { o.Mode = "plain" },
 		"no heartbeat": func(o *Options) { o.Heartbeat = 0 },
+		"insecure to a remote server": func(o *Options) {
+			o.Insecure, o.Server = true, "meshrelay.example.com:9900"
+		},
 	}
 	for name, mod := range tests {
 		t.Run(name, func(t *testing.T) {

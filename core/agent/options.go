@@ -60,7 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CAFile, "ca-file", o.CAFile, "CA bundle to trust the server with")
 	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
-	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development against a loopback server only)")
+	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval")
 }
 
@@ -75,6 +75,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Mode != "mtls" && o.Mode != "tls" {
 		errs = append(errs, fmt.Errorf("--mode must be mtls or tls, not %q", o.Mode))
+	}
+	if o.Insecure && !pki.IsLoopbackAddr(o.Server) {
+		errs = append(errs, fmt.Errorf("--insecure needs a loopback --server, not %q: the token and the cluster's state would cross the network in plain text", o.Server))
 	}
 	if !o.Insecure && o.CAFile == "" && o.StateDir == "" {
 		errs = append(errs, errors.New("--ca-file is required to trust the server"))
