@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -58,7 +59,9 @@ func (g *gate) run() {
 			c.Close()
 			continue
 		}
-		go g.handshake(&gatedConn{Conn: c, release: func() { g.release(host) }})
+		gc := &gatedConn{Conn: c}
+		gc.release = func() { g.release(host, gc.peerReleased.Load()) }
+		go g.handshake(gc, host)
 	}
 }
 
@@ -77,17 +80,36 @@ func (g *gate) admit(host string) string {
 	return ""
 }
 
-func (g *gate) release(host string) {
+// release uncounts a closed connection; peerReleased says its address's
+// count was already decremented (see authenticated).
+func (g *gate) release(host string, peerReleased bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.open--
+	if !peerReleased {
+		g.releasePeer(host)
+	}
+}
+
+func (g *gate) releasePeer(host string) {
 	if g.peers[host]--; g.peers[host] <= 0 {
 		delete(g.peers, host)
 	}
 }
 
+// authenticated stops counting a connection against its address: the
+// per-address limit is for connections that are not authenticated, so that
+// agents behind one address (NAT, a benchmark on loopback) are not capped.
+func (g *gate) authenticated(c *gatedConn, host string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.peerReleased.CompareAndSwap(false, true) {
+		g.releasePeer(host)
+	}
+}
+
 // handshake completes TLS and queues the connection for its server.
-func (g *gate) handshake(c *gatedConn) {
+func (g *gate) handshake(c *gatedConn, host string) {
 	if g.tls == nil {
 		g.anon.push(c)
 		return
@@ -106,6 +128,7 @@ func (g *gate) handshake(c *gatedConn) {
 	_ = c.SetDeadline(time.Time{})
 	hc := &handshakenConn{Conn: conn, info: info}
 	if ti, ok := info.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+		g.authenticated(c, host)
 		g.authed.push(hc)
 		return
 	}
@@ -115,8 +138,9 @@ func (g *gate) handshake(c *gatedConn) {
 // gatedConn releases its slot in the gate's counts once, when closed.
 type gatedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	once         sync.Once
+	release      func()
+	peerReleased atomic.Bool
 }
 
 func (c *gatedConn) Close() error {

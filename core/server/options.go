@@ -80,7 +80,8 @@ type Options struct {
 	// HandshakeTimeout bounds a connection's TLS handshake.
 	HandshakeTimeout time.Duration
 	// MaxConnections bounds open connections; MaxConnectionsPerPeer bounds
-	// those of one client address.
+	// those of one client address that are not authenticated by a client
+	// certificate (in handshake, registering, admin calls, --mode tls).
 	MaxConnections, MaxConnectionsPerPeer int
 	// MaxStreamsPerConnection bounds concurrent streams (calls) on one
 	// connection; a connection without a client certificate gets at most 8.
@@ -123,7 +124,7 @@ func DefaultOptions() Options {
 		HelloTimeout:                   10 * time.Second,
 		HandshakeTimeout:               10 * time.Second,
 		MaxConnections:                 20000,
-		MaxConnectionsPerPeer:          64,
+		MaxConnectionsPerPeer:          256,
 		MaxStreamsPerConnection:        100,
 		MaxInputParts:                  1024,
 		MaxInputBytes:                  128 << 20,
@@ -151,7 +152,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxUnauthenticatedMessageBytes, "max-unauthenticated-message-bytes", o.MaxUnauthenticatedMessageBytes, "largest message accepted from a client without a certificate (mtls mode)")
 	fs.DurationVar(&o.HelloTimeout, "hello-timeout", o.HelloTimeout, "how long a new agent stream may take to send its Hello")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most open relay connections")
-	fs.IntVar(&o.MaxConnectionsPerPeer, "max-connections-per-peer", o.MaxConnectionsPerPeer, "most open relay connections from one client address")
+	fs.IntVar(&o.MaxConnectionsPerPeer, "max-connections-per-peer", o.MaxConnectionsPerPeer, "most open relay connections from one client address without a client certificate")
 	fs.IntVar(&o.MaxStreamsPerConnection, "max-streams-per-connection", o.MaxStreamsPerConnection, "most concurrent calls on one connection (8 without a client certificate)")
 	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of one agent input delta")
 	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes of one agent input delta and of a cluster's whole input")
