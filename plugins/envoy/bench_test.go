@@ -134,3 +134,63 @@ func TestLargeFleet(t *testing.T) {
 	}
 	checkResult(t, res)
 }
+
+// benchmarkChange alternates a session of the benchmark's fleet between
+// its state and the state change gives it, and reports the targets each
+// update computes.
+func benchmarkChange(b *testing.B, change func(f *sdktest.Fixture, raw func(any) json.RawMessage)) {
+	base := largeFleet(20, 10, 20)
+	changed := largeFleet(20, 10, 20)
+	change(changed, func(v any) json.RawMessage {
+		out, err := json.Marshal(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	})
+	s := sdktest.NewSession(b, envoy.New())
+	s.Update(base)
+	var computed int
+	fixtures := []*sdktest.Fixture{changed, base}
+	for i := 0; b.Loop(); i++ {
+		s.Update(fixtures[i%2])
+		computed = len(s.Computed())
+	}
+	b.ReportMetric(float64(computed), "targets/op")
+}
+
+// BenchmarkTranslateLocalChange updates the benchmark's fleet with a
+// change only one cluster's outputs use: a Deployment's pod template.
+func BenchmarkTranslateLocalChange(b *testing.B) {
+	benchmarkChange(b, func(f *sdktest.Fixture, raw func(any) json.RawMessage) {
+		objs := f.Clusters[3].Objects
+		for i, o := range objs {
+			var d map[string]any
+			_ = json.Unmarshal(o, &d) // the fleet's own JSON
+			if d["kind"] == "Deployment" {
+				d["metadata"].(map[string]any)["labels"] = map[string]any{"version": "v2"}
+				objs[i] = raw(d)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkTranslateEndpointChange updates the benchmark's fleet with an
+// endpoint change of a Service a VirtualDestination exports: every target
+// imports it.
+func BenchmarkTranslateEndpointChange(b *testing.B) {
+	benchmarkChange(b, func(f *sdktest.Fixture, raw func(any) json.RawMessage) {
+		objs := f.Clusters[3].Objects
+		for i, o := range objs {
+			var es map[string]any
+			_ = json.Unmarshal(o, &es) // the fleet's own JSON
+			if es["kind"] == "EndpointSlice" {
+				eps := es["endpoints"].([]any)
+				es["endpoints"] = eps[:len(eps)-1]
+				objs[i] = raw(es)
+				return
+			}
+		}
+	})
+}

@@ -34,6 +34,39 @@
 //     selecting the Service (default deny once one does) and loads a
 //     RouteConfiguration over RDS.
 //
+// # Targets and what they read
+//
+// The translator is an sdk.TargetTranslator: it computes one target
+// cluster's outputs at a time, and after a change the SDK computes again
+// only the targets whose reads the change concerns. A target reads:
+//
+//   - its own presence and meshes, and the VirtualDestination warnings
+//     (below) — all a target without the envoy mesh, or without node
+//     groups in its envoy Mesh, reads;
+//   - its own Mesh resources (node groups), Nodes (its region, for
+//     Locality failover), Services, Deployments, StatefulSets and
+//     DaemonSets (which node group a Service's workloads belong to), and
+//     the endpoints of its Services that TrafficPolicies select or whose
+//     workloads belong to a node group;
+//   - the TrafficPolicies, AccessPolicies and VirtualDestinations;
+//   - the shared value (sdk.Shared) of every VirtualDestination's backing
+//     Services — cluster, namespace, name, labels and ports — and of the
+//     warnings on the Services they list that do not exist. A change to a
+//     Service elsewhere computes the value again, and the targets only when
+//     the value changes;
+//   - of other clusters, only what its Clusters and ClusterLoadAssignments
+//     serve: each backing Service's cluster (presence) and endpoints (with
+//     its cluster's Nodes, for localities), and the Services and endpoints
+//     TrafficPolicy routes name.
+//
+// So a change to a Service, workload or EndpointSlice that no
+// VirtualDestination or TrafficPolicy route exports computes its own
+// cluster's target alone; a change to the endpoints (or Nodes) behind a
+// VirtualDestination's backing Service computes every target with envoy
+// node groups, since each imports every VirtualDestination, and behind a
+// Service a TrafficPolicy route names, the targets whose routes name it; a
+// policy change computes every target with envoy node groups.
+//
 // Client identities are SPIFFE IDs spiffe://CLUSTER/ns/NAMESPACE/sa/ACCOUNT
 // carried in the URI SAN of client certificates.
 package envoy

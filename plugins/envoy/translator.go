@@ -84,18 +84,6 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 	return nil
 }
 
-// emit wraps a node group's resources and emits them to the target.
-func (idx *index) emit(resp *sdk.Response, node string, rs []*resource) error {
-	for _, r := range rs {
-		spec, err := idx.encode(r.msg)
-		if err != nil {
-			return fmt.Errorf("node %q: %w", node, err)
-		}
-		resp.Emit(idx.target.Name, wrap(node, r.msg, spec), r.parents...)
-	}
-	return nil
-}
-
 // envoyNodes returns the node IDs of the cluster's envoy meshes, sorted.
 func envoyNodes(c *sdk.Cluster) []string {
 	var out []string
@@ -311,19 +299,6 @@ func (idx *index) podTemplates() []map[string]string {
 		idx.templates = append(idx.templates, d.Spec.Template.Labels)
 	}
 	return idx.templates
-}
-
-// encode returns the protobuf JSON of a resource, once per resource.
-func (idx *index) encode(m proto.Message) (json.RawMessage, error) {
-	if spec, ok := idx.encoded[m]; ok {
-		return spec, nil
-	}
-	spec, err := encodeResource(m)
-	if err != nil {
-		return nil, err
-	}
-	idx.encoded[m] = spec
-	return spec, nil
 }
 
 // nodeBuilder builds one node group's resources.
