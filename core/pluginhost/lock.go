@@ -56,8 +56,24 @@ func List(dir string) ([]Entry, error) {
 	if err := json.Unmarshal(data, &lf); err != nil {
 		return nil, fmt.Errorf("read plugin lock file %s: %w", filepath.Join(dir, LockFile), err)
 	}
+	for _, e := range lf.Plugins {
+		if err := checkEntryPath(e); err != nil {
+			return nil, fmt.Errorf("read plugin lock file %s: %w", filepath.Join(dir, LockFile), err)
+		}
+	}
 	slices.SortFunc(lf.Plugins, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
 	return lf.Plugins, nil
+}
+
+// checkEntryPath refuses a binary path that could leave the plugin
+// directory: absolute, or climbing out with "..". Whoever can write the
+// lock file could otherwise point the server at any binary whose checksum
+// they also write.
+func checkEntryPath(e Entry) error {
+	if !filepath.IsLocal(e.Path) {
+		return fmt.Errorf("plugin %q: binary path %q must be relative to the plugin directory, without \"..\"", e.Name, e.Path)
+	}
+	return nil
 }
 
 func writeLock(dir string, entries []Entry) error {

@@ -61,6 +61,22 @@ func checkSum(name, path, want string) error {
 	return nil
 }
 
+// pluginEnvKeep are the variables of the server's environment a plugin
+// gets; everything else (store passwords, tokens, cloud credentials) stays
+// with the server. go-plugin adds its own handshake variables.
+var pluginEnvKeep = []string{"MESHRELAY_PLUGIN_LOG_LEVEL", "PATH", "TMPDIR", "TZ", "LANG", "LC_ALL", "GOCOVERDIR", "GODEBUG", "GOMAXPROCS", "GOMEMLIMIT"}
+
+// pluginEnv returns a plugin process's environment.
+func pluginEnv(name string) []string {
+	env := []string{"MESHRELAY_PLUGIN_NAME=" + name}
+	for _, k := range pluginEnvKeep {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
 // launch starts a plugin binary whose SHA-256 must be sum, negotiates the
 // protocol and describes it. name is used in logs and errors.
 func launch(ctx context.Context, name, path, sum string, opts Options, logger *slog.Logger) (*process, error) {
@@ -73,8 +89,9 @@ func launch(ctx context.Context, name, path, sum string, opts Options, logger *s
 	}
 	stderr := &tail{max: 4096}
 	cmd := exec.Command(path)
-	cmd.Env = []string{"MESHRELAY_PLUGIN_NAME=" + name} // go-plugin adds the host's environment
+	cmd.Env = pluginEnv(name)
 	client := plugin.NewClient(&plugin.ClientConfig{
+		SkipHostEnv:      true,
 		HandshakeConfig:  protocol.Handshake(),
 		VersionedPlugins: protocol.ClientPlugins(),
 		Cmd:              cmd,
