@@ -42,6 +42,11 @@ type stream struct {
 	wake    chan struct{}
 	ctrl    chan *relayv1.ServerMessage
 
+	// refused is the input version refused for a limit: its remaining
+	// parts are dropped unread into the assembler. Only recvLoop uses it.
+	refused  uint64
+	refusing bool
+
 	mu   sync.Mutex
 	sent map[string]sent
 	// held are the outputs the agent said it holds when it connected, by
@@ -283,10 +288,18 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		s.m.inputNacks.Inc()
 		if le := (*snapshot.LimitError)(nil); errors.As(err, &le) {
 			s.m.inputLimits.WithLabelValues(le.Limit).Inc()
+			st.refused, st.refusing = version, true
 		}
 		st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 			Subject: relayv1.Ack_SUBJECT_INPUT, Version: version, Nack: true, Error: err.Error(),
 		}}})
+	}
+	if st.refusing {
+		if in.GetDelta().GetVersion() == st.refused {
+			st.refusing = in.GetDelta().GetMore()
+			return // the rest of a delta already refused
+		}
+		st.refusing = false
 	}
 	part, err := snapshot.DeltaFromProto(in.GetDelta())
 	if err != nil {
