@@ -106,17 +106,34 @@ func TestDeregisterRacingRenewals(t *testing.T) {
 				certs = append(certs, c)
 			}
 			var wg sync.WaitGroup
+			renewed := make(chan struct{}, len(certs)*50)
+			deregistered := make(chan struct{})
 			for _, c := range certs {
 				client := relayv1.NewRegistrationClient(other.dial(c))
 				wg.Go(func() {
-					for range 5 {
+					for i := 0; ; i++ {
+						select {
+						case <-deregistered:
+							return
+						default:
+						}
 						key, _ := pki.NewKey()
 						csr, _ := pki.NewCSR(key, "east")
-						_, _ = client.Renew(context.Background(), &relayv1.RenewRequest{Csr: csr})
+						if _, err := client.Renew(context.Background(), &relayv1.RenewRequest{Csr: csr}); err == nil {
+							renewed <- struct{}{}
+						}
+						if i > 200 {
+							return
+						}
 					}
 				})
 			}
 			wg.Go(func() {
+				defer close(deregistered)
+				select {
+				case <-renewed:
+				case <-time.After(10 * time.Second):
+				}
 				if err := ts.Deregister(context.Background(), "east"); err != nil {
 					t.Error(err)
 				}

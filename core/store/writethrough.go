@@ -87,6 +87,9 @@ func (o *WriteThroughOptions) setDefaults() {
 // is that a deletion made by another replica while this one was cut off
 // from Redis can be undone; inputs are never lost.
 type WriteThrough struct {
+	// clusterMu orders the copies of registry records into memory, so
+	// that an older record never replaces a newer one (see copyCluster).
+	clusterMu sync.Mutex
 	primary, backing Store
 	opts             WriteThroughOptions
 	logger           *slog.Logger
@@ -306,17 +309,30 @@ func (w *WriteThrough) CompareAndPutCluster(ctx context.Context, c Cluster) (Clu
 	stored, err := w.backing.CompareAndPutCluster(octx, c)
 	if errors.Is(err, ErrConflict) {
 		if cur, gerr := w.backing.GetCluster(octx, c.Name); gerr == nil {
-			_ = w.primary.PutCluster(ctx, cur)
+			_ = w.copyCluster(ctx, cur)
 		}
 		return Cluster{}, err
 	}
 	if err != nil {
 		return Cluster{}, err
 	}
-	if err := w.primary.PutCluster(ctx, stored); err != nil {
+	if err := w.copyCluster(ctx, stored); err != nil {
 		return Cluster{}, err
 	}
 	return stored, nil
+}
+
+// copyCluster stores a record read from the backing store in memory
+// unless memory already holds a newer version of it: copies made by the
+// change feed, a reload and this replica's own writes may finish in any
+// order, and a stale copy must not undo a revocation.
+func (w *WriteThrough) copyCluster(ctx context.Context, c Cluster) error {
+	w.clusterMu.Lock()
+	defer w.clusterMu.Unlock()
+	if cur, err := w.primary.GetCluster(ctx, c.Name); err == nil && cur.Version > c.Version {
+		return nil
+	}
+	return w.primary.PutCluster(ctx, c)
 }
 
 // GetCluster implements Store.
@@ -466,7 +482,7 @@ func (w *WriteThrough) reconcile(ctx context.Context) (LoadStats, error) {
 		if w.isPending(pendingKey{kind: pendingCluster, cluster: c.Name}) {
 			continue
 		}
-		if err := w.primary.PutCluster(ctx, c); err != nil {
+		if err := w.copyCluster(ctx, c); err != nil {
 			return stats, fmt.Errorf("copy cluster %q: %w", c.Name, err)
 		}
 	}
@@ -849,7 +865,7 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if err != nil {
 			return err
 		}
-		return w.primary.PutCluster(ctx, c)
+		return w.copyCluster(ctx, c)
 	}
 	return nil
 }
