@@ -89,7 +89,7 @@ func (o *WriteThroughOptions) setDefaults() {
 type WriteThrough struct {
 	// clusterMu orders the copies of registry records into memory, so
 	// that an older record never replaces a newer one (see copyCluster).
-	clusterMu sync.Mutex
+	clusterMu        sync.Mutex
 	primary, backing Store
 	opts             WriteThroughOptions
 	logger           *slog.Logger
