@@ -57,7 +57,7 @@ func TestUnauthenticatedPeerIsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := stream.Recv(); status.Code(err) != codes.DeadlineExceeded {
+		if _, err := stream.Recv(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no Hello within") {
 			t.Fatalf("a stream that never sends its Hello ended with %v, want DeadlineExceeded from the server", err)
 		}
 	})
