@@ -475,7 +475,8 @@ func (s *Server) Run(ctx context.Context) error {
 			lis = s.gate.anon
 		}
 		g.Go(func() error {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			// The gate closes lis when the relay listener closes.
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("serve relay: %w", err)
 			}
 			return nil
@@ -516,7 +517,7 @@ func (s *Server) shutdown() {
 	for _, st := range streams {
 		st.goodbye(relayv1.Goodbye_REASON_SHUTTING_DOWN, "server shutting down")
 	}
-	s.grpcLis.Close()
+	defer s.grpcLis.Close()
 	done := make(chan struct{})
 	go func() {
 		var wg sync.WaitGroup
