@@ -95,7 +95,8 @@ The server keeps only its hash. The token expires (--token-ttl, else the
 server's default of a day). Under mTLS the agent of NAME trades it once for
 a client certificate and renews that certificate from then on: the
 registration consumes the token, so an agent that lost its state directory
-needs a new one, unless --reusable was given. In --mode tls the agent sends
+needs a new one, unless --reusable was given (as agents run with
+--leader-elect need when each replica keeps its own state directory). In --mode tls the agent sends
 the token on every stream until it expires. Registering a cluster again
 replaces its token; its certificates stay valid until deregistration.`,
 		Example: `  meshrelay cluster register east > east.token

@@ -97,7 +97,9 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutCluster(ctx, store.Cluster{Name: "east", TokenHash: pki.HashToken(token), Registered: time.Now()}); err != nil {
+	// Each new leader without the old one's state registers: the token is
+	// registered reusable, as `cluster register --reusable` does.
+	if err := st.PutCluster(ctx, store.Cluster{Name: "east", TokenHash: pki.HashToken(token), Registered: time.Now(), TokenReusable: true}); err != nil {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(work, "token")
