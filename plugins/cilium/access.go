@@ -16,15 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// target is one rule of an AccessPolicy's Cilium policy in one cluster:
-// the endpoints of a Service, or of a whole namespace.
-type target struct {
+// namespacedRule is one rule of an AccessPolicy's Cilium policy in the
+// target and the namespace of what it selects: the endpoints of a
+// Service, or of a whole namespace.
+type namespacedRule struct {
 	namespace string
 	rule      rule
 }
 
-// accessPolicy emits, in every cluster with Cilium where ap selects
-// destinations, one CiliumNetworkPolicy with a rule per destination — or a
+// accessPolicy emits, when ap selects destinations in the target, one
+// CiliumNetworkPolicy with a rule per destination — or a
 // CiliumClusterwideNetworkPolicy when they span namespaces.
 //
 // Cilium admits what any rule selecting an endpoint admits, and a rule
@@ -37,50 +38,33 @@ func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map
 	if !deny {
 		clients = tr.clientSelectors(ap)
 	}
-	byCluster := map[string][]target{}
-	parents := map[string][]policyv1alpha1.Policy{}
+	var nrs []namespacedRule
+	var parents []policyv1alpha1.Policy
 
 	// A DenyAll selector naming whole namespaces selects every endpoint there,
 	// Services or not.
-	type namespaceKey struct{ cluster, namespace string }
-	wholeNamespace := map[namespaceKey]bool{}
+	wholeNamespace := map[string]bool{}
 	if deny {
-		for _, sel := range ap.Spec.DestinationSelectors {
-			if len(sel.Namespaces) == 0 || len(sel.Names) > 0 || len(sel.Labels) > 0 {
-				continue
-			}
-			for _, name := range sortedKeys(tr.cilium) {
-				c := tr.cilium[name]
-				if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, name) {
-					continue
-				}
-				for _, ns := range sel.Namespaces {
-					key := namespaceKey{cluster: name, namespace: ns}
-					if wholeNamespace[key] || !hasNamespace(c, ns) {
-						continue
-					}
-					wholeNamespace[key] = true
-					byCluster[name] = append(byCluster[name], target{namespace: ns, rule: denyRule(selector{},
-						fmt.Sprintf("meshrelay AccessPolicy %s/%s (DenyAll): every endpoint of namespace %s", ap.Namespace, ap.Name, ns))})
-				}
-			}
+		for _, ns := range tr.wholeNamespaces(ap) {
+			wholeNamespace[ns] = true
+			nrs = append(nrs, namespacedRule{namespace: ns, rule: denyRule(selector{},
+				fmt.Sprintf("meshrelay AccessPolicy %s/%s (DenyAll): every endpoint of namespace %s", ap.Namespace, ap.Name, ns))})
 		}
 	}
 
-	for _, d := range tr.ciliumDestinations(ap.Spec.DestinationSelectors) {
+	for _, d := range tr.target.Select(ap.Spec.DestinationSelectors) {
 		svc := d.Service
-		key := serviceKey{Cluster: d.Cluster.Name, Namespace: svc.Namespace, Name: svc.Name}
-		tr.covered[key] = append(tr.covered[key], ap)
+		key := tr.key(d)
 		if g := globals[key]; g != nil {
 			for _, vd := range g.vds {
-				parents[key.Cluster] = append(parents[key.Cluster], vd)
+				parents = append(parents, vd)
 			}
 		}
-		if wholeNamespace[namespaceKey{cluster: key.Cluster, namespace: key.Namespace}] {
+		if wholeNamespace[key.Namespace] {
 			continue
 		}
 		if len(svc.Spec.Selector) == 0 {
-			tr.diagnose(sdk.Warningf(ap, "spec.destinationSelectors",
+			tr.diags.add(sdk.Warningf(ap, "spec.destinationSelectors",
 				"Service %s has no selector: Cilium selects endpoints by their labels, so the policy does not protect it", key),
 				key.Cluster, "")
 			continue
@@ -89,17 +73,37 @@ func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map
 		desc := fmt.Sprintf("meshrelay AccessPolicy %s/%s (%s): Service %s/%s", ap.Namespace, ap.Name, action(ap), svc.Namespace, svc.Name)
 		r := denyRule(es, desc)
 		if !deny {
-			r = tr.allowRule(ap, d.Cluster, svc, es, clients, desc)
+			r = tr.allowRule(ap, svc, es, clients, desc)
 		}
-		byCluster[key.Cluster] = append(byCluster[key.Cluster], target{namespace: svc.Namespace, rule: r})
+		nrs = append(nrs, namespacedRule{namespace: svc.Namespace, rule: r})
 	}
+	if len(nrs) == 0 {
+		return
+	}
+	ps := append([]policyv1alpha1.Policy{ap}, dedupePolicies(parents)...)
+	tr.emit(policyObject(objectName("access", ap), nrs), ps...)
+}
 
-	name := objectName("access", ap)
-	for _, cluster := range sortedKeys(byCluster) {
-		obj := policyObject(name, byCluster[cluster])
-		ps := append([]policyv1alpha1.Policy{ap}, dedupePolicies(parents[cluster])...)
-		tr.emit(cluster, obj, ps...)
+// wholeNamespaces returns the namespaces of the target that a DenyAll
+// policy selects whole — by a selector naming namespaces with neither
+// names nor labels — and that the target's inputs show, in the order the
+// selectors name them.
+func (tr *translation) wholeNamespaces(ap *policyv1alpha1.AccessPolicy) []string {
+	var out []string
+	for _, sel := range ap.Spec.DestinationSelectors {
+		if len(sel.Namespaces) == 0 || len(sel.Names) > 0 || len(sel.Labels) > 0 {
+			continue
+		}
+		if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, tr.target.Name) {
+			continue
+		}
+		for _, ns := range sel.Namespaces {
+			if !slices.Contains(out, ns) && hasNamespace(tr.target, ns) {
+				out = append(out, ns)
+			}
+		}
 	}
+	return out
 }
 
 // action returns the policy's action, Allow when unset.
@@ -107,31 +111,31 @@ func action(ap *policyv1alpha1.AccessPolicy) policyv1alpha1.AccessAction {
 	return cmp.Or(ap.Spec.Action, policyv1alpha1.ActionAllow)
 }
 
-// policyObject builds the Cilium policy holding the targets' rules: a
+// policyObject builds the Cilium policy holding the rules: a
 // CiliumNetworkPolicy in their namespace, or a
 // CiliumClusterwideNetworkPolicy whose rules select the namespace
-// explicitly when the targets span namespaces.
-func policyObject(name string, targets []target) *networkPolicy {
-	slices.SortStableFunc(targets, func(a, b target) int {
+// explicitly when they span namespaces.
+func policyObject(name string, nrs []namespacedRule) *networkPolicy {
+	slices.SortStableFunc(nrs, func(a, b namespacedRule) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.rule.Description, b.rule.Description))
 	})
 	namespaces := map[string]bool{}
-	for _, t := range targets {
+	for _, t := range nrs {
 		namespaces[t.namespace] = true
 	}
 	p := &networkPolicy{}
 	p.APIVersion = APIVersion
 	p.Name = name
-	rules := make([]rule, 0, len(targets))
+	rules := make([]rule, 0, len(nrs))
 	if len(namespaces) == 1 {
 		p.Kind = KindNetworkPolicy
-		p.Namespace = targets[0].namespace
-		for _, t := range targets {
+		p.Namespace = nrs[0].namespace
+		for _, t := range nrs {
 			rules = append(rules, t.rule)
 		}
 	} else {
 		p.Kind = KindClusterwidePolicy
-		for _, t := range targets {
+		for _, t := range nrs {
 			r := t.rule
 			labels := maps.Clone(r.EndpointSelector.MatchLabels)
 			if labels == nil {
@@ -165,16 +169,16 @@ func denyRule(es selector, desc string) rule {
 	}
 }
 
-// allowRule admits the clients to the Service's target ports for the
-// policy's ports, with HTTP rules for its methods and paths.
-func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, c *sdk.Cluster, svc *corev1.Service, es selector, clients []selector, desc string) rule {
+// allowRule admits the clients to the target's Service's target ports for
+// the policy's ports, with HTTP rules for its methods and paths.
+func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, svc *corev1.Service, es selector, clients []selector, desc string) rule {
 	if len(clients) == 0 {
 		return denyRule(es, desc)
 	}
 	http := httpRules(ap.Spec.Methods, ap.Spec.Paths)
 	in := ingressRule{FromEndpoints: clients}
 	if len(ap.Spec.Ports) > 0 || len(http) > 0 {
-		ports := tr.targetPorts(ap, c.Name, svc, len(http) > 0)
+		ports := tr.targetPorts(ap, svc, len(http) > 0)
 		if len(ports) == 0 {
 			return denyRule(es, desc)
 		}
@@ -182,7 +186,7 @@ func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, c *sdk.Cluster
 		// Istio's sidecars encrypt the traffic between them, which hides HTTP
 		// from Cilium's proxy: where Istio runs, its AuthorizationPolicy
 		// enforces methods and paths, and Cilium enforces L3 and L4.
-		if len(http) > 0 && !c.HasMesh(discoveryapi.MeshIstio) {
+		if len(http) > 0 && !tr.target.HasMesh(discoveryapi.MeshIstio) {
 			l7 = &l7Rules{HTTP: http}
 		}
 		for chunk := range slices.Chunk(ports, maxPortsPerRule) {
@@ -192,10 +196,11 @@ func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, c *sdk.Cluster
 	return rule{Description: desc, EndpointSelector: es, Ingress: []ingressRule{in}}
 }
 
-// targetPorts returns the Service's target ports for the policy's ports
-// (every port of the Service when the policy lists none), sorted. With
-// httpOnly, only TCP ports are kept: HTTP rules need TCP.
-func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, cluster string, svc *corev1.Service, httpOnly bool) []portProtocol {
+// targetPorts returns the target's Service's target ports for the policy's
+// ports (every port of the Service when the policy lists none), sorted.
+// With httpOnly, only TCP ports are kept: HTTP rules need TCP.
+func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, svc *corev1.Service, httpOnly bool) []portProtocol {
+	cluster := tr.target.Name
 	key := serviceKey{Cluster: cluster, Namespace: svc.Namespace, Name: svc.Name}
 	var selected []corev1.ServicePort
 	if len(ap.Spec.Ports) == 0 {
@@ -207,7 +212,7 @@ func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, cluster stri
 			}
 		}
 		if len(selected) == 0 {
-			tr.diagnose(sdk.Warningf(ap, "spec.ports",
+			tr.diags.add(sdk.Warningf(ap, "spec.ports",
 				"none of the ports %v is a port of Service %s: the policy admits nothing to it", ap.Spec.Ports, key), cluster, "")
 			return nil
 		}
@@ -227,7 +232,7 @@ func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, cluster stri
 		if len(ap.Spec.Methods) == 0 {
 			path = "spec.paths"
 		}
-		tr.diagnose(sdk.Warningf(ap, path,
+		tr.diags.add(sdk.Warningf(ap, path,
 			"HTTP rules need TCP: the policy admits nothing on ports %s of Service %s", list(notTCP), key), cluster, "")
 	}
 	slices.SortFunc(out, func(a, b portProtocol) int {
@@ -294,14 +299,15 @@ func PathRegex(path string) string {
 // policy's clients by their Cilium identity labels, sorted and without
 // duplicates. Every selector names the namespace and cluster keys, so
 // Cilium narrows none of them to the policy's namespace or to the local
-// cluster.
+// cluster. The selectors name clusters as the policy does; only the
+// warning about clusters without Cilium asks whether they run it.
 func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []selector {
 	seen := map[string]selector{}
 	notCilium := map[string]bool{}
 	for i, from := range ap.Spec.From {
 		var sels []selector
 		for _, c := range from.Clusters {
-			if tr.cilium[c] == nil {
+			if !runsCilium(tr.fleet, c) {
 				notCilium[c] = true
 			}
 		}
@@ -316,7 +322,7 @@ func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []select
 					if len(from.Clusters) > 0 && !slices.Contains(from.Clusters, sa.Cluster) {
 						continue
 					}
-					if tr.cilium[sa.Cluster] == nil {
+					if !runsCilium(tr.fleet, sa.Cluster) {
 						notCilium[sa.Cluster] = true
 					}
 					clusters = []string{sa.Cluster}
@@ -334,12 +340,12 @@ func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []select
 			seen[selectorKey(s)] = s
 		}
 		if len(sels) == 0 {
-			tr.diagnose(sdk.Warningf(ap, fmt.Sprintf("spec.from[%d]", i),
+			tr.diags.add(sdk.Warningf(ap, fmt.Sprintf("spec.from[%d]", i),
 				"matches no client: none of its service accounts is in its namespaces and clusters"), "", "")
 		}
 	}
 	if len(notCilium) > 0 {
-		tr.diagnose(sdk.Warningf(ap, "spec.from",
+		tr.diags.add(sdk.Warningf(ap, "spec.from",
 			"Cilium cannot identify clients in clusters without Cilium (%s): they are not admitted to destinations in Cilium clusters",
 			list(sortedKeys(notCilium))), "", "")
 	}

@@ -2,6 +2,11 @@
 // policies to Cilium resources for every cluster where discovery found
 // Cilium. cmd/meshrelay-plugin-cilium serves it as a plugin.
 //
+// The translator is an [sdk.TargetTranslator]: it computes one target
+// cluster's outputs at a time, and after a change the SDK computes again
+// only the targets whose reads the change concerns (see "What a target
+// reads" below).
+//
 // # AccessPolicy → CiliumNetworkPolicy
 //
 // An AccessPolicy becomes, in each Cilium cluster where it selects
@@ -71,6 +76,44 @@
 // Istio does not, each routing, retry, timeout, fault, mirror and header
 // field of each rule gets a warning with its path, naming the clusters
 // where it is not applied. Nothing is emitted.
+//
+// # What a target reads
+//
+// A target without Cilium reads only its own meshes and gets nothing. A
+// target with Cilium reads:
+//
+//   - its own cluster: its meshes (Istio turns the HTTP rules off), its
+//     Services (Cluster.Select for the destinations and backing Services
+//     that live there, Cluster.Service for the ones a VirtualDestination
+//     lists), and its Namespaces when a DenyAll policy names whole
+//     namespaces;
+//   - every AccessPolicy, VirtualDestination and TrafficPolicy;
+//   - values computed once per state of the fleet and shared by every
+//     target that asks (sdk.Shared), so that a target depends on the value
+//     and not on every cluster it was derived from:
+//     "cilium/runs-cilium/<cluster>", whether a cluster that an
+//     AccessPolicy names among its clients runs Cilium (for the warning
+//     about clients Cilium cannot identify);
+//     "cilium/virtual-destination/<policy>", for each VirtualDestination
+//     with a backing Service in the target, the clusters of its backends
+//     (Priority failover's affinity) and its warnings as a whole;
+//     "cilium/traffic-policy/<policy>", for each TrafficPolicy selecting a
+//     Service of the target when it runs Cilium without Istio, its
+//     warnings, which name every cluster where it is not applied.
+//
+// No target reads another cluster's objects directly: the client
+// selectors name clusters as the policies do. So a change to a Service or
+// Namespace of one cluster computes that target only, unless it changes a
+// shared value — which Services back a VirtualDestination and which of
+// those AccessPolicies select, or which Services a TrafficPolicy selects —
+// and then also the targets using that value: those with backends of the
+// VirtualDestination (their affinity or warnings change), or with Services
+// the TrafficPolicy selects. A policy change computes every target with
+// Cilium. Workloads are not read: a change to a Deployment computes
+// nothing. Each target reports the warnings that concern it; the warnings
+// about a policy as a whole are reported by every target they concern,
+// and the SDK removes the duplicates. incremental_test.go checks these
+// claims.
 //
 // # Output
 //

@@ -1,31 +1,42 @@
 package cilium
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// globalService is a Service in a Cilium cluster that backs
-// VirtualDestinations, made a ClusterMesh global service.
+// virtualKeyPrefix starts the key of a VirtualDestination's shared facts
+// (see virtualFactsOf); the policy's reference follows it.
+const virtualKeyPrefix = "cilium/virtual-destination/"
+
+// globalService is a Service of the target that backs VirtualDestinations,
+// made a ClusterMesh global service.
 type globalService struct {
 	key      serviceKey
 	vds      []*policyv1alpha1.VirtualDestination
 	affinity string
 }
 
-// globalServices emits a patch for every Service backing a
-// VirtualDestination in a cluster with Cilium, marking it global with the
-// affinity that the failover asks for, and returns them by Service.
+// globalServices emits a patch for every Service of the target that backs
+// a VirtualDestination, marking it global with the affinity that the
+// failover asks for, and returns them by Service.
 //
 // Cilium joins the endpoints of Services with the same namespace and name
 // in every cluster of the ClusterMesh whose Service is global; affinity
 // says whether a cluster prefers its own endpoints (local), the other
 // clusters' (remote) or neither (none).
+//
+// What a VirtualDestination's global services depend on beyond the target
+// — the clusters of its other backends and the warnings about it as a
+// whole — comes from its shared facts, read only when the target has a
+// backend of it.
 func (tr *translation) globalServices() map[serviceKey]*globalService {
 	out := map[serviceKey]*globalService{}
 	for _, vd := range tr.fleet.VirtualDestinations() {
@@ -33,10 +44,12 @@ func (tr *translation) globalServices() map[serviceKey]*globalService {
 		if len(backends) == 0 {
 			continue
 		}
-		tr.diagnoseGlobal(vd, backends)
+		facts := virtualFactsOf(tr.fleet, vd)
+		tr.diags = append(tr.diags, facts.warnings...)
+		tr.diagnoseBackendPorts(vd, backends)
 		clusters := map[string]bool{}
-		for _, b := range backends {
-			clusters[b.key.Cluster] = true
+		for _, c := range facts.clusters {
+			clusters[c] = true
 		}
 		for _, b := range backends {
 			aff := affinity(vd.Spec.Failover, b.key.Cluster, clusters)
@@ -46,7 +59,7 @@ func (tr *translation) globalServices() map[serviceKey]*globalService {
 				out[b.key] = g
 			} else if g.affinity != aff {
 				first := g.vds[0]
-				tr.diagnose(sdk.Warningf(vd, "spec.failover",
+				tr.diags.add(sdk.Warningf(vd, "spec.failover",
 					"Service %s also backs VirtualDestination %s/%s, whose failover gives it affinity %q: it keeps that affinity, not %q",
 					b.key, first.Namespace, first.Name, g.affinity, aff), b.key.Cluster, "")
 			}
@@ -60,23 +73,28 @@ func (tr *translation) globalServices() map[serviceKey]*globalService {
 	slices.SortFunc(keys, serviceKey.compare)
 	for _, k := range keys {
 		g := out[k]
-		patch := &servicePatch{Metadata: patchMeta{
-			Name:      k.Name,
-			Namespace: k.Namespace,
-			Annotations: map[string]string{
-				AnnotationGlobal:   "true",
-				AnnotationAffinity: g.affinity,
-				PatchAnnotation:    "true",
-			},
-		}}
-		patch.APIVersion, patch.Kind = serviceAPIVersion, serviceKind
 		parents := make([]policyv1alpha1.Policy, 0, len(g.vds))
 		for _, vd := range g.vds {
 			parents = append(parents, vd)
 		}
-		tr.emit(k.Cluster, patch, parents...)
+		tr.emit(servicePatchOf(g), parents...)
 	}
 	return out
+}
+
+// servicePatchOf returns the patch making a Service a global service.
+func servicePatchOf(g *globalService) *servicePatch {
+	patch := &servicePatch{Metadata: patchMeta{
+		Name:      g.key.Name,
+		Namespace: g.key.Namespace,
+		Annotations: map[string]string{
+			AnnotationGlobal:   "true",
+			AnnotationAffinity: g.affinity,
+			PatchAnnotation:    "true",
+		},
+	}}
+	patch.APIVersion, patch.Kind = serviceAPIVersion, serviceKind
+	return patch
 }
 
 // backend is a Service backing a VirtualDestination.
@@ -85,36 +103,71 @@ type backend struct {
 	svc *corev1.Service
 }
 
-// backends returns the VirtualDestination's backing Services in clusters
-// with Cilium, sorted and without duplicates.
-func (tr *translation) backends(vd *policyv1alpha1.VirtualDestination) []backend {
-	seen := map[serviceKey]bool{}
-	var out []backend
-	add := func(k serviceKey, svc *corev1.Service) {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, backend{key: k, svc: svc})
-		}
+// backendList collects backends, each once.
+type backendList struct {
+	seen map[serviceKey]bool
+	list []backend
+}
+
+func (l *backendList) add(k serviceKey, svc *corev1.Service) {
+	if l.seen == nil {
+		l.seen = map[serviceKey]bool{}
 	}
+	if !l.seen[k] {
+		l.seen[k] = true
+		l.list = append(l.list, backend{key: k, svc: svc})
+	}
+}
+
+// sorted returns the backends sorted by cluster, namespace and name.
+func (l *backendList) sorted() []backend {
+	slices.SortFunc(l.list, func(a, b backend) int { return a.key.compare(b.key) })
+	return l.list
+}
+
+// backends returns the VirtualDestination's backing Services in the
+// target — those it lists and those its selectors select — sorted and
+// without duplicates, with a warning for each listed Service of the target
+// that does not exist.
+func (tr *translation) backends(vd *policyv1alpha1.VirtualDestination) []backend {
+	var l backendList
 	for i, s := range vd.Spec.Services {
-		c := tr.cilium[s.Cluster]
-		if c == nil {
+		if s.Cluster != tr.target.Name {
 			continue
 		}
 		k := serviceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}
-		svc, ok := c.Service(s.Namespace, s.Name)
+		svc, ok := tr.target.Service(s.Namespace, s.Name)
 		if !ok {
-			tr.diagnose(sdk.Warningf(vd, fmt.Sprintf("spec.services[%d]", i),
+			tr.diags.add(sdk.Warningf(vd, fmt.Sprintf("spec.services[%d]", i),
 				"Service %s does not exist: it is not made a global service", k), s.Cluster, "")
 			continue
 		}
-		add(k, svc)
+		l.add(k, svc)
 	}
-	for _, d := range tr.ciliumDestinations(vd.Spec.DestinationSelectors) {
-		add(serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}, d.Service)
+	for _, d := range tr.target.Select(vd.Spec.DestinationSelectors) {
+		l.add(tr.key(d), d.Service)
 	}
-	slices.SortFunc(out, func(a, b backend) int { return a.key.compare(b.key) })
-	return out
+	return l.sorted()
+}
+
+// diagnoseBackendPorts warns about each port of the VirtualDestination
+// that a backing Service of the target lacks.
+func (tr *translation) diagnoseBackendPorts(vd *policyv1alpha1.VirtualDestination, backends []backend) {
+	for i, p := range vd.Spec.Ports {
+		port := servicePort(p)
+		for _, b := range backends {
+			if !slices.ContainsFunc(b.svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == port }) {
+				tr.diags.add(sdk.Warningf(vd, fmt.Sprintf("spec.ports[%d]", i),
+					"Service %s has no port %d", b.key, port), b.key.Cluster, "")
+			}
+		}
+	}
+}
+
+// servicePort returns the port of the backing Services that a
+// VirtualDestination port reaches: its target port, or its number.
+func servicePort(p policyv1alpha1.VirtualPort) int32 {
+	return cmp.Or(p.TargetPort, p.Number)
 }
 
 // affinity returns the global service affinity of the backend in cluster:
@@ -142,9 +195,76 @@ func affinity(f *policyv1alpha1.Failover, cluster string, clusters map[string]bo
 	return AffinityNone
 }
 
-// diagnoseGlobal reports what of the VirtualDestination Cilium's global
-// services do not express.
-func (tr *translation) diagnoseGlobal(vd *policyv1alpha1.VirtualDestination, backends []backend) {
+// virtualFacts is what a VirtualDestination's global services depend on
+// beyond one cluster.
+type virtualFacts struct {
+	// clusters are the clusters of its backends, sorted.
+	clusters []string
+	// warnings are its diagnostics that concern no cluster in particular.
+	warnings diagnostics
+}
+
+// virtualFactsOf returns the facts of a VirtualDestination, computed over
+// the fleet once per state of the fleet and shared by the targets with
+// backends of it. A target depends on the facts — which change when
+// backends appear or leave, or when AccessPolicies start or stop covering
+// them — not on every Service the selectors were matched against.
+func virtualFactsOf(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) virtualFacts {
+	ref := sdk.RefOf(vd)
+	return sdk.Shared(f, virtualKeyPrefix+ref.String(), func(f *sdk.Fleet) virtualFacts {
+		vd, ok := findPolicy(f.VirtualDestinations(), ref)
+		if !ok {
+			return virtualFacts{}
+		}
+		return computeVirtualFacts(f, vd)
+	})
+}
+
+// computeVirtualFacts finds the VirtualDestination's backends in every
+// cluster with Cilium and says what of it their global services do not
+// express.
+func computeVirtualFacts(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) virtualFacts {
+	backends := fleetBackends(f, vd)
+	if len(backends) == 0 {
+		return virtualFacts{}
+	}
+	clusters := map[string]bool{}
+	for _, b := range backends {
+		clusters[b.key.Cluster] = true
+	}
+	var cilium []string
+	for _, c := range f.ClustersWithMesh(discoveryapi.MeshCilium) {
+		cilium = append(cilium, c.Name)
+	}
+	facts := virtualFacts{clusters: sortedKeys(clusters)}
+	facts.warnings.virtual(vd, backends, cilium)
+	facts.warnings.coverage(vd, backends, f.AccessPolicies())
+	return facts
+}
+
+// fleetBackends returns the VirtualDestination's backing Services in
+// every cluster with Cilium, sorted and without duplicates.
+func fleetBackends(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) []backend {
+	var l backendList
+	for _, s := range vd.Spec.Services {
+		c, ok := f.Cluster(s.Cluster)
+		if !ok || !c.HasMesh(discoveryapi.MeshCilium) {
+			continue
+		}
+		if svc, ok := c.Service(s.Namespace, s.Name); ok {
+			l.add(serviceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}, svc)
+		}
+	}
+	for _, d := range ciliumDestinations(f, vd.Spec.DestinationSelectors) {
+		l.add(serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}, d.Service)
+	}
+	return l.sorted()
+}
+
+// virtual reports what of the VirtualDestination, as a whole, Cilium's
+// global services over its backends do not express. cilium lists the
+// clusters with Cilium, sorted.
+func (ds *diagnostics) virtual(vd *policyv1alpha1.VirtualDestination, backends []backend, cilium []string) {
 	names := map[string]bool{}
 	clusters := map[string]bool{}
 	for _, b := range backends {
@@ -153,14 +273,14 @@ func (tr *translation) diagnoseGlobal(vd *policyv1alpha1.VirtualDestination, bac
 	}
 	services := sortedKeys(names)
 	if len(services) > 1 {
-		tr.diagnose(sdk.Warningf(vd, "spec.services",
+		ds.add(sdk.Warningf(vd, "spec.services",
 			"Cilium joins only Services of the same namespace and name across clusters: %s form separate global services",
 			list(services)), "", "")
 	}
 	for _, s := range services {
 		ns, name, _ := strings.Cut(s, "/")
 		var without []string
-		for _, c := range sortedKeys(tr.cilium) {
+		for _, c := range cilium {
 			if !slices.ContainsFunc(backends, func(b backend) bool {
 				return b.key == serviceKey{Cluster: c, Namespace: ns, Name: name}
 			}) {
@@ -168,7 +288,7 @@ func (tr *translation) diagnoseGlobal(vd *policyv1alpha1.VirtualDestination, bac
 			}
 		}
 		if len(without) > 0 {
-			tr.diagnose(sdk.Warningf(vd, "spec.services",
+			ds.add(sdk.Warningf(vd, "spec.services",
 				"Service %s is global only where it backs the VirtualDestination: clients in %s do not reach its other clusters' endpoints", s, list(without)), "",
 				"Cilium serves a global service to a cluster's clients through a Service of the same namespace and name in that cluster, "+
 					"annotated service.cilium.io/global; meshrelay patches only the backing Services.")
@@ -179,73 +299,64 @@ func (tr *translation) diagnoseGlobal(vd *policyv1alpha1.VirtualDestination, bac
 		ns, name, _ := strings.Cut(s, "/")
 		hosts = append(hosts, name+"."+ns+".svc")
 	}
-	tr.diagnose(sdk.Warningf(vd, "spec.hostname",
+	ds.add(sdk.Warningf(vd, "spec.hostname",
 		"Cilium has no global hostnames: clients reach %s through %s", vd.Spec.Hostname, list(hosts)), "",
 		"A ClusterMesh global service keeps the name of the Service it joins; the hostname is served by the istio and envoy backends.")
 	if vd.Spec.OutlierDetection != nil {
-		tr.diagnose(sdk.Warningf(vd, "spec.outlierDetection",
+		ds.add(sdk.Warningf(vd, "spec.outlierDetection",
 			"Cilium global services fail over when a cluster has no ready endpoints: outlier detection is not applied"), "", "")
 	}
 	if f := vd.Spec.Failover; f != nil && f.Mode == policyv1alpha1.FailoverPriority {
 		if len(clusters) > 2 {
-			tr.diagnose(sdk.Warningf(vd, "spec.failover.priority",
+			ds.add(sdk.Warningf(vd, "spec.failover.priority",
 				"Cilium orders only a cluster's own endpoints against all remote ones: the order among %s is not kept",
 				list(sortedKeys(clusters))), "", "")
 		}
 	}
 	for i, p := range vd.Spec.Ports {
-		port := p.TargetPort
-		if port == 0 {
-			port = p.Number
-		}
-		if p.Number != port {
-			tr.diagnose(sdk.Warningf(vd, fmt.Sprintf("spec.ports[%d].number", i),
+		if port := servicePort(p); p.Number != port {
+			ds.add(sdk.Warningf(vd, fmt.Sprintf("spec.ports[%d].number", i),
 				"Cilium global services keep the Service's ports: clients connect to port %d, not %d", port, p.Number), "", "")
-		}
-		for _, b := range backends {
-			if !slices.ContainsFunc(b.svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == port }) {
-				tr.diagnose(sdk.Warningf(vd, fmt.Sprintf("spec.ports[%d]", i),
-					"Service %s has no port %d", b.key, port), b.key.Cluster, "")
-			}
 		}
 	}
 }
 
-// checkGlobalCoverage warns about VirtualDestinations whose backends of
-// one global service (one namespace and name) are selected by
-// AccessPolicies in some clusters and not in others: after failover,
-// clients would meet different rules.
-func (tr *translation) checkGlobalCoverage(globals map[serviceKey]*globalService) {
-	type group struct {
-		vd        *policyv1alpha1.VirtualDestination
-		namespace string
-		name      string
+// coverage warns when the VirtualDestination's backends of one global
+// service (one namespace and name) are selected by AccessPolicies in some
+// clusters and not in others: after failover, clients would meet
+// different rules.
+func (ds *diagnostics) coverage(vd *policyv1alpha1.VirtualDestination, backends []backend, aps []*policyv1alpha1.AccessPolicy) {
+	byName := map[string][]backend{}
+	for _, b := range backends {
+		s := b.key.Namespace + "/" + b.key.Name
+		byName[s] = append(byName[s], b)
 	}
-	byGroup := map[string][]serviceKey{}
-	groups := map[string]group{}
-	for k, g := range globals {
-		for _, vd := range g.vds {
-			id := sdk.RefOf(vd).String() + "|" + k.Namespace + "/" + k.Name
-			byGroup[id] = append(byGroup[id], k)
-			groups[id] = group{vd: vd, namespace: k.Namespace, name: k.Name}
-		}
-	}
-	for _, id := range sortedKeys(byGroup) {
+	for _, s := range sortedKeys(byName) {
 		var covered, open []string
-		for _, k := range byGroup[id] {
-			if len(tr.covered[k]) > 0 {
-				covered = append(covered, k.Cluster)
+		for _, b := range byName[s] {
+			if selectedByAny(aps, b) {
+				covered = append(covered, b.key.Cluster)
 			} else {
-				open = append(open, k.Cluster)
+				open = append(open, b.key.Cluster)
 			}
 		}
 		if len(covered) > 0 && len(open) > 0 {
-			slices.Sort(covered)
-			slices.Sort(open)
-			g := groups[id]
-			tr.diagnose(sdk.Warningf(g.vd, "spec.services",
+			ns, name, _ := strings.Cut(s, "/")
+			ds.add(sdk.Warningf(vd, "spec.services",
 				"backends are protected unevenly: AccessPolicies select Service %s/%s in %s but not in %s, so clients failing over meet different rules",
-				g.namespace, g.name, list(covered), list(open)), "", "")
+				ns, name, list(covered), list(open)), "", "")
 		}
 	}
+}
+
+// selectedByAny reports whether an AccessPolicy selects the backend.
+func selectedByAny(aps []*policyv1alpha1.AccessPolicy, b backend) bool {
+	for _, ap := range aps {
+		for _, sel := range ap.Spec.DestinationSelectors {
+			if sdk.Matches(sel, b.key.Cluster, b.svc) {
+				return true
+			}
+		}
+	}
+	return false
 }

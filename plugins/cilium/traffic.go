@@ -8,15 +8,51 @@ import (
 	"github.com/meshrelay/meshrelay/sdk"
 )
 
-// trafficPolicy reports, for a TrafficPolicy selecting destinations in
-// clusters with Cilium and without Istio, each thing of its rules that
-// Cilium cannot express: network policies and ClusterMesh global services
-// carry no HTTP routing. Where Istio runs too, its translator serves the
-// policy and nothing is reported here.
-func (tr *translation) trafficPolicy(tp *policyv1alpha1.TrafficPolicy) {
+// trafficKeyPrefix starts the key of a TrafficPolicy's shared warnings
+// (see trafficWarningsOf); the policy's reference follows it.
+const trafficKeyPrefix = "cilium/traffic-policy/"
+
+// trafficPolicies reports, for each TrafficPolicy selecting destinations
+// in the target when it runs Cilium and not Istio, each thing of its rules
+// that Cilium cannot express: network policies and ClusterMesh global
+// services carry no HTTP routing. Where Istio runs too, its translator
+// serves the policy and nothing is reported here.
+//
+// The warnings name every cluster where a rule is not applied, so they are
+// computed over the fleet once and shared by the targets they concern.
+func (tr *translation) trafficPolicies(tps []*policyv1alpha1.TrafficPolicy) {
+	if len(tps) == 0 || tr.target.HasMesh(discoveryapi.MeshIstio) {
+		return
+	}
+	for _, tp := range tps {
+		if len(tr.target.Select(tp.Spec.DestinationSelectors)) > 0 {
+			tr.diags = append(tr.diags, trafficWarningsOf(tr.fleet, tp)...)
+		}
+	}
+}
+
+// trafficWarningsOf returns the warnings of a TrafficPolicy, computed over
+// the fleet once per state of the fleet and shared by the targets where it
+// selects destinations.
+func trafficWarningsOf(f *sdk.Fleet, tp *policyv1alpha1.TrafficPolicy) diagnostics {
+	ref := sdk.RefOf(tp)
+	return sdk.Shared(f, trafficKeyPrefix+ref.String(), func(f *sdk.Fleet) diagnostics {
+		tp, ok := findPolicy(f.TrafficPolicies(), ref)
+		if !ok {
+			return nil
+		}
+		return trafficWarnings(f, tp)
+	})
+}
+
+// trafficWarnings returns a warning per field of the TrafficPolicy's rules
+// that Cilium cannot express, naming the clusters where it selects
+// destinations and Cilium runs without Istio; none when there are no such
+// clusters.
+func trafficWarnings(f *sdk.Fleet, tp *policyv1alpha1.TrafficPolicy) diagnostics {
 	clusters := map[string]bool{}
 	var services []string
-	for _, d := range tr.ciliumDestinations(tp.Spec.DestinationSelectors) {
+	for _, d := range ciliumDestinations(f, tp.Spec.DestinationSelectors) {
 		if d.Cluster.HasMesh(discoveryapi.MeshIstio) {
 			continue
 		}
@@ -24,7 +60,7 @@ func (tr *translation) trafficPolicy(tp *policyv1alpha1.TrafficPolicy) {
 		services = append(services, serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}.String())
 	}
 	if len(clusters) == 0 {
-		return
+		return nil
 	}
 	names := sortedKeys(clusters)
 	cluster := ""
@@ -33,6 +69,7 @@ func (tr *translation) trafficPolicy(tp *policyv1alpha1.TrafficPolicy) {
 	}
 	detail := fmt.Sprintf("The policy selects Service %s, where Cilium runs and Istio does not. "+
 		"Serve these destinations with the istio or envoy backend, or configure their proxy with a CiliumEnvoyConfig.", list(services))
+	var ds diagnostics
 	for i, r := range tp.Spec.HTTP {
 		rule := fmt.Sprintf("spec.http[%d]", i)
 		name := r.Name
@@ -40,10 +77,11 @@ func (tr *translation) trafficPolicy(tp *policyv1alpha1.TrafficPolicy) {
 			name = rule
 		}
 		for _, f := range unsupported(&r) {
-			tr.diagnose(sdk.Warningf(tp, rule+"."+f.field,
+			ds.add(sdk.Warningf(tp, rule+"."+f.field,
 				"Cilium cannot express %s: rule %q is not applied in %s", f.what, name, list(names)), cluster, detail)
 		}
 	}
+	return ds
 }
 
 // feature is a field of an HTTP rule and what it does.

@@ -23,49 +23,77 @@ func (k serviceKey) compare(o serviceKey) int {
 // String returns "namespace/name in cluster".
 func (k serviceKey) String() string { return k.Namespace + "/" + k.Name + " in " + k.Cluster }
 
-// output is one object to emit and the policies it derives from.
+// output is one object to emit to the target and the policies it derives
+// from.
 type output struct {
-	cluster string
 	obj     any
 	parents []policyv1alpha1.Policy
 }
 
-// translation is the state of one Translate call.
+// translation is the computation of one target cluster's outputs, a
+// cluster where discovery found Cilium. It reads the target's own inputs
+// through target; of the rest of the fleet it reads the policies and
+// values computed once for every target (see runsCilium, virtualFactsOf
+// and trafficWarningsOf).
 type translation struct {
-	fleet *sdk.Fleet
-	// cilium holds the clusters where discovery found Cilium.
-	cilium map[string]*sdk.Cluster
-	// covered lists, per Service, the AccessPolicies that select it.
-	covered map[serviceKey][]*policyv1alpha1.AccessPolicy
+	fleet   *sdk.Fleet
+	target  *sdk.Cluster
 	outputs []output
-	diags   []sdk.Diagnostic
+	diags   diagnostics
 }
 
-func newTranslation(f *sdk.Fleet) *translation {
-	tr := &translation{
-		fleet:   f,
-		cilium:  map[string]*sdk.Cluster{},
-		covered: map[serviceKey][]*policyv1alpha1.AccessPolicy{},
-	}
-	for _, c := range f.ClustersWithMesh(discoveryapi.MeshCilium) {
-		tr.cilium[c.Name] = c
-	}
-	return tr
+func newTranslation(f *sdk.Fleet, target *sdk.Cluster) *translation {
+	return &translation{fleet: f, target: target}
 }
 
-func (tr *translation) emit(cluster string, obj any, parents ...policyv1alpha1.Policy) {
-	tr.outputs = append(tr.outputs, output{cluster: cluster, obj: obj, parents: parents})
+func (tr *translation) emit(obj any, parents ...policyv1alpha1.Policy) {
+	tr.outputs = append(tr.outputs, output{obj: obj, parents: parents})
 }
 
-func (tr *translation) diagnose(d sdk.Diagnostic, cluster, detail string) {
+// diagnostics collects diagnostics.
+type diagnostics []sdk.Diagnostic
+
+// add appends d with the cluster it concerns ("" for none) and a detail.
+func (ds *diagnostics) add(d sdk.Diagnostic, cluster, detail string) {
 	d.Cluster, d.Detail = cluster, detail
-	tr.diags = append(tr.diags, d)
+	*ds = append(*ds, d)
 }
 
-// ciliumDestinations returns the Services the selectors select in clusters
-// with Cilium, sorted by cluster, namespace and name.
-func (tr *translation) ciliumDestinations(sels []policyv1alpha1.DestinationSelector) []sdk.Destination {
-	return slices.DeleteFunc(tr.fleet.Select(sels), func(d sdk.Destination) bool { return tr.cilium[d.Cluster.Name] == nil })
+// ciliumKeyPrefix starts the key of the shared answer to whether a
+// cluster runs Cilium (see runsCilium); the cluster's name follows it.
+const ciliumKeyPrefix = "cilium/runs-cilium/"
+
+// runsCilium reports whether the named cluster is in the fleet and runs
+// Cilium. The answer is shared, so a target that asks depends on the
+// answer alone, not on the cluster's staleness or other meshes.
+func runsCilium(f *sdk.Fleet, name string) bool {
+	return sdk.Shared(f, ciliumKeyPrefix+name, func(f *sdk.Fleet) bool {
+		c, ok := f.Cluster(name)
+		return ok && c.HasMesh(discoveryapi.MeshCilium)
+	})
+}
+
+// key returns the key of a Service of the target.
+func (tr *translation) key(d sdk.Destination) serviceKey {
+	return serviceKey{Cluster: tr.target.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+}
+
+// ciliumDestinations returns the Services of the fleet the selectors select
+// in clusters with Cilium, sorted by cluster, namespace and name. It reads
+// across clusters: only the values every target shares use it.
+func ciliumDestinations(f *sdk.Fleet, sels []policyv1alpha1.DestinationSelector) []sdk.Destination {
+	return slices.DeleteFunc(f.Select(sels), func(d sdk.Destination) bool { return !d.Cluster.HasMesh(discoveryapi.MeshCilium) })
+}
+
+// findPolicy returns the policy of ps with reference ref.
+func findPolicy[P policyv1alpha1.Policy](ps []P, ref sdk.PolicyRef) (P, bool) {
+	for _, p := range ps {
+		if sdk.RefOf(p) == ref {
+			return p, true
+		}
+	}
+	var zero P
+	return zero, false
 }
 
 // hasNamespace reports whether the cluster's inputs show the namespace:

@@ -2,6 +2,7 @@ package cilium
 
 import (
 	"context"
+	"fmt"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
@@ -17,7 +18,10 @@ type Translator struct{}
 // New returns the Cilium translator.
 func New() *Translator { return &Translator{} }
 
-var _ sdk.Translator = (*Translator)(nil)
+var (
+	_ sdk.Translator       = (*Translator)(nil)
+	_ sdk.TargetTranslator = (*Translator)(nil)
+)
 
 // Describe says what the translator is.
 func (*Translator) Describe() sdk.Description {
@@ -32,29 +36,33 @@ func (*Translator) Describe() sdk.Description {
 	}
 }
 
-// Translate emits, for every cluster with Cilium, a CiliumNetworkPolicy or
-// CiliumClusterwideNetworkPolicy per AccessPolicy that selects destinations
-// there, and a Service patch making each backing Service of a
-// VirtualDestination a ClusterMesh global service. TrafficPolicies, which
-// Cilium cannot express, get a diagnostic naming what is not applied where.
+// Translate computes every cluster of the fleet as a target; see
+// TranslateTarget.
 func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	tr := newTranslation(req.Fleet)
-	if len(tr.cilium) == 0 {
+	return sdk.TranslateTargets(ctx, t, req, resp)
+}
+
+// TranslateTarget emits, when the target runs Cilium, a CiliumNetworkPolicy
+// or CiliumClusterwideNetworkPolicy per AccessPolicy that selects
+// destinations there, and a Service patch making each of its Services that
+// backs a VirtualDestination a ClusterMesh global service.
+// TrafficPolicies, which Cilium cannot express, get a diagnostic naming
+// what is not applied where. A target without Cilium gets nothing.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+	if !req.Target.HasMesh(discoveryapi.MeshCilium) {
 		return nil
 	}
+	tr := newTranslation(req.Fleet, req.Target)
 	globals := tr.globalServices()
 	for _, ap := range req.Fleet.AccessPolicies() {
 		if err := ctx.Err(); err != nil {
-			return err
+			return fmt.Errorf("cilium target %q: %w", req.Target.Name, err)
 		}
 		tr.accessPolicy(ap, globals)
 	}
-	for _, tp := range req.Fleet.TrafficPolicies() {
-		tr.trafficPolicy(tp)
-	}
-	tr.checkGlobalCoverage(globals)
+	tr.trafficPolicies(req.Fleet.TrafficPolicies())
 	for _, out := range tr.outputs {
-		resp.Emit(out.cluster, out.obj, out.parents...)
+		resp.Emit(req.Target.Name, out.obj, out.parents...)
 	}
 	resp.Diagnose(tr.diags...)
 	return nil

@@ -1,0 +1,701 @@
+package cilium_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshrelay/meshrelay/plugins/cilium"
+	"github.com/meshrelay/meshrelay/sdk/sdktest"
+)
+
+// obj is a decoded input object or policy.
+type obj = map[string]any
+
+// fleet is a fixture being edited, its objects decoded.
+type fleet struct {
+	clusters []*cluster
+	policies []obj
+	// next numbers new names, so that none repeats.
+	next int
+}
+
+// cluster is one cluster of a fleet.
+type cluster struct {
+	name    string
+	meshes  []string
+	stale   bool
+	objects []obj
+}
+
+// loadFixture reads testdata/<name>.yaml.
+func loadFixture(t testing.TB, name string) *sdktest.Fixture {
+	t.Helper()
+	f, err := sdktest.LoadFixture(filepath.Join("testdata", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func fleetOf(t testing.TB, f *sdktest.Fixture) *fleet {
+	t.Helper()
+	e := &fleet{}
+	for _, c := range f.Clusters {
+		ec := &cluster{name: c.Name, meshes: slices.Clone(c.Meshes), stale: c.Stale}
+		for _, raw := range c.Objects {
+			ec.objects = append(ec.objects, decodeObj(t, raw))
+		}
+		e.clusters = append(e.clusters, ec)
+	}
+	for _, raw := range f.Policies {
+		e.policies = append(e.policies, decodeObj(t, raw))
+	}
+	return e
+}
+
+// fixture encodes the fleet.
+func (e *fleet) fixture(t testing.TB) *sdktest.Fixture {
+	t.Helper()
+	f := &sdktest.Fixture{}
+	for _, c := range e.clusters {
+		fc := sdktest.Cluster{Name: c.name, Meshes: slices.Clone(c.meshes), Stale: c.stale}
+		for _, o := range c.objects {
+			fc.Objects = append(fc.Objects, encodeObj(t, o))
+		}
+		f.Clusters = append(f.Clusters, fc)
+	}
+	for _, p := range e.policies {
+		f.Policies = append(f.Policies, encodeObj(t, p))
+	}
+	return f
+}
+
+// clone returns a deep copy of the fleet.
+func (e *fleet) clone(t testing.TB) *fleet {
+	t.Helper()
+	c := fleetOf(t, e.fixture(t))
+	c.next = e.next
+	return c
+}
+
+func (e *fleet) cluster(name string) *cluster {
+	for _, c := range e.clusters {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// serial returns a number no earlier call returned.
+func (e *fleet) serial() int {
+	e.next++
+	return e.next
+}
+
+func decodeObj(t testing.TB, raw json.RawMessage) obj {
+	t.Helper()
+	var o obj
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func encodeObj(t testing.TB, o obj) json.RawMessage {
+	t.Helper()
+	raw, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// deepCopy returns a copy of a decoded object.
+func deepCopy(o obj) obj {
+	var dup obj
+	raw, _ := json.Marshal(o)
+	_ = json.Unmarshal(raw, &dup) // a copy of decoded JSON cannot fail
+	return dup
+}
+
+// get returns the map at path under o, creating the maps that are missing.
+func get(o obj, path ...string) obj {
+	for _, k := range path {
+		next, ok := o[k].(obj)
+		if !ok {
+			next = obj{}
+			o[k] = next
+		}
+		o = next
+	}
+	return o
+}
+
+func kindOf(o obj) string          { s, _ := o["kind"].(string); return s }
+func nameOf(o obj) string          { s, _ := get(o, "metadata")["name"].(string); return s }
+func namespaceOf(o obj) string     { s, _ := get(o, "metadata")["namespace"].(string); return s }
+func labelsOf(o obj) obj           { return get(o, "metadata", "labels") }
+func listOf(o obj, k string) []any { l, _ := o[k].([]any); return l }
+
+// ofKind returns the cluster's objects of kind.
+func (c *cluster) ofKind(kind string) []obj {
+	var out []obj
+	for _, o := range c.objects {
+		if kindOf(o) == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// object returns the object of kind and name.
+func (c *cluster) object(kind, name string) obj {
+	for _, o := range c.ofKind(kind) {
+		if nameOf(o) == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// remove drops an object.
+func (c *cluster) remove(o obj) {
+	c.objects = slices.DeleteFunc(c.objects, func(x obj) bool {
+		return kindOf(x) == kindOf(o) && namespaceOf(x) == namespaceOf(o) && nameOf(x) == nameOf(o)
+	})
+}
+
+// service returns a Service in bookinfo selecting app.
+func service(name, app string) obj {
+	return obj{"apiVersion": "v1", "kind": "Service",
+		"metadata": obj{"name": name, "namespace": "bookinfo", "labels": obj{"app": app}},
+		"spec":     obj{"selector": obj{"app": app}, "ports": []any{obj{"name": "http", "port": 9080, "targetPort": 9080}}}}
+}
+
+// incrementalFleet is the global fixture — east, west and south with
+// Cilium and bookinfo, north with Istio; reviews-global (Priority east,
+// west) over reviews, ratings-global (Locality) over every ratings,
+// productpage-global listing Services of every cluster — with:
+//
+//   - central, a fifth cluster with Cilium and only the shop application:
+//     no VirtualDestination or TrafficPolicy reaches it;
+//   - the shop application in east and west too;
+//   - a details Service and a Deployment in every cluster, which no
+//     policy selects;
+//   - the TrafficPolicies of the traffic fixture (reviews, ratings);
+//   - shop-default-deny, a DenyAll policy on the whole shop namespace;
+//   - productpage-from-north, an Allow policy whose clients include
+//     north, which has no Cilium.
+func incrementalFleet(t testing.TB) *fleet {
+	t.Helper()
+	f := fleetOf(t, loadFixture(t, "global"))
+	shop := loadFixture(t, "access-clusterwide").Clusters[0].Objects
+	var shopObjs []obj
+	for _, raw := range shop {
+		if o := decodeObj(t, raw); namespaceOf(o) == "shop" || nameOf(o) == "shop" {
+			shopObjs = append(shopObjs, o)
+		}
+	}
+	for _, c := range f.clusters {
+		c.objects = append(c.objects, service("details", "details"), obj{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": obj{"name": "details-v1", "namespace": "bookinfo"},
+			"spec": obj{"selector": obj{"matchLabels": obj{"app": "details"}},
+				"template": obj{"metadata": obj{"labels": obj{"app": "details", "version": "v1"}}}}})
+		if c.name == "east" || c.name == "west" {
+			for _, o := range shopObjs {
+				c.objects = append(c.objects, deepCopy(o))
+			}
+		}
+	}
+	central := &cluster{name: "central", meshes: []string{"cilium"}}
+	for _, o := range shopObjs {
+		central.objects = append(central.objects, deepCopy(o))
+	}
+	f.clusters = append(f.clusters, central)
+	for _, raw := range loadFixture(t, "traffic").Policies {
+		f.policies = append(f.policies, decodeObj(t, raw))
+	}
+	f.policies = append(f.policies,
+		obj{"apiVersion": "policy.meshrelay.io/v1alpha1", "kind": "AccessPolicy",
+			"metadata": obj{"name": "shop-default-deny", "namespace": "shop"},
+			"spec":     obj{"destinationSelectors": []any{obj{"namespaces": []any{"shop"}}}, "action": "DenyAll"}},
+		obj{"apiVersion": "policy.meshrelay.io/v1alpha1", "kind": "AccessPolicy",
+			"metadata": obj{"name": "productpage-from-north", "namespace": "bookinfo"},
+			"spec": obj{"destinationSelectors": []any{obj{"namespaces": []any{"bookinfo"}, "names": []any{"productpage"}}},
+				"from": []any{obj{"clusters": []any{"north", "east"}}}}})
+	return f
+}
+
+// allTargets are the clusters of incrementalFleet.
+var allTargets = []string{"central", "east", "north", "south", "west"}
+
+// computedAfter runs base then changed through a session and returns the
+// targets the change computed. It also checks the incremental outputs
+// against full translations.
+func computedAfter(t *testing.T, base *fleet, change func(*fleet)) []string {
+	t.Helper()
+	changed := base.clone(t)
+	change(changed)
+	s := sdktest.NewSession(t, cilium.New())
+	s.Update(base.fixture(t))
+	if got := s.Computed(); !slices.Equal(got, allTargets) {
+		t.Fatalf("first update computed %v, want %v", got, allTargets)
+	}
+	s.Update(changed.fixture(t))
+	sdktest.CheckIncremental(t, cilium.New(), base.fixture(t), changed.fixture(t))
+	return s.Computed()
+}
+
+// TestLocalChangeComputesItsTarget changes what only one cluster's outputs
+// use and expects that target alone to be computed again — or none, for
+// inputs the translator does not read.
+func TestLocalChangeComputesItsTarget(t *testing.T) {
+	base := incrementalFleet(t)
+	tests := map[string]struct {
+		change func(*fleet)
+		want   []string
+	}{
+		"deployment": {func(f *fleet) {
+			d := f.cluster("east").object("Deployment", "details-v1")
+			get(d, "spec", "template", "metadata", "labels")["version"] = "v2"
+		}, nil},
+		"new service": {func(f *fleet) {
+			c := f.cluster("east")
+			c.objects = append(c.objects, service("mail", "mail"))
+		}, []string{"east"}},
+		"labels of a service no policy selects": {func(f *fleet) {
+			labelsOf(f.cluster("west").object("Service", "details"))["tier"] = "frontend"
+		}, []string{"west"}},
+		"target port of a destination": {func(f *fleet) {
+			svc := f.cluster("east").object("Service", "reviews")
+			listOf(get(svc, "spec"), "ports")[0].(obj)["targetPort"] = 9081
+		}, []string{"east"}},
+		"port of a global service's backend": {func(f *fleet) {
+			svc := f.cluster("west").object("Service", "reviews")
+			listOf(get(svc, "spec"), "ports")[0].(obj)["port"] = 9081
+		}, []string{"west"}},
+		"selector of a destination removed": {func(f *fleet) {
+			delete(get(f.cluster("south").object("Service", "productpage"), "spec"), "selector")
+		}, []string{"south"}},
+		"namespace a DenyAll policy names whole": {func(f *fleet) {
+			c := f.cluster("south")
+			c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": "shop"}})
+		}, []string{"south"}},
+		"service of a cluster without global services": {func(f *fleet) {
+			labelsOf(f.cluster("central").object("Service", "cart"))["app"] = "basket"
+		}, []string{"central"}},
+		"stale cluster that policies name as clients": {func(f *fleet) {
+			f.cluster("east").stale = true
+		}, []string{"east"}},
+		"stale cluster without Cilium": {func(f *fleet) {
+			f.cluster("north").stale = true
+		}, []string{"north"}},
+		"service of a cluster without Cilium": {func(f *fleet) {
+			labelsOf(f.cluster("north").object("Service", "productpage"))["tier"] = "frontend"
+		}, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := computedAfter(t, base, tc.change); !slices.Equal(got, tc.want) {
+				t.Errorf("computed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSharedChangeComputesDependents changes what several clusters'
+// outputs or diagnostics use, and expects exactly those targets to be
+// computed again.
+func TestSharedChangeComputesDependents(t *testing.T) {
+	base := incrementalFleet(t)
+	tests := map[string]struct {
+		change func(*fleet)
+		want   []string
+		why    string
+	}{
+		"backend of a Locality VirtualDestination removed": {func(f *fleet) {
+			f.cluster("south").remove(service("ratings", ""))
+		}, []string{"east", "south", "west"},
+			"ratings-global's and ratings-resilience's warnings name the clusters of their Services"},
+		"preferred backend of a Priority VirtualDestination removed": {func(f *fleet) {
+			f.cluster("east").remove(service("reviews", ""))
+		}, []string{"east", "south", "west"},
+			"west's reviews becomes the preferred backend (affinity local); reviews-split's warning names south"},
+		"service a listing VirtualDestination does not list": {func(f *fleet) {
+			c := f.cluster("central")
+			c.objects = append(c.objects, service("productpage", "productpage"))
+		}, []string{"central"},
+			"productpage-global lists no Service in central: only central's own policy objects change"},
+		"Cilium on a client cluster": {func(f *fleet) {
+			f.cluster("north").meshes = []string{"cilium", "istio"}
+		}, allTargets,
+			"north gets global services, every VirtualDestination a new backend, every target's productpage-from-north its warning"},
+		"access policy": {func(f *fleet) {
+			for _, p := range f.policies {
+				if nameOf(p) == "shop-default-deny" {
+					get(p, "spec")["action"] = "Allow"
+					get(p, "spec")["from"] = []any{obj{"namespaces": []any{"shop"}}}
+				}
+			}
+		}, []string{"central", "east", "south", "west"},
+			"every target with Cilium reads every AccessPolicy"},
+		"cluster removed": {func(f *fleet) {
+			f.clusters = slices.DeleteFunc(f.clusters, func(c *cluster) bool { return c.name == "south" })
+		}, []string{"east", "west"},
+			"the VirtualDestinations and TrafficPolicies that south's Services backed name their clusters"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := computedAfter(t, base, tc.change); !slices.Equal(got, tc.want) {
+				t.Errorf("computed %v, want %v: %s", got, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+// TestIncrementalMatchesFull applies random changes to every testdata
+// fixture and to incrementalFleet and checks, after each, that the
+// session's incremental outputs and diagnostics equal a full translation.
+func TestIncrementalMatchesFull(t *testing.T) {
+	steps := 40
+	if testing.Short() {
+		steps = 10
+	}
+	names := []string{"access-allow", "access-clusterwide", "access-deny", "access-istio", "edge-cases", "global", "traffic", "incremental"}
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			var f *fleet
+			if name == "incremental" {
+				f = incrementalFleet(t)
+			} else {
+				f = fleetOf(t, loadFixture(t, name))
+			}
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			w := &world{fleet: f}
+			fixtures := []*sdktest.Fixture{f.fixture(t)}
+			for range steps {
+				for range 1 + r.IntN(3) {
+					mutations[r.IntN(len(mutations))](r, w)
+				}
+				fixtures = append(fixtures, f.fixture(t))
+			}
+			sdktest.CheckIncremental(t, cilium.New(), fixtures...)
+		})
+	}
+}
+
+// world is a fleet under random changes, with what they removed, to be
+// added back.
+type world struct {
+	*fleet
+	removedPolicies []obj
+	removedClusters []*cluster
+}
+
+func pick[T any](r *rand.Rand, xs []T) (T, bool) {
+	var zero T
+	if len(xs) == 0 {
+		return zero, false
+	}
+	return xs[r.IntN(len(xs))], true
+}
+
+// anyObject picks an object of kind in a random cluster.
+func (w *world) anyObject(r *rand.Rand, kind string) (*cluster, obj, bool) {
+	c, ok := pick(r, w.clusters)
+	if !ok {
+		return nil, nil, false
+	}
+	o, ok := pick(r, c.ofKind(kind))
+	return c, o, ok
+}
+
+// Names the random changes draw from: those of the fixtures' clusters,
+// namespaces, Services and labels, and one of each nobody selects.
+var (
+	randomNamespaces = []string{"bookinfo", "shop", "payments"}
+	randomServices   = []string{"reviews", "ratings", "productpage", "cart", "legacy-db", "other"}
+	randomClusters   = []string{"east", "west", "south", "north", "elsewhere"}
+)
+
+// mutations are the random changes: Services (labels, ports, selectors),
+// Services and Namespaces added and removed, meshes and staleness,
+// policies changed, removed and added back, clusters removed, added back
+// and copied.
+var mutations = []func(*rand.Rand, *world){
+	mutateService, mutateService, addService, removeService, toggleNamespace,
+	mutateCluster, mutatePolicy, mutatePolicy, togglePolicy, toggleCluster, copyCluster,
+}
+
+func mutateService(r *rand.Rand, w *world) {
+	_, svc, ok := w.anyObject(r, "Service")
+	if !ok {
+		return
+	}
+	spec := get(svc, "spec")
+	switch r.IntN(5) {
+	case 0:
+		if p, ok := pick(r, listOf(spec, "ports")); ok {
+			p.(obj)["targetPort"] = 9080 + r.IntN(3)
+		}
+	case 1:
+		if p, ok := pick(r, listOf(spec, "ports")); ok {
+			p.(obj)["port"] = 9080 + 10*r.IntN(2)
+		}
+	case 2:
+		tier, _ := pick(r, []string{"backend", "frontend"})
+		labelsOf(svc)["tier"] = tier
+	case 3:
+		if spec["selector"] == nil {
+			spec["selector"] = obj{"app": nameOf(svc)}
+		} else {
+			delete(spec, "selector")
+		}
+	case 4:
+		ports := listOf(spec, "ports")
+		if len(ports) > 1 {
+			spec["ports"] = ports[:1]
+		} else {
+			spec["ports"] = append(ports, obj{"name": "udp", "port": 8125, "protocol": "UDP"})
+		}
+	}
+}
+
+func addService(r *rand.Rand, w *world) {
+	c, ok := pick(r, w.clusters)
+	if !ok {
+		return
+	}
+	name := fmt.Sprintf("svc-%d", w.serial())
+	if r.IntN(2) == 0 {
+		// A Service with a name the policies select.
+		name, _ = pick(r, randomServices)
+	}
+	ns, _ := pick(r, randomNamespaces)
+	if slices.ContainsFunc(c.ofKind("Service"), func(o obj) bool { return nameOf(o) == name && namespaceOf(o) == ns }) {
+		return
+	}
+	svc := service(name, name)
+	get(svc, "metadata")["namespace"] = ns
+	if r.IntN(2) == 0 {
+		labelsOf(svc)["tier"] = "backend"
+	}
+	c.objects = append(c.objects, svc)
+}
+
+func removeService(r *rand.Rand, w *world) {
+	if c, svc, ok := w.anyObject(r, "Service"); ok {
+		c.remove(svc)
+	}
+}
+
+// toggleNamespace adds or removes a Namespace of a cluster.
+func toggleNamespace(r *rand.Rand, w *world) {
+	c, ok := pick(r, w.clusters)
+	if !ok {
+		return
+	}
+	ns, _ := pick(r, randomNamespaces)
+	if o := c.object("Namespace", ns); o != nil {
+		c.remove(o)
+		return
+	}
+	c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": ns}})
+}
+
+// mutateCluster turns a cluster's Istio mesh or staleness on or off, or
+// its Cilium mesh: off only while two other clusters keep it, so that the
+// fleet keeps targets with outputs.
+func mutateCluster(r *rand.Rand, w *world) {
+	c, ok := pick(r, w.clusters)
+	if !ok {
+		return
+	}
+	mesh, _ := pick(r, []string{"cilium", "istio", "stale"})
+	others := 0
+	for _, o := range w.clusters {
+		if o != c && slices.Contains(o.meshes, "cilium") {
+			others++
+		}
+	}
+	switch {
+	case mesh == "stale":
+		c.stale = !c.stale
+	case slices.Contains(c.meshes, mesh) && (mesh != "cilium" || others >= 2):
+		c.meshes = slices.DeleteFunc(c.meshes, func(m string) bool { return m == mesh })
+	case !slices.Contains(c.meshes, mesh):
+		c.meshes = append(c.meshes, mesh)
+		slices.Sort(c.meshes)
+	}
+}
+
+// randomSelector returns a destination selector over the fleet's names,
+// mostly of Services that exist.
+func (w *world) randomSelector(r *rand.Rand) obj {
+	sel := obj{}
+	if r.IntN(3) > 0 {
+		name, _ := pick(r, randomServices)
+		sel["names"] = []any{name}
+	}
+	if r.IntN(3) == 0 {
+		ns, _ := pick(r, randomNamespaces)
+		sel["namespaces"] = []any{ns}
+	}
+	if c, ok := pick(r, w.clusters); ok && r.IntN(4) == 0 {
+		sel["clusters"] = []any{c.name}
+	}
+	if r.IntN(4) == 0 {
+		sel["labels"] = obj{"tier": "backend"}
+	}
+	return sel
+}
+
+// mutatePolicy changes a policy's destinations — replacing or adding a
+// selector — or something of its kind.
+func mutatePolicy(r *rand.Rand, w *world) {
+	p, ok := pick(r, w.policies)
+	if !ok {
+		return
+	}
+	spec := get(p, "spec")
+	switch r.IntN(4) {
+	case 0:
+		spec["destinationSelectors"] = []any{w.randomSelector(r)}
+		return
+	case 1:
+		spec["destinationSelectors"] = append(listOf(spec, "destinationSelectors"), w.randomSelector(r))
+		return
+	}
+	switch kindOf(p) {
+	case "VirtualDestination":
+		mutateVirtualDestination(r, spec)
+	case "TrafficPolicy":
+		mutateTrafficPolicy(r, spec)
+	case "AccessPolicy":
+		mutateAccessPolicy(r, spec)
+	}
+}
+
+// mutateTrafficPolicy drops a rule or adds one with fields Cilium cannot
+// express.
+func mutateTrafficPolicy(r *rand.Rand, spec obj) {
+	rules := listOf(spec, "http")
+	if len(rules) > 1 && r.IntN(2) == 0 {
+		i := r.IntN(len(rules))
+		spec["http"] = append(rules[:i:i], rules[i+1:]...)
+		return
+	}
+	rule := obj{"name": fmt.Sprintf("rule-%d", len(rules)), "timeout": "2s"}
+	if r.IntN(2) == 0 {
+		rule["retries"] = obj{"attempts": 2}
+	}
+	spec["http"] = append(rules, rule)
+}
+
+func mutateVirtualDestination(r *rand.Rand, spec obj) {
+	switch r.IntN(4) {
+	case 0:
+		names := slices.Clone(randomClusters)
+		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		priority := make([]any, 0, len(names))
+		for _, n := range names[:1+r.IntN(len(names))] {
+			priority = append(priority, n)
+		}
+		spec["failover"] = obj{"mode": "Priority", "priority": priority}
+	case 1:
+		spec["failover"] = obj{"mode": "Locality"}
+	case 2:
+		if port, ok := pick(r, listOf(spec, "ports")); ok {
+			port.(obj)["targetPort"] = 9080 + 10*r.IntN(2)
+		}
+	case 3:
+		c, _ := pick(r, randomClusters)
+		name, _ := pick(r, randomServices)
+		spec["services"] = append(listOf(spec, "services"), obj{"cluster": c, "namespace": "bookinfo", "name": name})
+	}
+}
+
+func mutateAccessPolicy(r *rand.Rand, spec obj) {
+	if spec["action"] == "DenyAll" {
+		spec["action"] = "Allow"
+		spec["from"] = []any{obj{"namespaces": []any{"shop"}}}
+		return
+	}
+	switch r.IntN(4) {
+	case 0:
+		spec["action"] = "DenyAll"
+		delete(spec, "from")
+		delete(spec, "ports")
+		delete(spec, "methods")
+		delete(spec, "paths")
+	case 1:
+		c, _ := pick(r, randomClusters)
+		ns, _ := pick(r, randomNamespaces)
+		spec["from"] = append(listOf(spec, "from"), obj{"clusters": []any{c}, "namespaces": []any{ns}})
+	case 2:
+		ports := []any{9080, 9090, 8125}
+		spec["ports"] = ports[:r.IntN(len(ports)+1)]
+	case 3:
+		spec["methods"] = []any{"GET"}
+		spec["paths"] = []any{"/api*"}
+	}
+}
+
+// togglePolicy removes a policy or adds back one it removed, keeping at
+// least one.
+func togglePolicy(r *rand.Rand, w *world) {
+	if len(w.removedPolicies) > 0 && (r.IntN(2) == 0 || len(w.policies) < 2) {
+		i := r.IntN(len(w.removedPolicies))
+		w.policies = append(w.policies, w.removedPolicies[i])
+		w.removedPolicies = slices.Delete(w.removedPolicies, i, i+1)
+		return
+	}
+	if len(w.policies) < 2 {
+		return
+	}
+	i := r.IntN(len(w.policies))
+	w.removedPolicies = append(w.removedPolicies, w.policies[i])
+	w.policies = slices.Delete(w.policies, i, i+1)
+}
+
+// toggleCluster removes a cluster or adds back one it removed.
+func toggleCluster(r *rand.Rand, w *world) {
+	if len(w.removedClusters) > 0 && r.IntN(2) == 0 {
+		i := r.IntN(len(w.removedClusters))
+		w.clusters = append(w.clusters, w.removedClusters[i])
+		w.removedClusters = slices.Delete(w.removedClusters, i, i+1)
+		return
+	}
+	if len(w.clusters) < 2 {
+		return
+	}
+	i := r.IntN(len(w.clusters))
+	w.removedClusters = append(w.removedClusters, w.clusters[i])
+	w.clusters = slices.Delete(w.clusters, i, i+1)
+}
+
+// copyCluster adds a copy of a cluster under a new name, or under a name
+// the policies use when no cluster has it.
+func copyCluster(r *rand.Rand, w *world) {
+	c, ok := pick(r, w.clusters)
+	if !ok || len(w.clusters) > 5 {
+		return
+	}
+	name := fmt.Sprintf("copy-%d", w.serial())
+	if n, _ := pick(r, randomClusters); w.cluster(n) == nil && !slices.ContainsFunc(w.removedClusters, func(c *cluster) bool { return c.name == n }) {
+		name = n
+	}
+	cp := &cluster{name: name, meshes: slices.Clone(c.meshes)}
+	for _, o := range c.objects {
+		if apiVersion, _ := o["apiVersion"].(string); !strings.HasPrefix(apiVersion, "policy.meshrelay.io/") {
+			cp.objects = append(cp.objects, deepCopy(o))
+		}
+	}
+	w.clusters = append(w.clusters, cp)
+}
