@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
@@ -17,19 +18,23 @@ import (
 const Backend = "netpol"
 
 // Translator maps AccessPolicies to one NetworkPolicy per protected Service.
+// It computes one target cluster at a time (sdk.TargetTranslator), so that
+// after a change the SDK computes again only the clusters the change
+// concerns.
 type Translator struct{}
 
 var (
-	_ sdk.Translator      = (*Translator)(nil)
-	_ sdk.PolicyValidator = (*Translator)(nil)
+	_ sdk.Translator       = (*Translator)(nil)
+	_ sdk.TargetTranslator = (*Translator)(nil)
+	_ sdk.PolicyValidator  = (*Translator)(nil)
 )
 
 // Describe says what the translator is.
 func (t *Translator) Describe() sdk.Description {
 	return sdk.Description{
-		Name:        "netpol",
+		Name:        "netpol", // the plugin is meshrelay-plugin-netpol
 		Version:     "0.1.0",
-		Backends:    []string{Backend},
+		Backends:    []string{Backend}, // what Emit writes to
 		InputKinds:  []string{"/Service", "policy.meshrelay.io/AccessPolicy"},
 		OutputKinds: []string{"networking.k8s.io/NetworkPolicy"},
 	}
@@ -58,60 +63,82 @@ func (t *Translator) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
 	return ds
 }
 
-// Translate emits, for every Service some AccessPolicy selects, a
-// NetworkPolicy in the Service's cluster that admits only what the Allow
-// policies selecting it admit.
+// Translate computes every cluster of the fleet as a target; see
+// TranslateTarget.
 func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	type target struct {
-		dst      sdk.Destination
-		policies []*policyv1alpha1.AccessPolicy
-	}
-	var targets []*target
-	index := map[[3]string]*target{}
-	for _, ap := range req.Fleet.AccessPolicies() {
-		for _, dst := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
-			k := [3]string{dst.Cluster.Name, dst.Service.Namespace, dst.Service.Name}
-			tg, ok := index[k]
-			if !ok {
-				tg = &target{dst: dst}
-				index[k] = tg
-				targets = append(targets, tg)
-			}
-			tg.policies = append(tg.policies, ap)
-		}
-	}
-	for _, tg := range targets {
-		svc := tg.dst.Service
-		if len(svc.Spec.Selector) == 0 {
-			for _, ap := range tg.policies {
-				d := sdk.Warningf(ap, "spec.destinationSelectors", "Service %s/%s has no pod selector; no NetworkPolicy protects it", svc.Namespace, svc.Name)
-				d.Cluster = tg.dst.Cluster.Name
+	return sdk.TranslateTargets(ctx, t, req, resp)
+}
+
+// TranslateTarget emits, for every Service of the target cluster that some
+// AccessPolicy selects, a NetworkPolicy that admits only what the Allow
+// policies selecting it admit. It reads the policies and the target's own
+// Services, nothing of other clusters: a change elsewhere does not compute
+// this target again.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+	for _, p := range protectedServices(req) {
+		if len(p.svc.Spec.Selector) == 0 {
+			for _, ap := range p.policies {
+				d := sdk.Warningf(ap, "spec.destinationSelectors", "Service %s/%s has no pod selector; no NetworkPolicy protects it", p.svc.Namespace, p.svc.Name)
+				d.Cluster = req.Target.Name
 				resp.Diagnose(d)
 			}
 			continue
 		}
-		np := &networkingv1.NetworkPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: "meshrelay-" + svc.Name, Namespace: svc.Namespace},
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: svc.Spec.Selector},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress:     []networkingv1.NetworkPolicyIngressRule{},
-			},
-		}
-		parents := make([]policyv1alpha1.Policy, 0, len(tg.policies))
-		for _, ap := range tg.policies {
-			parents = append(parents, ap)
-			if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
-				continue
-			}
-			if rule, ok := ingressRule(ap, tg.dst.Cluster.Name, svc); ok {
-				np.Spec.Ingress = append(np.Spec.Ingress, rule)
-			}
-		}
-		resp.Emit(tg.dst.Cluster.Name, np, parents...)
+		np, parents := networkPolicy(req.Target.Name, p)
+		resp.Emit(req.Target.Name, np, parents...)
 	}
 	return nil
+}
+
+// protected is a Service of the target and the AccessPolicies selecting it.
+type protected struct {
+	svc      *corev1.Service
+	policies []*policyv1alpha1.AccessPolicy
+}
+
+// protectedServices returns the target's Services that AccessPolicies
+// select, each with the policies selecting it.
+func protectedServices(req *sdk.TargetRequest) []*protected {
+	var out []*protected
+	index := map[[2]string]*protected{}
+	for _, ap := range req.Fleet.AccessPolicies() {
+		for _, dst := range req.Target.Select(ap.Spec.DestinationSelectors) {
+			k := [2]string{dst.Service.Namespace, dst.Service.Name}
+			p, ok := index[k]
+			if !ok {
+				p = &protected{svc: dst.Service}
+				index[k] = p
+				out = append(out, p)
+			}
+			p.policies = append(p.policies, ap)
+		}
+	}
+	return out
+}
+
+// networkPolicy returns a new NetworkPolicy protecting the Service of
+// cluster, and the policies it derives from.
+func networkPolicy(cluster string, p *protected) (*networkingv1.NetworkPolicy, []policyv1alpha1.Policy) {
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "meshrelay-" + p.svc.Name, Namespace: p.svc.Namespace},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(p.svc.Spec.Selector)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+		},
+	}
+	parents := make([]policyv1alpha1.Policy, 0, len(p.policies))
+	for _, ap := range p.policies {
+		parents = append(parents, ap)
+		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
+			continue
+		}
+		if rule, ok := ingressRule(ap, cluster, p.svc); ok {
+			np.Spec.Ingress = append(np.Spec.Ingress, rule)
+		}
+	}
+	return np, parents
 }
 
 // ingressRule admits the clients of one Allow policy that run in cluster.

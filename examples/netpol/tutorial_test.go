@@ -132,3 +132,77 @@ func register(t *testing.T, st store.Store, name string) string {
 	}
 	return tok
 }
+
+// TestReadmeCode checks that the README shows the example's own code:
+// each Go block, cut at its lines of "...", appears piece by piece in the
+// example's Go files.
+func TestReadmeCode(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(data)
+	}
+	blocks := goBlocks(string(readme))
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no Go code")
+	}
+	for i, b := range blocks {
+		for _, piece := range pieces(b) {
+			if !strings.Contains(src.String(), piece) {
+				t.Errorf("Go block %d of README.md is not the example's code:\n%s", i+1, piece)
+			}
+		}
+	}
+}
+
+// goBlocks returns the contents of the markdown's ```go blocks.
+func goBlocks(markdown string) []string {
+	var out []string
+	var block []string
+	in := false
+	for _, line := range strings.Split(markdown, "\n") {
+		switch {
+		case !in && strings.TrimSpace(line) == "```go":
+			in, block = true, nil
+		case in && strings.TrimSpace(line) == "```":
+			in = false
+			out = append(out, strings.Join(block, "\n"))
+		case in:
+			block = append(block, line)
+		}
+	}
+	return out
+}
+
+// pieces cuts a code block at its lines of "...", which stand for code the
+// README leaves out, and returns the non-empty pieces.
+func pieces(block string) []string {
+	var out []string
+	var cur []string
+	flush := func() {
+		if p := strings.Trim(strings.Join(cur, "\n"), "\n"); strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+		cur = nil
+	}
+	for _, line := range strings.Split(block, "\n") {
+		if strings.TrimSpace(line) == "..." {
+			flush()
+			continue
+		}
+		cur = append(cur, line)
+	}
+	flush()
+	return out
+}
