@@ -30,11 +30,13 @@ import (
 // when asked:
 //
 //	MESHRELAY_ATTACK_SERVER=127.0.0.1:19900 MESHRELAY_ATTACK_DATA=DATA-DIR \
-//	MESHRELAY_ATTACK_PID=PID MESHRELAY_ATTACK=unauthenticated|parts \
+//	MESHRELAY_ATTACK_PID=PID MESHRELAY_ATTACK=unauthenticated|helloless|parts \
 //	go test ./core/server -run TestAttackMemory -v
 //
 // "unauthenticated": 40 streams without a client certificate, each
 // announcing a 16 MiB message and sending all of it but its last byte.
+// "helloless": 2000 streams without a client certificate that never send
+// anything, 8 per connection.
 // "parts": one registered agent sending 40 input parts of 15 MiB, each
 // with More set.
 func TestAttackMemory(t *testing.T) {
@@ -58,6 +60,9 @@ func TestAttackMemory(t *testing.T) {
 		attackUnauthenticated(t, addr, pool, 40, 16<<20)
 	case "parts":
 		attackParts(t, addr, dataDir, pool, 40, 15<<20)
+	case "helloless":
+		open := attackHelloless(t, addr, pool, 2000)
+		t.Logf("streams still open after 3s: %d of 2000", open)
 	default:
 		t.Fatal("MESHRELAY_ATTACK must be unauthenticated or parts")
 	}
@@ -123,6 +128,66 @@ func attackUnauthenticated(t *testing.T, addr string, pool *x509.CertPool, strea
 		})
 	}
 	wg.Wait()
+}
+
+// attackHelloless opens streams that send nothing and reports how many the
+// server has not closed after three seconds.
+func attackHelloless(t *testing.T, addr string, pool *x509.CertPool, streams int) int {
+	var (
+		mu    sync.Mutex
+		conns []*h2conn
+	)
+	var wg sync.WaitGroup
+	for c := 0; c < streams; c += 8 {
+		wg.Go(func() {
+			h, err := openStreams(addr, pool, min(8, streams-c))
+			if err != nil {
+				t.Logf("connection %d: %v", c/8, err)
+				return
+			}
+			mu.Lock()
+			conns = append(conns, h)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	time.Sleep(3 * time.Second)
+	open := 0
+	for _, h := range conns {
+		h.mu.Lock()
+		for id := range h.stream {
+			if !h.closed[id] && h.err == nil {
+				open++
+			}
+		}
+		h.mu.Unlock()
+		defer h.c.Close()
+	}
+	return open
+}
+
+// openStreams opens n Sync streams on a new connection and sends nothing
+// on them.
+func openStreams(addr string, pool *x509.CertPool, n int) (*h2conn, error) {
+	tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13})
+	if err != nil {
+		return nil, err
+	}
+	h := &h2conn{c: tc, conn: 65535, init: 65535, stream: map[uint32]int64{}, closed: map[uint32]bool{}}
+	h.cond = sync.NewCond(&h.mu)
+	if _, err := tc.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
+		return nil, err
+	}
+	h.frame(4, 0, 0, nil)
+	go h.read()
+	for i := range n {
+		id := uint32(2*i + 1)
+		h.mu.Lock()
+		h.stream[id] = h.init
+		h.mu.Unlock()
+		h.frame(1, 4, id, grpcHeaders(addr))
+	}
+	return h, nil
 }
 
 // h2conn is a minimal HTTP/2 client: enough to open gRPC streams and send
