@@ -162,7 +162,15 @@ func (a *Agent) session(ctx context.Context) error {
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stream, err := relayv1.NewRelayClient(conn).Sync(metadata.AppendToOutgoingContext(ctx, "x-meshrelay-cluster", a.opts.Cluster))
+	md := []string{"x-meshrelay-cluster", a.opts.Cluster}
+	if a.opts.Mode == "tls" || a.opts.Insecure {
+		// The token in the headers lets the server authenticate the stream
+		// before it reads the Hello.
+		if tok, err := a.token(); err == nil {
+			md = append(md, "x-meshrelay-token", tok)
+		}
+	}
+	stream, err := relayv1.NewRelayClient(conn).Sync(metadata.AppendToOutgoingContext(ctx, md...))
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}

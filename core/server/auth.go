@@ -18,9 +18,13 @@ import (
 )
 
 // maxPendingHellos bounds the Sync streams of the whole server that have
-// not yet sent their Hello; maxLimiters bounds the failure limiters kept.
+// not yet sent their Hello, and maxUnauthHellos those not authenticated
+// before it (a token only in the Hello, as older agents send it in --mode
+// tls): each may be a message of --max-message-bytes. maxLimiters bounds
+// the failure limiters kept.
 const (
 	maxPendingHellos = 64
+	maxUnauthHellos  = 4
 	maxLimiters      = 100000
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -65,22 +66,32 @@ type heldOutput struct {
 func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	s := r.s
 	// Under mTLS the caller is known from its certificate before anything
-	// is read from the stream.
+	// is read from the stream; otherwise from the token in its headers.
+	// Streams that authenticate only in their Hello (older agents in
+	// --mode tls) are read with few at a time.
 	var id identity
+	pending := s.pendingHellos
 	if s.authMode() == ModeMTLS {
 		var err error
 		if id, err = s.peerCluster(srv.Context()); err != nil {
 			return err
 		}
+	} else if cluster, tok, ok := streamToken(srv.Context()); ok {
+		if _, _, err := s.checkToken(srv.Context(), cluster, tok); err != nil {
+			return s.refuseToken(peerHost(srv.Context()), cluster, err)
+		}
+		id.cluster = cluster
+	} else {
+		pending = s.unauthHellos
 	}
 	select {
-	case s.pendingHellos <- struct{}{}:
+	case pending <- struct{}{}:
 	default:
 		s.m.connRefusals.WithLabelValues("pending_hellos").Inc()
 		return status.Error(codes.ResourceExhausted, "too many streams are waiting for their Hello; try again later")
 	}
 	first, err := waitHello(srv.Context(), s.opts.HelloTimeout, srv.Recv)
-	<-s.pendingHellos
+	<-pending
 	if err != nil {
 		return err
 	}
@@ -139,11 +150,11 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 // certificate's cluster under mTLS (id, already checked against the
 // registry), the token otherwise.
 func (s *Server) authorizeStream(ctx context.Context, hello *relayv1.Hello, id identity) (string, error) {
-	if s.authMode() == ModeMTLS {
+	if id.cluster != "" {
 		if hello.GetCluster() != "" && hello.GetCluster() != id.cluster {
 			s.m.authFailures.WithLabelValues("cluster_mismatch").Inc()
-			s.log.Warn("agent named another cluster than its certificate", "certificate", id.cluster, "hello", hello.GetCluster())
-			return "", status.Errorf(codes.PermissionDenied, "certificate is for cluster %q, not %q", id.cluster, hello.GetCluster())
+			s.log.Warn("agent named another cluster than it authenticated as", "authenticated", id.cluster, "hello", hello.GetCluster())
+			return "", status.Errorf(codes.PermissionDenied, "authenticated as cluster %q, not %q", id.cluster, hello.GetCluster())
 		}
 		return id.cluster, nil
 	}
@@ -151,6 +162,17 @@ func (s *Server) authorizeStream(ctx context.Context, hello *relayv1.Hello, id i
 		return "", s.refuseToken(peerHost(ctx), hello.GetCluster(), err)
 	}
 	return hello.GetCluster(), nil
+}
+
+// streamToken returns the cluster and token an agent in --mode tls sends
+// in its stream's headers.
+func streamToken(ctx context.Context) (cluster, token string, ok bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c, t := md.Get("x-meshrelay-cluster"), md.Get("x-meshrelay-token")
+	if len(c) != 1 || len(t) != 1 || t[0] == "" {
+		return "", "", false
+	}
+	return c[0], t[0], true
 }
 
 // watchIdentity ends the stream when its certificate expires or stops

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -47,6 +48,19 @@ func TestUnauthenticatedPeerIsBounded(t *testing.T) {
 		_ = stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: "east", Token: string(big)}}})
 		if _, err = stream.Recv(); status.Code(err) != codes.Unauthenticated {
 			t.Fatalf("Sync without a certificate with a 1 MiB Hello = %v, want Unauthenticated", err)
+		}
+	})
+	t.Run("token in the headers checked before reading, --mode tls", func(t *testing.T) {
+		ts := startServer(t, nil, "", func(o *Options) { o.Mode = ModeTLS })
+		ts.register("east")
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-meshrelay-cluster", "east", "x-meshrelay-token", "mrt_wrong")
+		stream, err := relayv1.NewRelayClient(ts.dial(nil)).Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: "east", Token: strings.Repeat("x", 1<<20)}}})
+		if _, err := stream.Recv(); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("Sync with a wrong token in its headers = %v, want Unauthenticated", err)
 		}
 	})
 	t.Run("no Hello", func(t *testing.T) {

@@ -90,8 +90,10 @@ type Server struct {
 	// grpc serves connections with a verified client certificate; anon
 	// the others.
 	grpc, anon *grpc.Server
-	// pendingHellos bounds the streams waiting for their Hello.
-	pendingHellos chan struct{}
+	// pendingHellos bounds the streams waiting for their Hello;
+	// unauthHellos those among them not yet authenticated, whose Hello is
+	// read with the large receive limit of --mode tls.
+	pendingHellos, unauthHellos chan struct{}
 
 	mu       sync.Mutex
 	streams  map[string]*stream
@@ -151,6 +153,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		limiters: map[string]*rate.Limiter{},
 
 		pendingHellos: make(chan struct{}, maxPendingHellos),
+		unauthHellos:  make(chan struct{}, maxUnauthHellos),
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.engine = engine.New(deps.Translators, engine.Options{
