@@ -1,7 +1,6 @@
 package istio
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -9,32 +8,92 @@ import (
 	"strconv"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	clientsecurity "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// translateAccess turns each AccessPolicy into AuthorizationPolicies in the
-// clusters of the destinations it protects, and requires mTLS there with a
+// accessKey names the accessFacts among the values targets share.
+const accessKey = "istio/access"
+
+// accessFacts are the fleet-wide facts of the AccessPolicies: the clients
+// each Allow policy admits, as Istio identities, and the diagnostics about
+// the policies as a whole. Computed once per state of the fleet, they are
+// shared by the targets, which depend on the facts, not on every cluster's
+// trust domain.
+type accessFacts struct {
+	// Sources are each Allow policy's client selectors translated, nil
+	// for one that matches no client.
+	Sources map[sdk.PolicyRef][]*clientSource
+	Diags   []sdk.Diagnostic
+}
+
+// clientSource is the source of an AuthorizationPolicy rule.
+type clientSource struct {
+	Principals, Namespaces []string
+}
+
+func (c *clientSource) proto() *security.Source {
+	return &security.Source{Principals: slices.Clone(c.Principals), Namespaces: slices.Clone(c.Namespaces)}
+}
+
+// computeAccess computes the fleet's accessFacts.
+func computeAccess(f *sdk.Fleet) *accessFacts {
+	a := &accessFacts{Sources: map[sdk.PolicyRef][]*clientSource{}}
+	aps := f.AccessPolicies()
+	if len(aps) == 0 {
+		return a
+	}
+	v := newView(f)
+	istio := v.istioClusters()
+	for _, ap := range aps {
+		s := newStaged(ap)
+		if !f.SelectsAny(ap.Spec.DestinationSelectors) {
+			s.warnf("", "spec.destinationSelectors", "selects no Service")
+		}
+		if ap.Spec.Action != policyv1alpha1.ActionDenyAll {
+			var sources []*clientSource
+			for i := range ap.Spec.From {
+				sources = append(sources, source(v, istio, &ap.Spec.From[i], s, fmt.Sprintf("spec.from[%d]", i)))
+			}
+			a.Sources[sdk.RefOf(ap)] = sources
+		}
+		a.Diags = append(a.Diags, s.diags...)
+	}
+	return a
+}
+
+// translateAccess turns each AccessPolicy into AuthorizationPolicies for
+// the target's Services it protects, and requires mTLS for them with a
 // PeerAuthentication per protected Service, shared by the policies that
-// protect it.
-func translateAccess(ctx context.Context, v *view, out *outputs) error {
+// protect it. Name conflicts are decided in the target.
+func translateAccess(ctx context.Context, t *target, out *outputs) error {
+	aps := t.fleet.AccessPolicies()
+	if len(aps) == 0 {
+		return nil
+	}
+	facts := sdk.Shared(t.fleet, accessKey, computeAccess)
+	out.diagnose(facts.Diags...)
 	strict := map[serviceKey][]policyv1alpha1.Policy{}
-	for _, ap := range v.fleet.AccessPolicies() {
+	selectors := map[serviceKey]map[string]string{}
+	for _, ap := range aps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translate access policies: %w", err)
 		}
 		s := newStaged(ap)
-		if len(v.fleet.Select(ap.Spec.DestinationSelectors)) == 0 {
-			s.warnf("", "spec.destinationSelectors", "selects no Service")
+		var dests []destination
+		for _, d := range t.cluster.Select(ap.Spec.DestinationSelectors) {
+			k := serviceKey{Cluster: t.name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+			dests = append(dests, destination{key: k, svc: d.Service})
+			selectors[k] = d.Service.Spec.Selector
 		}
-		dests := selectIstio(v, ap.Spec.DestinationSelectors)
 		var protected []serviceKey
 		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
-			protected = denyAll(v, ap, s, dests)
+			protected = denyAll(t, ap, s, dests)
 		} else {
-			protected = allow(v, ap, s, dests)
+			protected = allow(ap, s, dests, facts.Sources[sdk.RefOf(ap)])
 		}
 		if out.commit(s) {
 			for _, k := range protected {
@@ -43,12 +102,11 @@ func translateAccess(ctx context.Context, v *view, out *outputs) error {
 		}
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(strict), serviceKey.compare) {
-		svc, _ := v.service(k)
 		pa := &clientsecurity.PeerAuthentication{
 			TypeMeta:   peerAuthnType,
 			ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, "strict"), Namespace: k.Namespace},
 		}
-		pa.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(svc.Spec.Selector)}
+		pa.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(selectors[k])}
 		pa.Spec.Mtls = &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}
 		out.putShared(k.Cluster, pa, strict[k])
 	}
@@ -57,91 +115,84 @@ func translateAccess(ctx context.Context, v *view, out *outputs) error {
 
 // allow stages an ALLOW AuthorizationPolicy per destination, selecting its
 // Service's workloads, and returns the destinations it protects.
-func allow(v *view, ap *policyv1alpha1.AccessPolicy, s *staged, dests []serviceKey) []serviceKey {
-	rules := accessRules(v, ap, s)
+func allow(ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sources []*clientSource) []serviceKey {
+	rules := accessRules(ap, sources)
 	var protected []serviceKey
-	for _, k := range dests {
-		svc, _ := v.service(k)
-		if len(svc.Spec.Selector) == 0 {
-			s.warnf(k.Cluster, "spec.destinationSelectors", "service %s has no selector, so its workloads cannot be protected", k)
+	for _, d := range dests {
+		if len(d.svc.Spec.Selector) == 0 {
+			s.warnf(d.key.Cluster, "spec.destinationSelectors", "service %s has no selector, so its workloads cannot be protected", d.key)
 			continue
 		}
 		authz := &clientsecurity.AuthorizationPolicy{
 			TypeMeta:   authorizationType,
-			ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name, k.Name), Namespace: k.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name, d.key.Name), Namespace: d.key.Namespace},
 		}
-		authz.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(svc.Spec.Selector)}
+		authz.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(d.svc.Spec.Selector)}
 		authz.Spec.Action = security.AuthorizationPolicy_ALLOW
 		authz.Spec.Rules = rules
-		s.add(k.Cluster, authz)
-		protected = append(protected, k)
+		s.add(d.key.Cluster, authz)
+		protected = append(protected, d.key)
 	}
 	return protected
 }
 
 // denyAll stages the AuthorizationPolicies that deny every request to the
-// destinations: one with an empty spec for a namespace whose Services are
-// all selected, else one without rules per Service.
-func denyAll(v *view, ap *policyv1alpha1.AccessPolicy, s *staged, dests []serviceKey) []serviceKey {
-	type clusterNamespace struct{ Cluster, Namespace string }
-	selected := map[clusterNamespace][]serviceKey{}
-	for _, k := range dests {
-		cn := clusterNamespace{k.Cluster, k.Namespace}
-		selected[cn] = append(selected[cn], k)
+// target's destinations: one with an empty spec for a namespace whose
+// Services are all selected, else one without rules per Service.
+func denyAll(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination) []serviceKey {
+	selected := map[string][]destination{}
+	for _, d := range dests {
+		selected[d.key.Namespace] = append(selected[d.key.Namespace], d)
 	}
 	var protected []serviceKey
-	for _, cn := range slices.SortedFunc(maps.Keys(selected), func(a, b clusterNamespace) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace))
-	}) {
-		c, _ := v.fleet.Cluster(cn.Cluster)
+	for _, namespace := range slices.Sorted(maps.Keys(selected)) {
 		all := 0
-		for _, svc := range c.Services() {
-			if svc.Namespace == cn.Namespace {
+		for _, svc := range t.cluster.Services() {
+			if svc.Namespace == namespace {
 				all++
 			}
 		}
-		keys := selected[cn]
-		if len(keys) == all {
+		ds := selected[namespace]
+		if len(ds) == all {
 			authz := &clientsecurity.AuthorizationPolicy{
 				TypeMeta:   authorizationType,
-				ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name), Namespace: cn.Namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name), Namespace: namespace},
 			}
-			s.add(cn.Cluster, authz)
+			s.add(t.name, authz)
 		}
-		for _, k := range keys {
-			svc, _ := v.service(k)
-			if len(svc.Spec.Selector) == 0 {
+		for _, d := range ds {
+			if len(d.svc.Spec.Selector) == 0 {
 				continue
 			}
-			protected = append(protected, k)
-			if len(keys) == all {
+			protected = append(protected, d.key)
+			if len(ds) == all {
 				continue
 			}
 			authz := &clientsecurity.AuthorizationPolicy{
 				TypeMeta:   authorizationType,
-				ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name, k.Name), Namespace: k.Namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: objectName(ap.Name, d.key.Name), Namespace: d.key.Namespace},
 			}
-			authz.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(svc.Spec.Selector)}
-			s.add(k.Cluster, authz)
+			authz.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(d.svc.Spec.Selector)}
+			s.add(t.name, authz)
 		}
 	}
 	return protected
 }
 
-// accessRules translates the clients and operations of an Allow policy:
-// one rule per client selector, each with the same operation.
-func accessRules(v *view, ap *policyv1alpha1.AccessPolicy, s *staged) []*security.Rule {
+// accessRules builds the rules of an Allow policy from its translated
+// client selectors: one rule per selector that matches clients, each with
+// the same operation.
+func accessRules(ap *policyv1alpha1.AccessPolicy, sources []*clientSource) []*security.Rule {
 	var to []*security.Rule_To
 	if op := operation(ap); op != nil {
 		to = []*security.Rule_To{{Operation: op}}
 	}
 	var rules []*security.Rule
-	for i := range ap.Spec.From {
-		src := source(v, &ap.Spec.From[i], s, fmt.Sprintf("spec.from[%d]", i))
+	for _, src := range sources {
 		if src == nil {
 			continue
 		}
-		rules = append(rules, &security.Rule{From: []*security.Rule_From{{Source: src}}, To: to})
+		rules = append(rules, &security.Rule{From: []*security.Rule_From{{Source: src.proto()}}, To: to})
 	}
 	return rules
 }
@@ -164,9 +215,9 @@ func operation(ap *policyv1alpha1.AccessPolicy) *security.Operation {
 // principals <trust domain>/ns/<namespace>/sa/<name>, with each client
 // cluster's own trust domain. It returns nil when the selector can match
 // no client.
-func source(v *view, f *policyv1alpha1.ClientSelector, s *staged, path string) *security.Source {
+func source(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged, path string) *clientSource {
 	if len(f.ServiceAccounts) == 0 && len(f.Clusters) == 0 {
-		return &security.Source{Namespaces: slices.Clone(f.Namespaces)}
+		return &clientSource{Namespaces: slices.Clone(f.Namespaces)}
 	}
 	clusters := map[string]bool{}
 	for i, c := range f.Clusters {
@@ -188,39 +239,39 @@ func source(v *view, f *policyv1alpha1.ClientSelector, s *staged, path string) *
 				s.warnf(sa.Cluster, fmt.Sprintf("%s.serviceAccounts[%d].cluster", path, i), "cluster %q does not run Istio; its clients have no Istio identity", sa.Cluster)
 				continue
 			}
-			for _, c := range v.istio {
-				if (sa.Cluster == "" || sa.Cluster == c.Name) && inScope(c.Name) {
-					principals = append(principals, fmt.Sprintf("%s/ns/%s/sa/%s", v.trustDomain(c.Name), sa.Namespace, sa.Name))
+			for _, c := range istio {
+				if (sa.Cluster == "" || sa.Cluster == c) && inScope(c) {
+					principals = append(principals, fmt.Sprintf("%s/ns/%s/sa/%s", v.trustDomain(c), sa.Namespace, sa.Name))
 				}
 			}
 		}
 	} else {
-		for _, c := range v.istio {
-			if !clusters[c.Name] {
+		for _, c := range istio {
+			if !clusters[c] {
 				continue
 			}
 			if len(f.Namespaces) == 0 {
-				principals = append(principals, v.trustDomain(c.Name)+"/*")
+				principals = append(principals, v.trustDomain(c)+"/*")
 			}
 			for _, ns := range f.Namespaces {
-				principals = append(principals, fmt.Sprintf("%s/ns/%s/sa/*", v.trustDomain(c.Name), ns))
+				principals = append(principals, fmt.Sprintf("%s/ns/%s/sa/*", v.trustDomain(c), ns))
 			}
 		}
 	}
-	warnSharedTrustDomains(v, f, s, path)
+	warnSharedTrustDomains(v, istio, f, s, path)
 	slices.Sort(principals)
 	principals = slices.Compact(principals)
 	if len(principals) == 0 {
 		s.warnf("", path, "matches no client in a cluster that runs Istio")
 		return nil
 	}
-	return &security.Source{Principals: principals}
+	return &clientSource{Principals: principals}
 }
 
 // warnSharedTrustDomains warns when the selector names clusters whose
 // clients Istio cannot tell apart from those of other clusters, because
 // they share a trust domain.
-func warnSharedTrustDomains(v *view, f *policyv1alpha1.ClientSelector, s *staged, path string) {
+func warnSharedTrustDomains(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged, path string) {
 	named := map[string]bool{}
 	for _, c := range f.Clusters {
 		named[c] = true
@@ -233,13 +284,13 @@ func warnSharedTrustDomains(v *view, f *policyv1alpha1.ClientSelector, s *staged
 	if len(named) == 0 {
 		return
 	}
-	for _, c := range v.istio {
-		if named[c.Name] {
+	for _, c := range istio {
+		if named[c] {
 			continue
 		}
 		for _, other := range slices.Sorted(maps.Keys(named)) {
-			if v.isIstio(other) && v.trustDomain(other) == v.trustDomain(c.Name) {
-				s.warnf("", path, "clusters %q and %q share the trust domain %q, so Istio admits clients of %q too", other, c.Name, v.trustDomain(c.Name), c.Name)
+			if v.isIstio(other) && v.trustDomain(other) == v.trustDomain(c) {
+				s.warnf("", path, "clusters %q and %q share the trust domain %q, so Istio admits clients of %q too", other, c, v.trustDomain(c), c)
 				return
 			}
 		}

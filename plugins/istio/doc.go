@@ -9,6 +9,46 @@
 // Istio cluster of the fleet, and authorization goes into the cluster that
 // runs the protected workloads.
 //
+// # One target at a time
+//
+// The translator is an sdk.TargetTranslator: it computes each Istio
+// cluster's outputs on their own (a cluster without Istio gets nothing and
+// reads nothing more), and after a change the SDK computes again only the
+// targets that read what changed. A target reads:
+//
+//   - the policies of each kind;
+//   - its own Services, through Cluster.Select and Cluster.Services: the
+//     destinations its AccessPolicies protect, and those that clients of
+//     other clusters reach, which it exports;
+//   - its own Istio Mesh (root namespace and network) and, as backing
+//     Service of a VirtualDestination, its own endpoints;
+//   - of each Service of another cluster its clients reach (imports): the
+//     Service itself and the east-west gateways of its cluster;
+//   - values shared by the targets, each computed once per state of the
+//     fleet, on which a target depends without depending on what they read:
+//     the traffic plan (key "istio/traffic-plan": for each TrafficPolicy
+//     whether it is valid and accepted, its destinations and whether
+//     clients of other clusters reach them; for each VirtualDestination its
+//     backing Services and whether it is accepted; whether several clusters
+//     run Istio; and the diagnostics about the policies as a whole), the
+//     access facts (key "istio/access": whether each AccessPolicy selects
+//     any Service, and the Istio identities of the clients each Allow policy
+//     admits, from the trust domains of every Istio cluster), and per Service
+//     its locality ("istio/locality/<cluster>/<namespace>/<name>") and the
+//     label sets of its workloads ("istio/workloads/...").
+//
+// So a change to a Service or workload of cluster B computes B's target
+// again, and the targets that import that Service; a change to endpoints
+// only B's, and the others' only when their locality changes; a policy
+// edit every Istio target; a new Istio cluster its own target, and the
+// others only when a shared value changes (say, a new trust domain).
+//
+// Two policies never emit objects of one name in one cluster: the younger
+// one is refused with an error diagnostic. A TrafficPolicy or
+// VirtualDestination is refused in every cluster (the plan decides, so that
+// a refused policy's routes never half apply); an AccessPolicy is refused
+// only in the cluster of the conflict.
+//
 // # Reaching another cluster
 //
 // A Service k of cluster B has, in every other Istio cluster A, the

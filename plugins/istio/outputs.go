@@ -38,8 +38,8 @@ type entry struct {
 	parents []policyv1alpha1.Policy
 }
 
-// outputs collects a translation's objects so that each is emitted once
-// and two policies never fight over one object name.
+// outputs collects a target's objects so that each is emitted once and two
+// policies never fight over one object name.
 type outputs struct {
 	entries map[outputKey]*entry
 	diags   []sdk.Diagnostic
@@ -85,6 +85,15 @@ func (s *staged) failed() bool {
 	return slices.ContainsFunc(s.diags, func(d sdk.Diagnostic) bool { return d.Severity == sdk.SeverityError })
 }
 
+// keys returns the output keys of the staged objects, in order.
+func (s *staged) keys() []outputKey {
+	keys := make([]outputKey, len(s.objects))
+	for i, so := range s.objects {
+		keys[i] = keyOf(so.cluster, so.obj)
+	}
+	return keys
+}
+
 // commit adds a policy's staged objects unless the policy has errors or one
 // of its objects takes a name another policy already emitted, in which case
 // it adds none and reports why. It reports whether the objects were added.
@@ -93,26 +102,77 @@ func (o *outputs) commit(s *staged) bool {
 	if s.failed() {
 		return false
 	}
+	keys := s.keys()
+	if d, ok := claim(s.policy, keys, o.owner); !ok {
+		o.diags = append(o.diags, d)
+		return false
+	}
+	for i, so := range s.objects {
+		o.entries[keys[i]] = &entry{obj: so.obj, parents: []policyv1alpha1.Policy{s.policy}}
+	}
+	return true
+}
+
+// commitPlanned commits a policy whose fate the fleet-wide plan decided:
+// when the plan refused it, only its diagnostics are added.
+func (o *outputs) commitPlanned(s *staged, accepted bool) bool {
+	if !accepted {
+		o.diags = append(o.diags, s.diags...)
+		return false
+	}
+	return o.commit(s)
+}
+
+// owner returns the policy that owns the object of key k, if any.
+func (o *outputs) owner(k outputKey) (policyv1alpha1.Policy, bool) {
+	e, ok := o.entries[k]
+	if !ok {
+		return nil, false
+	}
+	return e.parents[0], true
+}
+
+// diagnose adds diagnostics.
+func (o *outputs) diagnose(ds ...sdk.Diagnostic) { o.diags = append(o.diags, ds...) }
+
+// claim checks that policy p may take the names of keys: none is owned
+// already nor appears twice. Otherwise it returns the error diagnostic on
+// the first key in conflict.
+func claim(p policyv1alpha1.Policy, keys []outputKey, owner func(outputKey) (policyv1alpha1.Policy, bool)) (sdk.Diagnostic, bool) {
 	seen := map[outputKey]bool{}
-	for _, so := range s.objects {
-		k := keyOf(so.cluster, so.obj)
-		if e, ok := o.entries[k]; ok || seen[k] {
-			owner := s.policy
-			if ok {
-				owner = e.parents[0]
+	for _, k := range keys {
+		holder, taken := owner(k)
+		if taken || seen[k] {
+			if !taken {
+				holder = p
 			}
-			d := sdk.Errorf(s.policy, "metadata.name", "%s %s/%s in cluster %q is already generated for %s; rename one of the policies",
-				k.Kind, k.Namespace, k.Name, k.Cluster, sdk.RefOf(owner))
-			d.Cluster = so.cluster
-			o.diags = append(o.diags, d)
-			return false
+			d := sdk.Errorf(p, "metadata.name", "%s %s/%s in cluster %q is already generated for %s; rename one of the policies",
+				k.Kind, k.Namespace, k.Name, k.Cluster, sdk.RefOf(holder))
+			d.Cluster = k.Cluster
+			return d, false
 		}
 		seen[k] = true
 	}
-	for _, so := range s.objects {
-		o.entries[keyOf(so.cluster, so.obj)] = &entry{obj: so.obj, parents: []policyv1alpha1.Policy{s.policy}}
+	return sdk.Diagnostic{}, true
+}
+
+// claims are the object names that policies took, fleet-wide: what the
+// plan decides name conflicts with.
+type claims map[outputKey]policyv1alpha1.Policy
+
+// take gives p the names of keys unless one of them is taken, in which
+// case it gives none and returns the error diagnostic.
+func (c claims) take(p policyv1alpha1.Policy, keys []outputKey) (sdk.Diagnostic, bool) {
+	d, ok := claim(p, keys, func(k outputKey) (policyv1alpha1.Policy, bool) {
+		holder, taken := c[k]
+		return holder, taken
+	})
+	if ok {
+		for _, k := range keys {
+			c[k] = p
+		}
 	}
-	return true
+	return d, ok
 }
 
 // putShared adds an object that several policies need, such as the
@@ -140,6 +200,11 @@ func (o *outputs) emit(resp *sdk.Response) {
 		resp.Emit(k.Cluster, e.obj, e.parents...)
 	}
 	resp.Diagnose(o.diags...)
+}
+
+// keyFor is the output key of an object of type tm, named namespace/name, in cluster.
+func keyFor(cluster string, tm metav1.TypeMeta, namespace, name string) outputKey {
+	return outputKey{Cluster: cluster, APIVersion: tm.APIVersion, Kind: tm.Kind, Namespace: namespace, Name: name}
 }
 
 func typeMetaOf(apiVersion, kind string) metav1.TypeMeta {

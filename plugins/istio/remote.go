@@ -14,13 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// remoteUse is a client cluster reaching a Service of another cluster,
-// optionally one subset of it.
-type remoteUse struct {
-	clientService
-	subset map[string]string
-}
-
 // remoteEntry aggregates the uses of one remote Service.
 type remoteEntry struct {
 	parents []policyv1alpha1.Policy
@@ -38,56 +31,60 @@ func (e *remoteEntry) add(p policyv1alpha1.Policy, subset map[string]string) {
 	}
 }
 
-// remoteServices are the Services reached across clusters. Each gets,
-// whatever number of policies use it, one ServiceEntry in every client
-// cluster (its remote host, resolved to the east-west gateways of its
-// cluster) and one in its own cluster (the same host, resolved to its
-// workloads, for the gateway to route to).
+// remoteServices are the Services a target reaches across clusters, and
+// those of its own that other clusters reach. Each gets, whatever number of
+// policies use it, one ServiceEntry in every client cluster (its remote
+// host, resolved to the east-west gateways of its cluster) and one in its
+// own cluster (the same host, resolved to its workloads, for the gateway
+// to route to).
 type remoteServices struct {
-	imports map[clientService]*remoteEntry
+	imports map[serviceKey]*remoteEntry
 	exports map[serviceKey]*remoteEntry
 }
 
 func newRemoteServices() *remoteServices {
-	return &remoteServices{imports: map[clientService]*remoteEntry{}, exports: map[serviceKey]*remoteEntry{}}
+	return &remoteServices{imports: map[serviceKey]*remoteEntry{}, exports: map[serviceKey]*remoteEntry{}}
 }
 
-// add records the uses of a translated policy.
+// add records the remote Services the target's clients use through p.
 func (r *remoteServices) add(p policyv1alpha1.Policy, uses []remoteUse) {
 	for _, u := range uses {
-		imp, ok := r.imports[u.clientService]
-		if !ok {
-			imp = &remoteEntry{subsetKeys: map[string]bool{}}
-			r.imports[u.clientService] = imp
-		}
-		imp.add(p, u.subset)
-		exp, ok := r.exports[u.Service]
-		if !ok {
-			exp = &remoteEntry{subsetKeys: map[string]bool{}}
-			r.exports[u.Service] = exp
-		}
-		exp.add(p, u.subset)
+		entryOf(r.imports, u.Service).add(p, u.subset)
 	}
 }
 
-// emit adds the ServiceEntries to out.
-func (r *remoteServices) emit(v *view, out *outputs) {
-	for _, cs := range slices.SortedFunc(maps.Keys(r.imports), func(a, b clientService) int {
-		return cmp.Or(cmp.Compare(a.Client, b.Client), a.Service.compare(b.Service))
-	}) {
-		e := r.imports[cs]
-		svc, ok := v.service(cs.Service)
+// export records the target's Services that other clusters use through p.
+func (r *remoteServices) export(p policyv1alpha1.Policy, services []serviceKey) {
+	for _, k := range services {
+		entryOf(r.exports, k).add(p, nil)
+	}
+}
+
+func entryOf(m map[serviceKey]*remoteEntry, k serviceKey) *remoteEntry {
+	e, ok := m[k]
+	if !ok {
+		e = &remoteEntry{subsetKeys: map[string]bool{}}
+		m[k] = e
+	}
+	return e
+}
+
+// emit adds the target's ServiceEntries to out.
+func (r *remoteServices) emit(t *target, out *outputs) {
+	for _, k := range slices.SortedFunc(maps.Keys(r.imports), serviceKey.compare) {
+		e := r.imports[k]
+		svc, ok := t.service(k)
 		if !ok {
 			continue
 		}
-		out.putShared(cs.Client, importEntry(v, cs.Service, svc, e.subsetKeys), e.parents)
+		out.putShared(t.name, importEntry(t.view, k, svc, e.subsetKeys), e.parents)
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(r.exports), serviceKey.compare) {
-		svc, ok := v.service(k)
+		svc, ok := t.service(k)
 		if !ok {
 			continue
 		}
-		out.putShared(k.Cluster, exportEntry(k, svc), r.exports[k].parents)
+		out.putShared(t.name, exportEntry(k, svc), r.exports[k].parents)
 	}
 }
 
@@ -109,7 +106,7 @@ func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[stri
 	if len(subsetKeys) > 0 {
 		labelSets = nil
 		seen := map[string]bool{}
-		for _, l := range v.workloadLabels(k, svc) {
+		for _, l := range v.sharedWorkloadLabels(k) {
 			projected := map[string]string{}
 			for key := range subsetKeys {
 				if val, ok := l[key]; ok {

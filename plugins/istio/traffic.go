@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,52 +21,44 @@ import (
 // defaultRetryOn are the retry conditions of a RetryPolicy without retryOn.
 var defaultRetryOn = []string{"5xx", "connect-failure", "refused-stream", "reset"}
 
-// translateTraffic turns each TrafficPolicy into VirtualServices and
-// DestinationRules. Several TrafficPolicies may shape one destination: its
-// VirtualService holds the rules of each, oldest policy first (then by
-// namespace and name). A policy is refused with a diagnostic when an older
-// one on the same destination would shadow one of its rules: a rule that
-// matches every request, or the same match.
-func translateTraffic(ctx context.Context, v *view, out *outputs, remote *remoteServices) error {
+// translateTraffic turns each TrafficPolicy into the target's
+// VirtualServices and DestinationRules. Several TrafficPolicies may shape
+// one destination: its VirtualService holds the rules of each, oldest
+// policy first (then by namespace and name). Which policies are valid and
+// accepted, the plan decided for the whole fleet.
+func translateTraffic(ctx context.Context, t *target, plan *trafficPlan, out *outputs, remote *remoteServices) error {
 	shapers := map[serviceKey][]*trafficTranslation{}
-	for _, tp := range byAge(v.fleet.TrafficPolicies()) {
+	for _, tp := range byAge(t.fleet.TrafficPolicies()) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translate traffic policies: %w", err)
 		}
+		facts := plan.Traffic[sdk.RefOf(tp)]
+		if facts == nil || !facts.Valid {
+			continue
+		}
 		tr := &trafficTranslation{
-			v: v, tp: tp, s: newStaged(tp),
-			subsets: map[clientService]map[string]map[string]string{},
-			routes:  map[clientService][]*networking.HTTPRoute{},
+			t: t, tp: tp, facts: facts, s: newStaged(tp),
+			subsets: map[serviceKey]map[string]map[string]string{},
+			routes:  map[serviceKey][]*networking.HTTPRoute{},
 		}
-		tr.dests = selectIstio(v, tp.Spec.DestinationSelectors)
-		if len(tr.dests) == 0 {
-			tr.s.warnf("", "spec.destinationSelectors", "selects no Service in a cluster that runs Istio")
+		for _, d := range facts.Dests {
+			tr.virtualServiceRoutes(d)
 		}
-		for _, d := range tr.dests {
-			for _, older := range shapers[d] {
-				tr.checkShadowing(older, d)
-			}
+		if !facts.Accepted {
+			out.commitPlanned(tr.s, false)
+			continue
 		}
-		tr.validate()
-		if !tr.s.failed() {
-			for _, client := range v.istio {
-				for _, d := range tr.dests {
-					tr.virtualServiceRoutes(client.Name, d)
-				}
-			}
-			tr.destinationRules()
-		}
-		if out.commit(tr.s) {
-			for _, d := range tr.dests {
-				shapers[d] = append(shapers[d], tr)
+		tr.destinationRules(plan.Multi)
+		if out.commitPlanned(tr.s, true) {
+			for _, d := range facts.Dests {
+				shapers[d.Key] = append(shapers[d.Key], tr)
 			}
 			remote.add(tp, tr.uses)
+			remote.export(tp, tr.exported(plan.Multi))
 		}
 	}
 	for _, d := range slices.SortedFunc(maps.Keys(shapers), serviceKey.compare) {
-		for _, client := range v.istio {
-			virtualService(out, client.Name, d, shapers[d])
-		}
+		virtualService(out, t.name, d, shapers[d])
 	}
 	return nil
 }
@@ -81,9 +72,8 @@ func virtualService(out *outputs, client string, d serviceKey, shapers []*traffi
 		routes  []*networking.HTTPRoute
 		names   = map[string]bool{}
 	)
-	cs := clientService{Client: client, Service: d}
 	for _, tr := range shapers {
-		rs, ok := tr.routes[cs]
+		rs, ok := tr.routes[d]
 		if !ok {
 			continue
 		}
@@ -112,28 +102,28 @@ func virtualService(out *outputs, client string, d serviceKey, shapers []*traffi
 	out.putShared(client, vs, parents)
 }
 
-// checkShadowing reports the rules of the policy that an older policy
-// shaping destination d would shadow.
-func (tr *trafficTranslation) checkShadowing(older *trafficTranslation, d serviceKey) {
+// checkShadowing reports the rules of tp that an older policy shaping
+// destination d would shadow.
+func checkShadowing(s *staged, tp, older *policyv1alpha1.TrafficPolicy, d serviceKey) {
 	matches := map[string]int{}
-	for i := range older.tp.Spec.HTTP {
-		rule := &older.tp.Spec.HTTP[i]
+	for i := range older.Spec.HTTP {
+		rule := &older.Spec.HTTP[i]
 		if len(rule.Matches) == 0 {
-			tr.s.errorf(d.Cluster, "spec.destinationSelectors",
+			s.errorf(d.Cluster, "spec.destinationSelectors",
 				"destination %s is already shaped by %s, whose rule spec.http[%d] matches every request, so this policy's rules would never apply; merge the two policies",
-				d, sdk.RefOf(older.tp), i)
+				d, sdk.RefOf(older), i)
 			return
 		}
 		for _, m := range rule.Matches {
 			matches[matchKey(&m)] = i
 		}
 	}
-	for j := range tr.tp.Spec.HTTP {
-		for k, m := range tr.tp.Spec.HTTP[j].Matches {
+	for j := range tp.Spec.HTTP {
+		for k, m := range tp.Spec.HTTP[j].Matches {
 			if i, ok := matches[matchKey(&m)]; ok {
-				tr.s.errorf(d.Cluster, fmt.Sprintf("spec.http[%d].matches[%d]", j, k),
+				s.errorf(d.Cluster, fmt.Sprintf("spec.http[%d].matches[%d]", j, k),
 					"destination %s is already shaped by %s, whose rule spec.http[%d] has the same match, so this rule would never apply",
-					d, sdk.RefOf(older.tp), i)
+					d, sdk.RefOf(older), i)
 			}
 		}
 	}
@@ -145,127 +135,117 @@ func matchKey(m *policyv1alpha1.HTTPMatch) string {
 	return string(data)
 }
 
-// selectIstio returns the Services the selectors select in clusters that run Istio.
-func selectIstio(v *view, selectors []policyv1alpha1.DestinationSelector) []serviceKey {
-	var out []serviceKey
-	for _, d := range v.fleet.Select(selectors) {
-		if d.Cluster.HasMesh(discoveryapi.MeshIstio) {
-			out = append(out, serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name})
-		}
-	}
-	return out
-}
-
-// clientService is a Service as seen from a client cluster.
-type clientService struct {
-	Client  string
+// remoteUse is a client reaching a Service of another cluster, optionally
+// one subset of it.
+type remoteUse struct {
 	Service serviceKey
+	subset  map[string]string
 }
 
-// trafficTranslation is the translation of one TrafficPolicy.
+// trafficTranslation is the translation of one TrafficPolicy for the
+// clients of one target cluster.
 type trafficTranslation struct {
-	v  *view
-	tp *policyv1alpha1.TrafficPolicy
-	s  *staged
-	// subsets are the subsets routed to, per client cluster and Service:
-	// name -> labels.
-	subsets map[clientService]map[string]map[string]string
-	// uses are the remote Services the policy's clients reach.
+	t     *target
+	tp    *policyv1alpha1.TrafficPolicy
+	facts *trafficFacts
+	s     *staged
+	// subsets are the subsets routed to, per Service: name -> labels.
+	subsets map[serviceKey]map[string]map[string]string
+	// uses are the remote Services the target's clients reach.
 	uses []remoteUse
-	// dests are the destinations the policy selects.
-	dests []serviceKey
-	// routes are the policy's HTTP routes per client cluster and destination.
-	routes map[clientService][]*networking.HTTPRoute
+	// routes are the policy's HTTP routes per destination.
+	routes map[serviceKey][]*networking.HTTPRoute
 }
 
-// validate checks the policy's destinations against the fleet.
-func (tr *trafficTranslation) validate() {
-	for i := range tr.tp.Spec.HTTP {
-		rule := &tr.tp.Spec.HTTP[i]
+// validate checks the policy's destinations against the fleet; multi is
+// true when more than one cluster runs Istio.
+func validate(v *view, tp *policyv1alpha1.TrafficPolicy, s *staged, multi bool) {
+	for i := range tp.Spec.HTTP {
+		rule := &tp.Spec.HTTP[i]
 		rp := fmt.Sprintf("spec.http[%d]", i)
 		for j := range rule.Route {
-			tr.validateDestination(&rule.Route[j].Destination, fmt.Sprintf("%s.route[%d]", rp, j))
+			validateDestination(v, tp, s, multi, &rule.Route[j].Destination, fmt.Sprintf("%s.route[%d]", rp, j))
 		}
 		if rule.Mirror != nil {
-			tr.validateDestination(&rule.Mirror.Destination, rp+".mirror.destination")
+			validateDestination(v, tp, s, multi, &rule.Mirror.Destination, rp+".mirror.destination")
 		}
 	}
 }
 
-func (tr *trafficTranslation) validateDestination(d *policyv1alpha1.Destination, path string) {
-	v := tr.v
+func validateDestination(v *view, tp *policyv1alpha1.TrafficPolicy, s *staged, multi bool, d *policyv1alpha1.Destination, path string) {
 	if ref := d.VirtualDestination; ref != nil {
-		vd, ok := tr.virtualDestination(ref)
+		vd, ok := virtualDestinationOf(v.fleet, tp, ref)
 		if !ok {
-			tr.s.errorf("", path+".virtualDestination", "unknown VirtualDestination %s/%s", cmp.Or(ref.Namespace, tr.tp.Namespace), ref.Name)
+			s.errorf("", path+".virtualDestination", "unknown VirtualDestination %s/%s", cmp.Or(ref.Namespace, tp.Namespace), ref.Name)
 			return
 		}
 		if ref.Port != 0 && !slices.ContainsFunc(vd.Spec.Ports, func(p policyv1alpha1.VirtualPort) bool { return p.Number == ref.Port }) {
-			tr.s.errorf("", path+".virtualDestination.port", "VirtualDestination %s/%s has no port %d", vd.Namespace, vd.Name, ref.Port)
+			s.errorf("", path+".virtualDestination.port", "VirtualDestination %s/%s has no port %d", vd.Namespace, vd.Name, ref.Port)
 		}
 		if len(d.Subset) > 0 {
-			tr.s.errorf("", path+".subset", "the istio backend does not support subsets of a VirtualDestination; route to the Services instead")
+			s.errorf("", path+".subset", "the istio backend does not support subsets of a VirtualDestination; route to the Services instead")
 		}
 		return
 	}
 	ref := d.Service
 	k := serviceKey{Cluster: ref.Cluster, Namespace: ref.Namespace, Name: ref.Name}
 	if _, ok := v.fleet.Cluster(ref.Cluster); !ok {
-		tr.s.errorf("", path+".service.cluster", "unknown cluster %q", ref.Cluster)
+		s.errorf("", path+".service.cluster", "unknown cluster %q", ref.Cluster)
 		return
 	}
 	if !v.isIstio(ref.Cluster) {
-		tr.s.errorf(ref.Cluster, path+".service.cluster", "cluster %q does not run Istio", ref.Cluster)
+		s.errorf(ref.Cluster, path+".service.cluster", "cluster %q does not run Istio", ref.Cluster)
 		return
 	}
 	svc, ok := v.service(k)
 	if !ok {
-		tr.s.errorf(ref.Cluster, path+".service", "unknown service %s", k)
+		s.errorf(ref.Cluster, path+".service", "unknown service %s", k)
 		return
 	}
 	if ref.Port != 0 && !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == ref.Port }) {
-		tr.s.errorf(ref.Cluster, path+".service.port", "service %s has no port %d", k, ref.Port)
+		s.errorf(ref.Cluster, path+".service.port", "service %s has no port %d", k, ref.Port)
 	}
 	if len(d.Subset) > 0 {
 		workloads := v.workloadLabels(k, svc)
 		if !slices.ContainsFunc(workloads, func(l map[string]string) bool { return containsLabels(l, d.Subset) }) {
-			tr.s.errorf(ref.Cluster, path+".subset", "no workload of service %s has the labels %s", k, strings.TrimSuffix(labelsKey(d.Subset), ","))
+			s.errorf(ref.Cluster, path+".subset", "no workload of service %s has the labels %s", k, strings.TrimSuffix(labelsKey(d.Subset), ","))
 		}
 	}
-	if len(v.istio) > 1 && len(svc.Spec.Selector) == 0 {
-		tr.s.errorf(ref.Cluster, path+".service",
+	if multi && len(svc.Spec.Selector) == 0 {
+		s.errorf(ref.Cluster, path+".service",
 			"service %s has no selector, so clients in other clusters cannot reach its workloads through the east-west gateway", k)
 	}
-	if len(v.istio) > 1 && len(v.gateways(ref.Cluster)) == 0 {
-		tr.s.errorf(ref.Cluster, path+".service.cluster",
+	if multi && len(v.gateways(ref.Cluster)) == 0 {
+		s.errorf(ref.Cluster, path+".service.cluster",
 			"cluster %q has no Istio east-west gateway, so clients in other clusters cannot reach %s", ref.Cluster, k)
 	}
 }
 
-func (tr *trafficTranslation) virtualDestination(ref *policyv1alpha1.VirtualDestinationRef) (*policyv1alpha1.VirtualDestination, bool) {
-	return tr.v.fleet.VirtualDestination(cmp.Or(ref.Namespace, tr.tp.Namespace), ref.Name)
+// virtualDestinationOf returns the VirtualDestination a route of tp refers to.
+func virtualDestinationOf(f *sdk.Fleet, tp *policyv1alpha1.TrafficPolicy, ref *policyv1alpha1.VirtualDestinationRef) (*policyv1alpha1.VirtualDestination, bool) {
+	return f.VirtualDestination(cmp.Or(ref.Namespace, tp.Namespace), ref.Name)
 }
 
-// virtualServiceRoutes translates the policy's rules for destination d
-// as clients in cluster client see it.
-func (tr *trafficTranslation) virtualServiceRoutes(client string, d serviceKey) {
-	if client != d.Cluster {
-		if len(tr.v.gateways(d.Cluster)) == 0 {
+// virtualServiceRoutes translates the policy's rules for destination d as
+// the target's clients see it.
+func (tr *trafficTranslation) virtualServiceRoutes(d trafficDest) {
+	client := tr.t.name
+	if client != d.Key.Cluster {
+		switch d.Reach {
+		case noGateway:
 			tr.s.warnf(client, "spec.destinationSelectors",
-				"clients in cluster %q cannot reach %s: its cluster has no Istio east-west gateway", client, d)
+				"clients in cluster %q cannot reach %s: its cluster has no Istio east-west gateway", client, d.Key)
+			return
+		case noSelector:
+			tr.s.warnf(client, "spec.destinationSelectors",
+				"clients in cluster %q cannot reach %s: the service has no selector for its east-west gateway to route to", client, d.Key)
 			return
 		}
-		if svc, _ := tr.v.service(d); len(svc.Spec.Selector) == 0 {
-			tr.s.warnf(client, "spec.destinationSelectors",
-				"clients in cluster %q cannot reach %s: the service has no selector for its east-west gateway to route to", client, d)
-			return
-		}
-		tr.uses = append(tr.uses, remoteUse{clientService: clientService{Client: client, Service: d}})
+		tr.uses = append(tr.uses, remoteUse{Service: d.Key})
 	}
-	host := hostFrom(client, d)
-	cs := clientService{Client: client, Service: d}
+	host := hostFrom(client, d.Key)
 	for i := range tr.tp.Spec.HTTP {
-		tr.routes[cs] = append(tr.routes[cs], tr.httpRoute(client, host, &tr.tp.Spec.HTTP[i]))
+		tr.routes[d.Key] = append(tr.routes[d.Key], tr.httpRoute(client, host, &tr.tp.Spec.HTTP[i]))
 	}
 }
 
@@ -362,7 +342,7 @@ func splitWeights(route []policyv1alpha1.WeightedDestination) []int32 {
 // it needs.
 func (tr *trafficTranslation) destination(client string, d *policyv1alpha1.Destination) *networking.Destination {
 	if ref := d.VirtualDestination; ref != nil {
-		vd, _ := tr.virtualDestination(ref)
+		vd, _ := virtualDestinationOf(tr.t.fleet, tr.tp, ref)
 		out := &networking.Destination{Host: vd.Spec.Hostname}
 		if ref.Port != 0 {
 			out.Port = &networking.PortSelector{Number: uint32(ref.Port)}
@@ -377,46 +357,66 @@ func (tr *trafficTranslation) destination(client string, d *policyv1alpha1.Desti
 	}
 	if len(d.Subset) > 0 {
 		out.Subset = subsetName(d.Subset)
-		cs := clientService{Client: client, Service: k}
-		if tr.subsets[cs] == nil {
-			tr.subsets[cs] = map[string]map[string]string{}
+		if tr.subsets[k] == nil {
+			tr.subsets[k] = map[string]map[string]string{}
 		}
-		if prev, ok := tr.subsets[cs][out.Subset]; ok && labelsKey(prev) != labelsKey(d.Subset) {
+		if prev, ok := tr.subsets[k][out.Subset]; ok && labelsKey(prev) != labelsKey(d.Subset) {
 			tr.s.errorf(client, "spec.http", "subsets %s and %s of %s would both be named %q; add a label that tells them apart",
 				strings.TrimSuffix(labelsKey(prev), ","), strings.TrimSuffix(labelsKey(d.Subset), ","), k, out.Subset)
 		}
-		tr.subsets[cs][out.Subset] = d.Subset
+		tr.subsets[k][out.Subset] = d.Subset
 	}
 	if client != k.Cluster {
-		tr.uses = append(tr.uses, remoteUse{clientService: clientService{Client: client, Service: k}, subset: d.Subset})
+		tr.uses = append(tr.uses, remoteUse{Service: k, subset: d.Subset})
 	}
 	return out
 }
 
 // destinationRules stages the DestinationRules defining the subsets the
-// policy routes to: in each client cluster for the host it uses, and, for a
-// remote Service, in the Service's own cluster for the remote host, so that
-// its east-west gateway knows the subsets too.
-func (tr *trafficTranslation) destinationRules() {
-	exports := map[serviceKey]map[string]map[string]string{}
-	for _, cs := range slices.SortedFunc(maps.Keys(tr.subsets), func(a, b clientService) int {
-		return cmp.Or(cmp.Compare(a.Client, b.Client), a.Service.compare(b.Service))
-	}) {
-		subsets := tr.subsets[cs]
-		k := cs.Service
-		if cs.Client == k.Cluster {
-			tr.s.add(cs.Client, destinationRule(objectName(tr.tp.Name, k.Name), k.Namespace, localHost(k.Namespace, k.Name), subsets, false))
+// policy routes to: for the target's clients, for the host they use; and,
+// for the target's Services that clients of other clusters route to
+// subsets of, for the remote host, so that its east-west gateway knows the
+// subsets too.
+func (tr *trafficTranslation) destinationRules(multi bool) {
+	client := tr.t.name
+	for _, k := range slices.SortedFunc(maps.Keys(tr.subsets), serviceKey.compare) {
+		subsets := tr.subsets[k]
+		if client == k.Cluster {
+			tr.s.add(client, destinationRule(objectName(tr.tp.Name, k.Name), k.Namespace, localHost(k.Namespace, k.Name), subsets, false))
 			continue
 		}
-		tr.s.add(cs.Client, destinationRule(objectName(tr.tp.Name, k.Name, k.Cluster), k.Namespace, remoteHost(k), subsets, true))
-		if exports[k] == nil {
-			exports[k] = map[string]map[string]string{}
-		}
-		maps.Copy(exports[k], subsets)
+		tr.s.add(client, destinationRule(objectName(tr.tp.Name, k.Name, k.Cluster), k.Namespace, remoteHost(k), subsets, true))
 	}
+	if !tr.facts.translatedElsewhere(client, multi) {
+		return
+	}
+	exports, _ := policySubsets(tr.tp)
 	for _, k := range slices.SortedFunc(maps.Keys(exports), serviceKey.compare) {
-		tr.s.add(k.Cluster, destinationRule(objectName(tr.tp.Name, k.Name, k.Cluster), k.Namespace, remoteHost(k), exports[k], false))
+		if k.Cluster == client {
+			tr.s.add(client, destinationRule(objectName(tr.tp.Name, k.Name, k.Cluster), k.Namespace, remoteHost(k), exports[k], false))
+		}
 	}
+}
+
+// exported returns the target's Services that clients of other clusters
+// reach through the policy: destinations they reach, and Services its
+// rules route or mirror to.
+func (tr *trafficTranslation) exported(multi bool) []serviceKey {
+	client := tr.t.name
+	var out []serviceKey
+	for _, d := range tr.facts.Dests {
+		if d.Key.Cluster == client && d.Reach == reachable && multi {
+			out = append(out, d.Key)
+		}
+	}
+	if tr.facts.translatedElsewhere(client, multi) {
+		for _, d := range serviceDestinations(tr.tp) {
+			if d.Service.Cluster == client {
+				out = append(out, serviceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name})
+			}
+		}
+	}
+	return out
 }
 
 // destinationRule returns a DestinationRule for host with the subsets;

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
@@ -19,11 +20,11 @@ const (
 	Version = "0.1.0"
 )
 
-// Translator maps meshrelay policies to Istio resources. Its zero value is
-// not used; call New.
+// Translator maps meshrelay policies to Istio resources, one target
+// cluster at a time. Its zero value is not used; call New.
 type Translator struct{}
 
-var _ sdk.Translator = (*Translator)(nil)
+var _ sdk.TargetTranslator = (*Translator)(nil)
 
 // New returns the Istio translator.
 func New() *Translator { return &Translator{} }
@@ -50,24 +51,44 @@ func (t *Translator) Describe() sdk.Description {
 // Istio resources that carry out the fleet's policies; see the package
 // documentation for the mapping.
 func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	v := newView(req.Fleet)
-	if len(v.istio) == 0 {
+	return sdk.TranslateTargets(ctx, t, req, resp)
+}
+
+// TranslateTarget emits the Istio resources of one target cluster, nothing
+// when discovery found no Istio there. What it reads is listed in the
+// package documentation.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+	if !req.Target.HasMesh(discoveryapi.MeshIstio) {
 		return nil
 	}
+	tg := &target{view: newView(req.Fleet), cluster: req.Target, name: req.Target.Name}
 	out := newOutputs()
 	remote := newRemoteServices()
-	if err := translateTraffic(ctx, v, out, remote); err != nil {
+	plan := &trafficPlan{}
+	if len(req.Fleet.TrafficPolicies())+len(req.Fleet.VirtualDestinations()) > 0 {
+		plan = planOf(req.Fleet)
+		out.diagnose(plan.Diags...)
+	}
+	if err := translateTraffic(ctx, tg, plan, out, remote); err != nil {
 		return err
 	}
-	if err := translateAccess(ctx, v, out); err != nil {
+	if err := translateAccess(ctx, tg, out); err != nil {
 		return err
 	}
-	if err := translateVirtualDestinations(ctx, v, out); err != nil {
+	if err := translateVirtualDestinations(ctx, tg, plan, out); err != nil {
 		return err
 	}
-	remote.emit(v, out)
+	remote.emit(tg, out)
 	out.emit(resp)
 	return nil
+}
+
+// target is the computation of one target cluster's outputs: the target
+// is also the client cluster whose clients the outputs serve.
+type target struct {
+	*view
+	cluster *sdk.Cluster
+	name    string
 }
 
 // byAge orders policies oldest first, then by namespace, name and source

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -39,26 +40,33 @@ func (k serviceKey) compare(o serviceKey) int {
 	return cmp.Or(cmp.Compare(k.Cluster, o.Cluster), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
 }
 
-// view is the part of the fleet the Istio translator reads, with the
-// per-cluster facts it looks up often.
+// destination is a Service selected in a cluster that runs Istio.
+type destination struct {
+	key serviceKey
+	svc *corev1.Service
+}
+
+// view reads the fleet for one computation: a target's outputs, or a value
+// that targets share. It remembers the Istio Mesh of each cluster it looked
+// at, and is not safe for concurrent use.
 type view struct {
-	fleet *sdk.Fleet
-	// istio are the clusters where discovery found Istio, sorted by name.
-	istio  []*sdk.Cluster
+	fleet  *sdk.Fleet
 	meshes map[string]*discoveryapi.Mesh
 }
 
 func newView(f *sdk.Fleet) *view {
-	v := &view{fleet: f, istio: f.ClustersWithMesh(discoveryapi.MeshIstio), meshes: map[string]*discoveryapi.Mesh{}}
-	for _, c := range v.istio {
-		for _, m := range c.MeshInfo() {
-			if m.Spec.Type == discoveryapi.MeshIstio {
-				v.meshes[c.Name] = m
-				break
-			}
-		}
+	return &view{fleet: f, meshes: map[string]*discoveryapi.Mesh{}}
+}
+
+// istioClusters returns the names of the clusters that run Istio, sorted.
+// It depends on every cluster's meshes, so only values that targets share
+// call it.
+func (v *view) istioClusters() []string {
+	var names []string
+	for _, c := range v.fleet.ClustersWithMesh(discoveryapi.MeshIstio) {
+		names = append(names, c.Name)
 	}
-	return v
+	return names
 }
 
 // isIstio reports whether the named cluster runs Istio.
@@ -67,9 +75,27 @@ func (v *view) isIstio(cluster string) bool {
 	return ok && c.HasMesh(discoveryapi.MeshIstio)
 }
 
+// mesh returns the Istio Mesh discovery found in a cluster, nil when none.
+func (v *view) mesh(cluster string) *discoveryapi.Mesh {
+	if m, ok := v.meshes[cluster]; ok {
+		return m
+	}
+	var found *discoveryapi.Mesh
+	if c, ok := v.fleet.Cluster(cluster); ok {
+		for _, m := range c.MeshInfo() {
+			if m.Spec.Type == discoveryapi.MeshIstio {
+				found = m
+				break
+			}
+		}
+	}
+	v.meshes[cluster] = found
+	return found
+}
+
 // trustDomain returns the Istio trust domain of a cluster.
 func (v *view) trustDomain(cluster string) string {
-	if m := v.meshes[cluster]; m != nil && m.Spec.TrustDomain != "" {
+	if m := v.mesh(cluster); m != nil && m.Spec.TrustDomain != "" {
 		return m.Spec.TrustDomain
 	}
 	return DefaultTrustDomain
@@ -77,7 +103,7 @@ func (v *view) trustDomain(cluster string) string {
 
 // network returns the Istio network of a cluster, empty when unset.
 func (v *view) network(cluster string) string {
-	if m := v.meshes[cluster]; m != nil {
+	if m := v.mesh(cluster); m != nil {
 		return m.Spec.Network
 	}
 	return ""
@@ -85,7 +111,7 @@ func (v *view) network(cluster string) string {
 
 // rootNamespace returns the namespace of a cluster's Istio control plane.
 func (v *view) rootNamespace(cluster string) string {
-	if m := v.meshes[cluster]; m != nil && m.Spec.Namespace != "" {
+	if m := v.mesh(cluster); m != nil && m.Spec.Namespace != "" {
 		return m.Spec.Namespace
 	}
 	return defaultRootNamespace
@@ -132,6 +158,33 @@ func (v *view) service(k serviceKey) (*corev1.Service, bool) {
 	return c.Service(k.Namespace, k.Name)
 }
 
+// selectIstio returns the Services the selectors select in clusters that
+// run Istio, sorted by cluster, namespace and name.
+func selectIstio(v *view, selectors []policyv1alpha1.DestinationSelector) []destination {
+	var out []destination
+	for _, d := range v.fleet.Select(selectors) {
+		if d.Cluster.HasMesh(discoveryapi.MeshIstio) {
+			k := serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+			out = append(out, destination{key: k, svc: d.Service})
+		}
+	}
+	return out
+}
+
+// sharedWorkloadLabels returns workloadLabels of the Service k as a value
+// that targets share: a target depends on the label sets, not on every
+// workload of k's cluster. Values that targets share must not call it.
+func (v *view) sharedWorkloadLabels(k serviceKey) []map[string]string {
+	return sdk.Shared(v.fleet, "istio/workloads/"+k.String(), func(f *sdk.Fleet) []map[string]string {
+		v := newView(f)
+		svc, ok := v.service(k)
+		if !ok {
+			return nil
+		}
+		return v.workloadLabels(k, svc)
+	})
+}
+
 // workloadLabels returns the pod template labels of the workloads
 // (Deployments, StatefulSets, DaemonSets) that a Service selects, sorted and
 // without duplicates.
@@ -170,11 +223,18 @@ func containsLabels(labels, want map[string]string) bool {
 	return true
 }
 
-// locality returns the Istio locality ("region" or "region/zone") shared by
-// the ready endpoints of a Service or, when discovery knows none, by the
-// nodes of its cluster; empty when they have none in common.
+// locality returns the Istio locality of the Service k (see localityOf) as
+// a value that targets share: a target depends on the locality, not on the
+// endpoints it comes from. Values that targets share must not call it.
 func (v *view) locality(k serviceKey) string {
-	c, ok := v.fleet.Cluster(k.Cluster)
+	return sdk.Shared(v.fleet, "istio/locality/"+k.String(), func(f *sdk.Fleet) string { return localityOf(f, k) })
+}
+
+// localityOf returns the Istio locality ("region" or "region/zone") shared
+// by the ready endpoints of a Service or, when discovery knows none, by the
+// nodes of its cluster; empty when they have none in common.
+func localityOf(f *sdk.Fleet, k serviceKey) string {
+	c, ok := f.Cluster(k.Cluster)
 	if !ok {
 		return ""
 	}

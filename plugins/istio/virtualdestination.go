@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -16,36 +17,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// translateVirtualDestinations gives every cluster that runs Istio a
-// ServiceEntry for each VirtualDestination's hostname, with the backing
-// Services' endpoints: a local Service's ready endpoints (or its cluster DNS
-// name when none is known), another cluster's east-west gateways; and a
-// DestinationRule with the outlier detection and locality failover.
-func translateVirtualDestinations(ctx context.Context, v *view, out *outputs) error {
-	for _, vd := range v.fleet.VirtualDestinations() {
+// translateVirtualDestinations gives the target a ServiceEntry for each
+// VirtualDestination's hostname, with the backing Services' endpoints: a
+// local Service's ready endpoints (or its cluster DNS name when none is
+// known), another cluster's east-west gateways; and a DestinationRule with
+// the outlier detection and locality failover. The plan found the backing
+// Services and decided which policies are accepted.
+func translateVirtualDestinations(ctx context.Context, t *target, plan *trafficPlan, out *outputs) error {
+	for _, vd := range t.fleet.VirtualDestinations() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translate virtual destinations: %w", err)
 		}
-		s := newStaged(vd)
-		backing := backingServices(v, vd, s)
-		if len(backing) == 0 {
-			s.warnf("", "spec.services", "no backing Service found in a cluster that runs Istio")
-		} else {
-			for _, client := range v.istio {
-				namespace := cmp.Or(vd.Namespace, v.rootNamespace(client.Name))
-				se := virtualServiceEntry(v, vd, s, client.Name, backing)
-				se.Namespace = namespace
-				s.add(client.Name, se)
-				if dr := virtualDestinationRule(vd); dr != nil {
-					dr.Namespace = namespace
-					s.add(client.Name, dr)
-				}
-			}
-			failover(v, vd, s, backing)
+		facts := plan.Virtual[sdk.RefOf(vd)]
+		if facts == nil || len(facts.Backing) == 0 {
+			continue
 		}
-		out.commit(s)
+		s := newStaged(vd)
+		namespace := virtualNamespace(t.view, vd, t.name)
+		se := virtualServiceEntry(t.view, vd, s, t.name, facts.Backing)
+		se.Namespace = namespace
+		s.add(t.name, se)
+		if dr := virtualDestinationRule(vd); dr != nil {
+			dr.Namespace = namespace
+			s.add(t.name, dr)
+		}
+		failover(t.view, vd, s, facts.Backing)
+		out.commitPlanned(s, facts.Accepted)
 	}
 	return nil
+}
+
+// virtualNamespace is the namespace of vd's objects in cluster client: the
+// policy's, else Istio's root namespace there.
+func virtualNamespace(v *view, vd *policyv1alpha1.VirtualDestination, client string) string {
+	return cmp.Or(vd.Namespace, v.rootNamespace(client))
 }
 
 // backingServices returns the existing backing Services in clusters that
@@ -68,8 +73,8 @@ func backingServices(v *view, vd *policyv1alpha1.VirtualDestination, s *staged) 
 			out = append(out, k)
 		}
 	}
-	if len(vd.Spec.DestinationSelectors) > 0 {
-		out = append(out, selectIstio(v, vd.Spec.DestinationSelectors)...)
+	for _, d := range selectIstio(v, vd.Spec.DestinationSelectors) {
+		out = append(out, d.key)
 	}
 	slices.SortFunc(out, serviceKey.compare)
 	return slices.Compact(out)
@@ -93,8 +98,8 @@ func virtualServiceEntry(v *view, vd *policyv1alpha1.VirtualDestination, s *stag
 	}
 	var addresses []string
 	for _, k := range backing {
-		svc, _ := v.service(k)
 		if k.Cluster == client {
+			svc, _ := v.service(k)
 			for _, we := range localEndpoints(v, vd, s, k, svc) {
 				se.Spec.Endpoints = append(se.Spec.Endpoints, we)
 				addresses = append(addresses, we.Address)
@@ -177,7 +182,7 @@ func localEndpoints(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, k
 // virtualDestinationRule returns the DestinationRule of vd's hostname, or
 // nil when the policy asks for neither failover nor outlier detection.
 func virtualDestinationRule(vd *policyv1alpha1.VirtualDestination) *clientnetworking.DestinationRule {
-	if vd.Spec.OutlierDetection == nil && vd.Spec.Failover == nil {
+	if !hasVirtualDestinationRule(vd) {
 		return nil
 	}
 	dr := &clientnetworking.DestinationRule{
@@ -200,6 +205,12 @@ func virtualDestinationRule(vd *policyv1alpha1.VirtualDestination) *clientnetwor
 		}
 	}
 	return dr
+}
+
+// hasVirtualDestinationRule reports whether vd asks for failover or
+// outlier detection, which its DestinationRule carries.
+func hasVirtualDestinationRule(vd *policyv1alpha1.VirtualDestination) bool {
+	return vd.Spec.OutlierDetection != nil || vd.Spec.Failover != nil
 }
 
 // failover fills in the locality failover of the staged DestinationRules.
