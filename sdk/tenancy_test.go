@@ -15,7 +15,9 @@ import (
 // does.
 type guard struct{}
 
-func (guard) Describe() Description { return Description{Name: "guard", Version: "1", Backends: []string{"b"}} }
+func (guard) Describe() Description {
+	return Description{Name: "guard", Version: "1", Backends: []string{"b"}}
+}
 
 func (guard) Translate(_ context.Context, req *Request, resp *Response) error {
 	for _, ap := range req.Fleet.AccessPolicies() {
