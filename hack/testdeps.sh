@@ -27,6 +27,11 @@ for dep in "${deps[@]}"; do
 		missing+=("$pkg")
 	fi
 done
+# protoc needs the well-known types (google/protobuf/*.proto), which Debian
+# ships in libprotobuf-dev, a recommendation that --no-install-recommends skips.
+if [[ ! -f /usr/include/google/protobuf/timestamp.proto ]]; then
+	missing+=(libprotobuf-dev)
+fi
 
 if ((${#missing[@]} > 0)); then
 	if ! command -v apt-get >/dev/null 2>&1; then
