@@ -19,7 +19,7 @@ func newBenchCommand(logs *logOptions) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure server replicas against a simulated fleet",
 		Long: `Simulate a fleet of relay agents in one process against real meshrelay
-server processes on loopback, and report what DESIGN.md §6 asks of a replica.
+server processes on loopback, and report the scale figures of docs/performance.md.
 
 The server runs as a child process (this binary's "server" command) with the
 real translator plugins installed and a generated fleet-wide AccessPolicy.

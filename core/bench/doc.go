@@ -1,6 +1,6 @@
 // Package bench measures a meshrelay fleet at scale: it simulates many relay
 // agents in one process against real management server processes, and
-// reports what DESIGN.md §6 asks of a replica — how long the fleet takes
+// reports the scale figures of docs/performance.md — how long the fleet takes
 // to register and converge, how fast a change in one cluster and a policy
 // change reach the agents they affect, how many bytes a change costs on the
 // wire, and the servers' CPU and memory.

@@ -19,7 +19,7 @@ import (
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
-// The tests in this file are the failure table of DESIGN.md §2, with real
+// The tests in this file are the failure table of docs/architecture.md, with real
 // redis-server processes and real server replicas.
 
 // redisStore is a replica's write-through store over a real Redis.

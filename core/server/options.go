@@ -103,7 +103,7 @@ const (
 	TargetsAll       = "all"
 )
 
-// DefaultOptions returns the defaults of DESIGN.md: relay on :9900, metrics
+// DefaultOptions returns the documented defaults (README, Configuration): relay on :9900, metrics
 // and health on :9091, mTLS, 24h certificates.
 func DefaultOptions() Options {
 	return Options{

@@ -6,10 +6,10 @@
 // [Store] is the contract. Two implementations pass the same conformance
 // suite (package storetest): package memory, the embedded default for demos
 // and tests, and package redis, the shared source of truth across server
-// replicas. [WriteThrough] combines them as DESIGN.md §1 step 4 asks: reads
+// replicas. [WriteThrough] combines them as docs/architecture.md describes: reads
 // and writes hit memory and return at once, writes reach Redis from a
 // coalescing queue, and translation keeps going from memory while Redis is
-// down (DESIGN.md §2, "Redis unavailable").
+// down (the failure contract in docs/architecture.md, "Redis unavailable").
 //
 // Typical use in the server:
 //

@@ -68,7 +68,7 @@ func (o *WriteThroughOptions) setDefaults() {
 }
 
 // WriteThrough is a Store that serves from a primary (memory) store and
-// writes through to a backing (Redis) store, as DESIGN.md §1 step 4 and §2
+// writes through to a backing (Redis) store, as docs/architecture.md describes
 // ask.
 //
 // Every method acts on the primary and returns at once; writes are then

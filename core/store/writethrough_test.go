@@ -196,7 +196,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestWriteThroughRedisDown is DESIGN.md §2 "Redis unavailable": with the
+// TestWriteThroughRedisDown is the failure contract's "Redis unavailable" (docs/architecture.md): with the
 // real redis-server killed, writes are accepted and reads served from
 // memory, health is degraded, and when Redis returns everything reaches it
 // again and health is ok. A second replica ends up with the inputs written

@@ -1,5 +1,5 @@
 // Package redis is the store.Store in Redis: the shared source of truth
-// across meshrelay server replicas (DESIGN.md §1 step 4). It uses go-redis's
+// across meshrelay server replicas (docs/architecture.md). It uses go-redis's
 // UniversalClient, so one server, Sentinel and Redis Cluster all work; see
 // ParseURL for the --store URL forms.
 //
