@@ -40,14 +40,19 @@ func main() {
 		return
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
+	os.Exit(exitCode(err))
+}
+
+// exitCode returns the exit code of a command that failed with err.
+func exitCode(err error) int {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
-		os.Exit(ee.code)
+		return ee.code
 	case isUsageError(err):
-		os.Exit(2)
+		return 2
 	default:
-		os.Exit(1)
+		return 1
 	}
 }
 

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/meshrelay/meshrelay/core/agent/sink"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/offline"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
@@ -21,9 +25,11 @@ func newTranslateCommand(logs *logOptions) *cobra.Command {
 		Long: `Translate once, with no server and no agents: every subdirectory of
 --clusters is a cluster (YAML manifests, as an agent with --source dir:PATH
 would discover them), --policies holds policies, --plugin-dir the installed
-plugins. Outputs are printed as YAML, or written per cluster and backend
-under --out. Diagnostics go to stderr; the exit code is 3 when a policy has
-an error diagnostic or a plugin failed.`,
+plugins. Outputs are printed as YAML, or written under --out one file per
+resource in OUT/<cluster>/<backend>/, named as the agent's --sink dir:PATH
+names them. Diagnostics go to stderr; the exit code is 1 when a resource
+cannot be written, and 3 when a policy has an error diagnostic or a plugin
+failed.`,
 		Example: `  meshrelay translate --clusters testdata/demo/clusters --policies testdata/policies \
     --plugin-dir ./plugins --out ./rendered`,
 		Args: cobra.NoArgs,
@@ -48,11 +54,16 @@ an error diagnostic or a plugin failed.`,
 			if err != nil {
 				return err
 			}
+			var unwritten []error
 			for _, k := range res.Keys() {
 				snap := res.Outputs[k]
 				if outDir != "" {
-					if _, err := sink.NewDir(filepath.Join(outDir, k.Cluster)).Apply(cmd.Context(), k.Backend, snap, true); err != nil {
-						return err
+					errs, err := sink.NewDir(filepath.Join(outDir, k.Cluster)).Apply(cmd.Context(), k.Backend, snap, true)
+					if err != nil {
+						return fmt.Errorf("cluster %s: %w", k.Cluster, err)
+					}
+					for _, id := range slices.SortedFunc(maps.Keys(errs), snapshot.ID.Compare) {
+						unwritten = append(unwritten, fmt.Errorf("cluster %s, backend %s: %w", k.Cluster, k.Backend, errs[id]))
 					}
 					continue
 				}
@@ -64,7 +75,7 @@ an error diagnostic or a plugin failed.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "# cluster: %s, backend: %s\n%s---\n", k.Cluster, k.Backend, y)
 				}
 			}
-			if outDir != "" {
+			if outDir != "" && len(unwritten) == 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d outputs under %s\n", len(res.Outputs), outDir)
 			}
 			failed := false
@@ -75,6 +86,9 @@ an error diagnostic or a plugin failed.`,
 			for _, p := range res.Failed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "plugin %s failed: %s\n", p.Name, p.Error)
 				failed = true
+			}
+			if len(unwritten) > 0 {
+				return fmt.Errorf("some resources were not written under %s:\n%w", outDir, errors.Join(unwritten...))
 			}
 			if failed {
 				return problem("translation reported errors")

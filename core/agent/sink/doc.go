@@ -13,8 +13,13 @@
 //     resources that failed, such as those whose CRD was missing, until they
 //     apply.
 //   - [Dir] writes each backend's resources as YAML files under
-//     PATH/<backend>/, atomically, removing files of resources no longer
-//     desired only when asked to prune.
+//     PATH/<backend>/, one per resource, atomically, removing files of
+//     resources no longer desired only when asked to prune. A file is named
+//     "<kind>.<group>_<namespace>_<name>.yaml" ([FileName]), every byte
+//     other than a-z, 0-9, "." and "-" escaped as %XX, so any name (with
+//     "/", "?", upper case, …) has its own file inside the directory; a name
+//     too long for a file name is cut and ends in a hash, and the file's
+//     object always holds the resource's identity.
 //
 // Both implement the agent's sink contract:
 //
