@@ -3,6 +3,7 @@ package sdk
 import (
 	"cmp"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
 
@@ -505,6 +506,45 @@ func newFleetData(clusters []*clusterData, policies []policyv1alpha1.Policy, sha
 	d.clusters = slices.Clone(clusters)
 	slices.SortFunc(d.clusters, func(a, b *clusterData) int { return cmp.Compare(a.name, b.name) })
 	d.clusters = slices.CompactFunc(d.clusters, func(a, b *clusterData) bool { return a.name == b.name })
+	d.setPolicies(policies)
+	return d
+}
+
+// next returns a copy of d with the clusters of updates replaced, added or,
+// for a nil value, removed, and with policies when setPolicies is true. d
+// is not changed. Clusters are sorted again only when some were added or
+// removed.
+func (d *fleetData) next(updates map[string]*clusterData, policies []policyv1alpha1.Policy, setPolicies bool) *fleetData {
+	n := &fleetData{byName: maps.Clone(d.byName), shared: d.shared, traffic: d.traffic, access: d.access, virtual: d.virtual}
+	membership := false
+	for name, c := range updates {
+		_, had := n.byName[name]
+		if c == nil {
+			delete(n.byName, name)
+			membership = membership || had
+			continue
+		}
+		membership = membership || !had
+		n.byName[name] = c
+	}
+	if membership {
+		n.clusters = slices.SortedFunc(maps.Values(n.byName), func(a, b *clusterData) int { return cmp.Compare(a.name, b.name) })
+	} else {
+		n.clusters = slices.Clone(d.clusters)
+		for name, c := range updates {
+			i, _ := slices.BinarySearchFunc(n.clusters, name, func(c *clusterData, name string) int { return cmp.Compare(c.name, name) })
+			n.clusters[i] = c
+		}
+	}
+	if setPolicies {
+		n.traffic, n.access, n.virtual = nil, nil, nil
+		n.setPolicies(policies)
+	}
+	return n
+}
+
+// setPolicies sorts policies and files them by kind.
+func (d *fleetData) setPolicies(policies []policyv1alpha1.Policy) {
 	slices.SortFunc(policies, func(a, b policyv1alpha1.Policy) int {
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()),
 			cmp.Compare(a.GetAnnotations()[SourceClusterAnnotation], b.GetAnnotations()[SourceClusterAnnotation]))
@@ -519,7 +559,6 @@ func newFleetData(clusters []*clusterData, policies []policyv1alpha1.Policy, sha
 			d.virtual = append(d.virtual, p)
 		}
 	}
-	return d
 }
 
 // view returns a Fleet over d that records reads into rec (nil: none).

@@ -258,6 +258,13 @@ func (c *change) touches(rs *readSet) bool {
 	return slices.ContainsFunc(rs.reads, func(r read) bool { return c.touchesRead(r, rs) })
 }
 
+// touchesBound reports whether the change concerns a read of rs that is
+// bound to a cluster; the fleet-wide reads are checked through the index of
+// targets.
+func (c *change) touchesBound(rs *readSet) bool {
+	return slices.ContainsFunc(rs.reads, func(r read) bool { return !r.global() && c.touchesRead(r, rs) })
+}
+
 func (c *change) touchesRead(r read, rs *readSet) bool {
 	switch r.op {
 	case readObjects:

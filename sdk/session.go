@@ -65,6 +65,8 @@ type session struct {
 	diags    []Diagnostic
 	sent     map[outKey][sha256.Size]byte
 	targets  *targets
+	// fleet is the fleet of the last update, the base of the next one's.
+	fleet *fleetData
 
 	// The update in progress.
 	open            bool
@@ -359,6 +361,9 @@ func (s *session) translate(ctx context.Context, req *Request, resp *Response) (
 // clusters that appeared, left or changed staleness or meshes. It returns
 // the names of the clusters that changed, sorted.
 func (s *session) buildFleet() (*fleetData, []string) {
+	if !s.full && s.fleet != nil {
+		return s.nextFleet()
+	}
 	var changed []string
 	for name := range s.touched {
 		if _, ok := s.clusters[name]; !ok {
@@ -372,16 +377,7 @@ func (s *session) buildFleet() (*fleetData, []string) {
 			changed = append(changed, name)
 			continue
 		}
-		if (s.full || s.touched[name]) && !cs.matches(name) {
-			old := cs.built
-			cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.objects), true
-			if old == nil || old.stale != cs.built.stale || !slices.Equal(old.meshes, cs.built.meshes) {
-				var oldMeshes []string
-				if old != nil {
-					oldMeshes = old.meshes
-				}
-				s.change.addMeta(name, oldMeshes, cs.built.meshes)
-			}
+		if (s.full || s.touched[name]) && s.rebuild(name, cs) {
 			changed = append(changed, name)
 		}
 		clusters = append(clusters, cs.built)
@@ -395,7 +391,54 @@ func (s *session) buildFleet() (*fleetData, []string) {
 	if s.targets != nil {
 		shared = s.targets.shared
 	}
-	return newFleetData(clusters, slices.Clone(s.policies), shared), changed
+	s.fleet = newFleetData(clusters, slices.Clone(s.policies), shared)
+	return s.fleet, changed
+}
+
+// nextFleet is buildFleet after a delta: it rebuilds the touched clusters
+// only and derives the fleet from the previous one, so that a change costs
+// what it touched, not the fleet's size.
+func (s *session) nextFleet() (*fleetData, []string) {
+	var changed []string
+	updates := map[string]*clusterData{}
+	for name := range s.touched {
+		cs, ok := s.clusters[name]
+		switch {
+		case !ok:
+			updates[name] = nil // removed
+		case s.rebuild(name, cs):
+			updates[name] = cs.built
+		default:
+			continue
+		}
+		changed = append(changed, name)
+	}
+	slices.Sort(changed)
+	var policies []policyv1alpha1.Policy
+	if s.policiesTouched {
+		s.rebuildPolicies()
+		policies = slices.Clone(s.policies)
+	}
+	s.fleet = s.fleet.next(updates, policies, s.policiesTouched)
+	return s.fleet, changed
+}
+
+// rebuild builds a cluster's data again when its raw state changed, and
+// records a change of its staleness or meshes. It reports whether it did.
+func (s *session) rebuild(name string, cs *clusterState) bool {
+	if cs.matches(name) {
+		return false
+	}
+	old := cs.built
+	cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.objects), true
+	if old == nil || old.stale != cs.built.stale || !slices.Equal(old.meshes, cs.built.meshes) {
+		var oldMeshes []string
+		if old != nil {
+			oldMeshes = old.meshes
+		}
+		s.change.addMeta(name, oldMeshes, cs.built.meshes)
+	}
+	return true
 }
 
 // matches reports whether the built cluster still reflects the raw state.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
@@ -23,34 +24,49 @@ type targetState struct {
 }
 
 // targets are the per-target computations of a TargetTranslator's session.
+//
+// A change is matched against the targets through two indexes, so that
+// what it costs grows with the targets it concerns, not with the fleet:
+// byCluster holds the targets with a read bound to a cluster, and global
+// holds, per fleet-wide read (a policy kind, a Shared key, a fleet-wide
+// selector, the list of clusters), the targets that made it. A change is
+// checked once against each fleet-wide read, however many targets share
+// it, and only against the cluster-bound reads of the targets of the
+// clusters it changed.
 type targets struct {
-	state map[string]*targetState
-	// byCluster indexes the targets by the clusters their reads are
-	// bound to; global holds the targets with fleet-wide reads.
+	state     map[string]*targetState
 	byCluster map[string]map[string]bool
-	global    map[string]bool
+	global    map[read]map[string]bool
+	// selectors holds the selectors of the fleet-wide select reads in
+	// global, by their JSON (the read's name).
+	selectors *readSet
 	shared    *sharedValues
 	// computed counts target computations, for tests and benchmarks.
 	computed int
 }
 
 func newTargets() *targets {
-	return &targets{state: map[string]*targetState{}, byCluster: map[string]map[string]bool{}, global: map[string]bool{}, shared: newSharedValues()}
+	ts := &targets{shared: newSharedValues()}
+	ts.reset()
+	return ts
 }
 
 // set records a target's new state, replacing the old one in the indexes.
 func (ts *targets) set(name string, st *targetState) {
 	ts.drop(name)
 	ts.state[name] = st
-	clusters, global := st.reads.clusters()
+	clusters, _ := st.reads.clusters()
 	for _, c := range clusters {
-		if ts.byCluster[c] == nil {
-			ts.byCluster[c] = map[string]bool{}
-		}
-		ts.byCluster[c][name] = true
+		addTo(ts.byCluster, c, name)
 	}
-	if global {
-		ts.global[name] = true
+	for _, r := range st.reads.reads {
+		if !r.global() {
+			continue
+		}
+		addTo(ts.global, r, name)
+		if r.op == readSelect {
+			ts.selectors.selectors[r.name] = st.reads.selectors[r.name]
+		}
 	}
 }
 
@@ -62,37 +78,67 @@ func (ts *targets) drop(name string) {
 	}
 	clusters, _ := st.reads.clusters()
 	for _, c := range clusters {
-		delete(ts.byCluster[c], name)
-		if len(ts.byCluster[c]) == 0 {
-			delete(ts.byCluster, c)
+		removeFrom(ts.byCluster, c, name)
+	}
+	for _, r := range st.reads.reads {
+		if !r.global() {
+			continue
+		}
+		if removeFrom(ts.global, r, name) && r.op == readSelect {
+			delete(ts.selectors.selectors, r.name)
 		}
 	}
-	delete(ts.global, name)
 	delete(ts.state, name)
+}
+
+// addTo adds name to index[k].
+func addTo[K comparable](index map[K]map[string]bool, k K, name string) {
+	if index[k] == nil {
+		index[k] = map[string]bool{}
+	}
+	index[k][name] = true
+}
+
+// removeFrom removes name from index[k] and reports whether k is gone.
+func removeFrom[K comparable](index map[K]map[string]bool, k K, name string) bool {
+	delete(index[k], name)
+	if len(index[k]) == 0 {
+		delete(index, k)
+		return true
+	}
+	return false
 }
 
 // reset forgets every target and shared value, as a full update does.
 func (ts *targets) reset() {
 	ts.state = map[string]*targetState{}
 	ts.byCluster = map[string]map[string]bool{}
-	ts.global = map[string]bool{}
+	ts.global = map[read]map[string]bool{}
+	ts.selectors = &readSet{selectors: map[string][]policyv1alpha1.DestinationSelector{}}
 	ts.shared.reset()
 }
 
 // dirty returns the targets of want that must be computed after change c:
 // those never computed and those with a read that c concerns.
 func (ts *targets) dirty(want []string, c *change) []string {
-	candidates := map[string]bool{}
+	hit := map[string]bool{}
 	if c.global() {
-		maps.Copy(candidates, ts.global)
+		for r, names := range ts.global {
+			if c.touchesRead(r, ts.selectors) {
+				maps.Copy(hit, names)
+			}
+		}
 	}
-	for _, name := range c.clusters() {
-		maps.Copy(candidates, ts.byCluster[name])
+	for _, cluster := range c.clusters() {
+		for name := range ts.byCluster[cluster] {
+			if !hit[name] && c.touchesBound(ts.state[name].reads) {
+				hit[name] = true
+			}
+		}
 	}
 	var out []string
 	for _, name := range want {
-		st, ok := ts.state[name]
-		if !ok || (candidates[name] && c.touches(st.reads)) {
+		if _, ok := ts.state[name]; !ok || hit[name] {
 			out = append(out, name)
 		}
 	}

@@ -33,7 +33,8 @@ edits the policy --policy-changes times, and reports: time to connect and to
 first outputs; latency from an input change to its agent and from a policy
 edit to every agent (p50/p99/max); bytes on the wire per change as the
 agents received them; the servers' and plugins' CPU seconds per input change
-(the headline figure) and per policy edit; the server's CPU seconds and peak
+(the headline figure) and per policy edit, and per input
+change net of the idle CPU measured over 10s before the churn; the server's CPU seconds and peak
 RSS (and its plugins'), and Redis used_memory with --store redis://.
 
 Scenarios (--scenario):
@@ -165,7 +166,8 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("policy edit → all agents p50/p99/max", ms(r.PolicyAllLatency))
 	t.row("bytes per policy edit per agent (wire / payload)", kib(r.PolicyWireBytes)+" / "+kib(r.PolicyPayloadBytes))
 	t.row("server+plugins CPU per input change / policy edit", fmt.Sprintf("%.3f s / %.3f s", r.InputCPU, r.PolicyCPU))
-	t.row("idle traffic to agents", fmt.Sprintf("%.0f B/s", r.IdleWireBytesPerS))
+	t.row("server+plugins CPU per input change, net of idle", fmt.Sprintf("%.3f s", r.InputCPUNet))
+	t.row("idle traffic to agents / idle server+plugins CPU", fmt.Sprintf("%.0f B/s / %.3f s/s", r.IdleWireBytesPerS, r.IdleCPUPerS))
 	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
 	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
 	t.row("server RSS per agent", kib(r.ServerRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))

@@ -198,11 +198,19 @@ type Report struct {
 	PolicyWireBytes    float64 `json:"policy_wire_bytes_per_agent"`
 	PolicyPayloadBytes float64 `json:"policy_payload_bytes_per_agent"`
 	IdleWireBytesPerS  float64 `json:"idle_wire_bytes_per_second"`
+	// IdleCPUPerS is the CPU seconds per second every replica and its
+	// plugins spend with the fleet connected and nothing changing
+	// (heartbeats, LastSeen writes, renewals), measured before the churn.
+	IdleCPUPerS float64 `json:"idle_server_and_plugins_cpu_seconds_per_second"`
 	// InputCPU and PolicyCPU are the CPU seconds every replica and its
 	// plugins spent per input change (during the churn) and per policy
 	// edit: the cost of a change, whatever else runs on the machine.
 	InputCPU  float64 `json:"server_and_plugins_cpu_seconds_per_input_change"`
 	PolicyCPU float64 `json:"server_and_plugins_cpu_seconds_per_policy_edit"`
+	// InputCPUNet is InputCPU without the idle CPU of the same period: the
+	// work a change itself causes. At a low churn rate the idle part,
+	// which grows with the fleet, dominates InputCPU.
+	InputCPUNet float64 `json:"server_and_plugins_cpu_seconds_per_input_change_net_of_idle"`
 	// LoadAverage is the machine's 1-minute load average at the end: other
 	// work on the machine lengthens every latency.
 	LoadAverage float64 `json:"load_average"`
@@ -527,10 +535,11 @@ func (r *run) countServed() []int {
 func (r *run) measureIdle() {
 	ports := r.servers.ports()
 	idle := 10 * time.Second
-	b0 := receivedFrom(ports...)
+	b0, cpu0 := receivedFrom(ports...), r.servers.cpu()
 	time.Sleep(idle)
 	r.rep.IdleWireBytesPerS = float64(receivedFrom(ports...)-b0) / idle.Seconds()
-	r.say("idle traffic %.0f B/s", r.rep.IdleWireBytesPerS)
+	r.rep.IdleCPUPerS = (r.servers.cpu() - cpu0) / idle.Seconds()
+	r.say("idle traffic %.0f B/s, idle CPU %.3f s/s", r.rep.IdleWireBytesPerS, r.rep.IdleCPUPerS)
 }
 
 // churn makes input changes at opts.Churn per second for opts.Duration and
@@ -577,7 +586,9 @@ func (r *run) churn(ctx context.Context) error {
 	rep.ChurnSeconds = changed.Seconds()
 	rep.InputChanges = seq
 	if seq > 0 {
-		rep.InputCPU = (r.servers.cpu() - cpu0) / float64(seq)
+		cpu := r.servers.cpu() - cpu0
+		rep.InputCPU = cpu / float64(seq)
+		rep.InputCPUNet = max(cpu-rep.IdleCPUPerS*elapsed.Seconds(), 0) / float64(seq)
 	}
 	rep.InputLatency = summarize(lat)
 	if seq > 0 {
