@@ -25,9 +25,9 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// TestAttackMemory reproduces the memory attacks of items 1 and 5 against
-// a running server process and reports its resident memory. It runs only
-// when asked:
+// TestAttackMemory reproduces memory attacks, by a client without
+// credentials and by an authenticated agent's input, against a running
+// server process and reports its resident memory. It runs only when asked:
 //
 //	MESHRELAY_ATTACK_SERVER=127.0.0.1:19900 MESHRELAY_ATTACK_DATA=DATA-DIR \
 //	MESHRELAY_ATTACK_PID=PID MESHRELAY_ATTACK=unauthenticated|helloless|parts \

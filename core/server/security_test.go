@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Item 1: a client without a certificate cannot make the server read large
+// A client without a certificate cannot make the server read large
 // messages, hold streams open without a Hello, or open unbounded
 // connections.
 func TestUnauthenticatedPeerIsBounded(t *testing.T) {
@@ -105,7 +105,7 @@ func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "reset")
 }
 
-// Item 2: renewals racing a deregistration never undo it, in memory and
+// Renewals racing a deregistration never undo it, in memory and
 // with replicas on a real Redis.
 func TestDeregisterRacingRenewals(t *testing.T) {
 	run := func(t *testing.T, ts *testServer, other *testServer) {
@@ -212,7 +212,7 @@ func renewOn(conn *grpc.ClientConn) error {
 	return err
 }
 
-// Item 3: serial, expiry and revocation are checked on every call of an
+// Serial, expiry and revocation are checked on every call of an
 // open connection, and Renew works only from the current certificate.
 func TestCertificateCheckedOnEveryCall(t *testing.T) {
 	ts := startServer(t, nil, "")
@@ -296,7 +296,7 @@ func syncWithConn(t *testing.T, conn *grpc.ClientConn, hello *relayv1.Hello) (re
 	return stream, first, err
 }
 
-// Item 5: an authenticated agent's input is bounded, and the nack names the
+// An authenticated agent's input is bounded, and the nack names the
 // limit.
 func TestInputLimits(t *testing.T) {
 	ts := startServer(t, nil, "", func(o *Options) { o.MaxInputParts, o.MaxInputResources = 3, 5 })
@@ -404,7 +404,7 @@ func registerOn(conn *grpc.ClientConn, cluster, token string) error {
 	return err
 }
 
-// Item 6: failures are limited per address and per cluster, a correct
+// Failures are limited per address and per cluster, a correct
 // token is never refused for others' failures, and limiters are pruned.
 func TestRegistrationRateLimit(t *testing.T) {
 	ts := startServer(t, nil, "", func(o *Options) { o.RegisterFailures = 3 })
@@ -455,7 +455,7 @@ func TestSyncTokenRateLimit(t *testing.T) {
 	}
 }
 
-// Item 7: tokens are single-use unless reusable, and expire by default.
+// Tokens are single-use unless reusable, and expire by default.
 func TestTokensAreSingleUse(t *testing.T) {
 	ts := startServer(t, nil, "")
 	resp, err := relayv1.NewAdminClient(ts.dial(nil)).RegisterCluster(ts.adminCtx(), &relayv1.RegisterClusterRequest{Cluster: "east"})
@@ -479,7 +479,7 @@ func TestTokensAreSingleUse(t *testing.T) {
 	}
 }
 
-// Item 9: the CA key is encrypted in the store, and replicas with the same
+// The CA key is encrypted in the store, and replicas with the same
 // secret share the CA; one with another secret refuses to start.
 func TestCAKeyEncryptedInStore(t *testing.T) {
 	st := memory.New()
