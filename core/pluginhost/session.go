@@ -3,6 +3,7 @@ package pluginhost
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,10 +237,14 @@ func (s *session) checkTarget(key [2]string, view map[string]bool, done map[[2]s
 // addResources validates resources and adds them to the set.
 func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 	for _, p := range rs {
-		r, err := snapshot.ResourceFromProto(p)
+		id, err := snapshot.IDFromProto(p.GetId())
 		if err != nil {
 			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
 		}
+		// checkBody's decode validates the whole body, so the resource is
+		// built without snapshot.ResourceFromProto's separate json.Valid
+		// pass: outputs are the host's largest input.
+		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		if err := checkBody(r); err != nil {
 			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
 		}
@@ -267,6 +272,9 @@ func checkBody(r snapshot.Resource) error {
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(r.Body, &obj); err != nil {
+		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
+			return fmt.Errorf("%s: body is not valid JSON: %w", r.ID, err)
+		}
 		return fmt.Errorf("%s: body is not an object: %w", r.ID, err)
 	}
 	switch {
