@@ -121,7 +121,10 @@ func (s *session) handle(ctx context.Context, req *translatorv1.TranslateRequest
 			return fmt.Errorf("commit of generation %d ends update %d", g, s.generation)
 		}
 		s.open = false
-		return s.commit(ctx, send)
+		err := s.commit(ctx, send)
+		// The change index and the touched set serve one update only.
+		s.change, s.touched = nil, nil
+		return err
 	default:
 		return fmt.Errorf("unknown request message %T", m)
 	}
@@ -204,7 +207,7 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		}
 		s.own(cs)
 		cs.objects[k] = r.GetBody()
-		s.change.addObject(name, objectChange{key: k, old: old, new: r.GetBody()})
+		s.recordObject(name, objectChange{key: k, old: old, new: r.GetBody()})
 	}
 	for _, id := range in.GetDeletes() {
 		k, err := keyOf(id)
@@ -222,9 +225,17 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		}
 		s.own(cs)
 		delete(cs.objects, k)
-		s.change.addObject(name, objectChange{key: k, old: old})
+		s.recordObject(name, objectChange{key: k, old: old})
 	}
 	return nil
+}
+
+// recordObject records a changed object in the change index. A full update
+// computes every target, so it needs no index.
+func (s *session) recordObject(cluster string, oc objectChange) {
+	if !s.full {
+		s.change.addObject(cluster, oc)
+	}
 }
 
 // own gives the cluster its own objects map before a change, when the map
