@@ -342,6 +342,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 		}
 		g.Go(func() error {
 			u, changed := ts.update(view, policies, e.opts.Scoped, scope)
+			u.Accepted = e.accepted
 			if !u.Full && changed == 0 && len(u.PolicyUpserts)+len(u.PolicyDeletes) == 0 && slices.Equal(ts.scope, scope) {
 				outcomes[i] = outcome{ts: ts}
 				return nil
@@ -351,6 +352,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			if errors.Is(err, pluginhost.ErrNeedFull) && !u.Full {
 				ts.needFull = true
 				u, changed = ts.update(view, policies, e.opts.Scoped, scope)
+				u.Accepted = e.accepted
 				res, err = ts.t.Translate(ctx, u)
 			}
 			outcomes[i] = outcome{ts: ts, result: res, err: err, updated: true, changed: changed, took: time.Since(callStart)}
@@ -431,6 +433,17 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	stats.Duration = time.Since(start)
 	e.opts.OnCycle(stats)
 	return wait
+}
+
+// accepted returns the output the engine holds for cluster and backend,
+// or nil: what a translator's answer is checked against.
+func (e *Engine) accepted(cluster, backend string) *snapshot.Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o, ok := e.outputs[OutputKey{Cluster: cluster, Backend: backend}]; ok {
+		return o.Snapshot
+	}
+	return nil
 }
 
 // update builds the translator's next update from the view. It reports how

@@ -63,7 +63,7 @@ func (s *session) translate(ctx context.Context, u Update) (Result, error) {
 	if err := s.send(u, gen); err != nil {
 		return Result{}, fmt.Errorf("send update %d: %w", gen, s.streamErr(ctx, err))
 	}
-	res, err := s.receive(ctx, gen, view)
+	res, err := s.receive(ctx, gen, view, u.Accepted)
 	if errors.Is(err, ErrPluginFailed) {
 		// The plugin applied the update though it could not translate it.
 		s.view = view
@@ -160,9 +160,12 @@ type assembly struct {
 	out  ClusterOutput
 	size int
 	seen map[snapshot.ID]bool
+	// accepted is the host's current output for key, whose resources
+	// need no check again; nil for none.
+	accepted *snapshot.Snapshot
 }
 
-func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool) (Result, error) {
+func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool, accepted func(cluster, backend string) *snapshot.Snapshot) (Result, error) {
 	var (
 		res     Result
 		pending *assembly
@@ -188,6 +191,9 @@ func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool)
 					return Result{}, err
 				}
 				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}}
+				if accepted != nil {
+					pending.accepted = accepted(key[0], key[1])
+				}
 			} else if pending.key != key {
 				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					errProtocol, key[0], key[1], pending.key[0], pending.key[1])
@@ -245,8 +251,10 @@ func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		// built without snapshot.ResourceFromProto's separate json.Valid
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
-		if err := checkBody(r); err != nil {
-			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+		if !a.unchanged(r) {
+			if err := checkBody(r); err != nil {
+				return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+			}
 		}
 		if a.seen[r.ID] {
 			return fmt.Errorf("%w: output for cluster %q has %s twice", errProtocol, a.key[0], r.ID)
@@ -259,6 +267,16 @@ func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		a.out.Resources = append(a.out.Resources, r)
 	}
 	return nil
+}
+
+// unchanged reports whether r is, byte for byte, a resource of the output
+// the host already accepted for the set.
+func (a *assembly) unchanged(r snapshot.Resource) bool {
+	if a.accepted == nil {
+		return false
+	}
+	old, ok := a.accepted.Get(r.ID)
+	return ok && old.Hash == r.Hash
 }
 
 // checkBody checks that a body is a Kubernetes object matching its ID.

@@ -48,6 +48,11 @@ type Update struct {
 	// the view is a target.
 	Scoped  bool
 	Targets []string
+	// Accepted, when set, returns the output the host holds for cluster
+	// and backend (nil for none). A resource of the answer with the same
+	// identity and hash as one in it was checked when it was accepted and
+	// is not checked again, so an answer costs the host what changed.
+	Accepted func(cluster, backend string) *snapshot.Snapshot
 }
 
 // ClusterUpdate is the change of one cluster's inputs.
