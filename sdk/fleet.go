@@ -220,6 +220,40 @@ type clusterData struct {
 
 	mu    sync.Mutex
 	cache map[string]any
+	// decoded, when set, learns of every cache this cluster fills, so
+	// that a session can drop the caches after an update.
+	decoded *decodeLog
+}
+
+// decodeLog collects the clusters whose decode caches an update filled.
+// A TargetTranslator's session drops them after each update. A target is
+// computed again only after a change, mostly one of its own cluster's
+// inputs, which replaces that cluster's data and its caches anyway; only
+// fleet-wide changes (a policy edit) decode again what they read. Kept,
+// the typed objects would cost about as much per cluster as the raw inputs
+// (go test -bench PluginHeap ./core/bench/).
+type decodeLog struct {
+	mu       sync.Mutex
+	clusters []*clusterData
+}
+
+func (l *decodeLog) add(cd *clusterData) {
+	l.mu.Lock()
+	l.clusters = append(l.clusters, cd)
+	l.mu.Unlock()
+}
+
+// drop empties the caches of the clusters logged since the last drop.
+func (l *decodeLog) drop() {
+	l.mu.Lock()
+	clusters := l.clusters
+	l.clusters = nil
+	l.mu.Unlock()
+	for _, cd := range clusters {
+		cd.mu.Lock()
+		cd.cache = nil
+		cd.mu.Unlock()
+	}
 }
 
 // handle returns a view of the cluster that records reads into rec.
@@ -469,6 +503,9 @@ func decodeKind[T any](cd *clusterData, group, kind string) []*T {
 	}
 	if cd.cache == nil {
 		cd.cache = map[string]any{}
+		if cd.decoded != nil {
+			cd.decoded.add(cd)
+		}
 	}
 	cd.cache[cacheKey] = out
 	return out

@@ -442,6 +442,9 @@ func (s *session) rebuild(name string, cs *clusterState) bool {
 	}
 	old := cs.built
 	cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.objects), true
+	if s.targets != nil {
+		cs.built.decoded = &s.targets.decoded
+	}
 	if old == nil || old.stale != cs.built.stale || !slices.Equal(old.meshes, cs.built.meshes) {
 		var oldMeshes []string
 		if old != nil {

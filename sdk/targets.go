@@ -41,6 +41,9 @@ type targets struct {
 	// global, by their JSON (the read's name).
 	selectors *readSet
 	shared    *sharedValues
+	// decoded logs the clusters whose typed objects the last update
+	// decoded; they are dropped when it ends.
+	decoded decodeLog
 	// computed counts target computations, for tests and benchmarks.
 	computed int
 }
@@ -181,6 +184,7 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 	}
 	dirty := ts.dirty(want, s.change)
 	results := s.computeTargets(ctx, fleet, dirty)
+	ts.decoded.drop()
 	ts.computed += len(dirty)
 	for _, r := range results {
 		if r.err != nil {
