@@ -57,6 +57,16 @@
 // targets a change computes, and that incremental outputs equal a full
 // translation.
 //
+// # Ports
+//
+// Policies name Service ports; a backend enforcing access at the workload
+// sees the port the Service forwards to. [Cluster.TargetPorts] maps one to
+// the other — a named targetPort per workload, from the pod templates of
+// the cluster's Deployments, StatefulSets and DaemonSets, else from the
+// Service's EndpointSlices — and reports each port that does not resolve
+// as a [PortProblem], whose Warning names the Service and the port. It
+// reads through the Cluster, so what it used is recorded like any read.
+//
 // The SDK handles the protocol: it keeps the fleet view up to date from the
 // host's deltas, decodes inputs into typed Kubernetes objects and policies,
 // drops invalid policies with a diagnostic on each, stamps ownership labels on
