@@ -93,7 +93,7 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
 			protected = denyAll(t, ap, s, dests)
 		} else {
-			protected = allow(ap, s, dests, facts.Sources[sdk.RefOf(ap)])
+			protected = allow(t, ap, s, dests, facts.Sources[sdk.RefOf(ap)])
 		}
 		if out.commit(s) {
 			for _, k := range protected {
@@ -114,9 +114,13 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 }
 
 // allow stages an ALLOW AuthorizationPolicy per destination, selecting its
-// Service's workloads, and returns the destinations it protects.
-func allow(ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sources []*clientSource) []serviceKey {
-	rules := accessRules(ap, sources)
+// Service's workloads, and returns the destinations it protects. The
+// policy's ports are Service ports; Istio matches the port of the
+// workload, so each becomes the Service port's target ports (see
+// workloadPorts). A destination for which none of them resolves gets a
+// policy without rules: it admits nothing, and the workloads stay
+// default-deny.
+func allow(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sources []*clientSource) []serviceKey {
 	var protected []serviceKey
 	for _, d := range dests {
 		if len(d.svc.Spec.Selector) == 0 {
@@ -129,11 +133,40 @@ func allow(ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sour
 		}
 		authz.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(d.svc.Spec.Selector)}
 		authz.Spec.Action = security.AuthorizationPolicy_ALLOW
-		authz.Spec.Rules = rules
+		if ports, ok := workloadPorts(t, ap, s, d); ok {
+			authz.Spec.Rules = accessRules(ap, ports, sources)
+		}
 		s.add(d.key.Cluster, authz)
 		protected = append(protected, d.key)
 	}
 	return protected
+}
+
+// workloadPorts returns the ports of destination d's workloads that the
+// policy's Service ports forward to, as Istio's operation ports: a named
+// targetPort resolves per workload, each giving its container port's
+// number. Each port that resolves to nothing gets a warning, and ok is
+// false when the policy names ports and none of them resolves. A policy
+// without ports gives no ports and ok.
+func workloadPorts(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, d destination) (ports []string, ok bool) {
+	if len(ap.Spec.Ports) == 0 {
+		return nil, true
+	}
+	resolved, problems := t.cluster.TargetPorts(d.svc, ap.Spec.Ports)
+	for _, p := range problems {
+		s.diags = append(s.diags, p.Warning(ap, "spec.ports"))
+	}
+	var numbers []int
+	for _, tp := range resolved {
+		for _, n := range tp.Numbers {
+			numbers = append(numbers, int(n))
+		}
+	}
+	slices.Sort(numbers)
+	for _, n := range slices.Compact(numbers) {
+		ports = append(ports, strconv.Itoa(n))
+	}
+	return ports, len(ports) > 0
 }
 
 // denyAll stages the AuthorizationPolicies that deny every request to the
@@ -180,11 +213,12 @@ func denyAll(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []dest
 }
 
 // accessRules builds the rules of an Allow policy from its translated
-// client selectors: one rule per selector that matches clients, each with
-// the same operation.
-func accessRules(ap *policyv1alpha1.AccessPolicy, sources []*clientSource) []*security.Rule {
+// client selectors and the workload ports its Service ports resolve to:
+// one rule per selector that matches clients, each with the same
+// operation.
+func accessRules(ap *policyv1alpha1.AccessPolicy, ports []string, sources []*clientSource) []*security.Rule {
 	var to []*security.Rule_To
-	if op := operation(ap); op != nil {
+	if op := operation(ap, ports); op != nil {
 		to = []*security.Rule_To{{Operation: op}}
 	}
 	var rules []*security.Rule
@@ -197,14 +231,11 @@ func accessRules(ap *policyv1alpha1.AccessPolicy, sources []*clientSource) []*se
 	return rules
 }
 
-func operation(ap *policyv1alpha1.AccessPolicy) *security.Operation {
-	if len(ap.Spec.Ports) == 0 && len(ap.Spec.Methods) == 0 && len(ap.Spec.Paths) == 0 {
+func operation(ap *policyv1alpha1.AccessPolicy, ports []string) *security.Operation {
+	if len(ports) == 0 && len(ap.Spec.Methods) == 0 && len(ap.Spec.Paths) == 0 {
 		return nil
 	}
-	op := &security.Operation{Paths: slices.Clone(ap.Spec.Paths)}
-	for _, p := range ap.Spec.Ports {
-		op.Ports = append(op.Ports, strconv.Itoa(int(p)))
-	}
+	op := &security.Operation{Paths: slices.Clone(ap.Spec.Paths), Ports: slices.Clone(ports)}
 	for _, m := range ap.Spec.Methods {
 		op.Methods = append(op.Methods, string(m))
 	}

@@ -22,6 +22,9 @@
 //     other clusters reach, which it exports;
 //   - its own Istio Mesh (root namespace and network) and, as backing
 //     Service of a VirtualDestination, its own endpoints;
+//   - its own workloads (Deployments, StatefulSets, DaemonSets) when an
+//     AccessPolicy's port is a Service port whose targetPort is a name,
+//     and then, for a Service no workload backs, that Service's endpoints;
 //   - of each Service of another cluster its clients reach (imports): the
 //     Service itself and the east-west gateways of its cluster;
 //   - values shared by the targets, each computed once per state of the
@@ -107,6 +110,19 @@
 // in each namespace whose Services it selects all of, else one without rules
 // per Service. Every protected Service gets a PeerAuthentication
 // <service>-strict requiring mTLS, shared by the policies protecting it.
+//
+// The policy's ports are Service ports, but Istio matches an operation's
+// ports against the port of the workload a request arrives at. So each
+// becomes the target port it forwards to (sdk.Cluster.TargetPorts): a
+// numeric targetPort as is, a named one as the number each of the
+// Service's workloads gives that container port (the union, when workloads
+// differ), read from the pod templates of its Deployments, StatefulSets and
+// DaemonSets, or from its EndpointSlices when no such workload backs it. A
+// port that does not resolve — not a port of the Service, a name no
+// container port has, a name whose number nothing in the inputs tells — is
+// left out with a warning naming the Service and the port; when none of
+// the policy's ports resolves, the AuthorizationPolicy has no rules, so it
+// admits nothing and the workloads stay closed.
 //
 // # VirtualDestination
 //

@@ -201,7 +201,7 @@ func changeService(r *rand.Rand, m *fleetModel) {
 		return
 	}
 	name, _ := meta(svc)["name"].(string)
-	switch r.IntN(5) {
+	switch r.IntN(6) {
 	case 0:
 		spec(svc)["selector"] = obj{"app": name, "rev": fmt.Sprintf("r%d", r.IntN(3))}
 	case 1:
@@ -210,6 +210,9 @@ func changeService(r *rand.Rand, m *fleetModel) {
 		meta(svc)["labels"] = obj{"app": name, "tier": fmt.Sprintf("t%d", r.IntN(2))}
 	case 3:
 		spec(svc)["ports"] = []any{obj{"name": "http", "port": 9080 + r.IntN(2)}}
+	case 4:
+		targetPort, _ := pick(r, []any{"http", "admin-http", 8080})
+		spec(svc)["ports"] = []any{obj{"name": "http", "port": []int{80, 5000, 9080}[r.IntN(3)], "targetPort": targetPort}}
 	default:
 		spec(svc)["selector"] = obj{"app": name}
 	}
@@ -246,11 +249,15 @@ func changeWorkload(r *rand.Rand, m *fleetModel) {
 		return
 	}
 	labels := child(child(child(spec(d), "template"), "metadata"), "labels")
-	switch r.IntN(3) {
+	switch r.IntN(4) {
 	case 0:
 		labels["version"] = fmt.Sprintf("v%d", 1+r.IntN(3))
 	case 1:
 		labels["rev"] = fmt.Sprintf("r%d", r.IntN(3))
+	case 2:
+		name, _ := pick(r, []string{"http", "admin-http", "grpc"})
+		child(child(spec(d), "template"), "spec")["containers"] = []any{obj{"name": "app", "image": "example.com/app:1",
+			"ports": []any{obj{"name": name, "containerPort": 8080 + r.IntN(3)}}}}
 	default:
 		labels["tier"], _ = pick(r, []string{"v1", "t1"})
 	}
@@ -538,6 +545,13 @@ metadata: {name: pool-x-ratings, namespace: bookinfo}
 spec:
   destinationSelectors: [{clusters: [south], namespaces: [bookinfo]}, {clusters: [east], names: [details]}]
   action: DenyAll`,
+	`apiVersion: policy.meshrelay.io/v1alpha1
+kind: AccessPolicy
+metadata: {name: pool-ports, namespace: bookinfo}
+spec:
+  destinationSelectors: [{namespaces: [bookinfo, shop]}]
+  from: [{namespaces: [bookinfo]}]
+  ports: [80, 5000, 9080]`,
 	`apiVersion: policy.meshrelay.io/v1alpha1
 kind: AccessPolicy
 metadata: {name: pool-clients, namespace: bookinfo}

@@ -18,6 +18,7 @@ var goldenCases = []string{
 	"access",
 	"bookinfo",
 	"diagnostics",
+	"ports",
 	"traffic",
 	"virtualdestination",
 }
