@@ -32,7 +32,13 @@
 //     group, an inbound Listener named InboundListenerPrefix+"ip:port" whose
 //     HTTP connection manager carries the RBAC filter of the AccessPolicies
 //     selecting the Service (default deny once one does) and loads a
-//     RouteConfiguration over RDS.
+//     RouteConfiguration over RDS. A policy's ports are Service ports and
+//     the filter sees the port a connection arrives on, so its permission
+//     names the ports they forward to (sdk.Cluster.TargetPorts): a numeric
+//     targetPort as is, a named one as the number each of the Service's
+//     workloads gives that container port. A port that does not resolve is
+//     left out with a warning naming the Service and the port, and a policy
+//     none of whose ports resolves admits nothing there.
 //
 // # Targets and what they read
 //

@@ -56,7 +56,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 		routeName := InboundRouteName(d.Service.Namespace, d.Service.Name, sp.Port)
 		var filters []*hcmv3.HttpFilter
 		if len(aps) > 0 {
-			filters = append(filters, httpFilter(RBACFilter, b.rbac(aps, servicePorts(sp, eps))))
+			filters = append(filters, httpFilter(RBACFilter, b.rbac(aps, d)))
 		}
 		filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
 		hcm := &hcmv3.HttpConnectionManager{
@@ -113,16 +113,19 @@ func RBACPolicyName(namespace, name string) string {
 // selecting it: an ALLOW filter with one policy per Allow policy, so that
 // a request no policy admits is denied (DenyAll policies add none).
 //
-// ports maps a Service port to the ports its endpoints listen on: an
-// AccessPolicy may name either, and RBAC sees the latter.
-func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, ports map[int32][]int32) *rbacfilterv3.RBAC {
+// A policy's ports are Service ports, and RBAC sees the port the
+// connection arrived on, the workload's: each becomes the Service port's
+// target ports (see workloadPorts). A policy naming ports none of which
+// resolves adds no policy: it admits nothing to the destination.
+func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination) *rbacfilterv3.RBAC {
 	rules := &rbacv3.RBAC{Action: rbacv3.RBAC_ALLOW, Policies: map[string]*rbacv3.Policy{}}
 	for _, ap := range aps {
 		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
 			continue
 		}
+		ports, resolved := b.idx.workloadPorts(ap, d)
 		p, ok := b.rbacPolicy(ap, ports)
-		if ok {
+		if ok && resolved {
 			rules.Policies[RBACPolicyName(ap.Namespace, ap.Name)] = p
 		}
 	}
@@ -132,26 +135,21 @@ func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, ports map[int32][
 // RBACPolicy translates an Allow AccessPolicy to an RBAC policy: its
 // permission requires a listed port, method and path (each list ORed,
 // empty lists ignored) and its principals are the From entries, each
-// requiring all its fields. ok is false for a policy with no clients.
+// requiring all its fields. ok is false for a policy with no clients. The
+// ports are taken as the ports connections arrive on; the translator
+// itself first maps a policy's Service ports to their target ports.
 func RBACPolicy(ap *policyv1alpha1.AccessPolicy) (p *rbacv3.Policy, ok bool) {
-	return rbacPolicy(ap, nil)
+	return rbacPolicy(ap, ap.Spec.Ports)
 }
 
-// rbacPolicy is RBACPolicy with each port also standing for the endpoint
-// ports ports maps it to.
-func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports map[int32][]int32) (p *rbacv3.Policy, ok bool) {
+// rbacPolicy is RBACPolicy with ports, when the policy names ports, as
+// the destination ports its permission requires.
+func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (p *rbacv3.Policy, ok bool) {
 	var perms []*rbacv3.Permission
 	if len(ap.Spec.Ports) > 0 {
 		var or []*rbacv3.Permission
-		var seen []int32
-		for _, port := range ap.Spec.Ports {
-			for _, n := range append([]int32{port}, ports[port]...) {
-				if slices.Contains(seen, n) {
-					continue
-				}
-				seen = append(seen, n)
-				or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: uint32(n)}})
-			}
+		for _, n := range ports {
+			or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: uint32(n)}})
 		}
 		perms = append(perms, orPermissions(or))
 	}
@@ -188,7 +186,7 @@ func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports map[int32][]int32) (p *rb
 	return p, len(p.Principals) > 0
 }
 
-func (b *nodeBuilder) rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports map[int32][]int32) (*rbacv3.Policy, bool) {
+func (b *nodeBuilder) rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (*rbacv3.Policy, bool) {
 	p, ok := rbacPolicy(ap, ports)
 	if !ok {
 		b.idx.diags.add(sdk.Errorf(ap, "spec.from", "an Allow policy needs at least one client"))
@@ -253,15 +251,38 @@ func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
 	return &rbacv3.Principal{Identifier: &rbacv3.Principal_AndIds{AndIds: &rbacv3.Principal_Set{Ids: ids}}}
 }
 
-// servicePorts maps a Service port to the distinct ports its ready
-// endpoints listen on, in order.
-func servicePorts(sp corev1.ServicePort, eps []sdk.Endpoint) map[int32][]int32 {
-	var targets []int32
-	for _, ep := range eps {
-		if n := endpointPort(ep, sp); ep.Ready && n != 0 && n != sp.Port && !slices.Contains(targets, n) {
-			targets = append(targets, n)
-		}
+// workloadPorts returns the ports of destination d's workloads that the
+// policy's Service ports forward to, sorted: a named targetPort resolves
+// per workload, each giving its container port's number. Each port that
+// resolves to nothing gets a warning, and ok is false when the policy
+// names ports and none of them resolves. The answer is computed once per
+// policy and Service for the target's node groups.
+func (idx *index) workloadPorts(ap *policyv1alpha1.AccessPolicy, d sdk.Destination) (ports []int32, ok bool) {
+	if len(ap.Spec.Ports) == 0 {
+		return nil, true
 	}
-	slices.Sort(targets)
-	return map[int32][]int32{sp.Port: targets}
+	key := accessPortsKey{policy: sdk.RefOf(ap), namespace: d.Service.Namespace, name: d.Service.Name}
+	if ports, ok := idx.accessPorts[key]; ok {
+		return ports, len(ports) > 0
+	}
+	resolved, problems := d.Cluster.TargetPorts(d.Service, ap.Spec.Ports)
+	for _, p := range problems {
+		idx.diags.add(p.Warning(ap, "spec.ports"))
+	}
+	for _, tp := range resolved {
+		ports = append(ports, tp.Numbers...)
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	if idx.accessPorts == nil {
+		idx.accessPorts = map[accessPortsKey][]int32{}
+	}
+	idx.accessPorts[key] = ports
+	return ports, len(ports) > 0
+}
+
+// accessPortsKey names an AccessPolicy's ports at a Service of the target.
+type accessPortsKey struct {
+	policy          sdk.PolicyRef
+	namespace, name string
 }

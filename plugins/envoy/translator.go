@@ -188,6 +188,8 @@ type index struct {
 	// workloads, read when a Service first needs them.
 	templates     []map[string]string
 	templatesRead bool
+	// accessPorts caches workloadPorts.
+	accessPorts map[accessPortsKey][]int32
 }
 
 // newIndex resolves the fleet's policies for target. The backing Services
