@@ -197,35 +197,44 @@ func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, svc *corev1.Se
 }
 
 // targetPorts returns the target's Service's target ports for the policy's
-// ports (every port of the Service when the policy lists none), sorted.
-// With httpOnly, only TCP ports are kept: HTTP rules need TCP.
+// ports (every port of the Service when the policy lists none), sorted:
+// the policy's ports are Service ports, and Cilium matches the port of the
+// endpoint. A numeric targetPort is that number; a named one stays a name,
+// which Cilium resolves per endpoint from its container ports. Ports that
+// do not resolve — not a port of the Service, or a name no container port
+// of the Service's workloads has — are left out with a warning. With
+// httpOnly, only TCP ports are kept: HTTP rules need TCP.
 func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, svc *corev1.Service, httpOnly bool) []portProtocol {
 	cluster := tr.target.Name
 	key := serviceKey{Cluster: cluster, Namespace: svc.Namespace, Name: svc.Name}
-	var selected []corev1.ServicePort
+	resolved, problems := tr.target.TargetPorts(svc, ap.Spec.Ports)
+	path := "spec.ports"
 	if len(ap.Spec.Ports) == 0 {
-		selected = svc.Spec.Ports
-	} else {
-		for _, sp := range svc.Spec.Ports {
-			if slices.Contains(ap.Spec.Ports, sp.Port) {
-				selected = append(selected, sp)
-			}
-		}
-		if len(selected) == 0 {
-			tr.diags.add(sdk.Warningf(ap, "spec.ports",
-				"none of the ports %v is a port of Service %s: the policy admits nothing to it", ap.Spec.Ports, key), cluster, "")
-			return nil
+		path = "spec.destinationSelectors"
+	}
+	for _, p := range problems {
+		// Cilium resolves a container port name itself, once endpoints
+		// carry it: an unknown number is no problem here.
+		if p.Reason != sdk.PortNumberUnknown {
+			tr.diags.add(p.Warning(ap, path), cluster, "")
 		}
 	}
 	var out []portProtocol
 	var notTCP []string
-	for _, sp := range selected {
+	for _, tp := range resolved {
+		sp := tp.Service
 		proto := string(cmp.Or(sp.Protocol, corev1.ProtocolTCP))
 		if httpOnly && proto != protocolTCP {
 			notTCP = append(notTCP, fmt.Sprintf("%d/%s", sp.Port, proto))
 			continue
 		}
-		out = append(out, portProtocol{Port: targetPort(sp), Protocol: proto})
+		if tp.Name != "" {
+			out = append(out, portProtocol{Port: strings.ToLower(tp.Name), Protocol: proto})
+			continue
+		}
+		for _, n := range tp.Numbers {
+			out = append(out, portProtocol{Port: strconv.Itoa(int(n)), Protocol: proto})
+		}
 	}
 	if len(notTCP) > 0 {
 		path := "spec.methods"
@@ -239,19 +248,6 @@ func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, svc *corev1.
 		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(len(a.Port), len(b.Port)), cmp.Compare(a.Port, b.Port))
 	})
 	return slices.Compact(out)
-}
-
-// targetPort returns the port the Service's endpoints listen on for sp: a
-// number, or a container port name that Cilium resolves per endpoint.
-func targetPort(sp corev1.ServicePort) string {
-	switch {
-	case sp.TargetPort.StrVal != "":
-		return strings.ToLower(sp.TargetPort.StrVal)
-	case sp.TargetPort.IntVal != 0:
-		return strconv.Itoa(int(sp.TargetPort.IntVal))
-	default:
-		return strconv.Itoa(int(sp.Port))
-	}
 }
 
 // httpRules returns Cilium HTTP rules admitting requests whose method is

@@ -23,8 +23,13 @@
 //     policy-default-local-cluster, to the local cluster: clients in other
 //     clusters of the ClusterMesh are admitted as the policy says. Cilium's
 //     cluster names are taken to be the fleet's cluster names;
-//   - toPorts: the Service's target ports (numbers, or container port
-//     names) for the policy's ports, TCP only when there are HTTP rules;
+//   - toPorts: the ports the policy's ports — Service ports — forward to
+//     (sdk.Cluster.TargetPorts): a numeric targetPort as is, a named one
+//     as the container port name, which Cilium resolves per endpoint; TCP
+//     only when there are HTTP rules. A port that does not resolve — not a
+//     port of the Service, or a name no container port of the Service's
+//     workloads has — is left out with a warning naming the Service and the
+//     port;
 //   - rules.http: one rule per method and path, paths as Cilium's
 //     regular expressions: "/x" → "^/x$", "/x*" → "^/x.*". Where Istio
 //     runs too, its sidecars encrypt the traffic that Cilium's proxy would
@@ -85,8 +90,10 @@
 //   - its own cluster: its meshes (Istio turns the HTTP rules off), its
 //     Services (Cluster.Select for the destinations and backing Services
 //     that live there, Cluster.Service for the ones a VirtualDestination
-//     lists), and its Namespaces when a DenyAll policy names whole
-//     namespaces;
+//     lists), its Namespaces when a DenyAll policy names whole
+//     namespaces, and its workloads (Deployments, StatefulSets,
+//     DaemonSets; the Service's endpoints when none backs it) when a port
+//     it admits forwards to a named targetPort;
 //   - every AccessPolicy, VirtualDestination and TrafficPolicy;
 //   - values computed once per state of the fleet and shared by every
 //     target that asks (sdk.Shared), so that a target depends on the value
@@ -109,8 +116,9 @@
 // and then also the targets using that value: those with backends of the
 // VirtualDestination (their affinity or warnings change), or with Services
 // the TrafficPolicy selects. A policy change computes every target with
-// Cilium. Workloads are not read: a change to a Deployment computes
-// nothing. Each target reports the warnings that concern it; the warnings
+// Cilium. Workloads are read only to resolve named target ports: a change
+// to a Deployment computes its cluster's target when that target admits a
+// port forwarding to a named targetPort, and nothing otherwise. Each target reports the warnings that concern it; the warnings
 // about a policy as a whole are reported by every target they concern,
 // and the SDK removes the duplicates. incremental_test.go checks these
 // claims.

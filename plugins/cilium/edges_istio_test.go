@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -108,7 +107,7 @@ type authorizationPolicy struct {
 // a workload selected by no ALLOW policy admits everything (unless a DENY
 // policy matches); otherwise some rule of an ALLOW policy selecting it
 // must match the client's principal <trust domain>/ns/<ns>/sa/<name> or
-// namespace, and the port.
+// namespace, and the ports of the workloads the Service port forwards to.
 func istioEdges(t *testing.T, f *fleet, res *sdktest.Result, tcpOnly bool) []edge {
 	t.Helper()
 	policies := map[string][]authorizationPolicy{}
@@ -144,7 +143,7 @@ func istioEdges(t *testing.T, f *fleet, res *sdktest.Result, tcpOnly bool) []edg
 		for _, c := range f.clients {
 			admitted := func(p authorizationPolicy) bool {
 				for _, r := range p.Spec.Rules {
-					if matchesSources(r.From, c) && matchesPorts(r.To, port.Port) {
+					if matchesSources(r.From, c) && matchesPorts(r.To, f.workloadPorts(cluster, svc, port)) {
 						return true
 					}
 				}
@@ -197,16 +196,22 @@ func istioMatch(pattern, value string) bool {
 	}
 }
 
+// matchesPorts reports whether the operations admit a Service port, whose
+// workloads listen on ports: Istio matches the port a connection arrives
+// on, so every one of them must be admitted.
 func matchesPorts(to []struct {
 	Operation struct {
 		Ports []string `json:"ports"`
 	} `json:"operation"`
-}, port int32) bool {
+}, ports []string) bool {
 	if len(to) == 0 {
 		return true
 	}
 	for _, t := range to {
-		if len(t.Operation.Ports) == 0 || slices.Contains(t.Operation.Ports, strconv.Itoa(int(port))) {
+		if len(t.Operation.Ports) == 0 {
+			return true
+		}
+		if len(ports) > 0 && !slices.ContainsFunc(ports, func(p string) bool { return !slices.Contains(t.Operation.Ports, p) }) {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,8 +45,10 @@ func (c client) identityLabels() map[string]string {
 type fleet struct {
 	clusters map[string][]string // cluster name -> meshes
 	services map[string][]*corev1.Service
-	clients  []client
-	access   []*policyv1alpha1.AccessPolicy
+	// templates are the pod templates of each cluster's workloads.
+	templates map[string][]*corev1.PodTemplateSpec
+	clients   []client
+	access    []*policyv1alpha1.AccessPolicy
 }
 
 func loadFleet(t *testing.T, path string) *fleet {
@@ -61,7 +64,7 @@ func loadFleet(t *testing.T, path string) *fleet {
 // AccessPolicies of a fixture.
 func decodeFleet(t *testing.T, fx *sdktest.Fixture) *fleet {
 	t.Helper()
-	f := &fleet{clusters: map[string][]string{}, services: map[string][]*corev1.Service{}}
+	f := &fleet{clusters: map[string][]string{}, services: map[string][]*corev1.Service{}, templates: map[string][]*corev1.PodTemplateSpec{}}
 	for _, c := range fx.Clusters {
 		f.clusters[c.Name] = c.Meshes
 		for _, raw := range c.Objects {
@@ -82,6 +85,16 @@ func decodeFleet(t *testing.T, fx *sdktest.Fixture) *fleet {
 					t.Fatal(err)
 				}
 				f.clients = append(f.clients, client{Cluster: c.Name, Namespace: sa.Namespace, Name: sa.Name})
+			case "Deployment", "StatefulSet", "DaemonSet":
+				var w struct {
+					Metadata struct{ Namespace string }
+					Spec     struct{ Template corev1.PodTemplateSpec }
+				}
+				if err := json.Unmarshal(raw, &w); err != nil {
+					t.Fatal(err)
+				}
+				w.Spec.Template.Namespace = w.Metadata.Namespace
+				f.templates[c.Name] = append(f.templates[c.Name], &w.Spec.Template)
 			}
 		}
 	}
@@ -123,12 +136,53 @@ func (f *fleet) destinations(fn func(cluster string, svc *corev1.Service, port c
 	}
 }
 
+// workloadPorts returns the ports of a Service port's workloads, as
+// Kubernetes resolves its targetPort: the number (the port's own when
+// unset), or the number of the container port of that name and protocol
+// in each workload the Service selects.
+func (f *fleet) workloadPorts(cluster string, svc *corev1.Service, p corev1.ServicePort) []string {
+	if p.TargetPort.StrVal == "" {
+		return []string{targetPort(p)}
+	}
+	var out []string
+	for _, tpl := range f.templates[cluster] {
+		if tpl.Namespace != svc.Namespace || !selectorMatches(selector{MatchLabels: svc.Spec.Selector}, tpl.Labels) {
+			continue
+		}
+		for _, ctr := range tpl.Spec.Containers {
+			for _, cp := range ctr.Ports {
+				if cp.Name == p.TargetPort.StrVal && cmp.Or(cp.Protocol, corev1.ProtocolTCP) == cmp.Or(p.Protocol, corev1.ProtocolTCP) {
+					out = append(out, strconv.Itoa(int(cp.ContainerPort)))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// forwardsNowhere reports whether a Service port's named targetPort is
+// no container port of the workloads the Service selects: no connection
+// to it reaches a pod.
+func (f *fleet) forwardsNowhere(cluster string, svc *corev1.Service, p corev1.ServicePort) bool {
+	if p.TargetPort.StrVal == "" || len(f.workloadPorts(cluster, svc, p)) > 0 {
+		return false
+	}
+	return slices.ContainsFunc(f.templates[cluster], func(tpl *corev1.PodTemplateSpec) bool {
+		return tpl.Namespace == svc.Namespace && selectorMatches(selector{MatchLabels: svc.Spec.Selector}, tpl.Labels)
+	})
+}
+
 // expectedEdges computes the allowed edges from the AccessPolicies' own
 // semantics: a destination selected by no AccessPolicy admits everyone;
 // one selected by some admits what an Allow policy selecting it admits.
+// A Service port that forwards nowhere has no edge.
 func expectedEdges(f *fleet) []edge {
 	var out []edge
 	f.destinations(func(cluster string, svc *corev1.Service, port corev1.ServicePort) {
+		if f.forwardsNowhere(cluster, svc, port) {
+			return
+		}
 		var covering []*policyv1alpha1.AccessPolicy
 		for _, ap := range f.access {
 			if slices.ContainsFunc(ap.Spec.DestinationSelectors, func(s policyv1alpha1.DestinationSelector) bool {
@@ -304,6 +358,20 @@ func admitsPort(in ingressRule, port corev1.ServicePort) bool {
 		}
 	}
 	return false
+}
+
+// targetPort is the port Cilium matches for a Service port: a numeric
+// targetPort (the port itself when unset), or a named one as a container
+// port name.
+func targetPort(sp corev1.ServicePort) string {
+	switch {
+	case sp.TargetPort.StrVal != "":
+		return strings.ToLower(sp.TargetPort.StrVal)
+	case sp.TargetPort.IntVal != 0:
+		return strconv.Itoa(int(sp.TargetPort.IntVal))
+	default:
+		return strconv.Itoa(int(sp.Port))
+	}
 }
 
 // bare strips a label key's source prefix.

@@ -261,9 +261,25 @@ func TestLocalChangeComputesItsTarget(t *testing.T) {
 		change func(*fleet)
 		want   []string
 	}{
-		"deployment": {func(f *fleet) {
+		// ratings forwards to the container port named http-alt, which
+		// east's target resolves through its workloads (for the warning
+		// when no container port has the name): any workload change of
+		// east concerns it.
+		"deployment of a cluster resolving a named target port": {func(f *fleet) {
 			d := f.cluster("east").object("Deployment", "details-v1")
 			get(d, "spec", "template", "metadata", "labels")["version"] = "v2"
+		}, []string{"east"}},
+		"container port a named target port resolves to": {func(f *fleet) {
+			d := f.cluster("east").object("Deployment", "ratings-v1")
+			ctr := listOf(get(d, "spec", "template", "spec"), "containers")[0].(obj)
+			listOf(ctr, "ports")[0].(obj)["name"] = "http"
+		}, []string{"east"}},
+		"deployment of a cluster resolving no named target port": {func(f *fleet) {
+			c := f.cluster("central")
+			c.objects = append(c.objects, obj{"apiVersion": "apps/v1", "kind": "Deployment",
+				"metadata": obj{"name": "cart-v1", "namespace": "shop"},
+				"spec": obj{"selector": obj{"matchLabels": obj{"app": "cart"}},
+					"template": obj{"metadata": obj{"labels": obj{"app": "cart"}}}}})
 		}, nil},
 		"new service": {func(f *fleet) {
 			c := f.cluster("east")
