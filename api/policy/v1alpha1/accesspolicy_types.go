@@ -57,7 +57,8 @@ type AccessPolicySpec struct {
 	// From are the allowed clients; any entry may match. Required for Allow.
 	// +optional
 	From []ClientSelector `json:"from,omitempty"`
-	// Ports are the allowed destination ports.
+	// Ports are the allowed ports of the destination Services, as the
+	// Services expose them; backends admit the ports these forward to.
 	// +optional
 	Ports []int32 `json:"ports,omitempty"`
 	// Methods are the allowed HTTP methods.
