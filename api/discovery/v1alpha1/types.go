@@ -63,4 +63,7 @@ type GatewaySpec struct {
 	Port int32 `json:"port"`
 	// Network is the network the gateway serves, when set.
 	Network string `json:"network,omitempty"`
+	// Selector is the gateway Service's selector: the labels of the
+	// gateway's pods, which a Gateway resource configuring it selects.
+	Selector map[string]string `json:"selector,omitempty"`
 }

@@ -51,8 +51,9 @@ type workload struct {
 type service struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	Spec     struct {
-		Type        string   `json:"type"`
-		ExternalIPs []string `json:"externalIPs"`
+		Type        string            `json:"type"`
+		Selector    map[string]string `json:"selector"`
+		ExternalIPs []string          `json:"externalIPs"`
 		Ports       []struct {
 			Name string `json:"name"`
 			Port int32  `json:"port"`
@@ -80,8 +81,8 @@ type service struct {
 //     the label's values sorted and unique;
 //   - a Gateway per east-west gateway Service (label istio=eastwestgateway,
 //     or a LoadBalancer Service labelled topology.istio.io/network), with
-//     its load-balancer addresses (else its external IPs) and its
-//     cross-network port.
+//     its load-balancer addresses (else its external IPs), its
+//     cross-network port and its selector (the gateway pods' labels).
 //
 // Objects that cannot be decoded are ignored. The result is sorted by ID.
 // Compute skips the bodies of objects that cannot matter, so it costs little
@@ -208,6 +209,7 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 				Addresses: gatewayAddresses(&s),
 				Port:      gatewayPort(&s),
 				Network:   network,
+				Selector:  s.Spec.Selector,
 			},
 		})
 	}

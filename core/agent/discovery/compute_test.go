@@ -42,7 +42,7 @@ func TestCompute(t *testing.T) {
 	envoyC := `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"c","namespace":"y"},
 	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"edge"}}}}}`
 	ewLabel := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"istio-eastwestgateway","namespace":"istio-system","labels":{"istio":"eastwestgateway"}},
-	  "spec":{"type":"LoadBalancer","ports":[{"name":"status-port","port":15021},{"name":"tls","port":15443}]},
+	  "spec":{"type":"LoadBalancer","selector":{"istio":"eastwestgateway","app":"istio-eastwestgateway"},"ports":[{"name":"status-port","port":15021},{"name":"tls","port":15443}]},
 	  "status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.1"},{"hostname":"gw.example"},{"ip":"192.0.2.1"}]}}}`
 	ewNetwork := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"cross","namespace":"gw","labels":{"topology.istio.io/network":"net2"}},
 	  "spec":{"type":"LoadBalancer","externalIPs":["198.51.100.9"],"ports":[{"name":"tls-istio-mtls","port":16443}]}}`
@@ -65,8 +65,9 @@ func TestCompute(t *testing.T) {
 					"istio": {Type: "istio", Namespace: "istio-system", Version: "1.24.2", TrustDomain: "corp.example", Network: "net1"},
 				},
 				gateways: map[string]discoveryv1alpha1.GatewaySpec{
-					"istio-system/istio-eastwestgateway": {Mesh: "istio", Addresses: []string{"192.0.2.1", "gw.example"}, Port: 15443, Network: "net1"},
-					"gw/cross":                           {Mesh: "istio", Addresses: []string{"198.51.100.9"}, Port: 16443, Network: "net2"},
+					"istio-system/istio-eastwestgateway": {Mesh: "istio", Addresses: []string{"192.0.2.1", "gw.example"}, Port: 15443, Network: "net1",
+						Selector: map[string]string{"istio": "eastwestgateway", "app": "istio-eastwestgateway"}},
+					"gw/cross": {Mesh: "istio", Addresses: []string{"198.51.100.9"}, Port: 16443, Network: "net2"},
 				},
 			},
 		},
