@@ -20,8 +20,9 @@
 //   - its own Services, through Cluster.Select and Cluster.Services: the
 //     destinations its AccessPolicies protect, and those that clients of
 //     other clusters reach, which it exports;
-//   - its own Istio Mesh (root namespace and network) and, as backing
-//     Service of a VirtualDestination, its own endpoints;
+//   - its own Istio Mesh (root namespace and network), its own east-west
+//     gateways (for the Gateway that lets other clusters in) and, as
+//     backing Service of a VirtualDestination, its own endpoints;
 //   - its own workloads (Deployments, StatefulSets, DaemonSets) when an
 //     AccessPolicy's port is a Service port whose targetPort is a name,
 //     and then, for a Service no workload backs, that Service's endpoints;
@@ -66,6 +67,29 @@
 // every policy that uses them; when k disappears from B they disappear too.
 // Gateway endpoints carry no network on purpose: A's istiod knows no gateway
 // for B's network and would drop them.
+//
+// B's east-west gateway must also route those hosts: Istio builds its
+// AUTO_PASSTHROUGH routes only for the hosts of a Gateway resource that
+// selects it, and the usual one (Istio's
+// samples/multicluster/expose-services.yaml) has the hosts "*.local". So
+// every Istio cluster that has an east-west gateway and Services that
+// clients of other clusters reach this way — Services other clusters'
+// TrafficPolicies route to, and backing Services of a VirtualDestination
+// when several clusters run Istio — gets, per east-west gateway discovery
+// found, a networking.istio.io/v1 Gateway <gateway>-global in the gateway's
+// namespace: its selector is the gateway's pod labels as discovery reported
+// them (the gateway Service's selector; istio: eastwestgateway, Istio's
+// default, when discovery reported none), and one server on the gateway's
+// cross-network port (15443 by default) named "tls", protocol TLS, TLS mode
+// AUTO_PASSTHROUGH, with the hosts "*.global" and the hostnames of the
+// VirtualDestinations it backs that are not under .global. It is owned by
+// the policies that make other clusters reach the cluster, like any other
+// output, so it is pruned when none does any more, when the cluster loses
+// its east-west gateway or when no other cluster runs Istio. A cluster
+// without an east-west gateway gets no Gateway, and its Services are not
+// reached from other clusters: a TrafficPolicy route to one of them is an
+// error, and the TrafficPolicies and VirtualDestinations that select or
+// list one get a warning per client cluster that cannot reach it.
 //
 // # TrafficPolicy
 //

@@ -18,6 +18,7 @@ var goldenCases = []string{
 	"access",
 	"bookinfo",
 	"diagnostics",
+	"gateway",
 	"ports",
 	"traffic",
 	"virtualdestination",

@@ -22,6 +22,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"VirtualService":      {Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"},
 	"DestinationRule":     {Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"},
 	"ServiceEntry":        {Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"},
+	"Gateway":             {Group: "networking.istio.io", Version: "v1", Resource: "gateways"},
 	"AuthorizationPolicy": {Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"},
 	"PeerAuthentication":  {Group: "security.istio.io", Version: "v1", Resource: "peerauthentications"},
 }

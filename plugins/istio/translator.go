@@ -42,6 +42,7 @@ func (t *Translator) Describe() sdk.Description {
 		},
 		OutputKinds: []string{
 			"networking.istio.io/VirtualService", "networking.istio.io/DestinationRule", "networking.istio.io/ServiceEntry",
+			"networking.istio.io/Gateway",
 			"security.istio.io/AuthorizationPolicy", "security.istio.io/PeerAuthentication",
 		},
 	}
@@ -78,6 +79,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 	if err := translateVirtualDestinations(ctx, tg, plan, out); err != nil {
 		return err
 	}
+	crossNetworkGateways(tg, plan, remote, out)
 	remote.emit(tg, out)
 	out.emit(resp)
 	return nil
@@ -109,6 +111,7 @@ var (
 	virtualServiceType  = typeMetaOf("networking.istio.io/v1", "VirtualService")
 	destinationRuleType = typeMetaOf("networking.istio.io/v1", "DestinationRule")
 	serviceEntryType    = typeMetaOf("networking.istio.io/v1", "ServiceEntry")
+	gatewayType         = typeMetaOf("networking.istio.io/v1", "Gateway")
 	authorizationType   = typeMetaOf("security.istio.io/v1", "AuthorizationPolicy")
 	peerAuthnType       = typeMetaOf("security.istio.io/v1", "PeerAuthentication")
 )
@@ -117,6 +120,7 @@ var (
 	_ object = (*clientnetworking.VirtualService)(nil)
 	_ object = (*clientnetworking.DestinationRule)(nil)
 	_ object = (*clientnetworking.ServiceEntry)(nil)
+	_ object = (*clientnetworking.Gateway)(nil)
 	_ object = (*clientsecurity.AuthorizationPolicy)(nil)
 	_ object = (*clientsecurity.PeerAuthentication)(nil)
 )

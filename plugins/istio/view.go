@@ -126,21 +126,10 @@ type gatewayAddress struct {
 // gateways returns the addresses of the cluster's Istio east-west gateways,
 // sorted.
 func (v *view) gateways(cluster string) []gatewayAddress {
-	c, ok := v.fleet.Cluster(cluster)
-	if !ok {
-		return nil
-	}
 	var out []gatewayAddress
-	for _, g := range c.Gateways() {
-		if g.Spec.Mesh != "" && g.Spec.Mesh != discoveryapi.MeshIstio {
-			continue
-		}
-		port := uint32(DefaultGatewayPort)
-		if g.Spec.Port > 0 {
-			port = uint32(g.Spec.Port)
-		}
+	for _, g := range v.eastWestGateways(cluster) {
 		for _, a := range g.Spec.Addresses {
-			out = append(out, gatewayAddress{Address: a, Port: port})
+			out = append(out, gatewayAddress{Address: a, Port: gatewayPort(g)})
 		}
 	}
 	slices.SortFunc(out, func(a, b gatewayAddress) int {
