@@ -526,6 +526,7 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 		"networking.istio.io/virtualservices":        all,
 		"networking.istio.io/destinationrules":       all,
 		"networking.istio.io/serviceentries":         all,
+		"networking.istio.io/gateways":               all,
 		"security.istio.io/authorizationpolicies":    all,
 		"security.istio.io/peerauthentications":      all,
 		"cilium.io/ciliumnetworkpolicies":            all,
