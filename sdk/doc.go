@@ -86,8 +86,12 @@
 // same protocol, for hosts that link translators in and for tests;
 // package sdk/sdktest builds its harness on both.
 //
-// Within a session the SDK keeps each cluster's decoded inputs while they
-// do not change, so what its typed accessors decoded is reused. Emitted
+// Within one update every target shares what the typed accessors decoded.
+// A whole-fleet translator's session keeps each cluster's decoded inputs
+// while they do not change; a [TargetTranslator]'s drops them when the
+// update ends, since a target is computed again mostly after its own
+// cluster changed, and keeping them would double what a plugin holds per
+// cluster. Emitted
 // typed objects (client-go, istio.io) are marshalled once, with the
 // ownership labels set on them for the time of the call; emit a fresh
 // object each time. After a full update every (cluster, backend) output
