@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,7 +51,7 @@ func Serve(t Translator) {
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  protocol.Handshake(),
-		VersionedPlugins: protocol.ServerPlugins(newServer(t, desc)),
+		VersionedPlugins: protocol.ServerPlugins(&server{t: t, desc: desc, ownProcess: true}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts, protocol.ServerOptions()...)...)
 		},
@@ -110,6 +111,9 @@ type server struct {
 	translatorv1.UnimplementedTranslatorServer
 	t    Translator
 	desc Description
+	// ownProcess is set when the translator has the process to itself
+	// (Serve), so the server may return memory to the operating system.
+	ownProcess bool
 }
 
 func newServer(t Translator, desc Description) *server { return &server{t: t, desc: desc} }
@@ -136,6 +140,14 @@ func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error
 				return err
 			}
 			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if s.ownProcess && req.GetCommit() != nil && sess.full {
+			// A full update computes and encodes every target at once, a
+			// peak of several times what the session keeps; without this,
+			// the runtime hands the freed pages back to the operating
+			// system only over minutes. Full updates are rare: a session's
+			// start and its recovery from a failure.
+			debug.FreeOSMemory()
 		}
 	}
 }
