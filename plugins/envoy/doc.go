@@ -20,7 +20,8 @@
 //     client dialing xds:///hostname asks for) with an inline
 //     RouteConfiguration: the rules of the TrafficPolicies selecting a
 //     backing Service (matches, weighted clusters, retries, timeouts,
-//     faults, mirroring, header changes) then a default route;
+//     faults, mirroring, header changes) then a default route, left out
+//     when a rule without matches already takes every request;
 //   - the same for Services of the node's own cluster that TrafficPolicies
 //     select, named after "name.namespace.svc.cluster.local";
 //   - EDS Clusters (ROUND_ROBIN, outlier detection) and their

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -142,8 +143,9 @@ func mustAny(m proto.Message) *anypb.Any {
 }
 
 // routes translates the TrafficPolicies' rules, in order, and ends with a
-// catch-all route to the target's own Cluster. fault reports whether some
-// route injects faults.
+// catch-all route to the target's own Cluster unless a rule's route
+// already matches every request. fault reports whether some route injects
+// faults.
 func (b *nodeBuilder) routes(t target, tps []*policyv1alpha1.TrafficPolicy) (routes []*routev3.Route, fault bool) {
 	for _, tp := range tps {
 		for ri, rule := range tp.Spec.HTTP {
@@ -175,12 +177,26 @@ func (b *nodeBuilder) routes(t target, tps []*policyv1alpha1.TrafficPolicy) (rou
 			}
 		}
 	}
+	if slices.ContainsFunc(routes, catchAll) {
+		// A rule without matches already takes every request: a default
+		// route after it could never be reached.
+		return routes, fault
+	}
 	routes = append(routes, &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: t.defaultCluster}}},
 	})
 	return routes, fault
+}
+
+// catchAll reports whether a route matches every request: the path prefix
+// "/" and no other condition.
+func catchAll(r *routev3.Route) bool {
+	m := r.GetMatch()
+	return m.GetPrefix() == "/" && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0 && len(m.GetCookies()) == 0 &&
+		m.GetRuntimeFraction() == nil && m.GetGrpc() == nil && m.GetTlsContext() == nil &&
+		len(m.GetDynamicMetadata()) == 0 && len(m.GetFilterState()) == 0
 }
 
 // routeAction builds where a rule sends traffic and how; ok is false when
