@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -93,38 +94,130 @@ func (b *nodeBuilder) serviceListeners(d sdk.Destination, tps []*policyv1alpha1.
 	}
 }
 
-// outbound adds the api_listener Listeners of a target, named
-// "hostname:port" and, for the hostname's first port, "hostname", so that
-// gRPC clients dialing xds:///hostname find them. Routes are inline.
+// outboundHost is an outbound hostname at one port and its routes: what
+// a node group's Listeners route, whichever kind of proxy it is.
+type outboundHost struct {
+	hostname string
+	port     int32
+	routes   []*routev3.Route
+	// fault is whether some route injects faults.
+	fault bool
+	// bare is whether this is the hostname's first port, which a gRPC
+	// client dialing xds:///hostname asks for by the bare hostname.
+	bare    bool
+	parents []policyv1alpha1.Policy
+}
+
+func (h *outboundHost) hostPort() string { return h.hostname + ":" + portString(h.port) }
+
+// outbound records a target's routes; apiListeners and socketListeners
+// turn them into Listeners for each kind of node group.
 func (b *nodeBuilder) outbound(t target, tps []*policyv1alpha1.TrafficPolicy, withBareName bool, parents []policyv1alpha1.Policy) {
-	hostPort := t.hostname + ":" + portString(t.port)
 	routes, fault := b.routes(t, tps)
-	rc := &routev3.RouteConfiguration{
-		Name: "outbound|" + hostPort,
-		VirtualHosts: []*routev3.VirtualHost{{
-			Name:    hostPort,
-			Domains: []string{t.hostname, hostPort},
-			Routes:  routes,
-		}},
-	}
+	b.hosts = append(b.hosts, &outboundHost{hostname: t.hostname, port: t.port, routes: routes, fault: fault, bare: withBareName, parents: parents})
+}
+
+// outboundFilters are the HTTP filters of an outbound HTTP connection
+// manager: the fault filter when a route injects faults, then the router.
+func outboundFilters(fault bool) []*hcmv3.HttpFilter {
 	var filters []*hcmv3.HttpFilter
 	if fault {
 		filters = append(filters, httpFilter(FaultFilter, &faultv3.HTTPFault{}))
 	}
-	filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
-	hcm := &hcmv3.HttpConnectionManager{
-		StatPrefix:     "outbound|" + hostPort,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
-		HttpFilters:    filters,
+	return append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+}
+
+// apiListeners adds, for gRPC xDS client node groups, the api_listener
+// Listeners of the hosts, named "hostname:port" and, for the hostname's
+// first port, "hostname", so that gRPC clients dialing xds:///hostname
+// find them. Routes are inline.
+func apiListeners(set resourceSet, hosts []*outboundHost) {
+	for _, h := range hosts {
+		hostPort := h.hostPort()
+		rc := &routev3.RouteConfiguration{
+			Name: "outbound|" + hostPort,
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    hostPort,
+				Domains: []string{h.hostname, hostPort},
+				Routes:  h.routes,
+			}},
+		}
+		hcm := &hcmv3.HttpConnectionManager{
+			StatPrefix:     "outbound|" + hostPort,
+			RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
+			HttpFilters:    outboundFilters(h.fault),
+		}
+		names := []string{hostPort}
+		if h.bare {
+			names = append(names, h.hostname)
+		}
+		for _, name := range names {
+			set.add(ListenerType, &listenerv3.Listener{
+				Name:        name,
+				ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
+			}, h.parents...)
+		}
 	}
-	names := []string{hostPort}
-	if withBareName {
-		names = append(names, t.hostname)
+}
+
+// OutboundListenerName names the outbound socket Listener of an Envoy node
+// group at one port; it listens on 0.0.0.0 at that port.
+func OutboundListenerName(port int32) string { return "outbound|0.0.0.0:" + portString(port) }
+
+// OutboundRouteName names the RouteConfiguration that the outbound socket
+// Listener at one port loads over RDS.
+func OutboundRouteName(port int32) string { return "outbound|" + portString(port) }
+
+// socketListeners adds, for Envoy node groups, one socket Listener per
+// outbound port, on 0.0.0.0 at that port, whose HTTP connection manager
+// loads over RDS a RouteConfiguration with one virtual host per hostname
+// at that port (its domains the hostname and hostname:port). Envoy takes
+// api_listeners only from its bootstrap, never over LDS. When two hosts
+// share a hostname and port the first one's routes are kept, as for
+// api_listeners.
+func socketListeners(set resourceSet, hosts []*outboundHost) {
+	byPort := map[int32][]*outboundHost{}
+	for _, h := range hosts {
+		byPort[h.port] = append(byPort[h.port], h)
 	}
-	for _, name := range names {
-		b.set.add(ListenerType, &listenerv3.Listener{
-			Name:        name,
-			ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
+	for _, port := range slices.Sorted(maps.Keys(byPort)) {
+		rc := &routev3.RouteConfiguration{Name: OutboundRouteName(port)}
+		var parents []policyv1alpha1.Policy
+		fault := false
+		seen := map[string]bool{}
+		for _, h := range byPort[port] {
+			parents = appendParents(parents, h.parents...)
+			if seen[h.hostname] {
+				continue
+			}
+			seen[h.hostname] = true
+			fault = fault || h.fault
+			rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{
+				Name:    h.hostPort(),
+				Domains: []string{h.hostname, h.hostPort()},
+				Routes:  h.routes,
+			})
+		}
+		slices.SortFunc(rc.VirtualHosts, func(a, b *routev3.VirtualHost) int { return strings.Compare(a.GetName(), b.GetName()) })
+		hcm := &hcmv3.HttpConnectionManager{
+			StatPrefix: OutboundListenerName(port),
+			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+				ConfigSource: adsConfigSource(), RouteConfigName: rc.Name,
+			}},
+			HttpFilters: outboundFilters(fault),
+		}
+		set.add(RouteType, rc, parents...)
+		set.add(ListenerType, &listenerv3.Listener{
+			Name:             OutboundListenerName(port),
+			Address:          socketAddress("0.0.0.0", uint32(port)),
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+			FilterChains: []*listenerv3.FilterChain{{
+				Name: rc.Name,
+				Filters: []*listenerv3.Filter{{
+					Name:       HCMFilter,
+					ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)},
+				}},
+			}},
 		}, parents...)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -69,14 +70,12 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 		return nil
 	}
 	idx := newIndex(req.Fleet, c)
-	// What a node group calls does not depend on the node group: build it
-	// once and share it.
-	outbound := idx.outbound()
+	proxies := envoyProxies(c)
 	for _, node := range nodes {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("node %q: %w", node, err)
 		}
-		if err := idx.emit(resp, node, slices.Concat(outbound, idx.inbound(node))); err != nil {
+		if err := idx.emit(resp, node, slices.Concat(idx.outbound(proxies[node]), idx.inbound(node))); err != nil {
 			return err
 		}
 	}
@@ -94,6 +93,24 @@ func envoyNodes(c *sdk.Cluster) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(slices.DeleteFunc(out, func(s string) bool { return s == "" }))
+}
+
+// envoyProxies returns the kind of proxy of each node group of the
+// cluster's envoy meshes that is an Envoy group (discoveryapi.EnvoyProxies);
+// every other node group is a gRPC group.
+func envoyProxies(c *sdk.Cluster) map[string]string {
+	out := map[string]string{}
+	for _, m := range c.MeshInfo() {
+		if m.Spec.Type != discoveryapi.MeshEnvoy {
+			continue
+		}
+		for node, proxy := range m.Spec.EnvoyProxies {
+			if proxy == discoveryapi.EnvoyProxyEnvoy {
+				out[node] = proxy
+			}
+		}
+	}
+	return out
 }
 
 // diagnostics collects diagnostics once each, in the order first reported.
@@ -190,6 +207,12 @@ type index struct {
 	templatesRead bool
 	// accessPorts caches workloadPorts.
 	accessPorts map[accessPortsKey][]int32
+	// outboundBase holds the Clusters and ClusterLoadAssignments every
+	// node group calls and outboundHosts their routes, built once;
+	// outboundByProxy the resources of each kind of node group.
+	outboundBase    resourceSet
+	outboundHosts   []*outboundHost
+	outboundByProxy map[string][]*resource
 }
 
 // newIndex resolves the fleet's policies for target. The backing Services
@@ -252,22 +275,40 @@ func selectsAny(sels []policyv1alpha1.DestinationSelector, dests []sdk.Destinati
 	return false
 }
 
-// outbound builds the resources every node group of the target needs to
-// call out: VirtualDestinations and the target's Services that
-// TrafficPolicies select.
-func (idx *index) outbound() []*resource {
-	c := idx.target
-	b := &nodeBuilder{idx: idx, cluster: c, set: resourceSet{}, region: clusterRegion(c)}
-	for _, vh := range idx.vhosts {
-		b.virtualHostListeners(vh)
+// outbound returns the resources a node group of the given kind of proxy
+// (discoveryapi.EnvoyProxyEnvoy, else gRPC) needs to call out:
+// VirtualDestinations and the target's Services that TrafficPolicies
+// select. What a node group calls does not depend on the node group: the
+// routes, Clusters and ClusterLoadAssignments are built once, the
+// Listeners once per kind, and node groups share them.
+func (idx *index) outbound(proxy string) []*resource {
+	if rs, ok := idx.outboundByProxy[proxy]; ok {
+		return rs
 	}
-	for _, svc := range c.Services() {
-		d := sdk.Destination{Cluster: c, Service: svc}
-		if tps := idx.trafficFor([]sdk.Destination{d}); len(tps) > 0 {
-			b.serviceListeners(d, tps)
+	if idx.outboundByProxy == nil {
+		c := idx.target
+		b := &nodeBuilder{idx: idx, cluster: c, set: resourceSet{}, region: clusterRegion(c)}
+		for _, vh := range idx.vhosts {
+			b.virtualHostListeners(vh)
 		}
+		for _, svc := range c.Services() {
+			d := sdk.Destination{Cluster: c, Service: svc}
+			if tps := idx.trafficFor([]sdk.Destination{d}); len(tps) > 0 {
+				b.serviceListeners(d, tps)
+			}
+		}
+		idx.outboundBase, idx.outboundHosts = b.set, b.hosts
+		idx.outboundByProxy = map[string][]*resource{}
 	}
-	return b.set.sorted()
+	set := maps.Clone(idx.outboundBase)
+	if proxy == discoveryapi.EnvoyProxyEnvoy {
+		socketListeners(set, idx.outboundHosts)
+	} else {
+		apiListeners(set, idx.outboundHosts)
+	}
+	rs := set.sorted()
+	idx.outboundByProxy[proxy] = rs
+	return rs
 }
 
 // inbound builds the inbound Listeners and RouteConfigurations of the
@@ -310,6 +351,8 @@ type nodeBuilder struct {
 	node    string
 	region  string
 	set     resourceSet
+	// hosts are the outbound hosts recorded (see outbound).
+	hosts []*outboundHost
 }
 
 // clusterRegion returns the region most of the cluster's Nodes are in.

@@ -23,6 +23,24 @@ const (
 // node ID the agent serves resources for.
 const EnvoyNodeLabel = "meshrelay.io/envoy-node"
 
+// EnvoyProxyLabel on a workload's pod template, next to EnvoyNodeLabel,
+// says what consumes its node group's xDS resources: EnvoyProxyEnvoy for
+// Envoy proxies, EnvoyProxyGRPC for proxyless gRPC clients and servers.
+// A node group none of whose workloads sets it is a gRPC group, as every
+// node group was before the label existed.
+const EnvoyProxyLabel = "meshrelay.io/envoy-proxy"
+
+// Values of EnvoyProxyLabel and of MeshSpec.EnvoyProxies.
+const (
+	// EnvoyProxyEnvoy is a node group of Envoy proxies: they take
+	// Listeners over LDS only as socket listeners.
+	EnvoyProxyEnvoy = "envoy"
+	// EnvoyProxyGRPC is a node group of proxyless gRPC clients and
+	// servers: clients look Listeners up by the name they dial
+	// (api_listeners).
+	EnvoyProxyGRPC = "grpc"
+)
+
 // Mesh is a mesh found in a cluster.
 type Mesh struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -44,6 +62,11 @@ type MeshSpec struct {
 	Network string `json:"network,omitempty"`
 	// EnvoyNodes lists the node IDs of standalone Envoy groups (type envoy).
 	EnvoyNodes []string `json:"envoyNodes,omitempty"`
+	// EnvoyProxies says, by node ID, what kind of proxy a node group of
+	// EnvoyNodes is (EnvoyProxyEnvoy or EnvoyProxyGRPC), for the node
+	// groups whose workloads set EnvoyProxyLabel. A node group it does not
+	// list is EnvoyProxyGRPC.
+	EnvoyProxies map[string]string `json:"envoyProxies,omitempty"`
 }
 
 // Gateway is an east-west gateway of a cluster.

@@ -78,7 +78,10 @@ type service struct {
 //   - Mesh "cilium" when a cilium DaemonSet or cilium-operator Deployment
 //     exists;
 //   - Mesh "envoy" when workloads carry meshrelay.io/envoy-node, listing
-//     the label's values sorted and unique;
+//     the label's values sorted and unique, and, for the node groups whose
+//     workloads label meshrelay.io/envoy-proxy "envoy" or "grpc" in the
+//     same place (pod template, else the workload), that value in
+//     envoyProxies — "envoy" when the group's workloads disagree;
 //   - a Gateway per east-west gateway Service (label istio=eastwestgateway,
 //     or a LoadBalancer Service labelled topology.istio.io/network), with
 //     its load-balancer addresses (else its external IPs), its
@@ -91,6 +94,7 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 	var (
 		istiod, ciliumDS, ciliumOp *workload
 		envoyNodes                 []string
+		envoyProxies               map[string]string
 		gateways                   []service
 		namespaces                 = map[string]map[string]string{}
 	)
@@ -106,10 +110,22 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 			if err := json.Unmarshal(r.Body, &w); err != nil {
 				continue
 			}
-			if v := w.Spec.Template.Metadata.Labels[discoveryv1alpha1.EnvoyNodeLabel]; v != "" {
+			for _, labels := range []map[string]string{w.Spec.Template.Metadata.Labels, w.Metadata.Labels} {
+				v := labels[discoveryv1alpha1.EnvoyNodeLabel]
+				if v == "" {
+					continue
+				}
 				envoyNodes = append(envoyNodes, v)
-			} else if v := w.Metadata.Labels[discoveryv1alpha1.EnvoyNodeLabel]; v != "" {
-				envoyNodes = append(envoyNodes, v)
+				switch p := labels[discoveryv1alpha1.EnvoyProxyLabel]; p {
+				case discoveryv1alpha1.EnvoyProxyEnvoy, discoveryv1alpha1.EnvoyProxyGRPC:
+					if envoyProxies == nil {
+						envoyProxies = map[string]string{}
+					}
+					if envoyProxies[v] != discoveryv1alpha1.EnvoyProxyEnvoy {
+						envoyProxies[v] = p
+					}
+				}
+				break
 			}
 			switch {
 			case id.Kind == "Deployment" && isIstiod(&w):
@@ -196,7 +212,9 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 		add(discoveryv1alpha1.Mesh{
 			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
 			ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshEnvoy},
-			Spec:       discoveryv1alpha1.MeshSpec{Type: discoveryv1alpha1.MeshEnvoy, EnvoyNodes: slices.Compact(envoyNodes)},
+			Spec: discoveryv1alpha1.MeshSpec{
+				Type: discoveryv1alpha1.MeshEnvoy, EnvoyNodes: slices.Compact(envoyNodes), EnvoyProxies: envoyProxies,
+			},
 		})
 	}
 	for _, s := range gateways {

@@ -41,6 +41,14 @@ func TestCompute(t *testing.T) {
 	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"core"}}}}}`
 	envoyC := `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"c","namespace":"y"},
 	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"edge"}}}}}`
+	envoyProxy := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"p","namespace":"x"},
+	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"edge","meshrelay.io/envoy-proxy":"envoy"}}}}}`
+	grpcClient := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"g","namespace":"x"},
+	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"core","meshrelay.io/envoy-proxy":"grpc"}}}}}`
+	grpcEdge := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"h","namespace":"y"},
+	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"edge","meshrelay.io/envoy-proxy":"grpc"}}}}}`
+	oddProxy := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"o","namespace":"y","labels":{"meshrelay.io/envoy-proxy":"envoy"}},
+	  "spec":{"template":{"metadata":{"labels":{"meshrelay.io/envoy-node":"odd","meshrelay.io/envoy-proxy":"nginx"}}}}}`
 	ewLabel := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"istio-eastwestgateway","namespace":"istio-system","labels":{"istio":"eastwestgateway"}},
 	  "spec":{"type":"LoadBalancer","selector":{"istio":"eastwestgateway","app":"istio-eastwestgateway"},"ports":[{"name":"status-port","port":15021},{"name":"tls","port":15443}]},
 	  "status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.1"},{"hostname":"gw.example"},{"ip":"192.0.2.1"}]}}}`
@@ -87,6 +95,15 @@ func TestCompute(t *testing.T) {
 			objs: []string{envoyA, envoyB, envoyC},
 			want: want{meshes: map[string]discoveryv1alpha1.MeshSpec{
 				"envoy": {Type: "envoy", EnvoyNodes: []string{"core", "edge"}},
+			}},
+		},
+		// A group's proxy kind is read where its node label is; envoy wins
+		// when workloads disagree; an unknown value is no kind (grpc).
+		"envoy proxy kinds": {
+			objs: []string{envoyA, envoyProxy, grpcClient, grpcEdge, oddProxy},
+			want: want{meshes: map[string]discoveryv1alpha1.MeshSpec{
+				"envoy": {Type: "envoy", EnvoyNodes: []string{"core", "edge", "odd"},
+					EnvoyProxies: map[string]string{"core": "grpc", "edge": "envoy"}},
 			}},
 		},
 	}

@@ -1,0 +1,119 @@
+package envoy_test
+
+import (
+	"slices"
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/sdk/sdktest"
+)
+
+// nodeResources decodes a result's outputs by node ID, checking each
+// resource with its Validate rules and each node's set with
+// go-control-plane's snapshot consistency check.
+func nodeResources(t *testing.T, res *sdktest.Result) map[string][]envoy.Resource {
+	t.Helper()
+	out := map[string][]envoy.Resource{}
+	for _, o := range res.Outputs {
+		r, err := envoy.Decode(o.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Message.(interface{ Validate() error }).Validate(); err != nil {
+			t.Errorf("%s %s: Validate() = %v", o.Kind, o.Name, err)
+		}
+		out[r.NodeID] = append(out[r.NodeID], r)
+	}
+	for node, rs := range out {
+		byType := map[string][]types.Resource{}
+		for _, r := range rs {
+			byType[r.TypeURL] = append(byType[r.TypeURL], r.Message.(types.Resource))
+		}
+		snap, err := cachev3.NewSnapshot("1", byType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snap.Consistent(); err != nil {
+			t.Errorf("node %s: Consistent() = %v", node, err)
+		}
+	}
+	return out
+}
+
+// TestEnvoyNodeGroupSocketListeners checks the two kinds of node group of
+// testdata/envoyproxy.yaml: the Envoy group "edge" gets no api_listener
+// (Envoy takes those from its bootstrap only) but a socket Listener on
+// 0.0.0.0 per outbound port, whose connection manager loads over RDS a
+// RouteConfiguration with a virtual host per hostname at that port; the
+// gRPC group "frontend" keeps its api_listeners named after the hostnames.
+func TestEnvoyNodeGroupSocketListeners(t *testing.T) {
+	res := sdktest.Run(t, envoy.New(), "testdata/envoyproxy.yaml")
+	nodes := nodeResources(t, res)
+
+	routes := map[string]*routev3.RouteConfiguration{}
+	for _, r := range nodes["edge"] {
+		if rc, ok := r.Message.(*routev3.RouteConfiguration); ok {
+			routes[r.Name] = rc
+		}
+	}
+	outbound := map[string][]string{}
+	for _, r := range nodes["edge"] {
+		l, ok := r.Message.(*listenerv3.Listener)
+		if !ok {
+			continue
+		}
+		if l.GetApiListener() != nil {
+			t.Errorf("edge: listener %q is an api_listener", l.GetName())
+		}
+		sa := l.GetAddress().GetSocketAddress()
+		if sa == nil {
+			t.Errorf("edge: listener %q has no socket address", l.GetName())
+			continue
+		}
+		if l.GetTrafficDirection().String() != "OUTBOUND" {
+			continue
+		}
+		if sa.GetAddress() != "0.0.0.0" || l.GetName() != envoy.OutboundListenerName(int32(sa.GetPortValue())) {
+			t.Errorf("edge: outbound listener %q listens on %s:%d", l.GetName(), sa.GetAddress(), sa.GetPortValue())
+		}
+		hcm := resourcev3.GetHTTPConnectionManager(l.GetFilterChains()[0].GetFilters()[0])
+		name := hcm.GetRds().GetRouteConfigName()
+		if want := envoy.OutboundRouteName(int32(sa.GetPortValue())); name != want {
+			t.Errorf("edge: listener %q loads routes %q, want %q over RDS", l.GetName(), name, want)
+		}
+		var hosts []string
+		for _, vh := range routes[name].GetVirtualHosts() {
+			hosts = append(hosts, vh.GetName())
+		}
+		outbound[l.GetName()] = hosts
+	}
+	want := map[string][]string{
+		"outbound|0.0.0.0:9080": {"reviews.global:9080", "reviews.shop.svc.cluster.local:9080"},
+		"outbound|0.0.0.0:9090": {"ratings.shop.svc.cluster.local:9090"},
+	}
+	if diff := cmp.Diff(want, outbound); diff != "" {
+		t.Errorf("edge: outbound listeners and their virtual hosts (-want +got):\n%s", diff)
+	}
+
+	var api []string
+	for _, r := range nodes["frontend"] {
+		if l, ok := r.Message.(*listenerv3.Listener); ok && l.GetApiListener() != nil {
+			api = append(api, l.GetName())
+		}
+	}
+	slices.Sort(api)
+	wantAPI := []string{
+		"ratings.shop.svc.cluster.local", "ratings.shop.svc.cluster.local:9090",
+		"reviews.global", "reviews.global:9080",
+		"reviews.shop.svc.cluster.local", "reviews.shop.svc.cluster.local:9080",
+	}
+	if diff := cmp.Diff(wantAPI, api); diff != "" {
+		t.Errorf("frontend: api_listeners (-want +got):\n%s", diff)
+	}
+}
