@@ -68,6 +68,34 @@
 // Gateway endpoints carry no network on purpose: A's istiod knows no gateway
 // for B's network and would drop them.
 //
+// # Addresses of .global hosts
+//
+// Every ServiceEntry of a host under .global — the remote host of a
+// Service, in A and B alike, and a VirtualDestination's hostname when it
+// ends in .global — has one virtual IP in spec.addresses, from
+// 240.241.0.0/16: Class E (240.0.0.0/4, reserved, never routed), beside
+// the 240.240.0.0/16 Istio's own auto-allocation uses, so that a sidecar
+// never gets one address for two hosts from the two. A host's address is
+// its slot, the first four bytes of the SHA-256 of the hostname modulo the
+// 65534 addresses of the range (its first and last excluded). The traffic
+// plan allocates them for the whole fleet from the hosts its accepted
+// policies may use (the remote host of every destination of a
+// TrafficPolicy clients of other clusters reach, of every Service its
+// rules route or mirror to, and every accepted VirtualDestination hostname
+// under .global): hosts claim their slots in the order policies claim names
+// (the oldest policy first, ties by hostname), and a host whose slot is
+// taken takes the next free one. So the address depends on the policies
+// and Services alone: it is the same in every cluster, after a restart
+// and after an incremental update, and changes only when an older policy's
+// host comes to want its slot or the host it gave way to goes. Targets
+// read the addresses from the plan they already depend on.
+//
+// The address gives the host's TCP ports an outbound listener of their own
+// in every sidecar; it does not make the name resolve. Clients need DNS for
+// it: Istio's DNS proxying (ISTIO_META_DNS_CAPTURE, which answers from the
+// ServiceEntry and so with this address), or their own DNS entry pointing
+// at the address.
+//
 // B's east-west gateway must also route those hosts: Istio builds its
 // AUTO_PASSTHROUGH routes only for the hosts of a Gateway resource that
 // selects it, and the usual one (Istio's

@@ -24,6 +24,10 @@ type trafficPlan struct {
 	// Traffic and Virtual hold the facts of each policy.
 	Traffic map[sdk.PolicyRef]*trafficFacts
 	Virtual map[sdk.PolicyRef]*virtualFacts
+	// Addresses are the virtual IPs of the hosts under .global that
+	// accepted policies may make ServiceEntries for, by hostname
+	// (allocateGlobalAddresses).
+	Addresses map[string]string
 	// Diags are the diagnostics about the policies as a whole: what they
 	// select, their validation, and name conflicts. Targets report those
 	// about their own clients.
@@ -115,6 +119,7 @@ func computePlan(f *sdk.Fleet) *trafficPlan {
 	taken := claims{}
 	planTraffic(v, p, istio, tps, taken)
 	planVirtual(v, p, istio, vds, taken)
+	p.Addresses = allocateGlobalAddresses(p, tps, vds)
 	return p
 }
 

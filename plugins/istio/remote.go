@@ -70,36 +70,37 @@ func entryOf(m map[serviceKey]*remoteEntry, k serviceKey) *remoteEntry {
 }
 
 // emit adds the target's ServiceEntries to out.
-func (r *remoteServices) emit(t *target, out *outputs) {
+func (r *remoteServices) emit(t *target, plan *trafficPlan, out *outputs) {
 	for _, k := range slices.SortedFunc(maps.Keys(r.imports), serviceKey.compare) {
 		e := r.imports[k]
 		svc, ok := t.service(k)
 		if !ok {
 			continue
 		}
-		out.putShared(t.name, importEntry(t.view, k, svc, e.subsetKeys), e.parents)
+		out.putShared(t.name, importEntry(t.view, k, svc, e.subsetKeys, plan.globalAddress(remoteHost(k))), e.parents)
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(r.exports), serviceKey.compare) {
 		svc, ok := t.service(k)
 		if !ok {
 			continue
 		}
-		out.putShared(t.name, exportEntry(k, svc), r.exports[k].parents)
+		out.putShared(t.name, exportEntry(k, svc, plan.globalAddress(remoteHost(k))), r.exports[k].parents)
 	}
 }
 
 // importEntry is the ServiceEntry by which clients of another cluster reach
-// the Service k: its remote host, served by k's cluster's east-west
-// gateways. Each gateway address appears once per distinct set of the
+// the Service k: its remote host with its virtual IP, served by k's
+// cluster's east-west gateways. Each gateway address appears once per distinct set of the
 // subset labels of k's workloads, so that subsets select it. Its network
 // is left empty on purpose: a client's istiod knows no gateway of another
 // cluster's network and would drop such endpoints.
-func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[string]bool) *clientnetworking.ServiceEntry {
+func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[string]bool, address string) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
 	}
 	se.Spec.Hosts = []string{remoteHost(k)}
+	se.Spec.Addresses = []string{address}
 	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
 	se.Spec.Ports = servicePorts(svc, false)
 	labelSets := []map[string]string{{}}
@@ -141,13 +142,15 @@ func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[stri
 }
 
 // exportEntry is the ServiceEntry, in the Service's own cluster, that gives
-// the remote host of k the Service's workloads as endpoints.
-func exportEntry(k serviceKey, svc *corev1.Service) *clientnetworking.ServiceEntry {
+// the remote host of k, with the same virtual IP as in every cluster, the
+// Service's workloads as endpoints.
+func exportEntry(k serviceKey, svc *corev1.Service, address string) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
 	}
 	se.Spec.Hosts = []string{remoteHost(k)}
+	se.Spec.Addresses = []string{address}
 	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
 	se.Spec.Resolution = networking.ServiceEntry_STATIC
 	se.Spec.Ports = servicePorts(svc, true)

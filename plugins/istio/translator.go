@@ -80,7 +80,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 		return err
 	}
 	crossNetworkGateways(tg, plan, remote, out)
-	remote.emit(tg, out)
+	remote.emit(tg, plan, out)
 	out.emit(resp)
 	return nil
 }

@@ -36,6 +36,9 @@ func translateVirtualDestinations(ctx context.Context, t *target, plan *trafficP
 		namespace := virtualNamespace(t.view, vd, t.name)
 		se := virtualServiceEntry(t.view, vd, s, t.name, facts.Backing)
 		se.Namespace = namespace
+		if isGlobal(vd.Spec.Hostname) {
+			se.Spec.Addresses = []string{plan.globalAddress(vd.Spec.Hostname)}
+		}
 		s.add(t.name, se)
 		if dr := virtualDestinationRule(vd); dr != nil {
 			dr.Namespace = namespace
