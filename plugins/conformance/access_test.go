@@ -21,12 +21,12 @@ import (
 // fleetPath is the fleet every backend translates.
 const fleetPath = "testdata/fleet.yaml"
 
-// client is a workload identity: a service account of the fleet's one cluster.
+// client is a workload identity: a service account in a cluster.
 type client struct {
 	Cluster, Namespace, ServiceAccount string
 }
 
-func (c client) String() string { return c.Namespace + "/" + c.ServiceAccount }
+func (c client) String() string { return c.Cluster + "/" + c.Namespace + "/" + c.ServiceAccount }
 
 // destination is one workload behind one Service port: where a
 // connection to that port arrives, and so what each backend decides on.
