@@ -35,13 +35,13 @@ func TestGlobalAddressesInRange(t *testing.T) {
 	}
 }
 
-// collidingHosts returns two remote hosts of namespace ns in cluster
-// "east" whose hostnames ask for the same slot.
-func collidingHosts(t *testing.T) (a, b serviceKey) {
+// collidingHosts returns two Services of namespace ns in cluster whose
+// remote hosts ask for the same slot.
+func collidingHosts(t *testing.T, cluster string) (a, b serviceKey) {
 	t.Helper()
 	seen := map[uint32]serviceKey{}
 	for i := range 100000 {
-		k := serviceKey{Cluster: "east", Namespace: "ns", Name: fmt.Sprintf("s%d", i)}
+		k := serviceKey{Cluster: cluster, Namespace: "ns", Name: fmt.Sprintf("s%d", i)}
 		slot := globalSlot(remoteHost(k))
 		if prev, ok := seen[slot]; ok {
 			return prev, k
@@ -57,7 +57,7 @@ func collidingHosts(t *testing.T) (a, b serviceKey) {
 // the next, whatever the order of the policies, and each gets a distinct
 // address.
 func TestGlobalAddressCollision(t *testing.T) {
-	a, b := collidingHosts(t)
+	a, b := collidingHosts(t, "east")
 	policy := func(name string, age int, k serviceKey) *policyv1alpha1.TrafficPolicy {
 		return &policyv1alpha1.TrafficPolicy{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(time.Unix(int64(1000+age), 0)),
@@ -142,5 +142,90 @@ func TestGlobalServiceEntriesHaveAddresses(t *testing.T) {
 	}
 	if entries == 0 {
 		t.Error("no fixture has a ServiceEntry of a host under .global")
+	}
+}
+
+// collisionFleet is a fleet of two Istio clusters, east (clients) and west
+// (Services a and b, whose remote hosts ask for one slot, behind an
+// east-west gateway), with a TrafficPolicy per Service named: "pa" for a,
+// created first, and "pb" for b, created after.
+func collisionFleet(t *testing.T, a, b serviceKey, policies ...string) *sdktest.Fixture {
+	t.Helper()
+	raw := func(s string) json.RawMessage {
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("%v: %s", err, s)
+		}
+		return json.RawMessage(s)
+	}
+	mesh := func(c string) json.RawMessage {
+		return raw(`{"apiVersion":"discovery.meshrelay.io/v1alpha1","kind":"Mesh","metadata":{"name":"istio","namespace":"istio-system"},` +
+			`"spec":{"type":"istio","namespace":"istio-system","network":"network-` + c + `"}}`)
+	}
+	service := func(k serviceKey) json.RawMessage {
+		return raw(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + k.Name + `","namespace":"` + k.Namespace + `"},` +
+			`"spec":{"selector":{"app":"` + k.Name + `"},"ports":[{"name":"tcp","port":5000}]}}`)
+	}
+	f := &sdktest.Fixture{Clusters: []sdktest.Cluster{
+		{Name: "east", Meshes: []string{"istio"}, Objects: []json.RawMessage{mesh("east")}},
+		{Name: "west", Meshes: []string{"istio"}, Objects: []json.RawMessage{mesh("west"), service(a), service(b),
+			raw(`{"apiVersion":"discovery.meshrelay.io/v1alpha1","kind":"Gateway","metadata":{"name":"eastwest","namespace":"istio-system"},` +
+				`"spec":{"mesh":"istio","addresses":["203.0.113.20"],"port":15443,"network":"network-west"}}`)}},
+	}}
+	created := map[string]string{"pa": "2026-01-01T00:00:00Z", "pb": "2026-01-02T00:00:00Z"}
+	target := map[string]serviceKey{"pa": a, "pb": b}
+	for _, p := range policies {
+		f.Policies = append(f.Policies, raw(`{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"TrafficPolicy",`+
+			`"metadata":{"name":"`+p+`","namespace":"ns","creationTimestamp":"`+created[p]+`"},`+
+			`"spec":{"destinationSelectors":[{"clusters":["west"],"namespaces":["ns"],"names":["`+target[p].Name+`"]}],"http":[{"timeout":"2s"}]}}`))
+	}
+	return f
+}
+
+// TestGlobalAddressCollisionIncremental runs hosts that ask for one slot
+// through one session: b alone has its slot; with a, whose policy is
+// older, a has the slot and b the next, in both clusters; without a, b has
+// its slot again. Each step's outputs equal a full translation's.
+func TestGlobalAddressCollisionIncremental(t *testing.T) {
+	a, b := collidingHosts(t, "west")
+	slot := globalSlot(remoteHost(a))
+	own, next := slotAddress(slot), slotAddress((slot+1)%globalAddressSlots)
+	steps := []struct {
+		policies []string
+		want     map[string]string
+	}{
+		{[]string{"pb"}, map[string]string{remoteHost(b): own}},
+		{[]string{"pa", "pb"}, map[string]string{remoteHost(a): own, remoteHost(b): next}},
+		{[]string{"pb"}, map[string]string{remoteHost(b): own}},
+	}
+	var fixtures []*sdktest.Fixture
+	for _, s := range steps {
+		fixtures = append(fixtures, collisionFleet(t, a, b, s.policies...))
+	}
+	sdktest.CheckIncremental(t, New(), fixtures...)
+	for i, s := range steps {
+		res := sdktest.RunFixture(t, New(), fixtures[i])
+		got := map[string]string{}
+		entries := 0
+		for _, o := range res.Outputs {
+			if o.Kind != "ServiceEntry" {
+				continue
+			}
+			var se clientnetworking.ServiceEntry
+			if err := json.Unmarshal(o.Body, &se); err != nil {
+				t.Fatal(err)
+			}
+			entries++
+			if prev, ok := got[se.Spec.Hosts[0]]; ok && prev != se.Spec.Addresses[0] {
+				t.Errorf("step %d: %s has %s in one cluster, %s in another", i, se.Spec.Hosts[0], prev, se.Spec.Addresses[0])
+			}
+			got[se.Spec.Hosts[0]] = se.Spec.Addresses[0]
+		}
+		if entries != 2*len(s.want) {
+			t.Errorf("step %d: %d ServiceEntries, want an import and an export per host", i, entries)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Errorf("step %d (policies %v): addresses %v, want %v", i, s.policies, got, s.want)
+		}
 	}
 }
