@@ -170,3 +170,12 @@ spec:
 		}
 	})
 }
+
+// TestMain removes the plugin build istioPluginDir made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if istioPlugin.dir != "" {
+		os.RemoveAll(filepath.Dir(istioPlugin.dir))
+	}
+	os.Exit(code)
+}
