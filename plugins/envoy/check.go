@@ -19,7 +19,9 @@ import (
 // reference present), and, for gRPC xDS clients, every HTTP connection
 // manager ends with the Router filter and carries its routes inline in an
 // api_listener, every EDS Cluster balances ROUND_ROBIN, and every locality
-// has a load balancing weight of at least 1. It returns every problem found.
+// has a load balancing weight of at least 1; a socket Listener (of an Envoy
+// node group, or inbound) has an HTTP connection manager or ends with a TCP
+// proxy. It returns every problem found.
 func CheckNode(rs []Resource) error {
 	byType := map[string][]types.Resource{}
 	var errs []error
@@ -63,15 +65,23 @@ func checkListener(l *listenerv3.Listener) []error {
 		}
 		managers = append(managers, hcm)
 	}
+	tcpProxies := 0
 	for _, fc := range l.GetFilterChains() {
-		for _, f := range fc.GetFilters() {
+		fs := fc.GetFilters()
+		for i, f := range fs {
 			if hcm := resourcev3.GetHTTPConnectionManager(f); hcm != nil {
 				managers = append(managers, hcm)
 			}
+			if f.GetName() == TCPProxyFilter {
+				tcpProxies++
+				if i != len(fs)-1 {
+					errs = append(errs, fmt.Errorf("listener %q: the tcp proxy is not the last network filter", l.GetName()))
+				}
+			}
 		}
 	}
-	if len(managers) == 0 {
-		errs = append(errs, fmt.Errorf("listener %q has no http connection manager", l.GetName()))
+	if len(managers) == 0 && tcpProxies == 0 {
+		errs = append(errs, fmt.Errorf("listener %q has neither an http connection manager nor a tcp proxy", l.GetName()))
 	}
 	for _, hcm := range managers {
 		fs := hcm.GetHttpFilters()

@@ -7,16 +7,22 @@ import (
 	"slices"
 	"strings"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -38,10 +44,19 @@ func SPIFFEID(cluster, namespace, serviceAccount string) string {
 	return "spiffe://" + cluster + "/ns/" + namespace + "/sa/" + serviceAccount
 }
 
+// InboundClusterName names the STATIC Cluster the TCP proxy of an inbound
+// Listener at a workload port forwards to: 127.0.0.1 at that port.
+func InboundClusterName(port int32) string {
+	return "inbound|127.0.0.1:" + portString(port)
+}
+
 // inboundListeners adds, for every ready endpoint of a Service served by
-// the node group, a Listener on the endpoint's address whose HTTP
-// connection manager enforces the AccessPolicies selecting the Service
-// with the RBAC filter, and the RouteConfiguration it loads over RDS.
+// the node group, a Listener on the endpoint's address enforcing the
+// AccessPolicies selecting the Service. An HTTP port's Listener has an
+// HTTP connection manager with the RBAC HTTP filter, loading its
+// RouteConfiguration (also added) over RDS; a port of another protocol
+// (see tcpPort) has the RBAC network filter and a TCP proxy to
+// 127.0.0.1 at the workload port.
 func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 	aps := b.idx.accessFor(d)
 	var parents []policyv1alpha1.Policy
@@ -54,40 +69,38 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			continue
 		}
 		routeName := InboundRouteName(d.Service.Namespace, d.Service.Name, sp.Port)
-		var filters []*hcmv3.HttpFilter
-		if len(aps) > 0 {
-			filters = append(filters, httpFilter(RBACFilter, b.rbac(aps, d)))
-		}
-		filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
-		hcm := &hcmv3.HttpConnectionManager{
-			StatPrefix: routeName,
-			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-				ConfigSource: adsConfigSource(), RouteConfigName: routeName,
-			}},
-			HttpFilters: filters,
-		}
+		tcp := tcpPort(sp)
+		var hcmFilters []*listenerv3.Filter
+		tcpFilters := map[int32][]*listenerv3.Filter{}
 		added := false
 		for _, ep := range eps {
 			port := endpointPort(ep, sp)
 			if !ep.Ready || port == 0 {
 				continue
 			}
+			var filters []*listenerv3.Filter
+			switch {
+			case tcp && tcpFilters[port] != nil:
+				filters = tcpFilters[port]
+			case tcp:
+				filters = b.tcpFilters(aps, d, sp, routeName, port)
+				tcpFilters[port] = filters
+			case hcmFilters != nil:
+				filters = hcmFilters
+			default:
+				filters = b.hcmFilters(aps, d, routeName)
+				hcmFilters = filters
+			}
 			addr := net.JoinHostPort(ep.Address, portString(port))
 			b.set.add(ListenerType, &listenerv3.Listener{
 				Name:             InboundListenerPrefix + addr,
 				Address:          socketAddress(ep.Address, uint32(port)),
 				TrafficDirection: corev3.TrafficDirection_INBOUND,
-				FilterChains: []*listenerv3.FilterChain{{
-					Name: routeName,
-					Filters: []*listenerv3.Filter{{
-						Name:       HCMFilter,
-						ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)},
-					}},
-				}},
+				FilterChains:     []*listenerv3.FilterChain{{Name: routeName, Filters: filters}},
 			}, parents...)
 			added = true
 		}
-		if added {
+		if added && !tcp {
 			b.set.add(RouteType, &routev3.RouteConfiguration{
 				Name: routeName,
 				VirtualHosts: []*routev3.VirtualHost{{
@@ -104,12 +117,65 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 	}
 }
 
+// hcmFilters are the network filters of an HTTP port's inbound Listener:
+// an HTTP connection manager with the RBAC filter of the AccessPolicies
+// (when any selects the Service) and the router, loading routeName over
+// RDS.
+func (b *nodeBuilder) hcmFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, routeName string) []*listenerv3.Filter {
+	var filters []*hcmv3.HttpFilter
+	if len(aps) > 0 {
+		filters = append(filters, httpFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
+	}
+	filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: routeName,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource: adsConfigSource(), RouteConfigName: routeName,
+		}},
+		HttpFilters: filters,
+	}
+	return []*listenerv3.Filter{networkFilter(HCMFilter, hcm)}
+}
+
+// tcpFilters are the network filters of the inbound Listener of a port
+// that is not HTTP, at workload port port: the RBAC network filter of the
+// AccessPolicies (when any selects the Service), then a TCP proxy to
+// InboundClusterName(port), which it adds.
+func (b *nodeBuilder) tcpFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, sp corev1.ServicePort, statPrefix string, port int32) []*listenerv3.Filter {
+	var filters []*listenerv3.Filter
+	if len(aps) > 0 {
+		filters = append(filters, networkFilter(NetworkRBACFilter, &rbacnetworkv3.RBAC{StatPrefix: statPrefix, Rules: b.rbacRules(aps, d, &sp)}))
+	}
+	cluster := InboundClusterName(port)
+	if !b.set.has(ClusterType, cluster) {
+		b.set.add(ClusterType, &clusterv3.Cluster{
+			Name:                 cluster,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(connectTimeout),
+			LoadAssignment: &endpointv3.ClusterLoadAssignment{
+				ClusterName: cluster,
+				Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress("127.0.0.1", uint32(port))}},
+				}}}},
+			},
+		})
+	}
+	return append(filters, networkFilter(TCPProxyFilter, &tcpproxyv3.TcpProxy{
+		StatPrefix:       statPrefix,
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
+	}))
+}
+
+func networkFilter(name string, cfg proto.Message) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(cfg)}}
+}
+
 // RBACPolicyName names the RBAC policy of an AccessPolicy.
 func RBACPolicyName(namespace, name string) string {
 	return "ns[" + namespace + "]-policy[" + name + "]"
 }
 
-// rbac builds the RBAC filter of a destination from the AccessPolicies
+// rbacRules builds the RBAC rules of a destination from the AccessPolicies
 // selecting it: an ALLOW filter with one policy per Allow policy, so that
 // a request no policy admits is denied (DenyAll policies add none).
 //
@@ -117,10 +183,26 @@ func RBACPolicyName(namespace, name string) string {
 // connection arrived on, the workload's: each becomes the Service port's
 // target ports (see workloadPorts). A policy naming ports none of which
 // resolves adds no policy: it admits nothing to the destination.
-func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination) *rbacfilterv3.RBAC {
+//
+// On a port that is not HTTP (tcp, the Service port), where the network
+// filter cannot see requests, a policy naming methods or paths that
+// applies to the port adds no policy either, with a warning.
+func (b *nodeBuilder) rbacRules(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, tcp *corev1.ServicePort) *rbacv3.RBAC {
 	rules := &rbacv3.RBAC{Action: rbacv3.RBAC_ALLOW, Policies: map[string]*rbacv3.Policy{}}
 	for _, ap := range aps {
 		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
+			continue
+		}
+		if tcp != nil && (len(ap.Spec.Methods) > 0 || len(ap.Spec.Paths) > 0) {
+			if len(ap.Spec.Ports) == 0 || slices.Contains(ap.Spec.Ports, tcp.Port) {
+				path := "spec.methods"
+				if len(ap.Spec.Methods) == 0 {
+					path = "spec.paths"
+				}
+				b.idx.diags.add(withCluster(sdk.Warningf(ap, path,
+					"port %d of Service %s/%s is not HTTP (%s), so methods and paths cannot be checked there and the policy admits nothing on it",
+					tcp.Port, d.Service.Namespace, d.Service.Name, portProtocol(*tcp)), d.Cluster.Name))
+			}
 			continue
 		}
 		ports, resolved := b.idx.workloadPorts(ap, d)
@@ -129,7 +211,7 @@ func (b *nodeBuilder) rbac(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination
 			rules.Policies[RBACPolicyName(ap.Namespace, ap.Name)] = p
 		}
 	}
-	return &rbacfilterv3.RBAC{Rules: rules}
+	return rules
 }
 
 // RBACPolicy translates an Allow AccessPolicy to an RBAC policy: its

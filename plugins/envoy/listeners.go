@@ -30,6 +30,10 @@ const (
 	FaultFilter  = "envoy.filters.http.fault"
 	RBACFilter   = "envoy.filters.http.rbac"
 	HCMFilter    = "envoy.filters.network.http_connection_manager"
+	// NetworkRBACFilter and TCPProxyFilter make the inbound Listeners of
+	// ports that are not HTTP.
+	NetworkRBACFilter = "envoy.filters.network.rbac"
+	TCPProxyFilter    = "envoy.filters.network.tcp_proxy"
 )
 
 // defaultRetryOn is what a retry policy without conditions retries on.
@@ -84,13 +88,23 @@ func (b *nodeBuilder) serviceListeners(d sdk.Destination, tps []*policyv1alpha1.
 	for _, tp := range tps {
 		parents = append(parents, tp)
 	}
-	for i, sp := range d.Service.Spec.Ports {
+	first := true
+	for _, sp := range d.Service.Spec.Ports {
 		if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		if tcpPort(sp) {
+			for _, tp := range tps {
+				b.idx.diags.add(withCluster(sdk.Warningf(tp, "spec.destinationSelectors",
+					"port %d of Service %s/%s is not HTTP (%s): the envoy backend routes only HTTP, so the policy's rules do not apply there",
+					sp.Port, d.Service.Namespace, d.Service.Name, portProtocol(sp)), d.Cluster.Name))
+			}
 			continue
 		}
 		t := target{hostname: ServiceHostname(d.Service.Namespace, d.Service.Name), port: sp.Port, backendPort: sp.Port}
 		t.defaultCluster = b.serviceCluster(d, sp)
-		b.outbound(t, tps, i == 0, parents)
+		b.outbound(t, tps, first, parents)
+		first = false
 	}
 }
 
