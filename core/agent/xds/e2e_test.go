@@ -179,6 +179,10 @@ func TestEndToEnd(t *testing.T) {
 		for fixture, targets := range map[string][]string{
 			"traffic":            {"xds:///reviews.shop.svc.cluster.local", "xds:///reviews.shop.svc.cluster.local:9080"},
 			"virtualdestination": {"xds:///reviews.global", "xds:///ratings.global:80"},
+			// A cluster with an Envoy node group too: the gRPC group's
+			// api_listeners are unchanged by it. (Targets no other fixture
+			// calls: a client would see a name it watches removed.)
+			"envoyproxy": {"xds:///ratings.shop.svc.cluster.local", "xds:///ratings.shop.svc.cluster.local:9090"},
 		} {
 			snap := fixtureSnapshot(t, "../../../plugins/envoy/testdata/"+fixture+".yaml", "east")
 			if errs, err := agent.Apply(ctx, envoy.Backend, snap, true); err != nil || len(errs) > 0 {
