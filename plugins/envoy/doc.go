@@ -5,6 +5,15 @@
 // the cluster's envoy Mesh) and emits them to the node group's cluster,
 // where the agent serves them over ADS.
 //
+// A node group is one of two kinds, which the meshrelay.io/envoy-proxy pod
+// template label next to meshrelay.io/envoy-node says and discovery lists
+// in the Mesh's envoyProxies: "envoy", Envoy proxies, which take Listeners
+// over LDS only as socket listeners (an api_listener only from their
+// bootstrap); or "grpc", proxyless gRPC clients and servers, which look
+// their Listeners up by name. A node group no workload labels is "grpc",
+// what every node group was before the label existed; when a group's
+// workloads disagree it is "envoy".
+//
 // Every xDS resource travels as a Kubernetes-shaped wrapper [Object]:
 //
 //	apiVersion: xds.meshrelay.io/v1alpha1
@@ -15,31 +24,67 @@
 // [Encode] builds one, [Decode] reads and validates one; the agent's xDS
 // server uses Decode. What the translator builds for a node group:
 //
-//   - per VirtualDestination port, an api_listener Listener named
-//     "hostname:port" (and "hostname" for its first port, the name a gRPC
-//     client dialing xds:///hostname asks for) with an inline
-//     RouteConfiguration: the rules of the TrafficPolicies selecting a
-//     backing Service (matches, weighted clusters, retries, timeouts,
-//     faults, mirroring, header changes) then a default route, left out
-//     when a rule without matches already takes every request;
-//   - the same for Services of the node's own cluster that TrafficPolicies
-//     select, named after "name.namespace.svc.cluster.local";
+//   - outbound routes per VirtualDestination port, for "hostname:port":
+//     the rules of the TrafficPolicies selecting a backing Service
+//     (matches, weighted clusters, retries, timeouts, faults, mirroring,
+//     header changes) then a default route to the hostname's Cluster,
+//     left out when a rule without matches already takes every request;
+//   - the same for the HTTP ports of Services of the node's own cluster
+//     that TrafficPolicies select, for "name.namespace.svc.cluster.local";
+//     their ports that are not HTTP (below) are left out, with a warning
+//     on the policy;
+//   - for a "grpc" node group, those routes as api_listener Listeners
+//     with an inline RouteConfiguration, named "hostname:port" and
+//     "hostname" for the hostname's first port, the name a gRPC client
+//     dialing xds:///hostname asks for;
+//   - for an "envoy" node group, one socket Listener per outbound port,
+//     OutboundListenerName(port), on 0.0.0.0 at that port, whose HTTP
+//     connection manager loads over RDS the RouteConfiguration
+//     OutboundRouteName(port), with one virtual host per hostname at that
+//     port (domains "hostname" and "hostname:port");
 //   - EDS Clusters (ROUND_ROBIN, outlier detection) and their
 //     ClusterLoadAssignments with the ready endpoints of every backing
 //     Service in every cluster, one locality per region, zone and cluster
 //     (the sub-zone), weighted by endpoint count, with priorities from the
 //     failover order;
 //   - per ready endpoint of a Service whose workloads belong to the node
-//     group, an inbound Listener named InboundListenerPrefix+"ip:port" whose
-//     HTTP connection manager carries the RBAC filter of the AccessPolicies
-//     selecting the Service (default deny once one does) and loads a
-//     RouteConfiguration over RDS. A policy's ports are Service ports and
-//     the filter sees the port a connection arrives on, so its permission
-//     names the ports they forward to (sdk.Cluster.TargetPorts): a numeric
-//     targetPort as is, a named one as the number each of the Service's
-//     workloads gives that container port. A port that does not resolve is
-//     left out with a warning naming the Service and the port, and a policy
-//     none of whose ports resolves admits nothing there.
+//     group, an inbound Listener named InboundListenerPrefix+"ip:port",
+//     on that address, enforcing the AccessPolicies selecting the Service
+//     (default deny once one does). On an HTTP port its HTTP connection
+//     manager carries the RBAC HTTP filter and loads over RDS a
+//     RouteConfiguration whose one route is a non-forwarding action, what
+//     an xDS-enabled gRPC server serves by. On a port of another protocol
+//     it has the RBAC network filter (envoy.filters.network.rbac) and a
+//     TCP proxy (envoy.filters.network.tcp_proxy) to the STATIC Cluster
+//     InboundClusterName(port), 127.0.0.1 at the workload port; a policy
+//     naming methods or paths admits nothing there, with a warning. A
+//     policy's ports are Service ports and the filter sees the port a
+//     connection arrives on, so its permission names the ports they
+//     forward to (sdk.Cluster.TargetPorts): a numeric targetPort as is, a
+//     named one as the number each of the Service's workloads gives that
+//     container port. A port that does not resolve is left out with a
+//     warning naming the Service and the port, and a policy none of whose
+//     ports resolves admits nothing there.
+//
+// A port's protocol is selected as Istio selects it: its appProtocol when
+// set, else its name, "<protocol>" or "<protocol>-<suffix>". tcp, tls,
+// https, mongo, mysql, redis and kubernetes.io/wss are not HTTP; http,
+// http2, grpc, grpc-web, kubernetes.io/h2c and kubernetes.io/ws are, and
+// so is a port whose protocol is unknown or not said, which Istio would
+// sniff and this backend serves as HTTP.
+//
+// Not supported: VirtualDestination TCP and TLS ports (skipped with a
+// warning) and outbound routing of Service ports that are not HTTP; TLS
+// on any Listener or Cluster: inbound Listeners carry no TLS transport
+// socket, so a gRPC server must bring its own TLS credentials for the RBAC
+// principals to see a client certificate, and an "envoy" node group sees
+// none, so there an AccessPolicy admits no client. For "envoy" node groups
+// also: forwarding inbound HTTP to the workload (the non-forwarding route
+// serves gRPC servers only); traffic interception (clients reach the
+// outbound Listeners at 0.0.0.0:port themselves, and an outbound port
+// equal to a workload port of the same proxy cannot be bound twice); and
+// HTTP/2 to upstreams (Clusters carry no protocol options, so Envoy speaks
+// HTTP/1.1 to them, which gRPC backends refuse).
 //
 // # Targets and what they read
 //
@@ -50,8 +95,8 @@
 //   - its own presence and meshes, and the VirtualDestination warnings
 //     (below) — all a target without the envoy mesh, or without node
 //     groups in its envoy Mesh, reads;
-//   - its own Mesh resources (node groups), Nodes (its region, for
-//     Locality failover), Services, Deployments, StatefulSets and
+//   - its own Mesh resources (node groups and their kinds), Nodes (its
+//     region, for Locality failover), Services, Deployments, StatefulSets and
 //     DaemonSets (which node group a Service's workloads belong to), and
 //     the endpoints of its Services that TrafficPolicies select or whose
 //     workloads belong to a node group;
