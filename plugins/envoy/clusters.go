@@ -9,8 +9,11 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
@@ -223,4 +226,27 @@ func socketAddress(ip string, port uint32) *corev3.Address {
 		Address:       ip,
 		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
 	}}}
+}
+
+// HTTPProtocolOptions is the key of a Cluster's HTTP protocol options in
+// its typed_extension_protocol_options.
+const HTTPProtocolOptions = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// withDownstreamProtocol returns a copy of an outbound Cluster for Envoy
+// node groups: Envoy speaks HTTP/1.1 upstream unless told otherwise, which
+// gRPC backends refuse, so it speaks the protocol the request came in
+// with (HTTP/2 for gRPC). gRPC clients need no such option.
+func withDownstreamProtocol(c *clusterv3.Cluster) *clusterv3.Cluster {
+	c = proto.Clone(c).(*clusterv3.Cluster)
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
+		HTTPProtocolOptions: mustAny(&upstreamhttpv3.HttpProtocolOptions{
+			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
+				UseDownstreamProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+					HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		}),
+	}
+	return c
 }

@@ -46,7 +46,9 @@
 //     ClusterLoadAssignments with the ready endpoints of every backing
 //     Service in every cluster, one locality per region, zone and cluster
 //     (the sub-zone), weighted by endpoint count, with priorities from the
-//     failover order;
+//     failover order; an "envoy" node group's Clusters speak upstream the
+//     HTTP version requests came in with (HTTPProtocolOptions,
+//     use_downstream_protocol_config), so gRPC stays HTTP/2;
 //   - per ready endpoint of a Service whose workloads belong to the node
 //     group, an inbound Listener named InboundListenerPrefix+"ip:port",
 //     on that address, enforcing the AccessPolicies selecting the Service
@@ -80,11 +82,9 @@
 // principals to see a client certificate, and an "envoy" node group sees
 // none, so there an AccessPolicy admits no client. For "envoy" node groups
 // also: forwarding inbound HTTP to the workload (the non-forwarding route
-// serves gRPC servers only); traffic interception (clients reach the
+// serves gRPC servers only) and traffic interception (clients reach the
 // outbound Listeners at 0.0.0.0:port themselves, and an outbound port
-// equal to a workload port of the same proxy cannot be bound twice); and
-// HTTP/2 to upstreams (Clusters carry no protocol options, so Envoy speaks
-// HTTP/1.1 to them, which gRPC backends refuse).
+// equal to a workload port of the same proxy cannot be bound twice).
 //
 // # Targets and what they read
 //

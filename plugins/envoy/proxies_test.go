@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -52,6 +54,7 @@ func nodeResources(t *testing.T, res *sdktest.Result) map[string][]envoy.Resourc
 // 0.0.0.0 per outbound port, whose connection manager loads over RDS a
 // RouteConfiguration with a virtual host per hostname at that port; the
 // gRPC group "frontend" keeps its api_listeners named after the hostnames.
+// The Envoy group's Clusters speak the downstream protocol upstream.
 func TestEnvoyNodeGroupSocketListeners(t *testing.T) {
 	res := sdktest.Run(t, envoy.New(), "testdata/envoyproxy.yaml")
 	nodes := nodeResources(t, res)
@@ -99,6 +102,32 @@ func TestEnvoyNodeGroupSocketListeners(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, outbound); diff != "" {
 		t.Errorf("edge: outbound listeners and their virtual hosts (-want +got):\n%s", diff)
+	}
+
+	// Envoy speaks to upstreams the protocol requests came in with, so
+	// gRPC through it stays HTTP/2; gRPC clients get no such option.
+	for node, want := range map[string]bool{"edge": true, "frontend": false} {
+		for _, r := range nodes[node] {
+			c, ok := r.Message.(*clusterv3.Cluster)
+			if !ok || c.GetType() != clusterv3.Cluster_EDS {
+				continue
+			}
+			opts, ok := c.GetTypedExtensionProtocolOptions()[envoy.HTTPProtocolOptions]
+			if ok != want {
+				t.Errorf("%s: cluster %q has HTTP protocol options: %v, want %v", node, c.GetName(), ok, want)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			var hpo upstreamhttpv3.HttpProtocolOptions
+			if err := opts.UnmarshalTo(&hpo); err != nil {
+				t.Fatal(err)
+			}
+			if d := hpo.GetUseDownstreamProtocolConfig(); d.GetHttp2ProtocolOptions() == nil || d.GetHttpProtocolOptions() == nil {
+				t.Errorf("%s: cluster %q: HTTP protocol options %v, want the downstream protocol, HTTP/1.1 or HTTP/2", node, c.GetName(), &hpo)
+			}
+		}
 	}
 
 	var api []string

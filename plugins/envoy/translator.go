@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
@@ -302,6 +303,11 @@ func (idx *index) outbound(proxy string) []*resource {
 	}
 	set := maps.Clone(idx.outboundBase)
 	if proxy == discoveryapi.EnvoyProxyEnvoy {
+		for key, r := range set {
+			if c, ok := r.msg.(*clusterv3.Cluster); ok {
+				set[key] = &resource{typeURL: r.typeURL, name: r.name, msg: withDownstreamProtocol(c), parents: r.parents}
+			}
+		}
 		socketListeners(set, idx.outboundHosts)
 	} else {
 		apiListeners(set, idx.outboundHosts)
