@@ -46,19 +46,22 @@
 //     ClusterLoadAssignments with the ready endpoints of every backing
 //     Service in every cluster, one locality per region, zone and cluster
 //     (the sub-zone), weighted by endpoint count, with priorities from the
-//     failover order; an "envoy" node group's Clusters speak upstream the
-//     HTTP version requests came in with (HTTPProtocolOptions,
-//     use_downstream_protocol_config), so gRPC stays HTTP/2;
+//     failover order. An "envoy" node group's Clusters, these and the
+//     inbound ones, speak upstream the HTTP version requests came in with
+//     (HTTPProtocolOptions, use_downstream_protocol_config), so gRPC stays
+//     HTTP/2;
 //   - per ready endpoint of a Service whose workloads belong to the node
 //     group, an inbound Listener named InboundListenerPrefix+"ip:port",
 //     on that address, enforcing the AccessPolicies selecting the Service
 //     (default deny once one does). On an HTTP port its HTTP connection
-//     manager carries the RBAC HTTP filter and loads over RDS a
-//     RouteConfiguration whose one route is a non-forwarding action, what
-//     an xDS-enabled gRPC server serves by. On a port of another protocol
-//     it has the RBAC network filter (envoy.filters.network.rbac) and a
-//     TCP proxy (envoy.filters.network.tcp_proxy) to the STATIC Cluster
-//     InboundClusterName(port), 127.0.0.1 at the workload port; a policy
+//     manager carries the RBAC HTTP filter; in a "grpc" node group it loads
+//     over RDS a RouteConfiguration whose one route is a non-forwarding
+//     action, what an xDS-enabled gRPC server serves by, and in an "envoy"
+//     node group its inline route sends every request to the STATIC
+//     Cluster InboundClusterName(port), the workload at 127.0.0.1 at the
+//     workload port. On a port of another protocol it has the RBAC
+//     network filter (envoy.filters.network.rbac) and a TCP proxy
+//     (envoy.filters.network.tcp_proxy) to that same Cluster; a policy
 //     naming methods or paths admits nothing there, with a warning. A
 //     policy's ports are Service ports and the filter sees the port a
 //     connection arrives on, so its permission names the ports they
@@ -81,10 +84,10 @@
 // socket, so a gRPC server must bring its own TLS credentials for the RBAC
 // principals to see a client certificate, and an "envoy" node group sees
 // none, so there an AccessPolicy admits no client. For "envoy" node groups
-// also: forwarding inbound HTTP to the workload (the non-forwarding route
-// serves gRPC servers only) and traffic interception (clients reach the
-// outbound Listeners at 0.0.0.0:port themselves, and an outbound port
-// equal to a workload port of the same proxy cannot be bound twice).
+// also traffic interception: clients reach the outbound Listeners at
+// 0.0.0.0:port themselves, the inbound Listeners bind the Pod's address,
+// so the workload must listen on 127.0.0.1 only, and an outbound port
+// equal to a workload port of the same proxy cannot be bound twice.
 //
 // # Targets and what they read
 //

@@ -72,6 +72,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 		tcp := tcpPort(sp)
 		var hcmFilters []*listenerv3.Filter
 		tcpFilters := map[int32][]*listenerv3.Filter{}
+		envoyFilters := map[int32][]*listenerv3.Filter{}
 		added := false
 		for _, ep := range eps {
 			port := endpointPort(ep, sp)
@@ -85,6 +86,11 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			case tcp:
 				filters = b.tcpFilters(aps, d, sp, routeName, port)
 				tcpFilters[port] = filters
+			case b.envoy && envoyFilters[port] != nil:
+				filters = envoyFilters[port]
+			case b.envoy:
+				filters = b.envoyHCMFilters(aps, d, routeName, port)
+				envoyFilters[port] = filters
 			case hcmFilters != nil:
 				filters = hcmFilters
 			default:
@@ -100,7 +106,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			}, parents...)
 			added = true
 		}
-		if added && !tcp {
+		if added && !tcp && !b.envoy {
 			b.set.add(RouteType, &routev3.RouteConfiguration{
 				Name: routeName,
 				VirtualHosts: []*routev3.VirtualHost{{
@@ -137,6 +143,63 @@ func (b *nodeBuilder) hcmFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Desti
 	return []*listenerv3.Filter{networkFilter(HCMFilter, hcm)}
 }
 
+// envoyHCMFilters are the network filters of an HTTP port's inbound
+// Listener in an Envoy node group, at workload port port: an HTTP
+// connection manager with the RBAC filter of the AccessPolicies (when any
+// selects the Service) and the router, whose inline RouteConfiguration
+// sends every request to InboundClusterName(port), which it adds.
+func (b *nodeBuilder) envoyHCMFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, routeName string, port int32) []*listenerv3.Filter {
+	var filters []*hcmv3.HttpFilter
+	if len(aps) > 0 {
+		filters = append(filters, httpFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
+	}
+	filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+	cluster := b.inboundCluster(port)
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: routeName,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: routeName,
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    "inbound",
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Name:   "inbound",
+					Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}},
+				}},
+			}},
+		}},
+		HttpFilters: filters,
+	}
+	return []*listenerv3.Filter{networkFilter(HCMFilter, hcm)}
+}
+
+// inboundCluster adds the STATIC Cluster InboundClusterName(port), the
+// workload at 127.0.0.1:port, and returns its name. In an Envoy node group
+// it speaks upstream the HTTP version requests came in with.
+func (b *nodeBuilder) inboundCluster(port int32) string {
+	name := InboundClusterName(port)
+	if b.set.has(ClusterType, name) {
+		return name
+	}
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress("127.0.0.1", uint32(port))}},
+			}}}},
+		},
+	}
+	if b.envoy {
+		c = withDownstreamProtocol(c)
+	}
+	b.set.add(ClusterType, c)
+	return name
+}
+
 // tcpFilters are the network filters of the inbound Listener of a port
 // that is not HTTP, at workload port port: the RBAC network filter of the
 // AccessPolicies (when any selects the Service), then a TCP proxy to
@@ -146,20 +209,7 @@ func (b *nodeBuilder) tcpFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Desti
 	if len(aps) > 0 {
 		filters = append(filters, networkFilter(NetworkRBACFilter, &rbacnetworkv3.RBAC{StatPrefix: statPrefix, Rules: b.rbacRules(aps, d, &sp)}))
 	}
-	cluster := InboundClusterName(port)
-	if !b.set.has(ClusterType, cluster) {
-		b.set.add(ClusterType, &clusterv3.Cluster{
-			Name:                 cluster,
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-			ConnectTimeout:       durationpb.New(connectTimeout),
-			LoadAssignment: &endpointv3.ClusterLoadAssignment{
-				ClusterName: cluster,
-				Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress("127.0.0.1", uint32(port))}},
-				}}}},
-			},
-		})
-	}
+	cluster := b.inboundCluster(port)
 	return append(filters, networkFilter(TCPProxyFilter, &tcpproxyv3.TcpProxy{
 		StatPrefix:       statPrefix,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},

@@ -2,6 +2,7 @@ package envoy_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -54,7 +55,8 @@ func nodeResources(t *testing.T, res *sdktest.Result) map[string][]envoy.Resourc
 // 0.0.0.0 per outbound port, whose connection manager loads over RDS a
 // RouteConfiguration with a virtual host per hostname at that port; the
 // gRPC group "frontend" keeps its api_listeners named after the hostnames.
-// The Envoy group's Clusters speak the downstream protocol upstream.
+// The Envoy group's inbound Listener forwards to the workload on
+// 127.0.0.1, and its Clusters speak the downstream protocol upstream.
 func TestEnvoyNodeGroupSocketListeners(t *testing.T) {
 	res := sdktest.Run(t, envoy.New(), "testdata/envoyproxy.yaml")
 	nodes := nodeResources(t, res)
@@ -104,12 +106,39 @@ func TestEnvoyNodeGroupSocketListeners(t *testing.T) {
 		t.Errorf("edge: outbound listeners and their virtual hosts (-want +got):\n%s", diff)
 	}
 
+	// Inbound, Envoy forwards HTTP to the workload on 127.0.0.1 at its
+	// port, with its routes inline: no non-forwarding route, which only
+	// gRPC servers serve by.
+	inbound := map[string]string{}
+	for _, r := range nodes["edge"] {
+		switch m := r.Message.(type) {
+		case *routev3.RouteConfiguration:
+			if strings.HasPrefix(m.GetName(), "inbound|") {
+				t.Errorf("edge: RDS RouteConfiguration %q for an inbound Listener", m.GetName())
+			}
+		case *listenerv3.Listener:
+			addr, ok := strings.CutPrefix(m.GetName(), envoy.InboundListenerPrefix)
+			if !ok {
+				continue
+			}
+			hcm := resourcev3.GetHTTPConnectionManager(m.GetFilterChains()[0].GetFilters()[0])
+			for _, vh := range hcm.GetRouteConfig().GetVirtualHosts() {
+				for _, route := range vh.GetRoutes() {
+					inbound[addr] = route.GetRoute().GetCluster()
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"10.1.0.11:8080": envoy.InboundClusterName(8080)}, inbound); diff != "" {
+		t.Errorf("edge: inbound listeners' routes (-want +got):\n%s", diff)
+	}
+
 	// Envoy speaks to upstreams the protocol requests came in with, so
 	// gRPC through it stays HTTP/2; gRPC clients get no such option.
 	for node, want := range map[string]bool{"edge": true, "frontend": false} {
 		for _, r := range nodes[node] {
 			c, ok := r.Message.(*clusterv3.Cluster)
-			if !ok || c.GetType() != clusterv3.Cluster_EDS {
+			if !ok {
 				continue
 			}
 			opts, ok := c.GetTypedExtensionProtocolOptions()[envoy.HTTPProtocolOptions]

@@ -76,7 +76,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("node %q: %w", node, err)
 		}
-		if err := idx.emit(resp, node, slices.Concat(idx.outbound(proxies[node]), idx.inbound(node))); err != nil {
+		if err := idx.emit(resp, node, slices.Concat(idx.outbound(proxies[node]), idx.inbound(node, proxies[node]))); err != nil {
 			return err
 		}
 	}
@@ -319,9 +319,9 @@ func (idx *index) outbound(proxy string) []*resource {
 
 // inbound builds the inbound Listeners and RouteConfigurations of the
 // target's Services whose workloads belong to node group node.
-func (idx *index) inbound(node string) []*resource {
+func (idx *index) inbound(node, proxy string) []*resource {
 	c := idx.target
-	b := &nodeBuilder{idx: idx, cluster: c, node: node, set: resourceSet{}}
+	b := &nodeBuilder{idx: idx, cluster: c, node: node, envoy: proxy == discoveryapi.EnvoyProxyEnvoy, set: resourceSet{}}
 	for _, svc := range c.Services() {
 		if len(svc.Spec.Selector) > 0 && servesNode(idx.podTemplates(), svc, node) {
 			b.inboundListeners(sdk.Destination{Cluster: c, Service: svc})
@@ -357,6 +357,8 @@ type nodeBuilder struct {
 	node    string
 	region  string
 	set     resourceSet
+	// envoy is whether the node group is Envoy proxies, not gRPC.
+	envoy bool
 	// hosts are the outbound hosts recorded (see outbound).
 	hosts []*outboundHost
 }
