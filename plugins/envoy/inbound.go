@@ -44,8 +44,9 @@ func SPIFFEID(cluster, namespace, serviceAccount string) string {
 	return "spiffe://" + cluster + "/ns/" + namespace + "/sa/" + serviceAccount
 }
 
-// InboundClusterName names the STATIC Cluster the TCP proxy of an inbound
-// Listener at a workload port forwards to: 127.0.0.1 at that port.
+// InboundClusterName names the STATIC Cluster an inbound Listener at a
+// workload port forwards to, with a TCP proxy or, in an Envoy node group,
+// an HTTP route: 127.0.0.1 at that port.
 func InboundClusterName(port int32) string {
 	return "inbound|127.0.0.1:" + portString(port)
 }
@@ -53,10 +54,11 @@ func InboundClusterName(port int32) string {
 // inboundListeners adds, for every ready endpoint of a Service served by
 // the node group, a Listener on the endpoint's address enforcing the
 // AccessPolicies selecting the Service. An HTTP port's Listener has an
-// HTTP connection manager with the RBAC HTTP filter, loading its
-// RouteConfiguration (also added) over RDS; a port of another protocol
-// (see tcpPort) has the RBAC network filter and a TCP proxy to
-// 127.0.0.1 at the workload port.
+// HTTP connection manager with the RBAC HTTP filter: for gRPC servers it
+// loads its RouteConfiguration (also added) over RDS, in an Envoy node
+// group its inline route forwards to 127.0.0.1 at the workload port. A
+// port of another protocol (see tcpPort) has the RBAC network filter and
+// a TCP proxy to 127.0.0.1 at the workload port.
 func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 	aps := b.idx.accessFor(d)
 	var parents []policyv1alpha1.Policy
