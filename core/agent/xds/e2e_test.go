@@ -129,7 +129,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("weighted split", func(t *testing.T) {
 		client.await(ctx, t, "xds:///reviews.global /shop.Reviews/Get 1", func(r callResult) bool { return r.Codes["OK"] == 1 })
 		const n = 400
-		r := client.call(t, fmt.Sprintf("xds:///reviews.global /shop.Reviews/Get %d", n))
+		r := client.call(t, fmt.Sprintf("xds:///reviews.global /shop.Reviews/Get %d wait", n))
 		if r.Codes["OK"] != n {
 			t.Fatalf("calls = %v (last error %s), want %d OK", r.Codes, r.Last, n)
 		}
@@ -141,11 +141,11 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("rbac", func(t *testing.T) {
-		r := client.call(t, "xds:///reviews.global /shop.Admin/Drop 10")
+		r := client.call(t, "xds:///reviews.global /shop.Admin/Drop 10 wait")
 		if r.Codes["PermissionDenied"] != 10 {
 			t.Errorf("calls of a path the AccessPolicy does not allow = %v (last error %s), want 10 PermissionDenied", r.Codes, r.Last)
 		}
-		r = client.call(t, "xds:///reviews.global /shop.Reviews/List 10")
+		r = client.call(t, "xds:///reviews.global /shop.Reviews/List 10 wait")
 		if r.Codes["OK"] != 10 {
 			t.Errorf("calls of an allowed path = %v (last error %s), want 10 OK", r.Codes, r.Last)
 		}

@@ -126,9 +126,16 @@ func client(cfg *tls.Config) {
 	enc := json.NewEncoder(os.Stdout)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		// TARGET METHOD N [wait]: wait makes each call wait for a ready
+		// connection (grpc.WaitForReady) instead of failing on a transient
+		// one, for tests of where calls go rather than of failures.
 		f := strings.Fields(in.Text())
-		if len(f) != 3 {
+		if len(f) != 3 && (len(f) != 4 || f[3] != "wait") {
 			log.Fatalf("bad command %q", in.Text())
+		}
+		var opts []grpc.CallOption
+		if len(f) == 4 {
+			opts = append(opts, grpc.WaitForReady(true))
 		}
 		n, err := strconv.Atoi(f[2])
 		if err != nil {
@@ -146,7 +153,7 @@ func client(cfg *tls.Config) {
 		for range n {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var md metadata.MD
-			err := conn.Invoke(ctx, f[1], &emptypb.Empty{}, &emptypb.Empty{}, grpc.Header(&md))
+			err := conn.Invoke(ctx, f[1], &emptypb.Empty{}, &emptypb.Empty{}, append(opts, grpc.Header(&md))...)
 			cancel()
 			code := status.Code(err)
 			res.Codes[code.String()]++
