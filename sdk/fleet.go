@@ -395,6 +395,8 @@ type Endpoint struct {
 	Region string
 	// Node is the node the endpoint runs on, when known.
 	Node string
+	// Pod is the name of the endpoint's Pod (its targetRef), when known.
+	Pod string
 }
 
 // Endpoints returns the endpoints of a Service from its EndpointSlices, with
@@ -423,6 +425,9 @@ func (c *Cluster) Endpoints(namespace, service string) []Endpoint {
 		}
 		for _, ep := range es.Endpoints {
 			e := Endpoint{Ports: ports, Ready: ep.Conditions.Ready == nil || *ep.Conditions.Ready, Node: deref(ep.NodeName), Zone: deref(ep.Zone)}
+			if r := ep.TargetRef; r != nil && (r.Kind == "" || r.Kind == "Pod") {
+				e.Pod = r.Name
+			}
 			if e.Node != "" {
 				e.Region = regions[e.Node]
 				e.Zone = cmp.Or(e.Zone, zones[e.Node])
