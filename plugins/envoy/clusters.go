@@ -3,7 +3,9 @@ package envoy
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -35,6 +37,26 @@ func ServiceClusterName(cluster, namespace, name string, port int32) string {
 	return "svc|" + cluster + "|" + namespace + "|" + name + "|" + portString(port)
 }
 
+// SubsetClusterName names the Cluster (and ClusterLoadAssignment) of one
+// port of a Service in one workload cluster narrowed to the endpoints whose
+// pods carry all the subset's labels: ServiceClusterName then
+// "|key=value,key=value", keys sorted.
+func SubsetClusterName(cluster, namespace, name string, port int32, subset map[string]string) string {
+	return ServiceClusterName(cluster, namespace, name, port) + "|" + labelsString(subset)
+}
+
+// labelsString is a label set as "key=value,key=value", keys sorted.
+func labelsString(labels map[string]string) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
 // member is one backing Service of an upstream, at one of its ports.
 type member struct {
 	dest sdk.Destination
@@ -48,6 +70,9 @@ type upstream struct {
 	failover *policyv1alpha1.Failover
 	outlier  *policyv1alpha1.OutlierDetection
 	parents  []policyv1alpha1.Policy
+	// subset, when set, keeps only the endpoints whose pods carry all
+	// these labels (see podLabels).
+	subset map[string]string
 }
 
 // vdCluster ensures the Cluster of a VirtualDestination port and returns its name.
@@ -81,6 +106,75 @@ func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort) s
 		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}})
 	}
 	return name
+}
+
+// subsetCluster ensures the Cluster of one Service port narrowed to a
+// subset and returns its name.
+func (b *nodeBuilder) subsetCluster(d sdk.Destination, sp corev1.ServicePort, subset map[string]string) string {
+	name := SubsetClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port, subset)
+	if !b.set.has(ClusterType, name) {
+		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, subset: subset})
+	}
+	return name
+}
+
+// workload is the pod template of a Deployment, StatefulSet or DaemonSet.
+type workload struct {
+	name   string
+	labels map[string]string
+}
+
+// serviceWorkloads returns the pod templates of the workloads of the
+// Service's cluster, in its namespace, whose labels its selector matches.
+// It reads the cluster's Deployments, StatefulSets and DaemonSets.
+func serviceWorkloads(d sdk.Destination) []workload {
+	sel := d.Service.Spec.Selector
+	if len(sel) == 0 {
+		return nil
+	}
+	var out []workload
+	add := func(ns, name string, labels map[string]string) {
+		if ns == d.Service.Namespace && labelsContain(labels, sel) {
+			out = append(out, workload{name: name, labels: labels})
+		}
+	}
+	for _, w := range d.Cluster.Deployments() {
+		add(w.Namespace, w.Name, w.Spec.Template.Labels)
+	}
+	for _, w := range d.Cluster.StatefulSets() {
+		add(w.Namespace, w.Name, w.Spec.Template.Labels)
+	}
+	for _, w := range d.Cluster.DaemonSets() {
+		add(w.Namespace, w.Name, w.Spec.Template.Labels)
+	}
+	return out
+}
+
+// podLabels returns the labels of an endpoint's pod: the pod template
+// labels of the Service's workload whose name, with a dash, begins the
+// pod's name (the longest such name), as Deployments, StatefulSets and
+// DaemonSets name their pods. An endpoint without a Pod targetRef, or
+// whose pod no workload claims, has none.
+func podLabels(ws []workload, ep sdk.Endpoint) (map[string]string, bool) {
+	var best *workload
+	for i, w := range ws {
+		if ep.Pod != "" && strings.HasPrefix(ep.Pod, w.name+"-") && (best == nil || len(w.name) > len(best.name)) {
+			best = &ws[i]
+		}
+	}
+	if best == nil {
+		return nil, false
+	}
+	return best.labels, true
+}
+
+func labelsContain(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func withCluster(d sdk.Diagnostic, cluster string) sdk.Diagnostic {
@@ -134,10 +228,19 @@ func (b *nodeBuilder) loadAssignment(u upstream) *endpointv3.ClusterLoadAssignme
 	groups := map[localityKey][]*endpointv3.LbEndpoint{}
 	seen := map[string]bool{}
 	for _, m := range u.members {
+		var ws []workload
+		if u.subset != nil {
+			ws = serviceWorkloads(m.dest)
+		}
 		for _, ep := range m.dest.Cluster.Endpoints(m.dest.Service.Namespace, m.dest.Service.Name) {
 			port := endpointPort(ep, m.port)
 			if !ep.Ready || port == 0 {
 				continue
+			}
+			if u.subset != nil {
+				if labels, ok := podLabels(ws, ep); !ok || !labelsContain(labels, u.subset) {
+					continue
+				}
 			}
 			addr := fmt.Sprintf("%s|%s|%d", m.dest.Cluster.Name, ep.Address, port)
 			if seen[addr] {

@@ -42,6 +42,19 @@
 //     connection manager loads over RDS the RouteConfiguration
 //     OutboundRouteName(port), with one virtual host per hostname at that
 //     port (domains "hostname" and "hostname:port");
+//   - for a route or mirror destination that is a Service with a subset,
+//     the EDS Cluster SubsetClusterName ("svc|cluster|namespace|name|port|
+//     key=value,..."), whose ClusterLoadAssignment has only the endpoints
+//     whose pods carry every label of the subset, so weighted splits
+//     between subsets (a canary) work as on Istio. A pod's labels are the
+//     pod template labels of the Service's Deployment, StatefulSet or
+//     DaemonSet that named it (the longest workload name that, with a
+//     dash, begins the EndpointSlice targetRef's pod name); an endpoint
+//     without a Pod targetRef, or whose pod no workload claims, is in no
+//     subset. A subset no workload of the Service carries is an error and
+//     its rule is left out, as on Istio. A subset of a VirtualDestination
+//     is not supported: it is ignored with a warning and every endpoint
+//     of the VirtualDestination receives the traffic;
 //   - EDS Clusters (ROUND_ROBIN, outlier detection) and their
 //     ClusterLoadAssignments with the ready endpoints of every backing
 //     Service in every cluster, one locality per region, zone and cluster
@@ -112,7 +125,8 @@
 //   - of other clusters, only what its Clusters and ClusterLoadAssignments
 //     serve: each backing Service's cluster (presence) and endpoints (with
 //     its cluster's Nodes, for localities), and the Services and endpoints
-//     TrafficPolicy routes name.
+//     TrafficPolicy routes name, with, for a route to a subset, that
+//     Service's cluster's Deployments, StatefulSets and DaemonSets.
 //
 // So a change to a Service, workload or EndpointSlice that no
 // VirtualDestination or TrafficPolicy route exports computes its own

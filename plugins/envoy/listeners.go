@@ -397,9 +397,6 @@ func percent(n uint32) *typev3.FractionalPercent {
 // destinationCluster resolves a rule's destination to a Cluster of the
 // node group, adding it when needed.
 func (b *nodeBuilder) destinationCluster(tp *policyv1alpha1.TrafficPolicy, path string, d policyv1alpha1.Destination, t target) (string, bool) {
-	if len(d.Subset) > 0 {
-		b.idx.diags.add(sdk.Warningf(tp, path+".subset", "the envoy backend does not route to subsets; every endpoint of the destination receives the traffic"))
-	}
 	switch {
 	case d.Service != nil:
 		ref := d.Service
@@ -421,8 +418,20 @@ func (b *nodeBuilder) destinationCluster(tp *policyv1alpha1.TrafficPolicy, path 
 			b.idx.diags.add(sdk.Errorf(tp, path+".service.port", "service %s/%s in cluster %q has no port %d", ref.Namespace, ref.Name, ref.Cluster, port))
 			return "", false
 		}
-		return b.serviceCluster(sdk.Destination{Cluster: c, Service: svc}, sp), true
+		dest := sdk.Destination{Cluster: c, Service: svc}
+		if len(d.Subset) > 0 {
+			if !slices.ContainsFunc(serviceWorkloads(dest), func(w workload) bool { return labelsContain(w.labels, d.Subset) }) {
+				b.idx.diags.add(sdk.Errorf(tp, path+".subset", "no workload of service %s/%s in cluster %q carries the subset's labels %s",
+					ref.Namespace, ref.Name, ref.Cluster, labelsString(d.Subset)))
+				return "", false
+			}
+			return b.subsetCluster(dest, sp, d.Subset), true
+		}
+		return b.serviceCluster(dest, sp), true
 	case d.VirtualDestination != nil:
+		if len(d.Subset) > 0 {
+			b.idx.diags.add(sdk.Warningf(tp, path+".subset", "the envoy backend does not route to subsets of a virtual destination; every endpoint of the destination receives the traffic"))
+		}
 		ref := d.VirtualDestination
 		ns := ref.Namespace
 		if ns == "" {

@@ -48,7 +48,7 @@ func isCatchAll(r *routev3.Route) bool {
 
 // TestNoUnreachableDefaultRoute checks, over every fixture, that each
 // virtual host ends with exactly one catch-all route: a rule without
-// matches (testdata/diagnostics.yaml, reviews' "subset" rule) is one, and
+// matches (testdata/subsets.yaml, details-canary's "canary" rule) is one, and
 // the default route is then left out rather than added unreachable after
 // it; without such a rule the default route ends the list.
 func TestNoUnreachableDefaultRoute(t *testing.T) {
@@ -78,14 +78,14 @@ func TestNoUnreachableDefaultRoute(t *testing.T) {
 				switch {
 				case last.GetName() == "default":
 					sawDefault = true
-				case name == "diagnostics" && last.GetName() == "shop/reviews/subset/0":
+				case name == "subsets" && last.GetName() == "shop/details-canary/canary/0":
 					sawRuleCatchAll = true
 				}
 			}
 		}
 	}
 	if !sawRuleCatchAll {
-		t.Error("no virtual host ends with the catch-all rule shop/reviews/subset/0 of testdata/diagnostics.yaml")
+		t.Error("no virtual host ends with the catch-all rule shop/details-canary/canary/0 of testdata/subsets.yaml")
 	}
 	if !sawDefault {
 		t.Error("no virtual host ends with the default route")
