@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
@@ -73,6 +75,10 @@ type upstream struct {
 	// subset, when set, keeps only the endpoints whose pods carry all
 	// these labels (see podLabels).
 	subset map[string]string
+	// owner and path are the policy and field warnings about the
+	// upstream's endpoints are reported on; no warning without owner.
+	owner policyv1alpha1.Policy
+	path  string
 }
 
 // vdCluster ensures the Cluster of a VirtualDestination port and returns its name.
@@ -82,7 +88,7 @@ func (b *nodeBuilder) vdCluster(vh *virtualHost, vp policyv1alpha1.VirtualPort) 
 		return name
 	}
 	target := cmp.Or(vp.TargetPort, vp.Number)
-	u := upstream{name: name, failover: vh.vd.Spec.Failover, outlier: vh.vd.Spec.OutlierDetection, parents: []policyv1alpha1.Policy{vh.vd}}
+	u := upstream{name: name, failover: vh.vd.Spec.Failover, outlier: vh.vd.Spec.OutlierDetection, parents: []policyv1alpha1.Policy{vh.vd}, owner: vh.vd, path: "spec.services"}
 	for _, d := range vh.backends {
 		sp, ok := servicePort(d.Service, target)
 		if !ok && len(d.Service.Spec.Ports) == 1 {
@@ -99,21 +105,22 @@ func (b *nodeBuilder) vdCluster(vh *virtualHost, vp policyv1alpha1.VirtualPort) 
 	return name
 }
 
-// serviceCluster ensures the Cluster of one Service port and returns its name.
-func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort) string {
+// serviceCluster ensures the Cluster of one Service port and returns its
+// name; warnings about its endpoints go to owner at path.
+func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort, owner policyv1alpha1.Policy, path string) string {
 	name := ServiceClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port)
 	if !b.set.has(ClusterType, name) {
-		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}})
+		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, owner: owner, path: path})
 	}
 	return name
 }
 
 // subsetCluster ensures the Cluster of one Service port narrowed to a
 // subset and returns its name.
-func (b *nodeBuilder) subsetCluster(d sdk.Destination, sp corev1.ServicePort, subset map[string]string) string {
+func (b *nodeBuilder) subsetCluster(d sdk.Destination, sp corev1.ServicePort, subset map[string]string, owner policyv1alpha1.Policy, path string) string {
 	name := SubsetClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port, subset)
 	if !b.set.has(ClusterType, name) {
-		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, subset: subset})
+		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, subset: subset, owner: owner, path: path})
 	}
 	return name
 }
@@ -177,6 +184,44 @@ func labelsContain(labels, want map[string]string) bool {
 	return true
 }
 
+// clusterNetwork returns the network of a cluster: the first network its
+// meshes report (Istio's topology.istio.io/network), empty when none does.
+func clusterNetwork(c *sdk.Cluster) string {
+	for _, m := range c.MeshInfo() {
+		if m.Spec.Network != "" {
+			return m.Spec.Network
+		}
+	}
+	return ""
+}
+
+// eastWestGateways returns the IP addresses and cross-network ports of a
+// cluster's Istio east-west gateways, as the Istio backend reaches them:
+// gateways of the istio mesh or of no mesh, the port 15443 unless
+// discovery says otherwise. Hostname addresses are left out (an EDS
+// endpoint is an IP).
+func eastWestGateways(c *sdk.Cluster) []*corev3.Address {
+	var out []*corev3.Address
+	for _, g := range c.Gateways() {
+		if g.Spec.Mesh != "" && g.Spec.Mesh != discoveryapi.MeshIstio {
+			continue
+		}
+		port := uint32(DefaultGatewayPort)
+		if g.Spec.Port > 0 {
+			port = uint32(g.Spec.Port)
+		}
+		for _, a := range g.Spec.Addresses {
+			if net.ParseIP(a) != nil {
+				out = append(out, socketAddress(a, port))
+			}
+		}
+	}
+	return out
+}
+
+// DefaultGatewayPort is Istio's east-west gateway cross-network port.
+const DefaultGatewayPort = 15443
+
 func withCluster(d sdk.Diagnostic, cluster string) sdk.Diagnostic {
 	d.Cluster = cluster
 	return d
@@ -223,11 +268,20 @@ func (k localityKey) compare(o localityKey) int {
 // loadAssignment gathers the ready endpoints of every member, grouped in
 // localities (region, zone, and the workload cluster as sub-zone), each
 // weighted by its number of endpoints, with priorities from the failover
-// order.
+// order. A member on another network than the node group's cluster is
+// reached through its cluster's east-west gateways (remoteNetwork).
 func (b *nodeBuilder) loadAssignment(u upstream) *endpointv3.ClusterLoadAssignment {
 	groups := map[localityKey][]*endpointv3.LbEndpoint{}
+	// weights counts the endpoints of each locality, gateways standing
+	// for several.
+	weights := map[localityKey]uint32{}
 	seen := map[string]bool{}
+	local := clusterNetwork(b.cluster)
 	for _, m := range u.members {
+		if network := clusterNetwork(m.dest.Cluster); network != local {
+			b.remoteNetwork(u, m, network, local, groups, weights)
+			continue
+		}
 		var ws []workload
 		if u.subset != nil {
 			ws = serviceWorkloads(m.dest)
@@ -248,6 +302,7 @@ func (b *nodeBuilder) loadAssignment(u upstream) *endpointv3.ClusterLoadAssignme
 			}
 			seen[addr] = true
 			k := localityKey{priority: b.priority(u.failover, m.dest.Cluster.Name, ep.Region), region: ep.Region, zone: ep.Zone, cluster: m.dest.Cluster.Name}
+			weights[k]++
 			groups[k] = append(groups[k], &endpointv3.LbEndpoint{
 				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 					Address: socketAddress(ep.Address, uint32(port)),
@@ -273,11 +328,63 @@ func (b *nodeBuilder) loadAssignment(u upstream) *endpointv3.ClusterLoadAssignme
 		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
 			Locality:            &corev3.Locality{Region: k.region, Zone: k.zone, SubZone: k.cluster},
 			LbEndpoints:         eps,
-			LoadBalancingWeight: wrapperspb.UInt32(uint32(len(eps))),
+			LoadBalancingWeight: wrapperspb.UInt32(weights[k]),
 			Priority:            uint32(slices.Index(used, k.priority)),
 		})
 	}
 	return cla
+}
+
+// remoteNetwork adds the endpoints of a member whose cluster is on
+// another network than the node group's: its pods' IPs are not reachable,
+// so, as the Istio backend does, the cluster's east-west gateways stand
+// for them, each in the locality of the endpoints it stands for and
+// weighted by their number. Without a gateway, or for a subset (a gateway
+// cannot narrow traffic to one), the member's endpoints are left out with
+// a warning.
+func (b *nodeBuilder) remoteNetwork(u upstream, m member, network, local string, groups map[localityKey][]*endpointv3.LbEndpoint, weights map[localityKey]uint32) {
+	c := m.dest.Cluster
+	warn := func(format string, args ...any) {
+		if u.owner != nil {
+			b.idx.diags.add(withCluster(sdk.Warningf(u.owner, u.path, format, args...), b.cluster.Name))
+		}
+	}
+	if u.subset != nil {
+		warn("service %s/%s of cluster %q is on network %q, not %q: the envoy backend does not route to a subset through an east-west gateway; its endpoints are left out",
+			m.dest.Service.Namespace, m.dest.Service.Name, c.Name, network, local)
+		return
+	}
+	gws := eastWestGateways(c)
+	if len(gws) == 0 {
+		warn("service %s/%s of cluster %q is on network %q, not %q, and that cluster has no discovered east-west gateway with an IP address; its endpoints are left out",
+			m.dest.Service.Namespace, m.dest.Service.Name, c.Name, network, local)
+		return
+	}
+	count := map[localityKey]uint32{}
+	for _, ep := range c.Endpoints(m.dest.Service.Namespace, m.dest.Service.Name) {
+		if !ep.Ready || endpointPort(ep, m.port) == 0 {
+			continue
+		}
+		count[localityKey{priority: b.priority(u.failover, c.Name, ep.Region), region: ep.Region, zone: ep.Zone, cluster: c.Name}]++
+	}
+	for k, n := range count {
+		weights[k] += n
+	gateways:
+		for _, gw := range gws {
+			// Another Service of the same cluster may have added the
+			// gateway to the locality already: it stands for both.
+			for _, ep := range groups[k] {
+				if proto.Equal(ep.GetEndpoint().GetAddress(), gw) {
+					ep.LoadBalancingWeight = wrapperspb.UInt32(ep.GetLoadBalancingWeight().GetValue() + n)
+					continue gateways
+				}
+			}
+			groups[k] = append(groups[k], &endpointv3.LbEndpoint{
+				HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: gw}},
+				LoadBalancingWeight: wrapperspb.UInt32(n),
+			})
+		}
+	}
 }
 
 // priority ranks an endpoint of workload cluster cluster: by its place in

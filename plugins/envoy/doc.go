@@ -59,10 +59,21 @@
 //     ClusterLoadAssignments with the ready endpoints of every backing
 //     Service in every cluster, one locality per region, zone and cluster
 //     (the sub-zone), weighted by endpoint count, with priorities from the
-//     failover order. An "envoy" node group's Clusters, these and the
-//     inbound ones, speak upstream the HTTP version requests came in with
-//     (HTTPProtocolOptions, use_downstream_protocol_config), so gRPC stays
-//     HTTP/2;
+//     failover order. A Service in a cluster on another network than the
+//     node group's (the network its meshes report, Istio's
+//     topology.istio.io/network) is reached, as the Istio backend reaches
+//     it, through that cluster's east-west gateways: each gateway IP
+//     address at its cross-network port (15443 unless discovered
+//     otherwise) stands for the Service's endpoints of a locality,
+//     weighted by their number. Without a discovered gateway with an IP
+//     address (hostnames are left out) those endpoints are left out, with
+//     a warning; so are a subset's, which a gateway cannot narrow traffic
+//     to. The Clusters carry no TLS, and an Istio gateway's
+//     AUTO_PASSTHROUGH port routes by the SNI of Istio mTLS, so this only
+//     reaches a gateway that forwards plaintext. An "envoy" node group's
+//     Clusters, these and the inbound ones, speak upstream the HTTP
+//     version requests came in with (HTTPProtocolOptions,
+//     use_downstream_protocol_config), so gRPC stays HTTP/2;
 //   - per ready endpoint of a Service whose workloads belong to the node
 //     group, an inbound Listener named InboundListenerPrefix+"ip:port",
 //     on that address, enforcing the AccessPolicies selecting the Service
@@ -126,7 +137,8 @@
 //     serve: each backing Service's cluster (presence) and endpoints (with
 //     its cluster's Nodes, for localities), and the Services and endpoints
 //     TrafficPolicy routes name, with, for a route to a subset, that
-//     Service's cluster's Deployments, StatefulSets and DaemonSets.
+//     Service's cluster's Deployments, StatefulSets and DaemonSets, and
+//     the meshes (network) and east-west gateways of those clusters.
 //
 // So a change to a Service, workload or EndpointSlice that no
 // VirtualDestination or TrafficPolicy route exports computes its own

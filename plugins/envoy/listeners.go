@@ -102,7 +102,7 @@ func (b *nodeBuilder) serviceListeners(d sdk.Destination, tps []*policyv1alpha1.
 			continue
 		}
 		t := target{hostname: ServiceHostname(d.Service.Namespace, d.Service.Name), port: sp.Port, backendPort: sp.Port}
-		t.defaultCluster = b.serviceCluster(d, sp)
+		t.defaultCluster = b.serviceCluster(d, sp, nil, "")
 		b.outbound(t, tps, first, parents)
 		first = false
 	}
@@ -425,9 +425,9 @@ func (b *nodeBuilder) destinationCluster(tp *policyv1alpha1.TrafficPolicy, path 
 					ref.Namespace, ref.Name, ref.Cluster, labelsString(d.Subset)))
 				return "", false
 			}
-			return b.subsetCluster(dest, sp, d.Subset), true
+			return b.subsetCluster(dest, sp, d.Subset, tp, path+".service"), true
 		}
-		return b.serviceCluster(dest, sp), true
+		return b.serviceCluster(dest, sp, tp, path+".service"), true
 	case d.VirtualDestination != nil:
 		if len(d.Subset) > 0 {
 			b.idx.diags.add(sdk.Warningf(tp, path+".subset", "the envoy backend does not route to subsets of a virtual destination; every endpoint of the destination receives the traffic"))
