@@ -71,10 +71,15 @@ func TestEndToEnd(t *testing.T) {
 
 	// Servers: reviews and ratings in each cluster, in node group "backend".
 	servers := map[string]string{}
+	// East also runs details in two versions, v1 and v2, for subsets.
 	for _, c := range []string{"east", "west"} {
-		p := startHelper(ctx, t, helper, bootstrap(t, dir, addrs[c], "backend"), "serve",
-			"-cert", pki.server, "-key", pki.serverKey, "-ca", pki.ca, "reviews-"+c, "ratings-"+c)
-		for range 2 {
+		names := []string{"reviews-" + c, "ratings-" + c}
+		if c == "east" {
+			names = append(names, "details-v1", "details-v2")
+		}
+		p := startHelper(ctx, t, helper, bootstrap(t, dir, addrs[c], "backend"),
+			append([]string{"serve", "-cert", pki.server, "-key", pki.serverKey, "-ca", pki.ca}, names...)...)
+		for range names {
 			var line struct{ Name, Addr string }
 			p.read(t, &line, 30*time.Second)
 			servers[line.Name] = line.Addr
@@ -140,6 +145,20 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("weighted split between subsets", func(t *testing.T) {
+		client.await(ctx, t, "xds:///details.shop.svc.cluster.local /shop.Details/Get 1", func(r callResult) bool { return r.Codes["OK"] == 1 })
+		const n = 400
+		r := client.call(t, fmt.Sprintf("xds:///details.shop.svc.cluster.local /shop.Details/Get %d wait", n))
+		if r.Codes["OK"] != n {
+			t.Fatalf("calls = %v (last error %s), want %d OK", r.Codes, r.Last, n)
+		}
+		t.Logf("served: %v", r.Served)
+		// 80% to subset v1: mean 320, standard deviation 8; allow 5.
+		if v1 := r.Served["details-v1"]; v1 < 280 || v1 > 360 || v1+r.Served["details-v2"] != n {
+			t.Errorf("served = %v, want about 80%% by details-v1 and the rest by details-v2", r.Served)
+		}
+	})
+
 	t.Run("rbac", func(t *testing.T) {
 		r := client.call(t, "xds:///reviews.global /shop.Admin/Drop 10 wait")
 		if r.Codes["PermissionDenied"] != 10 {
@@ -183,6 +202,8 @@ func TestEndToEnd(t *testing.T) {
 			// api_listeners are unchanged by it. (Targets no other fixture
 			// calls: a client would see a name it watches removed.)
 			"envoyproxy": {"xds:///ratings.shop.svc.cluster.local", "xds:///ratings.shop.svc.cluster.local:9090"},
+			// Weighted clusters of subsets.
+			"subsets": {"xds:///details.shop.svc.cluster.local"},
 		} {
 			snap := fixtureSnapshot(t, "../../../plugins/envoy/testdata/"+fixture+".yaml", "east")
 			if errs, err := agent.Apply(ctx, envoy.Backend, snap, true); err != nil || len(errs) > 0 {
@@ -251,6 +272,16 @@ var e2ePolicies = `
       route:
       - {service: {cluster: east, namespace: shop, name: reviews}, weight: 70}
       - {service: {cluster: west, namespace: shop, name: reviews}, weight: 30}
+- apiVersion: policy.meshrelay.io/v1alpha1
+  kind: TrafficPolicy
+  metadata: {name: details-canary, namespace: shop}
+  spec:
+    destinationSelectors: [{namespaces: [shop], names: [details]}]
+    http:
+    - name: canary
+      route:
+      - {service: {cluster: east, namespace: shop, name: details}, subset: {version: v1}, weight: 80}
+      - {service: {cluster: east, namespace: shop, name: details}, subset: {version: v2}, weight: 20}
 - apiVersion: policy.meshrelay.io/v1alpha1
   kind: VirtualDestination
   metadata: {name: ratings-global, namespace: shop}
@@ -323,6 +354,41 @@ func clusterObjects(t *testing.T, cluster string, servers map[string]string, nod
   ports: [{name: grpc, port: %[2]s}]
   endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
 `, app, p)
+	}
+	// details: a Service in every cluster, so that clients there route
+	// it; east runs it, v1 and v2 each a Deployment whose pod the
+	// EndpointSlice's targetRef names.
+	fmt.Fprintf(&b, `
+- apiVersion: v1
+  kind: Service
+  metadata: {name: details, namespace: shop}
+  spec:
+    selector: {app: details}
+    ports: [{name: grpc, port: 9070}]
+`)
+	if cluster == "east" {
+		for _, v := range []string{"v1", "v2"} {
+			_, p, err := net.SplitHostPort(servers["details-"+v])
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, `
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: details-%[1]s, namespace: shop}
+  spec:
+    selector: {matchLabels: {app: details, version: %[1]s}}
+    template:
+      metadata: {labels: {app: details, version: %[1]s, meshrelay.io/envoy-node: backend}}
+      spec: {serviceAccountName: details, containers: [{name: c, image: i}]}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata: {name: details-%[1]s, namespace: shop, labels: {kubernetes.io/service-name: details}}
+  addressType: IPv4
+  ports: [{name: grpc, port: %[2]s}]
+  endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}, targetRef: {kind: Pod, namespace: shop, name: details-%[1]s-0}}]
+`, v, p)
+		}
 	}
 	return objects(t, b.String())
 }
@@ -556,7 +622,7 @@ func newTestPKI(t *testing.T, dir string) testPKI {
 		return certFile, keyFile
 	}
 	p.server, p.serverKey = issue("server", 2, envoy.SPIFFEID("east", "shop", "reviews"),
-		[]string{"reviews.global", "ratings.global", "nack.test"}, x509.ExtKeyUsageServerAuth)
+		[]string{"reviews.global", "ratings.global", "details.shop.svc.cluster.local", "nack.test"}, x509.ExtKeyUsageServerAuth)
 	p.client, p.clientKey = issue("client", 3, envoy.SPIFFEID("west", "shop", "frontend"), nil, x509.ExtKeyUsageClientAuth)
 	return p
 }
