@@ -103,15 +103,18 @@
 // sniff and this backend serves as HTTP.
 //
 // Not supported: VirtualDestination TCP and TLS ports (skipped with a
-// warning) and outbound routing of Service ports that are not HTTP; TLS
-// on any Listener or Cluster: inbound Listeners carry no TLS transport
-// socket, so a gRPC server must bring its own TLS credentials for the RBAC
+// warning) and outbound routing of Service ports that are not HTTP; subsets
+// of a VirtualDestination, and subsets of a Service on another network
+// (both with a warning); east-west gateways known only by hostname; TLS on
+// any Listener or Cluster (so an Istio east-west gateway's mTLS port is
+// reached in plaintext): inbound Listeners carry no TLS transport socket,
+// so a gRPC server must bring its own TLS credentials for the RBAC
 // principals to see a client certificate, and an "envoy" node group sees
 // none, so there an AccessPolicy admits no client. For "envoy" node groups
 // also traffic interception: clients reach the outbound Listeners at
-// 0.0.0.0:port themselves, the inbound Listeners bind the Pod's address,
-// so the workload must listen on 127.0.0.1 only, and an outbound port
-// equal to a workload port of the same proxy cannot be bound twice.
+// 0.0.0.0:port themselves, the inbound Listeners bind the Pod's address, so
+// the workload must listen on 127.0.0.1 only, and an outbound port equal to
+// a workload port of the same proxy cannot be bound twice.
 //
 // # Targets and what they read
 //
