@@ -1,9 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,9 +15,6 @@ import (
 // directory stands where its file goes, which stops root too) fails the
 // command with exit code 1 and an error naming it.
 func TestTranslateOutUnwritable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the Istio plugin")
-	}
 	pluginDir := istioPluginDir(t)
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"translate", "--clusters", "../../testdata/demo/clusters", "--policies", "../../testdata/policies",
@@ -58,9 +54,9 @@ func TestTranslateOutUnwritable(t *testing.T) {
 }
 
 var istioPlugin struct {
-	once sync.Once
-	dir  string
-	err  error
+	once      sync.Once
+	work, dir string
+	err       error
 }
 
 // istioPluginDir builds the Istio plugin once per test binary and returns
@@ -73,13 +69,14 @@ func istioPluginDir(t *testing.T) string {
 			istioPlugin.err = err
 			return
 		}
-		bin := filepath.Join(work, "meshrelay-plugin-istio")
-		if out, err := exec.Command("go", "build", "-o", bin, "../meshrelay-plugin-istio").CombinedOutput(); err != nil {
-			istioPlugin.err = fmt.Errorf("build plugin: %w\n%s", err, out)
+		istioPlugin.work = work
+		bins, err := pluginhost.BuildBinaries(context.Background(), "../..", work, []string{"istio"})
+		if err != nil {
+			istioPlugin.err = err
 			return
 		}
 		istioPlugin.dir = filepath.Join(work, "plugins")
-		_, istioPlugin.err = pluginhost.Install(istioPlugin.dir, bin, "")
+		_, istioPlugin.err = pluginhost.Install(istioPlugin.dir, bins["istio"], "")
 	})
 	if istioPlugin.err != nil {
 		t.Fatal(istioPlugin.err)
@@ -92,9 +89,6 @@ func istioPluginDir(t *testing.T) string {
 // says why, through the real Istio plugin process. The same policy from the
 // management source does reach east, so the test can tell the difference.
 func TestTranslateConfinesWorkloadClusterPolicies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the Istio plugin")
-	}
 	const attacker = "/ns/bookinfo/sa/bookinfo-attacker"
 	policy := []byte(`apiVersion: policy.meshrelay.io/v1alpha1
 kind: AccessPolicy
@@ -174,8 +168,8 @@ spec:
 // TestMain removes the plugin build istioPluginDir made.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if istioPlugin.dir != "" {
-		os.RemoveAll(filepath.Dir(istioPlugin.dir))
+	if istioPlugin.work != "" {
+		os.RemoveAll(istioPlugin.work)
 	}
 	os.Exit(code)
 }

@@ -429,22 +429,8 @@ func BenchmarkOutOfProcessRatio(b *testing.B) {
 	if _, err := pluginhost.Install(dir, bin, ""); err != nil {
 		b.Fatal(err)
 	}
-	var clusters []*Cluster
-	var update pluginhost.Update
-	update.Full = true
-	for i := range 200 {
-		c, err := NewCluster(i, 50)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := c.Snapshot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		clusters = append(clusters, c)
-		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
-	}
-	update.PolicyUpserts = policies(b, "p0").Resources()
+	const clusters = 200
+	update := fullUpdate(b, clusters)
 	for _, mode := range []string{"inprocess", "process"} {
 		b.Run(mode, func(b *testing.B) {
 			var t engine.Translator
@@ -473,8 +459,8 @@ func BenchmarkOutOfProcessRatio(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(res.Outputs) != len(clusters) {
-					b.Fatalf("%d outputs, want %d", len(res.Outputs), len(clusters))
+				if len(res.Outputs) != clusters {
+					b.Fatalf("%d outputs, want %d", len(res.Outputs), clusters)
 				}
 			}
 		})

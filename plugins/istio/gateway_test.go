@@ -1,7 +1,6 @@
 package istio_test
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -16,24 +15,16 @@ import (
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 )
 
-// gatewaysOf returns the Gateways of a result by "cluster namespace/name".
+// gatewaysOf returns the Gateways of a result by "cluster namespace/name",
+// and checks they are networking.istio.io/v1.
 func gatewaysOf(t *testing.T, res *sdktest.Result) map[string]*clientnetworking.Gateway {
 	t.Helper()
-	out := map[string]*clientnetworking.Gateway{}
 	for _, o := range res.Outputs {
-		if o.Kind != "Gateway" {
-			continue
-		}
-		if o.Group != "networking.istio.io" || o.Version != "v1" {
+		if o.Kind == "Gateway" && (o.Group != "networking.istio.io" || o.Version != "v1") {
 			t.Errorf("Gateway %s/%s is %s/%s, want networking.istio.io/v1", o.Namespace, o.Name, o.Group, o.Version)
 		}
-		var gw clientnetworking.Gateway
-		if err := json.Unmarshal(o.Body, &gw); err != nil {
-			t.Fatalf("Gateway %s/%s: %v", o.Namespace, o.Name, err)
-		}
-		out[o.Cluster+" "+o.Namespace+"/"+o.Name] = &gw
 	}
-	return out
+	return outputsOf[clientnetworking.Gateway](t, res, "Gateway")
 }
 
 // passthrough is the server of a Gateway admitting the hosts through an

@@ -13,22 +13,29 @@ import (
 	clientsecurity "istio.io/client-go/pkg/apis/security/v1"
 )
 
+// outputsOf decodes the outputs of kind in a result, by
+// "cluster namespace/name".
+func outputsOf[T any](t *testing.T, res *sdktest.Result, kind string) map[string]*T {
+	t.Helper()
+	out := map[string]*T{}
+	for _, o := range res.Outputs {
+		if o.Kind != kind {
+			continue
+		}
+		v := new(T)
+		if err := json.Unmarshal(o.Body, v); err != nil {
+			t.Fatalf("%s %s/%s: %v", kind, o.Namespace, o.Name, err)
+		}
+		out[o.Cluster+" "+o.Namespace+"/"+o.Name] = v
+	}
+	return out
+}
+
 // authorizationPolicies returns the AuthorizationPolicies of a result by
 // "cluster namespace/name".
 func authorizationPolicies(t *testing.T, res *sdktest.Result) map[string]*clientsecurity.AuthorizationPolicy {
 	t.Helper()
-	out := map[string]*clientsecurity.AuthorizationPolicy{}
-	for _, o := range res.Outputs {
-		if o.Kind != "AuthorizationPolicy" {
-			continue
-		}
-		var ap clientsecurity.AuthorizationPolicy
-		if err := json.Unmarshal(o.Body, &ap); err != nil {
-			t.Fatalf("AuthorizationPolicy %s/%s: %v", o.Namespace, o.Name, err)
-		}
-		out[o.Cluster+" "+o.Namespace+"/"+o.Name] = &ap
-	}
-	return out
+	return outputsOf[clientsecurity.AuthorizationPolicy](t, res, "AuthorizationPolicy")
 }
 
 // operationPorts returns the ports of each rule's operations; nil for a

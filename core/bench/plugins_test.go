@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
@@ -25,19 +23,7 @@ import (
 //	go test -run '^$' -bench PluginHeap ./core/bench/
 func BenchmarkPluginHeap(b *testing.B) {
 	const clusters = 500
-	update := pluginhost.Update{Full: true}
-	for i := range clusters {
-		c, err := NewCluster(i, 50)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := c.Snapshot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
-	}
-	update.PolicyUpserts = policies(b, "p0").Resources()
+	update := fullUpdate(b, clusters)
 	for name, tr := range map[string]sdk.Translator{"istio": istio.New(), "envoy": envoy.New(), "cilium": cilium.New()} {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
@@ -78,19 +64,7 @@ func liveHeap() int64 {
 //	go test -run '^$' -bench PolicyEditPlugins ./core/bench/
 func BenchmarkPolicyEditPlugins(b *testing.B) {
 	const clusters = 1000
-	update := pluginhost.Update{Full: true}
-	for i := range clusters {
-		c, err := NewCluster(i, 50)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := c.Snapshot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
-	}
-	update.PolicyUpserts = policies(b, "p0").Resources()
+	update := fullUpdate(b, clusters)
 	var ls []*pluginhost.Linked
 	for _, tr := range []sdk.Translator{istio.New(), envoy.New(), cilium.New()} {
 		l, err := pluginhost.InProcess(tr, nil)
@@ -104,7 +78,7 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 		ls = append(ls, l)
 	}
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cpuTime()
 	for i := range b.N {
 		edit := pluginhost.Update{PolicyUpserts: policies(b, fmt.Sprintf("p%d", i+1)).Resources()}
 		changed := 0
@@ -119,15 +93,25 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 			b.Fatalf("a policy edit changed %d outputs, want one per cluster at least", changed)
 		}
 	}
-	b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 }
 
-// processCPU returns the CPU time the process has used: what a
-// benchmark costs whatever else the machine runs.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+// fullUpdate is a full update of n generated clusters of 50 Services each
+// and the fleet-wide AccessPolicy.
+func fullUpdate(tb testing.TB, n int) pluginhost.Update {
+	tb.Helper()
+	update := pluginhost.Update{Full: true}
+	for i := range n {
+		c, err := NewCluster(i, 50)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s, err := c.Snapshot()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	update.PolicyUpserts = policies(tb, "p0").Resources()
+	return update
 }
