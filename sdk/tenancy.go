@@ -51,6 +51,8 @@ func scopeToCluster(p policyv1alpha1.Policy, cluster string) []Diagnostic {
 		diags = append(diags, foreignDestinations(p, cluster)...)
 	case *policyv1alpha1.VirtualDestination:
 		diags = append(diags, Errorf(p, "", "a VirtualDestination changes the routing of every cluster, so it must be defined in the management source, not in cluster %q", cluster))
+	case *policyv1alpha1.MeshTrust:
+		diags = append(diags, Errorf(p, "", "a MeshTrust sets the root of trust of every cluster it selects, so it must be defined in the management source, not in cluster %q", cluster))
 	}
 	return diags
 }

@@ -130,11 +130,13 @@ func decodeDocument(doc []byte) (Policy, error) {
 		p = &AccessPolicy{}
 	case KindVirtualDestination:
 		p = &VirtualDestination{}
+	case KindMeshTrust:
+		p = &MeshTrust{}
 	case "":
 		return nil, derr(errors.New("missing kind"))
 	default:
-		return nil, derr(fmt.Errorf("%w, want one of %s, %s, %s", ErrUnknownKind,
-			KindAccessPolicy, KindTrafficPolicy, KindVirtualDestination))
+		return nil, derr(fmt.Errorf("%w, want one of %s, %s, %s, %s", ErrUnknownKind,
+			KindAccessPolicy, KindMeshTrust, KindTrafficPolicy, KindVirtualDestination))
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, p)
 	if err != nil {

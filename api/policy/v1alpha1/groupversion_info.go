@@ -36,6 +36,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&TrafficPolicy{}, &TrafficPolicyList{},
 		&AccessPolicy{}, &AccessPolicyList{},
 		&VirtualDestination{}, &VirtualDestinationList{},
+		&MeshTrust{}, &MeshTrustList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -31,6 +31,7 @@ var (
 	_ Policy = (*TrafficPolicy)(nil)
 	_ Policy = (*AccessPolicy)(nil)
 	_ Policy = (*VirtualDestination)(nil)
+	_ Policy = (*MeshTrust)(nil)
 )
 
 // GetStatus returns the status of the TrafficPolicy.

@@ -1825,10 +1825,12 @@ type Status struct {
 	Store    string `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
 	SafeMode bool   `protobuf:"varint,3,opt,name=safe_mode,json=safeMode,proto3" json:"safe_mode,omitempty"`
 	// waiting_for names the clusters safe mode waits for.
-	WaitingFor    []string         `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
-	Clusters      []*ClusterStatus `protobuf:"bytes,5,rep,name=clusters,proto3" json:"clusters,omitempty"`
-	Policies      []*PolicyStatus  `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
-	Plugins       []*PluginStatus  `protobuf:"bytes,7,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	WaitingFor []string         `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	Clusters   []*ClusterStatus `protobuf:"bytes,5,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Policies   []*PolicyStatus  `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
+	Plugins    []*PluginStatus  `protobuf:"bytes,7,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	// trust holds each MeshTrust's rotation and its clusters' trust.
+	Trust         []*MeshTrustStatus `protobuf:"bytes,8,rep,name=trust,proto3" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,11 +1914,18 @@ func (x *Status) GetPlugins() []*PluginStatus {
 	return nil
 }
 
+func (x *Status) GetTrust() []*MeshTrustStatus {
+	if x != nil {
+		return x.Trust
+	}
+	return nil
+}
+
 var File_relay_v1_relay_proto protoreflect.FileDescriptor
 
 const file_relay_v1_relay_proto_rawDesc = "" +
 	"\n" +
-	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\"S\n" +
+	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\x1a\x14relay/v1/trust.proto\"S\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x10\n" +
@@ -2046,7 +2055,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bbackends\x18\x02 \x03(\tR\bbackends\x12\x18\n" +
 	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xb2\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xed\x02\n" +
 	"\x06Status\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x14\n" +
 	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1b\n" +
@@ -2055,7 +2064,8 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"waitingFor\x12=\n" +
 	"\bclusters\x18\x05 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\x12<\n" +
 	"\bpolicies\x18\x06 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12:\n" +
-	"\aplugins\x18\a \x03(\v2 .meshrelay.relay.v1.PluginStatusR\aplugins2\xac\x01\n" +
+	"\aplugins\x18\a \x03(\v2 .meshrelay.relay.v1.PluginStatusR\aplugins\x129\n" +
+	"\x05trust\x18\b \x03(\v2#.meshrelay.relay.v1.MeshTrustStatusR\x05trust2\xac\x01\n" +
 	"\fRegistration\x12P\n" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
@@ -2114,6 +2124,7 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
 	(*v1.Delta)(nil),                  // 30: meshrelay.snapshot.v1.Delta
 	(*v1.ResourceID)(nil),             // 31: meshrelay.snapshot.v1.ResourceID
+	(*MeshTrustStatus)(nil),           // 32: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
 	29, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
@@ -2146,25 +2157,26 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	22, // 27: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
 	24, // 28: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
 	25, // 29: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	2,  // 30: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 31: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 32: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	15, // 33: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	17, // 34: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	19, // 35: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	21, // 36: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	4,  // 37: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 38: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 39: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	16, // 40: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	18, // 41: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	20, // 42: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	26, // 43: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	37, // [37:44] is the sub-list for method output_type
-	30, // [30:37] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	32, // 30: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	2,  // 31: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 32: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 33: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	15, // 34: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	17, // 35: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	19, // 36: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	21, // 37: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	4,  // 38: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 39: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 40: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	16, // 41: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	18, // 42: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	20, // 43: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	26, // 44: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	38, // [38:45] is the sub-list for method output_type
+	31, // [31:38] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -2172,6 +2184,7 @@ func file_relay_v1_relay_proto_init() {
 	if File_relay_v1_relay_proto != nil {
 		return
 	}
+	file_relay_v1_trust_proto_init()
 	file_relay_v1_relay_proto_msgTypes[3].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Input)(nil),
