@@ -73,6 +73,11 @@ type CA struct {
 // for ttl (DefaultCATTL if ttl is zero). The root may sign only end-entity
 // certificates.
 func GenerateCA(commonName string, ttl time.Duration) (*CA, error) {
+	return generateCA(commonName, ttl, 0)
+}
+
+// generateCA creates a self-signed root that allows maxPathLen CAs below it.
+func generateCA(commonName string, ttl time.Duration, maxPathLen int) (*CA, error) {
 	if commonName == "" {
 		return nil, errors.New("generate CA: common name is empty")
 	}
@@ -99,8 +104,8 @@ func GenerateCA(commonName string, ttl time.Duration) (*CA, error) {
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
+		MaxPathLen:            maxPathLen,
+		MaxPathLenZero:        maxPathLen == 0,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {

@@ -32,6 +32,14 @@
 // renews over mTLS and stores the new certificate, and new connections use it
 // without a restart.
 //
+// # Mesh roots
+//
+// A mesh root ([GenerateMeshRoot], or a user's CA loaded with [LoadCA] or
+// [ParsePEM]) is a CA of its own, separate from the relay CA. It signs each
+// cluster's Istio intermediate CA with [CA.SignIntermediateCSR], from a CSR
+// the cluster's agent made with a key that never leaves the cluster.
+// [Fingerprint] names roots in status and plans.
+//
 // # Tokens
 //
 // [NewToken] makes a relay identity token; only [HashToken] of it is stored.
