@@ -99,6 +99,14 @@ type Store interface {
 	// GetCA returns the stored CA certificate and key, or ErrNotFound.
 	GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error)
 
+	// PutTrust stores the state of one mesh trust policy under name
+	// (namespace/name), replacing any. The caller encrypts any key in it.
+	// Replicas read it back with GetTrust; it is not an event.
+	PutTrust(ctx context.Context, name string, data []byte) error
+
+	// GetTrust returns the state stored under name, or ErrNotFound.
+	GetTrust(ctx context.Context, name string) ([]byte, error)
+
 	// Watch returns a feed of changes made by other replicas: writes through
 	// store instances with another replica ID. Writes that change nothing
 	// produce no event. The channel is closed when ctx ends or the store is

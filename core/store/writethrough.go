@@ -368,6 +368,26 @@ func (w *WriteThrough) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err e
 	return w.primary.GetCA(ctx)
 }
 
+// PutTrust implements Store. Trust state is written to the backing store
+// first and synchronously: a rotation advances only once every replica can
+// read where it is, so while the backing store is down it waits.
+func (w *WriteThrough) PutTrust(ctx context.Context, name string, data []byte) error {
+	if err := w.backing.PutTrust(ctx, name, data); err != nil {
+		return err
+	}
+	return w.primary.PutTrust(ctx, name, data)
+}
+
+// GetTrust implements Store: from the backing store, which replicas share,
+// else from memory while it is unreachable.
+func (w *WriteThrough) GetTrust(ctx context.Context, name string) ([]byte, error) {
+	data, err := w.backing.GetTrust(ctx, name)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return data, err
+	}
+	return w.primary.GetTrust(ctx, name)
+}
+
 // Watch implements Store: it delivers the backing store's events (other
 // replicas' writes) once Run has copied them into memory, so a watcher that
 // reloads sees them. It needs Run to be running.

@@ -36,6 +36,7 @@ type data struct {
 	outputs  map[string]map[string]*snapshot.Snapshot
 	clusters map[string]store.Cluster
 	caCert   []byte
+	trust    map[string][]byte
 	caKey    []byte
 	handles  map[*Store]struct{}
 }
@@ -345,6 +346,37 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, fmt.Errorf("ca: %w", store.ErrNotFound)
 	}
 	return slices.Clone(s.data.caCert), slices.Clone(s.data.caKey), nil
+}
+
+// PutTrust implements store.Store.
+func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if name == "" || len(data) == 0 {
+		return errors.New("put trust: empty name or data")
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	if s.data.trust == nil {
+		s.data.trust = map[string][]byte{}
+	}
+	s.data.trust[name] = slices.Clone(data)
+	return nil
+}
+
+// GetTrust implements store.Store.
+func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	data, ok := s.data.trust[name]
+	if !ok {
+		return nil, fmt.Errorf("trust %q: %w", name, store.ErrNotFound)
+	}
+	return slices.Clone(data), nil
 }
 
 // Watch implements store.Store: it delivers writes made through handles with

@@ -73,6 +73,7 @@ func (k keys) inputs() string               { return k.prefix + "inputs" }
 func (k keys) output(cluster string) string { return k.prefix + "output:" + cluster }
 func (k keys) clusters() string             { return k.prefix + "clusters" }
 func (k keys) ca() string                   { return k.prefix + "ca" }
+func (k keys) trust() string                { return k.prefix + "trust" }
 func (k keys) events() string               { return k.prefix + "events" }
 
 // New connects to Redis and returns a store. It fails if Redis does not
@@ -572,6 +573,35 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, fmt.Errorf("redis: get ca: %w", store.ErrNotFound)
 	}
 	return []byte(cert), []byte(key), nil
+}
+
+// PutTrust implements store.Store.
+func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if name == "" || len(data) == 0 {
+		return errors.New("redis: put trust: empty name or data")
+	}
+	if err := s.client.HSet(ctx, s.keys.trust(), name, data).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("put trust %q", name), err)
+	}
+	return nil
+}
+
+// GetTrust implements store.Store.
+func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	data, err := s.client.HGet(ctx, s.keys.trust(), name).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: get trust %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("get trust %q", name), err)
+	}
+	return data, nil
 }
 
 // Ping implements store.Store.

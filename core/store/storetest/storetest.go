@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore Factory) {
 		"ClusterCompareAndPut":  testClusterCompareAndPut,
 		"ClusterRevokeRace":     testClusterRevokeRace,
 		"CA":                    testCA,
+		"Trust":                 testTrust,
 		"WatchOtherReplica":     testWatchOtherReplica,
 		"WatchMultipleWatchers": testWatchMultipleWatchers,
 		"WatchEndsWithContext":  testWatchEndsWithContext,
@@ -527,6 +528,23 @@ func testCA(t *testing.T, newStore Factory) {
 	must(t, "GetCA", err)
 	if string(gotCert) != string(cert2) {
 		t.Fatalf("GetCA after replace = %q, want %q", gotCert, cert2)
+	}
+}
+
+func testTrust(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	if _, err := s.GetTrust(ctx, "default/fleet"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetTrust on an empty store: err = %v, want ErrNotFound", err)
+	}
+	must(t, "PutTrust", s.PutTrust(ctx, "default/fleet", []byte("one")))
+	must(t, "PutTrust(other)", s.PutTrust(ctx, "default/other", []byte("two")))
+	must(t, "PutTrust(replace)", s.PutTrust(ctx, "default/fleet", []byte("three")))
+	for name, want := range map[string]string{"default/fleet": "three", "default/other": "two"} {
+		got, err := s.GetTrust(ctx, name)
+		must(t, "GetTrust", err)
+		if string(got) != want {
+			t.Errorf("GetTrust(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
 
