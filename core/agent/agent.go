@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,9 @@ func New(opts Options, source Source, sinks map[string]Sink, logger *slog.Logger
 	if opts.ReconnectMax <= 0 {
 		opts.ReconnectMax = 30 * time.Second
 	}
+	if opts.ServerTimeout <= 0 {
+		opts.ServerTimeout = 30 * time.Second
+	}
 	return &Agent{
 		opts:     opts,
 		log:      logger.With("cluster", opts.Cluster),
@@ -143,14 +147,60 @@ func (a *Agent) relayLoop(ctx context.Context) error {
 			backoff = 100 * time.Millisecond
 		}
 		a.attempt.Add(1)
-		a.log.Warn("relay stream ended; reconnecting", "error", err, "retry_in", backoff, "next", a.target())
+		wait := jitter(backoff)
+		a.log.Warn("relay stream ended; reconnecting", "error", err, "retry_in", wait, "next", a.target())
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(backoff*2, a.opts.ReconnectMax)
 	}
+}
+
+// jitter returns a random wait between half of backoff and backoff, so
+// that the agents of a server that died do not all come back at once.
+func jitter(backoff time.Duration) time.Duration {
+	return backoff/2 + rand.N(backoff/2+1)
+}
+
+// errServerSilent ends a session whose server sent nothing, not even a
+// heartbeat, for Options.ServerTimeout.
+var errServerSilent = errors.New("server silent")
+
+// watchSilence ends the session with errServerSilent when heard gets
+// nothing for Options.ServerTimeout; it returns when ctx ends.
+func (a *Agent) watchSilence(ctx context.Context, end context.CancelCauseFunc, heard <-chan struct{}) {
+	t := time.NewTimer(a.opts.ServerTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heard:
+			t.Reset(a.opts.ServerTimeout)
+		case <-t.C:
+			end(fmt.Errorf("%w for %s", errServerSilent, a.opts.ServerTimeout))
+			return
+		}
+	}
+}
+
+// heardStream notes each message received on a stream in heard.
+type heardStream struct {
+	relayv1.Relay_SyncClient
+	heard chan<- struct{}
+}
+
+func (s heardStream) Recv() (*relayv1.ServerMessage, error) {
+	m, err := s.Relay_SyncClient.Recv()
+	if err == nil {
+		select {
+		case s.heard <- struct{}{}:
+		default:
+		}
+	}
+	return m, err
 }
 
 // session runs one Sync stream.
@@ -162,6 +212,8 @@ func (a *Agent) session(ctx context.Context) error {
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	heard := make(chan struct{}, 1)
+	go a.watchSilence(ctx, cancel, heard)
 	md := []string{"x-meshrelay-cluster", a.opts.Cluster}
 	if a.opts.Mode == "tls" || a.opts.Insecure {
 		// The token in the headers lets the server authenticate the stream
@@ -170,16 +222,17 @@ func (a *Agent) session(ctx context.Context) error {
 			md = append(md, "x-meshrelay-token", tok)
 		}
 	}
-	stream, err := relayv1.NewRelayClient(conn).Sync(metadata.AppendToOutgoingContext(ctx, md...))
+	raw, err := relayv1.NewRelayClient(conn).Sync(metadata.AppendToOutgoingContext(ctx, md...))
 	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
+		return fmt.Errorf("open stream: %w", silentOr(ctx, err))
 	}
+	stream := heardStream{Relay_SyncClient: raw, heard: heard}
 	if err := stream.Send(a.hello()); err != nil {
-		return fmt.Errorf("send hello: %w", err)
+		return fmt.Errorf("send hello: %w", silentOr(ctx, err))
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		return fmt.Errorf("wait for welcome: %w", err)
+		return fmt.Errorf("wait for welcome: %w", silentOr(ctx, err))
 	}
 	welcome := first.GetWelcome()
 	if welcome == nil {
@@ -207,7 +260,16 @@ func (a *Agent) session(ctx context.Context) error {
 		cancel(err)
 		return err
 	})
-	return g.Wait()
+	return silentOr(ctx, g.Wait())
+}
+
+// silentOr returns the session's errServerSilent when that is what ended
+// it, and err otherwise.
+func silentOr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errServerSilent) {
+		return cause
+	}
+	return err
 }
 
 func (a *Agent) hello() *relayv1.AgentMessage {

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/meshrelay/meshrelay/core/snapshot"
 )
@@ -75,5 +77,65 @@ func TestOptionsValidate(t *testing.T) {
 	o.Cluster, o.CAFile = "east", "ca.crt"
 	if err := o.Validate(); err != nil {
 		t.Errorf("Validate(defaults) = %v", err)
+	}
+}
+
+// TestSessionEndsWhenServerSilent dials a server that accepts connections
+// and never answers, as a paused (SIGSTOP) replica does: the session must
+// end with errServerSilent after ServerTimeout instead of waiting forever.
+func TestSessionEndsWhenServerSilent(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	accepted := make(chan net.Conn, 16)
+	defer func() {
+		lis.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // read nothing, write nothing
+		}
+	}()
+	opts := DefaultOptions()
+	opts.Cluster, opts.Server, opts.Insecure = "east", lis.Addr().String(), true
+	opts.StateDir, opts.ServerTimeout = t.TempDir(), 300*time.Millisecond
+	a, err := New(opts, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := a.session(ctx); !errors.Is(err, errServerSilent) {
+		t.Fatalf("session against a silent server = %v, want %v", err, errServerSilent)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the session outlived the test's own 30s bound")
+	}
+}
+
+// TestJitterSpreadsReconnects checks that reconnect waits fall between half
+// the backoff and the backoff, and differ.
+func TestJitterSpreadsReconnects(t *testing.T) {
+	const backoff = time.Second
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		d := jitter(backoff)
+		if d < backoff/2 || d > backoff {
+			t.Fatalf("jitter(%s) = %s, want within [%s, %s]", backoff, d, backoff/2, backoff)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("100 waits took only %d values", len(seen))
 	}
 }

@@ -30,6 +30,11 @@ type Options struct {
 	Insecure bool
 	// Heartbeat is how often the agent sends heartbeats.
 	Heartbeat time.Duration
+	// ServerTimeout is how long the agent waits without hearing from the
+	// server (its heartbeats included) before it drops the stream and
+	// moves to the next server: a server that hangs, or a network that
+	// drops packets without closing connections, ends no stream.
+	ServerTimeout time.Duration
 	// ReconnectMax bounds the reconnect backoff.
 	ReconnectMax time.Duration
 	// MaxMessageBytes bounds gRPC messages; larger deltas are split.
@@ -45,6 +50,7 @@ func DefaultOptions() Options {
 		StateDir:        "meshrelay-agent",
 		Mode:            "mtls",
 		Heartbeat:       10 * time.Second,
+		ServerTimeout:   30 * time.Second,
 		ReconnectMax:    30 * time.Second,
 		MaxMessageBytes: 16 << 20,
 		Version:         "dev",
@@ -62,6 +68,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval")
+	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; longer than the server's --heartbeat")
 }
 
 // Validate reports whether the options can work.
@@ -84,6 +91,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, errors.New("--heartbeat must be positive"))
+	}
+	if o.ServerTimeout < 0 {
+		errs = append(errs, errors.New("--server-timeout must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -44,8 +44,7 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read clusters: %w", err)
 	}
-	e := engine.New(opts.Translators, engine.Options{Logger: logger})
-	var names []string
+	m := NewModel(opts.Translators, logger)
 	for _, ent := range entries {
 		if !ent.IsDir() {
 			continue
@@ -54,10 +53,9 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read cluster %s: %w", ent.Name(), err)
 		}
-		e.SetInput(ent.Name(), s.WithVersion(1))
-		names = append(names, ent.Name())
+		m.SetInput(ent.Name(), s)
 	}
-	if len(names) == 0 {
+	if len(m.clusters) == 0 {
 		return nil, fmt.Errorf("no cluster directories in %s", opts.ClustersDir)
 	}
 	if opts.PoliciesDir != "" {
@@ -65,31 +63,79 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read policies: %w", err)
 		}
-		var rs []snapshot.Resource
-		for r := range s.All() {
-			if r.ID.Group == policyv1alpha1.GroupName {
-				rs = append(rs, r)
-			}
-		}
-		p, err := snapshot.New(1, rs)
-		if err != nil {
+		if err := m.SetPolicies(s.Resources()); err != nil {
 			return nil, err
 		}
-		e.SetPolicies(p)
 	}
-	e.Cycle(ctx)
-	res := &Result{Outputs: map[engine.OutputKey]*snapshot.Snapshot{}, Diagnostics: e.Diagnostics()}
-	for _, name := range names {
-		for backend, o := range e.Outputs(name) {
+	return m.Translate(ctx), nil
+}
+
+// Model keeps a fleet's inputs and policies and translates them with an
+// engine of its own, as a server would, but with no server, store or
+// agent: what every cluster's outputs must be. Translate after each change
+// translates what changed since the last one. A Model is not safe for
+// concurrent use.
+type Model struct {
+	e        *engine.Engine
+	clusters map[string]bool
+	version  uint64
+}
+
+// NewModel returns an empty model translating with translators.
+func NewModel(translators []engine.Translator, logger *slog.Logger) *Model {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Model{e: engine.New(translators, engine.Options{Logger: logger}), clusters: map[string]bool{}}
+}
+
+// SetInput makes s the inputs of cluster.
+func (m *Model) SetInput(cluster string, s *snapshot.Snapshot) {
+	m.version++
+	m.e.SetInput(cluster, s.WithVersion(m.version))
+	m.clusters[cluster] = true
+}
+
+// RemoveCluster forgets a cluster, as a deregistration does.
+func (m *Model) RemoveCluster(cluster string) {
+	m.e.RemoveCluster(cluster)
+	delete(m.clusters, cluster)
+}
+
+// SetPolicies makes the policies among resources (the policy API group;
+// the rest is ignored) the fleet's policies.
+func (m *Model) SetPolicies(resources []snapshot.Resource) error {
+	var rs []snapshot.Resource
+	for _, r := range resources {
+		if r.ID.Group == policyv1alpha1.GroupName {
+			rs = append(rs, r)
+		}
+	}
+	m.version++
+	p, err := snapshot.New(m.version, rs)
+	if err != nil {
+		return fmt.Errorf("policies: %w", err)
+	}
+	m.e.SetPolicies(p)
+	return nil
+}
+
+// Translate runs the translators over the current inputs and policies and
+// returns every cluster's outputs.
+func (m *Model) Translate(ctx context.Context) *Result {
+	m.e.Cycle(ctx)
+	res := &Result{Outputs: map[engine.OutputKey]*snapshot.Snapshot{}, Diagnostics: m.e.Diagnostics()}
+	for name := range m.clusters {
+		for backend, o := range m.e.Outputs(name) {
 			res.Outputs[engine.OutputKey{Cluster: name, Backend: backend}] = o.Snapshot
 		}
 	}
-	for _, ps := range e.Status() {
+	for _, ps := range m.e.Status() {
 		if !ps.Healthy {
 			res.Failed = append(res.Failed, ps)
 		}
 	}
-	return res, nil
+	return res
 }
 
 // Keys returns the result's output keys in order.

@@ -61,7 +61,13 @@ func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
 
 // reloadInput takes a cluster's input from the store when it is newer than
 // what this replica holds and the cluster's agent is not connected here.
+// A revoked cluster's input is not taken: a replica that was cut off from
+// the store may write it back for a moment before it learns of the
+// deregistration.
 func (s *Server) reloadInput(ctx context.Context, cluster string) {
+	if c, err := s.deps.Store.GetCluster(ctx, cluster); err == nil && c.Revoked {
+		return
+	}
 	snap, err := s.deps.Store.GetInput(ctx, cluster)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {

@@ -83,9 +83,12 @@ func (o *WriteThroughOptions) setDefaults() {
 // When the backing store comes back after a failure (its feed sends
 // EventResync), Run reconciles both ways: what the backing store holds newer
 // is copied into memory, and what only memory holds, or holds newer, is
-// queued again, so that a Redis that restarted empty is refilled. The price
-// is that a deletion made by another replica while this one was cut off
-// from Redis can be undone; inputs are never lost.
+// queued again, so that a Redis that restarted empty is refilled; inputs
+// are never lost. A deregistration made by another replica meanwhile is
+// not undone: the inputs and outputs of a cluster whose registry record in
+// the backing store is revoked are dropped from memory instead of queued,
+// and a queued write of them is dropped when it is flushed (see write). A
+// registry record is never written over a newer version of itself.
 type WriteThrough struct {
 	// clusterMu orders the copies of registry records into memory, so
 	// that an older record never replaces a newer one (see copyCluster).
@@ -515,6 +518,10 @@ func (w *WriteThrough) reconcile(ctx context.Context) (LoadStats, error) {
 			requeue = append(requeue, pendingKey{kind: pendingCluster, cluster: c.Name})
 		}
 	}
+	requeue, err = w.dropRevoked(ctx, remoteClusters, requeue)
+	if err != nil {
+		return stats, err
+	}
 
 	// Outputs of every cluster either side knows.
 	names := make(map[string]bool)
@@ -558,6 +565,29 @@ func (w *WriteThrough) reconcile(ctx context.Context) (LoadStats, error) {
 		w.enqueue(requeue...)
 	}
 	return stats, nil
+}
+
+// dropRevoked removes from memory the inputs and outputs of the clusters
+// whose record in the backing store is revoked, and from requeue their
+// queued writes: another replica deregistered them, and writing them back
+// would undo that.
+func (w *WriteThrough) dropRevoked(ctx context.Context, remote []Cluster, requeue []pendingKey) ([]pendingKey, error) {
+	revoked := map[string]bool{}
+	for _, c := range remote {
+		if !c.Revoked {
+			continue
+		}
+		revoked[c.Name] = true
+		if err := w.primary.DeleteInput(ctx, c.Name); err != nil {
+			return requeue, fmt.Errorf("drop input of revoked %q: %w", c.Name, err)
+		}
+		if err := w.primary.DeleteOutputs(ctx, c.Name); err != nil {
+			return requeue, fmt.Errorf("drop outputs of revoked %q: %w", c.Name, err)
+		}
+	}
+	return slices.DeleteFunc(requeue, func(k pendingKey) bool {
+		return k.kind != pendingCluster && revoked[k.cluster]
+	}), nil
 }
 
 type outputsResult struct {
@@ -681,7 +711,7 @@ func (w *WriteThrough) write(ctx context.Context, k pendingKey) error {
 		if err != nil {
 			return err
 		}
-		return w.backing.PutInput(octx, k.cluster, s)
+		return w.writeUnlessRevoked(ctx, octx, k.cluster, func() error { return w.backing.PutInput(octx, k.cluster, s) })
 	case pendingOutput:
 		s, err := w.primary.GetOutput(ctx, k.cluster, k.backend)
 		if errors.Is(err, ErrNotFound) {
@@ -690,18 +720,11 @@ func (w *WriteThrough) write(ctx context.Context, k pendingKey) error {
 		if err != nil {
 			return err
 		}
-		return w.backing.PutOutput(octx, k.cluster, k.backend, s)
+		return w.writeUnlessRevoked(ctx, octx, k.cluster, func() error { return w.backing.PutOutput(octx, k.cluster, k.backend, s) })
 	case pendingOutputsDeleted:
 		return w.backing.DeleteOutputs(octx, k.cluster)
 	case pendingCluster:
-		c, err := w.primary.GetCluster(ctx, k.cluster)
-		if errors.Is(err, ErrNotFound) {
-			return w.backing.DeleteCluster(octx, k.cluster)
-		}
-		if err != nil {
-			return err
-		}
-		return w.backing.PutCluster(octx, c)
+		return w.writeCluster(ctx, octx, k.cluster)
 	case pendingCA:
 		cert, key, err := w.primary.GetCA(ctx)
 		if errors.Is(err, ErrNotFound) {
@@ -713,6 +736,68 @@ func (w *WriteThrough) write(ctx context.Context, k pendingKey) error {
 		return w.backing.PutCA(octx, cert, key)
 	}
 	return fmt.Errorf("unknown queued write %d", k.kind)
+}
+
+// writeUnlessRevoked runs put, which writes an input or output of cluster
+// to the backing store, unless the cluster's record there is revoked. A
+// deregistration revokes the record, then deletes the inputs and outputs:
+// reading the record again after put tells whether that deletion may have
+// come before put, and then the write is deleted again. Either way, a
+// revoked cluster's inputs and outputs also leave memory.
+func (w *WriteThrough) writeUnlessRevoked(ctx, octx context.Context, cluster string, put func() error) error {
+	revoked, err := w.backingRevoked(octx, cluster)
+	if err != nil {
+		return err
+	}
+	if revoked {
+		return w.dropRevokedLocally(ctx, cluster)
+	}
+	if err := put(); err != nil {
+		return err
+	}
+	if revoked, err = w.backingRevoked(octx, cluster); err != nil || !revoked {
+		return err
+	}
+	w.logger.Info("cluster deregistered by another replica while its write was queued; dropping it", "cluster", cluster)
+	return errors.Join(w.backing.DeleteInput(octx, cluster), w.backing.DeleteOutputs(octx, cluster), w.dropRevokedLocally(ctx, cluster))
+}
+
+// backingRevoked reports whether cluster's record in the backing store is
+// revoked.
+func (w *WriteThrough) backingRevoked(ctx context.Context, cluster string) (bool, error) {
+	c, err := w.backing.GetCluster(ctx, cluster)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && c.Revoked, err
+}
+
+// dropRevokedLocally removes a revoked cluster's input and outputs from
+// memory without queuing anything.
+func (w *WriteThrough) dropRevokedLocally(ctx context.Context, cluster string) error {
+	return errors.Join(w.primary.DeleteInput(ctx, cluster), w.primary.DeleteOutputs(ctx, cluster))
+}
+
+// writeCluster copies a registry record from memory to the backing store
+// (a backing store that restarted empty is refilled this way), unless the
+// backing store holds the same or a newer version, which it copies into
+// memory instead: another replica's revocation must survive.
+func (w *WriteThrough) writeCluster(ctx, octx context.Context, name string) error {
+	c, err := w.primary.GetCluster(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return w.backing.DeleteCluster(octx, name)
+	}
+	if err != nil {
+		return err
+	}
+	cur, err := w.backing.GetCluster(octx, name)
+	switch {
+	case err == nil && cur.Version >= c.Version:
+		return w.copyCluster(ctx, cur)
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	return w.backing.PutCluster(octx, c)
 }
 
 func (w *WriteThrough) flushLoop(ctx context.Context) {

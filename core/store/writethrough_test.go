@@ -14,6 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
+	"github.com/meshrelay/meshrelay/internal/tcpproxy"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 )
 
@@ -66,17 +67,7 @@ func startWriteThrough(t *testing.T, backing store.Store) *store.WriteThrough {
 
 func newRedis(t testing.TB, server *testenv.Redis, prefix, replica string) *redis.Store {
 	t.Helper()
-	o, err := redis.ParseURL(server.URL())
-	if err != nil {
-		t.Fatalf("ParseURL: %v", err)
-	}
-	o.Prefix, o.Replica, o.Logger = prefix, replica, testLogger(t)
-	s, err := redis.New(t.Context(), o)
-	if err != nil {
-		t.Fatalf("redis.New: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return newRedisAt(t, server.URL(), prefix, replica)
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -331,4 +322,89 @@ func TestWriteThroughFollowsOtherReplica(t *testing.T) {
 			t.Fatal("b saw no event for a's write")
 		}
 	}
+}
+
+// TestWriteThroughCutOffKeepsDeregistration cuts replica a off from Redis
+// while replica b deregisters a cluster (revokes its record, deletes its
+// input and outputs) and a, whose agent is still connected, keeps writing
+// the cluster's input and outputs. Once a reaches Redis again the
+// deregistration stands: nothing of the cluster is back in Redis nor in
+// a's memory, and b's registry record is not overwritten.
+func TestWriteThroughCutOffKeepsDeregistration(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	proxy, err := tcpproxy.Start(server.Addr())
+	must(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	const prefix = "cut:"
+	a := startWriteThrough(t, newRedisAt(t, "redis://"+proxy.Addr()+"/0", prefix, "a"))
+	b := startWriteThrough(t, newRedis(t, server, prefix, "b"))
+	observer := newRedis(t, server, prefix, "observer")
+
+	_, err = store.UpdateCluster(ctx, b, "east", func(c *store.Cluster, _ bool) error { return nil })
+	must(t, err)
+	must(t, a.PutInput(ctx, "east", storetest.Snap(t, 1, "east-1", 3)))
+	must(t, a.PutOutput(ctx, "east", "istio", storetest.Snap(t, 1, "out-1", 3)))
+	eventually(t, "east's input in Redis", func() (bool, string) {
+		_, err := observer.GetInput(ctx, "east")
+		return err == nil, fmt.Sprint(err)
+	})
+	eventually(t, "a knows east's record", func() (bool, string) {
+		_, err := a.GetCluster(ctx, "east")
+		return err == nil, fmt.Sprint(err)
+	})
+
+	proxy.Cut()
+	eventually(t, "a degraded", func() (bool, string) {
+		state, _ := a.Health()
+		return state == store.HealthDegraded, state
+	})
+	_, err = store.UpdateCluster(ctx, b, "east", func(c *store.Cluster, _ bool) error {
+		c.Revoked = true
+		return nil
+	})
+	must(t, err)
+	must(t, b.DeleteInput(ctx, "east"))
+	must(t, b.DeleteOutputs(ctx, "east"))
+	eventually(t, "the deregistration in Redis", func() (bool, string) {
+		_, err := observer.GetInput(ctx, "east")
+		return errors.Is(err, store.ErrNotFound), fmt.Sprint(err)
+	})
+	must(t, a.PutInput(ctx, "east", storetest.Snap(t, 2, "east-2", 3)))
+	must(t, a.PutOutput(ctx, "east", "istio", storetest.Snap(t, 2, "out-2", 3)))
+
+	proxy.Restore()
+	eventually(t, "a healthy with nothing queued", func() (bool, string) {
+		state, _ := a.Health()
+		return state == store.HealthOK && a.QueueLen() == 0, fmt.Sprintf("%s, %d queued", state, a.QueueLen())
+	})
+	eventually(t, "a dropped east from memory", func() (bool, string) {
+		_, ierr := a.GetInput(ctx, "east")
+		outs, oerr := a.ListOutputs(ctx, "east")
+		return errors.Is(ierr, store.ErrNotFound) && oerr == nil && len(outs) == 0, fmt.Sprintf("input: %v; outputs %d, %v", ierr, len(outs), oerr)
+	})
+	if s, err := observer.GetInput(ctx, "east"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("east's input is back in Redis after a reconnected: version %d, %v", s.Version(), err)
+	}
+	if outs, err := observer.ListOutputs(ctx, "east"); err != nil || len(outs) != 0 {
+		t.Errorf("east's outputs in Redis after a reconnected: %d, %v; want none", len(outs), err)
+	}
+	if c, err := observer.GetCluster(ctx, "east"); err != nil || !c.Revoked {
+		t.Errorf("east's record in Redis = %+v, %v; want revoked", c, err)
+	}
+}
+
+func newRedisAt(t testing.TB, url, prefix, replica string) *redis.Store {
+	t.Helper()
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("ParseURL: %v", err)
+	}
+	o.Prefix, o.Replica, o.Logger = prefix, replica, testLogger(t)
+	s, err := redis.New(t.Context(), o)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
