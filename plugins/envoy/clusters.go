@@ -15,6 +15,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -449,7 +450,7 @@ const HTTPProtocolOptions = "envoy.extensions.upstreams.http.v3.HttpProtocolOpti
 func withDownstreamProtocol(c *clusterv3.Cluster) *clusterv3.Cluster {
 	c = proto.Clone(c).(*clusterv3.Cluster)
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
-		HTTPProtocolOptions: mustAny(&upstreamhttpv3.HttpProtocolOptions{
+		HTTPProtocolOptions: envoyroute.Any(&upstreamhttpv3.HttpProtocolOptions{
 			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
 				UseDownstreamProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
 					HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},

@@ -20,6 +20,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -71,7 +72,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			continue
 		}
 		routeName := InboundRouteName(d.Service.Namespace, d.Service.Name, sp.Port)
-		tcp := tcpPort(sp)
+		tcp := envoyroute.TCPPort(sp)
 		var hcmFilters []*listenerv3.Filter
 		tcpFilters := map[int32][]*listenerv3.Filter{}
 		envoyFilters := map[int32][]*listenerv3.Filter{}
@@ -132,9 +133,9 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 func (b *nodeBuilder) hcmFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, routeName string) []*listenerv3.Filter {
 	var filters []*hcmv3.HttpFilter
 	if len(aps) > 0 {
-		filters = append(filters, httpFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
+		filters = append(filters, envoyroute.HTTPFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
 	}
-	filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+	filters = append(filters, envoyroute.HTTPFilter(RouterFilter, &routerv3.Router{}))
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: routeName,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
@@ -153,9 +154,9 @@ func (b *nodeBuilder) hcmFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Desti
 func (b *nodeBuilder) envoyHCMFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Destination, routeName string, port int32) []*listenerv3.Filter {
 	var filters []*hcmv3.HttpFilter
 	if len(aps) > 0 {
-		filters = append(filters, httpFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
+		filters = append(filters, envoyroute.HTTPFilter(RBACFilter, &rbacfilterv3.RBAC{Rules: b.rbacRules(aps, d, nil)}))
 	}
-	filters = append(filters, httpFilter(RouterFilter, &routerv3.Router{}))
+	filters = append(filters, envoyroute.HTTPFilter(RouterFilter, &routerv3.Router{}))
 	cluster := b.inboundCluster(port)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: routeName,
@@ -219,7 +220,7 @@ func (b *nodeBuilder) tcpFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.Desti
 }
 
 func networkFilter(name string, cfg proto.Message) *listenerv3.Filter {
-	return &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(cfg)}}
+	return &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: envoyroute.Any(cfg)}}
 }
 
 // RBACPolicyName names the RBAC policy of an AccessPolicy.
@@ -253,7 +254,7 @@ func (b *nodeBuilder) rbacRules(aps []*policyv1alpha1.AccessPolicy, d sdk.Destin
 				}
 				b.idx.diags.add(withCluster(sdk.Warningf(ap, path,
 					"port %d of Service %s/%s is not HTTP (%s), so methods and paths cannot be checked there and the policy admits nothing on it",
-					tcp.Port, d.Service.Namespace, d.Service.Name, portProtocol(*tcp)), d.Cluster.Name))
+					tcp.Port, d.Service.Namespace, d.Service.Name, envoyroute.PortProtocol(*tcp)), d.Cluster.Name))
 			}
 			continue
 		}
@@ -291,7 +292,7 @@ func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (p *rbacv3.Polic
 		var or []*rbacv3.Permission
 		for _, m := range ap.Spec.Methods {
 			or = append(or, &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
-				Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(string(m))},
+				Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: envoyroute.Exact(string(m))},
 			}}})
 		}
 		perms = append(perms, orPermissions(or))
@@ -299,7 +300,7 @@ func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (p *rbacv3.Polic
 	if len(ap.Spec.Paths) > 0 {
 		var or []*rbacv3.Permission
 		for _, path := range ap.Spec.Paths {
-			sm := exact(path)
+			sm := envoyroute.Exact(path)
 			if prefix, ok := strings.CutSuffix(path, "*"); ok {
 				sm = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: prefix}}
 			}
@@ -355,7 +356,7 @@ func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
 		var or []*rbacv3.Principal
 		for _, sa := range from.ServiceAccounts {
 			if sa.Cluster != "" {
-				or = append(or, authenticated(exact(SPIFFEID(sa.Cluster, sa.Namespace, sa.Name))))
+				or = append(or, authenticated(envoyroute.Exact(SPIFFEID(sa.Cluster, sa.Namespace, sa.Name))))
 				continue
 			}
 			or = append(or, authenticated(regexMatcher(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s",

@@ -1,4 +1,4 @@
-package envoy
+package envoyroute
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// tcpPort reports whether a Service port carries a protocol other than
+// TCPPort reports whether a Service port carries a protocol other than
 // HTTP, selected as Istio selects it: the port's appProtocol when set
 // (kubernetes.io/h2c and kubernetes.io/ws are HTTP, kubernetes.io/wss is
 // not), else its name, either being "<protocol>" or "<protocol>-<suffix>",
@@ -14,7 +14,7 @@ import (
 // HTTP; http, http2, http_proxy, grpc and grpc-web are, and so is an
 // unknown or missing protocol, which Istio sniffs and the envoy backend
 // serves as HTTP.
-func tcpPort(sp corev1.ServicePort) bool {
+func TCPPort(sp corev1.ServicePort) bool {
 	name := sp.Name
 	if sp.AppProtocol != nil {
 		name = *sp.AppProtocol
@@ -33,8 +33,8 @@ func tcpPort(sp corev1.ServicePort) bool {
 	return false
 }
 
-// portProtocol is what a port's protocol was selected from, for messages.
-func portProtocol(sp corev1.ServicePort) string {
+// PortProtocol is what a port's protocol was selected from, for messages.
+func PortProtocol(sp corev1.ServicePort) string {
 	if sp.AppProtocol != nil {
 		return "appProtocol " + *sp.AppProtocol
 	}
