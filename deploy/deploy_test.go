@@ -712,6 +712,7 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 			sa: "meshrelay-agent",
 			checks: []access{
 				{verb: "list", resource: "nodes", allowed: true},
+				{verb: "get", resource: "configmaps", namespace: other, name: "cilium-config", allowed: true},
 				{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices", allowed: true},
 				{verb: "watch", group: "apps", resource: "replicasets", namespace: other, allowed: true},
 				{verb: "list", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},
@@ -729,6 +730,7 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 				{verb: "update", resource: "nodes"},
 				{verb: "get", resource: "secrets", namespace: ns},
 				{verb: "list", resource: "configmaps", namespace: other},
+				{verb: "get", resource: "configmaps", namespace: other, name: "kube-root-ca.crt"},
 				{verb: "list", resource: "pods", namespace: other},
 				{verb: "delete", group: "apps", resource: "deployments", namespace: other},
 				{verb: "update", group: "policy.meshrelay.io", resource: "trafficpolicies", namespace: other},

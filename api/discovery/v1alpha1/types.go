@@ -67,6 +67,11 @@ type MeshSpec struct {
 	// groups whose workloads set EnvoyProxyLabel. A node group it does not
 	// list is EnvoyProxyGRPC.
 	EnvoyProxies map[string]string `json:"envoyProxies,omitempty"`
+	// EnvoyConfig is true for a Cilium mesh whose Envoy takes
+	// CiliumEnvoyConfig resources (type cilium): its cilium-config
+	// ConfigMap sets enable-envoy-config to "true", as Cilium's Helm value
+	// envoyConfig.enabled does.
+	EnvoyConfig bool `json:"envoyConfig,omitempty"`
 }
 
 // Gateway is an east-west gateway of a cluster.

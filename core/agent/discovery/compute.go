@@ -23,6 +23,10 @@ const (
 	GatewayPort = 15443
 	// DefaultTrustDomain is Istio's trust domain unless configured.
 	DefaultTrustDomain = "cluster.local"
+	// CiliumConfigMap is Cilium's configuration, in the namespace of its
+	// agents; CiliumEnvoyConfigKey in it turns CiliumEnvoyConfig on.
+	CiliumConfigMap      = "cilium-config"
+	CiliumEnvoyConfigKey = "enable-envoy-config"
 )
 
 // workload is the part of a Deployment, StatefulSet, DaemonSet or ReplicaSet
@@ -76,7 +80,8 @@ type service struct {
 //     (image tag), trust domain (TRUST_DOMAIN or cluster.local) and network
 //     (label topology.istio.io/network on istiod's Namespace);
 //   - Mesh "cilium" when a cilium DaemonSet or cilium-operator Deployment
-//     exists;
+//     exists, with envoyConfig when the cilium-config ConfigMap in its
+//     namespace sets enable-envoy-config to "true";
 //   - Mesh "envoy" when workloads carry meshrelay.io/envoy-node, listing
 //     the label's values sorted and unique, and, for the node groups whose
 //     workloads label meshrelay.io/envoy-proxy "envoy" or "grpc" in the
@@ -97,6 +102,7 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 		envoyProxies               map[string]string
 		gateways                   []service
 		namespaces                 = map[string]map[string]string{}
+		envoyConfig                = map[string]bool{}
 	)
 	for _, r := range objects {
 		id := r.ID
@@ -153,6 +159,14 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 				(s.Spec.Type == "LoadBalancer" && s.Metadata.Labels[NetworkLabel] != "") {
 				gateways = append(gateways, s)
 			}
+		case derivedOnly(id):
+			var cm struct {
+				Data map[string]string `json:"data"`
+			}
+			if err := json.Unmarshal(r.Body, &cm); err != nil {
+				continue
+			}
+			envoyConfig[id.Namespace] = cm.Data[CiliumEnvoyConfigKey] == "true"
 		case id.Group == "" && id.Kind == "Namespace":
 			if !bytes.Contains(r.Body, []byte(NetworkLabel)) {
 				continue
@@ -204,6 +218,7 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 			ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshCilium},
 			Spec: discoveryv1alpha1.MeshSpec{
 				Type: discoveryv1alpha1.MeshCilium, Namespace: c.Metadata.Namespace, Version: imageVersion(image),
+				EnvoyConfig: envoyConfig[c.Metadata.Namespace],
 			},
 		})
 	}
@@ -233,6 +248,13 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 	}
 	slices.SortFunc(out, func(a, b snapshot.Resource) int { return a.ID.Compare(b.ID) })
 	return out
+}
+
+// derivedOnly reports whether an object is read only for what Compute
+// derives from it and is never an input itself: Cilium's cilium-config
+// ConfigMap.
+func derivedOnly(id snapshot.ID) bool {
+	return id.Group == "" && id.Kind == "ConfigMap" && id.Name == CiliumConfigMap
 }
 
 // isIstiod reports whether a Deployment runs istiod (also revisioned, as

@@ -27,6 +27,12 @@ func mustResources(t *testing.T, objs ...string) []snapshot.Resource {
 	return out
 }
 
+// ciliumConfig is a cilium-config ConfigMap setting enable-envoy-config.
+func ciliumConfig(ns, envoyConfig string) string {
+	return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cilium-config","namespace":"` + ns + `"},
+	  "data":{"enable-envoy-config":"` + envoyConfig + `","cluster-name":"west"}}`
+}
+
 func TestCompute(t *testing.T) {
 	istiod := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"istiod","namespace":"istio-system"},
 	  "spec":{"template":{"spec":{"containers":[{"name":"discovery","image":"docker.io/istio/pilot:1.24.2-distroless","env":[{"name":"TRUST_DOMAIN","value":"corp.example"}]}]}}}}`
@@ -81,6 +87,21 @@ func TestCompute(t *testing.T) {
 		},
 		"cilium daemonset wins over operator": {
 			objs: []string{ciliumOp, cilium},
+			want: want{meshes: map[string]discoveryv1alpha1.MeshSpec{
+				"cilium": {Type: "cilium", Namespace: "kube-system", Version: "v1.16.1"},
+			}},
+		},
+		// Cilium's Envoy takes CiliumEnvoyConfig where the cilium-config
+		// ConfigMap of the agents' namespace turns it on; the ConfigMap
+		// itself is never an input (see derivedOnly).
+		"cilium with envoy config": {
+			objs: []string{cilium, ciliumConfig("kube-system", "true"), ciliumConfig("other", "false")},
+			want: want{meshes: map[string]discoveryv1alpha1.MeshSpec{
+				"cilium": {Type: "cilium", Namespace: "kube-system", Version: "v1.16.1", EnvoyConfig: true},
+			}},
+		},
+		"cilium-config of another namespace": {
+			objs: []string{cilium, ciliumConfig("other", "true")},
 			want: want{meshes: map[string]discoveryv1alpha1.MeshSpec{
 				"cilium": {Type: "cilium", Namespace: "kube-system", Version: "v1.16.1"},
 			}},

@@ -387,7 +387,7 @@ func (d *Dir) parse(path string, data []byte, f filter) []dirObject {
 				d.log.Warn("skip malformed object", "file", path, "document", i, "err", err)
 				continue
 			}
-			out = append(out, dirObject{res: res, kept: f.keepsObject(obj)})
+			out = append(out, dirObject{res: res, kept: f.keepsObject(obj) && !derivedOnly(res.ID)})
 		}
 	}
 	return out

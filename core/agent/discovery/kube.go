@@ -34,6 +34,13 @@ var builtinResources = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "nodes"},
 }
 
+// derivedResources are watched only for what Compute derives from them
+// (see derivedOnly), each narrowed to the objects it reads by a field
+// selector; they are never inputs. RBAC can then grant them by name.
+var derivedResources = map[schema.GroupVersionResource]string{
+	{Version: "v1", Resource: "configmaps"}: "metadata.name=" + CiliumConfigMap,
+}
+
 // crdResource identifies CustomResourceDefinitions.
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -118,6 +125,9 @@ func (k *Kube) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error 
 		k.stopAll()
 	}()
 	for _, gvr := range builtinResources {
+		k.start(ctx, gvr, k.objectHandler())
+	}
+	for gvr := range derivedResources {
 		k.start(ctx, gvr, k.objectHandler())
 	}
 	k.start(ctx, crdResource, k.crdHandler(ctx))
@@ -224,7 +234,11 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 	if _, ok := k.informers[gvr]; ok || ctx.Err() != nil {
 		return
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(k.client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	var narrow dynamicinformer.TweakListOptionsFunc
+	if sel, ok := derivedResources[gvr]; ok {
+		narrow = func(o *metav1.ListOptions) { o.FieldSelector = sel }
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(k.client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, narrow).Informer()
 	log := k.log.With("resource", gvr.String())
 	if gvr != crdResource {
 		if err := inf.SetTransform(k.transform(log)); err != nil {
@@ -298,7 +312,7 @@ func (k *Kube) transform(log *slog.Logger) cache.TransformFunc {
 			return it, nil
 		}
 		it.res = res
-		it.kept = k.filter.keepsObject(u.Object)
+		it.kept = k.filter.keepsObject(u.Object) && !derivedOnly(res.ID)
 		return it, nil
 	}
 }

@@ -395,3 +395,68 @@ spec:
 	polID := snapshot.ID{Group: "policy.meshrelay.io", Version: "v1alpha1", Kind: "TrafficPolicy", Namespace: polNS, Name: created.GetName()}
 	col.waitFor(t, "the TrafficPolicy is discovered", func(s *snapshot.Snapshot) bool { return has(s, polID) })
 }
+
+// TestKubeCiliumEnvoyConfig: the Cilium Mesh says whether Cilium's Envoy
+// takes CiliumEnvoyConfig, from the cilium-config ConfigMap in the
+// agents' namespace, following its changes; no ConfigMap is an input.
+func TestKubeCiliumEnvoyConfig(t *testing.T) {
+	k := testenv.SharedKube(t)
+	c := newCluster(t, k)
+	ns := k.CreateNamespace(t)
+	col := startKube(t, k, KubeOptions{})
+	daemonSets := c.dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}).Namespace(ns)
+	t.Cleanup(func() {
+		if err := daemonSets.Delete(context.Background(), "cilium", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete cilium: %v", err)
+		}
+	})
+	c.createYAML(ns, `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: cilium, labels: {k8s-app: cilium}}
+spec:
+  selector: {matchLabels: {k8s-app: cilium}}
+  template:
+    metadata: {labels: {k8s-app: cilium}}
+    spec: {containers: [{name: cilium-agent, image: "quay.io/cilium/cilium:v1.18.2"}]}
+`)
+	cfg := c.createYAML(ns, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cilium-config}
+data: {enable-envoy-config: "false", cluster-name: west}
+`)
+	c.createYAML(ns, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: unrelated}
+data: {enable-envoy-config: "true"}
+`)
+	meshID := snapshot.ID{Group: discoveryv1alpha1.Group, Version: discoveryv1alpha1.Version, Kind: "Mesh", Name: "cilium"}
+	envoyConfig := func(s *snapshot.Snapshot) (bool, bool) {
+		r, ok := s.Get(meshID)
+		if !ok {
+			return false, false
+		}
+		var mesh discoveryv1alpha1.Mesh
+		if err := r.Decode(&mesh); err != nil || mesh.Spec.Namespace != ns {
+			return false, false
+		}
+		return mesh.Spec.EnvoyConfig, true
+	}
+	col.waitFor(t, "the cilium Mesh without envoy config", func(s *snapshot.Snapshot) bool {
+		on, found := envoyConfig(s)
+		return found && !on
+	})
+
+	if err := unstructured.SetNestedField(cfg.Object, "true", "data", "enable-envoy-config"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client(cfg).Update(context.Background(), cfg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := col.waitFor(t, "the cilium Mesh with envoy config", func(s *snapshot.Snapshot) bool {
+		on, _ := envoyConfig(s)
+		return on
+	})
+	if n := countKind(s, "", "ConfigMap", ns); n != 0 {
+		t.Errorf("the snapshot holds %d ConfigMaps; none is an input", n)
+	}
+}
