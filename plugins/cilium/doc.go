@@ -76,21 +76,41 @@
 //
 // # TrafficPolicy
 //
-// Cilium's network policies and global services carry no HTTP routing. For
-// a TrafficPolicy selecting destinations in clusters where Cilium runs and
-// Istio does not, each routing, retry, timeout, fault, mirror and header
-// field of each rule gets a warning with its path, naming the clusters
-// where it is not applied. Nothing is emitted.
+// Cilium's network policies and global services carry no HTTP routing;
+// Cilium's Envoy does, where it takes CiliumEnvoyConfig (discovery's Mesh
+// says envoyConfig, from enable-envoy-config in Cilium's cilium-config
+// ConfigMap). In a target running Cilium and not Istio (where Istio runs,
+// its translator serves the policy):
+//
+//   - with envoyConfig, each Service that TrafficPolicies select gets a
+//     CiliumEnvoyConfig "traffic-<service>-<hash>" in its namespace. Each
+//     of its TCP ports that carries HTTP (envoyroute.TCPPort: Istio's
+//     rules) is redirected to a listener "http-<port>" whose HTTP
+//     connection manager holds the routes inline: the policies' rules in
+//     order (envoyroute.Routes, the envoy backend's translation), then the
+//     Service at that port. Route, mirror and default destinations are EDS
+//     clusters "namespace:name:port" whose endpoints Cilium syncs, listed
+//     in backendServices; Cilium qualifies these names with the config's
+//     namespace and name in the clusters and routes alike. A rule whose
+//     destination is a subset, a VirtualDestination or a Service of
+//     another cluster is left out with a warning from the target; fault
+//     injection is dropped with a warning, since Cilium's Envoy is built
+//     without the fault filter. A Service none of whose rules is left, or
+//     without an HTTP port, gets no config.
+//   - without it, each routing, retry, timeout, fault, mirror and header
+//     field of each rule gets a warning with its path, naming the
+//     clusters where it is not applied, and nothing is emitted.
 //
 // # What a target reads
 //
 // A target without Cilium reads only its own meshes and gets nothing. A
 // target with Cilium reads:
 //
-//   - its own cluster: its meshes (Istio turns the HTTP rules off), its
+//   - its own cluster: its meshes and Mesh resources (Istio turns the
+//     HTTP rules off; envoyConfig turns CiliumEnvoyConfig on), its
 //     Services (Cluster.Select for the destinations and backing Services
 //     that live there, Cluster.Service for the ones a VirtualDestination
-//     lists), its Namespaces when a DenyAll policy names whole
+//     lists or a TrafficPolicy routes to), its Namespaces when a DenyAll policy names whole
 //     namespaces, and its workloads (Deployments, StatefulSets,
 //     DaemonSets; the Service's endpoints when none backs it) when a port
 //     it admits forwards to a named targetPort;
@@ -106,7 +126,8 @@
 //     (Priority failover's affinity) and its warnings as a whole;
 //     "cilium/traffic-policy/<policy>", for each TrafficPolicy selecting a
 //     Service of the target when it runs Cilium without Istio, its
-//     warnings, which name every cluster where it is not applied.
+//     warnings, which name every cluster where it is not applied (derived
+//     from the meshes and Mesh resources of the clusters it selects in).
 //
 // No target reads another cluster's objects directly: the client
 // selectors name clusters as the policies do. So a change to a Service or

@@ -383,7 +383,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	if testing.Short() {
 		steps = 10
 	}
-	names := []string{"access-allow", "access-clusterwide", "access-deny", "access-istio", "edge-cases", "global", "traffic", "incremental"}
+	names := []string{"access-allow", "access-clusterwide", "access-deny", "access-istio", "edge-cases", "global", "traffic", "traffic-envoy", "incremental"}
 	for i, name := range names {
 		t.Run(name, func(t *testing.T) {
 			var f *fleet

@@ -19,6 +19,7 @@ import (
 var (
 	cnpGVR       = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"}
 	ccnpGVR      = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumclusterwidenetworkpolicies"}
+	cecGVR       = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumenvoyconfigs"}
 	serviceGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
@@ -45,8 +46,8 @@ func apply(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionRe
 
 // TestGoldenAcceptedByKube applies every golden output to a real
 // kube-apiserver that serves Cilium's CRDs, with their OpenAPI schemas:
-// the API server must accept every CiliumNetworkPolicy and
-// CiliumClusterwideNetworkPolicy, and every Service patch must change only
+// the API server must accept every CiliumNetworkPolicy,
+// CiliumClusterwideNetworkPolicy and CiliumEnvoyConfig, and every Service patch must change only
 // the Service's annotations and labels, owned by the applying manager.
 func TestGoldenAcceptedByKube(t *testing.T) {
 	k := testenv.SharedKube(t)
@@ -77,6 +78,11 @@ func TestGoldenAcceptedByKube(t *testing.T) {
 				case KindNetworkPolicy:
 					ensureNamespace(ctx, t, dyn, u.GetNamespace())
 					if _, err := apply(ctx, dyn, cnpGVR, o.Object); err != nil {
+						t.Errorf("apply %s %s/%s of %s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), o.Cluster, err)
+					}
+				case KindEnvoyConfig:
+					ensureNamespace(ctx, t, dyn, u.GetNamespace())
+					if _, err := apply(ctx, dyn, cecGVR, o.Object); err != nil {
 						t.Errorf("apply %s %s/%s of %s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), o.Cluster, err)
 					}
 				case KindClusterwidePolicy:

@@ -31,7 +31,7 @@ func (*Translator) Describe() sdk.Description {
 		Backends:   []string{Backend},
 		InputKinds: []string{"/Service", "/Namespace", "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "discovery.k8s.io/EndpointSlice"},
 		OutputKinds: []string{
-			"cilium.io/" + KindNetworkPolicy, "cilium.io/" + KindClusterwidePolicy, "/Service",
+			"cilium.io/" + KindNetworkPolicy, "cilium.io/" + KindClusterwidePolicy, "cilium.io/" + KindEnvoyConfig, "/Service",
 		},
 	}
 }
@@ -46,8 +46,9 @@ func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.
 // or CiliumClusterwideNetworkPolicy per AccessPolicy that selects
 // destinations there, and a Service patch making each of its Services that
 // backs a VirtualDestination a ClusterMesh global service.
-// TrafficPolicies, which Cilium cannot express, get a diagnostic naming
-// what is not applied where. A target without Cilium gets nothing.
+// TrafficPolicies become a CiliumEnvoyConfig per selected Service where
+// Cilium's Envoy takes them, and elsewhere a diagnostic naming what is not
+// applied where. A target without Cilium gets nothing.
 func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
 	if !req.Target.HasMesh(discoveryapi.MeshCilium) {
 		return nil

@@ -9,6 +9,7 @@ const (
 	APIVersion            = "cilium.io/v2"
 	KindNetworkPolicy     = "CiliumNetworkPolicy"
 	KindClusterwidePolicy = "CiliumClusterwideNetworkPolicy"
+	KindEnvoyConfig       = "CiliumEnvoyConfig"
 	serviceAPIVersion     = "v1"
 	serviceKind           = "Service"
 	protocolTCP           = "TCP"

@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -160,23 +160,7 @@ func wrap(nodeID string, m proto.Message, spec json.RawMessage) Object {
 }
 
 // encodeResource returns the protobuf JSON of m as an Any, with "@type".
-func encodeResource(m proto.Message) (json.RawMessage, error) {
-	a, err := anypb.New(m)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(a)
-	if err != nil {
-		return nil, err
-	}
-	// protojson output is not byte-stable; compact it so equal resources
-	// give equal bytes.
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+func encodeResource(m proto.Message) (json.RawMessage, error) { return envoyroute.JSON(m) }
 
 // ErrNotXDS is returned by Decode for an object that is not an xDS wrapper.
 var ErrNotXDS = errors.New("not an xds.meshrelay.io object")

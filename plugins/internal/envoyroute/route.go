@@ -35,8 +35,8 @@ const DefaultRetryOn = "5xx,connect-failure,refused-stream,reset"
 type Resolver func(tp *policyv1alpha1.TrafficPolicy, path string, d policyv1alpha1.Destination) (cluster string, ok bool)
 
 // Routes translates the TrafficPolicies' rules, in order, and ends with a
-// catch-all route to defaultCluster unless a rule's route already matches
-// every request. A rule's route is named
+// catch-all route "default" to defaultCluster unless a rule's route
+// already matches every request. A rule's route is named
 // "<policy namespace>/<policy name>/<rule name or index>/<match index>".
 // fault reports whether some route injects faults (the HTTP connection
 // manager then needs the fault filter, see HTTPFilters).
