@@ -57,8 +57,10 @@ generate: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	@command -v protoc >/dev/null || bash hack/testdeps.sh
 	protoc -I proto --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
 	  --go_out=paths=source_relative:proto --go-grpc_out=paths=source_relative:proto $(PROTOS)
-	$(GO) tool -modfile=$(TOOLS_MOD) controller-gen object paths=./api/policy/...
-	$(GO) tool -modfile=$(TOOLS_MOD) controller-gen crd paths=./api/policy/... output:crd:artifacts:config=deploy/crds
+	$(GO) tool -modfile=$(TOOLS_MOD) controller-gen object paths=./api/...
+	$(GO) tool -modfile=$(TOOLS_MOD) controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
+	@# Gateways exist only in snapshots; the server never writes them as resources.
+	rm -f deploy/crds/discovery.meshrelay.io_gateways.yaml
 
 ## verify: fail when generated code, go.mod/go.sum or formatting are out of date, or go vet complains.
 verify: generate

@@ -104,6 +104,38 @@ func (a *admin) GetStatus(ctx context.Context, _ *relayv1.GetStatusRequest) (*re
 	return a.s.Status(ctx)
 }
 
+// List returns the objects of one kind across the fleet.
+func (a *admin) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.ListResponse, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.List(ctx, req)
+}
+
+// DescribeDestination describes one Service across the fleet.
+func (a *admin) DescribeDestination(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.DestinationDescription, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.DescribeDestination(ctx, req)
+}
+
+// DescribePolicy describes one policy across the fleet.
+func (a *admin) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.DescribePolicy(ctx, req)
+}
+
+// DescribeCluster describes one registered cluster.
+func (a *admin) DescribeCluster(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.ClusterDescription, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.DescribeCluster(ctx, req)
+}
+
 // Deregister revokes a cluster: its token and certificates are refused from
 // now on, its stream is closed with a goodbye, and its inputs and outputs
 // leave the fleet view and the store.

@@ -16,6 +16,13 @@
 // its own outputs. Deregistered clusters and revoked serials are refused at
 // the handshake. In TLS-only mode agents present the token on every stream.
 //
+// Inspection (inspect.go): the admin API's List and Describe calls show the
+// fleet as people ask about it — clusters, policies, outputs per backend and
+// the discovery objects core/catalog derives from each cluster's current
+// input (Meshes, Workloads, Destinations). They read the same state status
+// folds; derived objects go with their cluster's input when it is
+// deregistered.
+//
 // Safe mode: after a start where some registered cluster has no fresh input
 // (the store was empty or lost), outputs are delivered with pruning forbidden
 // until every such cluster has sent a fresh snapshot, or the safe-start

@@ -363,6 +363,15 @@ type testAgent struct {
 
 func startAgent(t *testing.T, ts *testServer, cluster, token string, mods ...func(*agent.Options)) *testAgent {
 	t.Helper()
+	src := newMemSource()
+	ta := startAgentSource(t, ts, cluster, token, src, mods...)
+	ta.src = src
+	return ta
+}
+
+// startAgentSource starts an agent reading its cluster from src.
+func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src agent.Source, mods ...func(*agent.Options)) *testAgent {
+	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	caFile := filepath.Join(dir, "ca.pem")
@@ -380,13 +389,13 @@ func startAgent(t *testing.T, ts *testServer, cluster, token string, mods ...fun
 	for _, m := range mods {
 		m(&opts)
 	}
-	src, sink := newMemSource(), newRecordingSink()
+	sink := newRecordingSink()
 	a, err := agent.New(opts, src, map[string]agent.Sink{"*": sink}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ta := &testAgent{Agent: a, src: src, sink: sink, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	ta := &testAgent{Agent: a, sink: sink, dir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { ta.done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

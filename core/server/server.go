@@ -18,6 +18,7 @@ import (
 	"time"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/catalog"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/snapshot"
@@ -107,6 +108,8 @@ type Server struct {
 	pruneAfter, lastCycle uint64
 	// parents caches output resources' parent policies for status folding.
 	parents map[snapshot.Hash][]string
+	// catalog keeps each cluster's discovery objects for its input.
+	catalog catalog.Cache
 }
 
 type inputState struct {

@@ -142,27 +142,8 @@ func (p policyStatus) proto() *relayv1.PolicyStatus {
 // policyStatuses folds validation, the plugins' diagnostics and the agents'
 // apply results into each policy's status.
 func (s *Server) policyStatuses() []policyStatus {
-	type source struct {
-		cluster string
-		res     snapshot.Resource
-	}
-	var sources []source
-	s.mu.Lock()
-	for r := range s.policies.All() {
-		sources = append(sources, source{res: r})
-	}
-	for name, in := range s.inputs {
-		for r := range in.snap.All() {
-			if r.ID.Group == policyv1alpha1.GroupName {
-				sources = append(sources, source{cluster: name, res: r})
-			}
-		}
-	}
-	acks := make(map[engine.OutputKey]ackState, len(s.acks))
-	for k, v := range s.acks {
-		acks[k] = v
-	}
-	s.mu.Unlock()
+	sources := s.policySources()
+	acks := s.ackStates()
 
 	// Which clusters' outputs each policy reaches, and where they applied.
 	type reach struct {
@@ -272,6 +253,43 @@ func (s *Server) policyStatuses() []policyStatus {
 			cmp.Compare(a.ref.Name, b.ref.Name), cmp.Compare(a.ref.SourceCluster, b.ref.SourceCluster))
 	})
 	return out
+}
+
+// policySource is a policy as its source holds it: the management source
+// (cluster empty) or a workload cluster's inputs.
+type policySource struct {
+	cluster string
+	res     snapshot.Resource
+}
+
+// policySources returns every policy of the management source and of the
+// workload clusters' inputs.
+func (s *Server) policySources() []policySource {
+	var sources []policySource
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.policies.All() {
+		sources = append(sources, policySource{res: r})
+	}
+	for name, in := range s.inputs {
+		for r := range in.snap.All() {
+			if r.ID.Group == policyv1alpha1.GroupName {
+				sources = append(sources, policySource{cluster: name, res: r})
+			}
+		}
+	}
+	return sources
+}
+
+// ackStates returns a copy of what the agents said about their outputs.
+func (s *Server) ackStates() map[engine.OutputKey]ackState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	acks := make(map[engine.OutputKey]ackState, len(s.acks))
+	for k, v := range s.acks {
+		acks[k] = v
+	}
+	return acks
 }
 
 // parentIndex remembers the parent policies of output resources by content

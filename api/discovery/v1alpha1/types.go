@@ -42,6 +42,12 @@ const (
 )
 
 // Mesh is a mesh found in a cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=meshrelay-discovery
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
 type Mesh struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
@@ -72,9 +78,24 @@ type MeshSpec struct {
 	// ConfigMap sets enable-envoy-config to "true", as Cilium's Helm value
 	// envoyConfig.enabled does.
 	EnvoyConfig bool `json:"envoyConfig,omitempty"`
+	// Cluster is the cluster the mesh runs in. Agents leave it empty (a
+	// snapshot is one cluster's); the server sets it on the copies it
+	// serves and writes to the management cluster.
+	Cluster string `json:"cluster,omitempty"`
 }
 
-// Gateway is an east-west gateway of a cluster.
+// MeshList is a list of Mesh.
+//
+// +kubebuilder:object:root=true
+type MeshList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Mesh `json:"items"`
+}
+
+// Gateway is an east-west gateway of a cluster. It exists only in
+// snapshots: it has no CRD (make generate removes the one controller-gen
+// writes for it).
 type Gateway struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
@@ -94,4 +115,122 @@ type GatewaySpec struct {
 	// Selector is the gateway Service's selector: the labels of the
 	// gateway's pods, which a Gateway resource configuring it selects.
 	Selector map[string]string `json:"selector,omitempty"`
+}
+
+// Label keys the server sets on the discovery objects it writes to the
+// management cluster, whose names are made unique across the fleet.
+const (
+	// ClusterLabel is the workload cluster the object describes.
+	ClusterLabel = "discovery.meshrelay.io/cluster"
+	// NamespaceLabel is the object's namespace in that cluster.
+	NamespaceLabel = "discovery.meshrelay.io/namespace"
+	// NameLabel is the object's name in that cluster (when it is a valid
+	// label value; Spec always has it).
+	NameLabel = "discovery.meshrelay.io/name"
+)
+
+// Workload is a controller's pods in one cluster: a Deployment, StatefulSet
+// or DaemonSet. The server derives it from the cluster's inputs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=meshrelay-discovery
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.namespace`
+// +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=`.spec.name`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.kind`
+type Workload struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              WorkloadSpec `json:"spec"`
+}
+
+// WorkloadSpec describes a workload.
+type WorkloadSpec struct {
+	// Cluster, Namespace and Name locate the controller.
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Kind is Deployment, StatefulSet or DaemonSet.
+	Kind string `json:"kind"`
+	// Labels are the pod template's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// ServiceAccount is the pods' service account.
+	ServiceAccount string `json:"serviceAccount"`
+	// Replicas is the desired number of pods; 0 for a DaemonSet.
+	Replicas int32 `json:"replicas"`
+	// Localities are the "region/zone" of the nodes its endpoints run on.
+	Localities []string `json:"localities,omitempty"`
+	// Meshes are the mesh types whose data plane the pods join.
+	Meshes []string `json:"meshes,omitempty"`
+	// Destinations are the Services of its namespace that select its pods.
+	Destinations []string `json:"destinations,omitempty"`
+	// Endpoints and ReadyEndpoints count the Service endpoints that are
+	// its pods.
+	Endpoints      int32 `json:"endpoints"`
+	ReadyEndpoints int32 `json:"readyEndpoints"`
+}
+
+// WorkloadList is a list of Workload.
+//
+// +kubebuilder:object:root=true
+type WorkloadList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Workload `json:"items"`
+}
+
+// Destination is a Service in one cluster with what backs it. The server
+// derives it from the cluster's inputs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=meshrelay-discovery
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.namespace`
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.name`
+type Destination struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              DestinationSpec `json:"spec"`
+}
+
+// DestinationSpec describes a destination.
+type DestinationSpec struct {
+	// Cluster, Namespace and Name locate the Service.
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Labels are the Service's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Type is the Service's type.
+	Type  string            `json:"type,omitempty"`
+	Ports []DestinationPort `json:"ports,omitempty"`
+	// Workloads are the backing workloads, as "Kind/name".
+	Workloads []string `json:"workloads,omitempty"`
+	// Endpoints and ReadyEndpoints count the Service's endpoints.
+	Endpoints      int32 `json:"endpoints"`
+	ReadyEndpoints int32 `json:"readyEndpoints"`
+	// Clusters are every cluster with a Service of this namespace and
+	// name, this one included.
+	Clusters []string `json:"clusters,omitempty"`
+	// Meshes are the mesh types of its backing workloads.
+	Meshes []string `json:"meshes,omitempty"`
+}
+
+// DestinationPort is one port of a Service.
+type DestinationPort struct {
+	Name     string `json:"name,omitempty"`
+	Port     int32  `json:"port"`
+	Protocol string `json:"protocol,omitempty"`
+	// TargetPort is the workload port, a number or a container port name.
+	TargetPort  string `json:"targetPort,omitempty"`
+	AppProtocol string `json:"appProtocol,omitempty"`
+}
+
+// DestinationList is a list of Destination.
+//
+// +kubebuilder:object:root=true
+type DestinationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Destination `json:"items"`
 }

@@ -1921,6 +1921,1325 @@ func (x *Status) GetTrust() []*MeshTrustStatus {
 	return nil
 }
 
+type ListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is one of clusters, meshes, workloads, destinations, policies,
+	// outputs; the singular (cluster, mesh, ...) is accepted too.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// cluster keeps only objects of this cluster; for policies, those that
+	// reach it or were defined in it. Empty means every cluster.
+	Cluster string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// namespace keeps only objects in this namespace (for meshes, the
+	// control plane's namespace). Empty means every namespace.
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// label_selector keeps only objects whose labels match, in Kubernetes
+	// selector syntax ("app=reviews,version!=v1", "tier in (web)"). Clusters
+	// and meshes have no labels. For workloads it matches the pod
+	// template's labels, for outputs the output object's labels.
+	LabelSelector string `protobuf:"bytes,4,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// backend keeps only outputs of this backend (istio, envoy, cilium).
+	Backend string `protobuf:"bytes,5,opt,name=backend,proto3" json:"backend,omitempty"`
+	// bodies fills OutputResource.body with each output object. Off by
+	// default: bodies make the answer large.
+	Bodies        bool `protobuf:"varint,6,opt,name=bodies,proto3" json:"bodies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequest) Reset() {
+	*x = ListRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequest) ProtoMessage() {}
+
+func (x *ListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
+func (*ListRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ListRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ListRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ListRequest) GetBodies() bool {
+	if x != nil {
+		return x.Bodies
+	}
+	return false
+}
+
+// ListResponse holds the objects of the requested kind in the field of
+// that kind; the other fields are empty.
+type ListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clusters      []*ClusterStatus       `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Meshes        []*Mesh                `protobuf:"bytes,2,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Workloads     []*Workload            `protobuf:"bytes,3,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Destinations  []*Destination         `protobuf:"bytes,4,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	Policies      []*PolicyStatus        `protobuf:"bytes,5,rep,name=policies,proto3" json:"policies,omitempty"`
+	Outputs       []*OutputResource      `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResponse) Reset() {
+	*x = ListResponse{}
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResponse) ProtoMessage() {}
+
+func (x *ListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
+func (*ListResponse) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListResponse) GetClusters() []*ClusterStatus {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ListResponse) GetMeshes() []*Mesh {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+func (x *ListResponse) GetWorkloads() []*Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *ListResponse) GetDestinations() []*Destination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *ListResponse) GetPolicies() []*PolicyStatus {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ListResponse) GetOutputs() []*OutputResource {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// DescribeRequest names one object.
+type DescribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the object's name. For a destination and a policy it may be
+	// "namespace/name"; for a policy also "Kind/namespace/name".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// namespace narrows the search; empty means any namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// kind narrows a policy search to TrafficPolicy, AccessPolicy or
+	// VirtualDestination.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// cluster narrows a destination to one cluster, and a policy to those
+	// defined in that workload cluster.
+	Cluster       string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeRequest) Reset() {
+	*x = DescribeRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeRequest) ProtoMessage() {}
+
+func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
+func (*DescribeRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DescribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DescribeRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+// Mesh is a mesh discovery found in one cluster (discovery.meshrelay.io
+// Mesh).
+type Mesh struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// name is the mesh's name in the cluster: its type.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// type is istio, cilium or envoy.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// namespace is where the mesh's control plane runs.
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// version is the control plane's version from its image tag, when known.
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// trust_domain is Istio's trust domain.
+	TrustDomain string `protobuf:"bytes,6,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
+	// network is Istio's network name for the cluster, when set.
+	Network string `protobuf:"bytes,7,opt,name=network,proto3" json:"network,omitempty"`
+	// envoy_nodes are the xDS node IDs of standalone Envoy and gRPC groups.
+	EnvoyNodes []string `protobuf:"bytes,8,rep,name=envoy_nodes,json=envoyNodes,proto3" json:"envoy_nodes,omitempty"`
+	// workloads counts the cluster's workloads in this mesh.
+	Workloads     int32 `protobuf:"varint,9,opt,name=workloads,proto3" json:"workloads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Mesh) Reset() {
+	*x = Mesh{}
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mesh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mesh) ProtoMessage() {}
+
+func (x *Mesh) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mesh.ProtoReflect.Descriptor instead.
+func (*Mesh) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Mesh) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Mesh) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Mesh) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Mesh) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Mesh) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Mesh) GetTrustDomain() string {
+	if x != nil {
+		return x.TrustDomain
+	}
+	return ""
+}
+
+func (x *Mesh) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Mesh) GetEnvoyNodes() []string {
+	if x != nil {
+		return x.EnvoyNodes
+	}
+	return nil
+}
+
+func (x *Mesh) GetWorkloads() int32 {
+	if x != nil {
+		return x.Workloads
+	}
+	return 0
+}
+
+// Workload is a controller's pods in one cluster: a Deployment,
+// StatefulSet or DaemonSet (discovery.meshrelay.io Workload).
+type Workload struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Cluster   string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// kind is Deployment, StatefulSet or DaemonSet.
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// labels are the pod template's labels.
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// service_account is the pods' service account ("default" when unset).
+	ServiceAccount string `protobuf:"bytes,6,opt,name=service_account,json=serviceAccount,proto3" json:"service_account,omitempty"`
+	// replicas is the desired number of pods; 0 for a DaemonSet.
+	Replicas int32 `protobuf:"varint,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// localities are the "region/zone" of the nodes its endpoints run on,
+	// sorted and distinct; empty when no endpoint names its pods.
+	Localities []string `protobuf:"bytes,8,rep,name=localities,proto3" json:"localities,omitempty"`
+	// meshes are the mesh types whose data plane the pods join.
+	Meshes []string `protobuf:"bytes,9,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	// destinations are the names of the Services in its namespace whose
+	// selector matches its pods.
+	Destinations []string `protobuf:"bytes,10,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// endpoints and ready_endpoints count the Service endpoints that are its
+	// pods.
+	Endpoints      int32 `protobuf:"varint,11,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	ReadyEndpoints int32 `protobuf:"varint,12,opt,name=ready_endpoints,json=readyEndpoints,proto3" json:"ready_endpoints,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Workload) Reset() {
+	*x = Workload{}
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Workload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Workload) ProtoMessage() {}
+
+func (x *Workload) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Workload.ProtoReflect.Descriptor instead.
+func (*Workload) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Workload) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Workload) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Workload) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Workload) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Workload) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Workload) GetServiceAccount() string {
+	if x != nil {
+		return x.ServiceAccount
+	}
+	return ""
+}
+
+func (x *Workload) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *Workload) GetLocalities() []string {
+	if x != nil {
+		return x.Localities
+	}
+	return nil
+}
+
+func (x *Workload) GetMeshes() []string {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+func (x *Workload) GetDestinations() []string {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *Workload) GetEndpoints() int32 {
+	if x != nil {
+		return x.Endpoints
+	}
+	return 0
+}
+
+func (x *Workload) GetReadyEndpoints() int32 {
+	if x != nil {
+		return x.ReadyEndpoints
+	}
+	return 0
+}
+
+// Destination is a Service in one cluster with what backs it
+// (discovery.meshrelay.io Destination).
+type Destination struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Cluster   string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// labels are the Service's labels.
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// type is the Service type (ClusterIP, LoadBalancer, ...).
+	Type  string             `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	Ports []*DestinationPort `protobuf:"bytes,6,rep,name=ports,proto3" json:"ports,omitempty"`
+	// workloads are the backing workloads in the cluster as "Kind/name".
+	Workloads []string `protobuf:"bytes,7,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// endpoints and ready_endpoints count the Service's endpoints.
+	Endpoints      int32 `protobuf:"varint,8,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	ReadyEndpoints int32 `protobuf:"varint,9,opt,name=ready_endpoints,json=readyEndpoints,proto3" json:"ready_endpoints,omitempty"`
+	// clusters are every cluster with a Service of this namespace and name,
+	// this one included, sorted.
+	Clusters []string `protobuf:"bytes,10,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// meshes are the mesh types of its backing workloads.
+	Meshes        []string `protobuf:"bytes,11,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Destination) Reset() {
+	*x = Destination{}
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Destination) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Destination) ProtoMessage() {}
+
+func (x *Destination) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Destination.ProtoReflect.Descriptor instead.
+func (*Destination) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Destination) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Destination) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Destination) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Destination) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Destination) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Destination) GetPorts() []*DestinationPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *Destination) GetWorkloads() []string {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *Destination) GetEndpoints() int32 {
+	if x != nil {
+		return x.Endpoints
+	}
+	return 0
+}
+
+func (x *Destination) GetReadyEndpoints() int32 {
+	if x != nil {
+		return x.ReadyEndpoints
+	}
+	return 0
+}
+
+func (x *Destination) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *Destination) GetMeshes() []string {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+// DestinationPort is one port of a Service.
+type DestinationPort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Port  int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// protocol is TCP, UDP or SCTP.
+	Protocol string `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// target_port is the workload port, a number or a container port name.
+	TargetPort string `protobuf:"bytes,4,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
+	// app_protocol is the Service port's appProtocol, when set.
+	AppProtocol   string `protobuf:"bytes,5,opt,name=app_protocol,json=appProtocol,proto3" json:"app_protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestinationPort) Reset() {
+	*x = DestinationPort{}
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestinationPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestinationPort) ProtoMessage() {}
+
+func (x *DestinationPort) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestinationPort.ProtoReflect.Descriptor instead.
+func (*DestinationPort) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DestinationPort) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DestinationPort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *DestinationPort) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *DestinationPort) GetTargetPort() string {
+	if x != nil {
+		return x.TargetPort
+	}
+	return ""
+}
+
+func (x *DestinationPort) GetAppProtocol() string {
+	if x != nil {
+		return x.AppProtocol
+	}
+	return ""
+}
+
+// OutputResource is one object a backend emitted for a cluster.
+type OutputResource struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Cluster    string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Backend    string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	ApiVersion string                 `protobuf:"bytes,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Kind       string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace  string                 `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name       string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// policies are the parent policies that produced it, as
+	// "Kind/namespace/name".
+	Policies []string `protobuf:"bytes,7,rep,name=policies,proto3" json:"policies,omitempty"`
+	// applied is true when the cluster's agent acked the output set holding
+	// this object and reported no error for it.
+	Applied bool `protobuf:"varint,8,opt,name=applied,proto3" json:"applied,omitempty"`
+	// error is the agent's error applying it, when it reported one.
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// body is the object as JSON, when asked for (ListRequest.bodies) and in
+	// descriptions.
+	Body string `protobuf:"bytes,10,opt,name=body,proto3" json:"body,omitempty"`
+	// labels are the object's labels.
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputResource) Reset() {
+	*x = OutputResource{}
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputResource) ProtoMessage() {}
+
+func (x *OutputResource) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputResource.ProtoReflect.Descriptor instead.
+func (*OutputResource) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OutputResource) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OutputResource) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *OutputResource) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *OutputResource) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OutputResource) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *OutputResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OutputResource) GetPolicies() []string {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *OutputResource) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *OutputResource) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *OutputResource) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *OutputResource) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// Diagnostic is a problem a translator or the server found with a policy.
+type Diagnostic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// severity is Error or Warning.
+	Severity string `protobuf:"bytes,1,opt,name=severity,proto3" json:"severity,omitempty"`
+	Summary  string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	Detail   string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// path is the field of the policy it concerns, when known.
+	Path string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// cluster is the cluster it concerns, when it concerns one.
+	Cluster string `protobuf:"bytes,5,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// plugin is the translator that reported it; empty for the server's
+	// own validation.
+	Plugin string `protobuf:"bytes,6,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	// policy names the policy as "Kind/namespace/name".
+	Policy        string `protobuf:"bytes,7,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Diagnostic) Reset() {
+	*x = Diagnostic{}
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Diagnostic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Diagnostic) ProtoMessage() {}
+
+func (x *Diagnostic) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
+func (*Diagnostic) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Diagnostic) GetSeverity() string {
+	if x != nil {
+		return x.Severity
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+// DestinationDescription is what DescribeDestination returns.
+type DestinationDescription struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// destinations holds the Service in each cluster that has it, by cluster.
+	Destinations []*Destination `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// workloads are the backing workloads in every cluster.
+	Workloads []*Workload `protobuf:"bytes,4,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// policies are the policies whose selectors select the Service in some
+	// cluster, with their fleet-wide status.
+	Policies []*PolicyStatus `protobuf:"bytes,5,rep,name=policies,proto3" json:"policies,omitempty"`
+	// outputs are the objects each backend emitted for the Service (objects
+	// that name it, its host or its subsets), in every cluster, with bodies.
+	Outputs []*OutputResource `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// diagnostics are those of the selecting policies that concern the
+	// Service's clusters or no cluster.
+	Diagnostics   []*Diagnostic `protobuf:"bytes,7,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestinationDescription) Reset() {
+	*x = DestinationDescription{}
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestinationDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestinationDescription) ProtoMessage() {}
+
+func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestinationDescription.ProtoReflect.Descriptor instead.
+func (*DestinationDescription) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DestinationDescription) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DestinationDescription) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DestinationDescription) GetDestinations() []*Destination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *DestinationDescription) GetWorkloads() []*Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *DestinationDescription) GetPolicies() []*PolicyStatus {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *DestinationDescription) GetOutputs() []*OutputResource {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *DestinationDescription) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+// PolicyDescription is what DescribePolicy returns.
+type PolicyDescription struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *PolicyStatus          `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// body is the policy as JSON.
+	Body string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// clusters holds, for every cluster where the policy's outputs go, the
+	// applied state there.
+	Clusters []*PolicyCluster `protobuf:"bytes,3,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// outputs are the resources the policy produced, with bodies.
+	Outputs       []*OutputResource `protobuf:"bytes,4,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Diagnostics   []*Diagnostic     `protobuf:"bytes,5,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDescription) Reset() {
+	*x = PolicyDescription{}
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDescription) ProtoMessage() {}
+
+func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDescription.ProtoReflect.Descriptor instead.
+func (*PolicyDescription) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PolicyDescription) GetStatus() *PolicyStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *PolicyDescription) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *PolicyDescription) GetClusters() []*PolicyCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *PolicyDescription) GetOutputs() []*OutputResource {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *PolicyDescription) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+// PolicyCluster is a policy's state in one cluster.
+type PolicyCluster struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// applied is true when the agent applied every output of the policy.
+	Applied bool `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	// resources counts the policy's outputs in the cluster.
+	Resources int32 `protobuf:"varint,3,opt,name=resources,proto3" json:"resources,omitempty"`
+	// errors are the agent's errors applying them, as
+	// "Kind namespace/name: message".
+	Errors []string `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
+	// pending is true while the agent has not acked the current output.
+	Pending       bool `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyCluster) Reset() {
+	*x = PolicyCluster{}
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyCluster) ProtoMessage() {}
+
+func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyCluster.ProtoReflect.Descriptor instead.
+func (*PolicyCluster) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PolicyCluster) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *PolicyCluster) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *PolicyCluster) GetResources() int32 {
+	if x != nil {
+		return x.Resources
+	}
+	return 0
+}
+
+func (x *PolicyCluster) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *PolicyCluster) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+// ClusterDescription is what DescribeCluster returns.
+type ClusterDescription struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Status       *ClusterStatus         `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Meshes       []*Mesh                `protobuf:"bytes,2,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Workloads    int32                  `protobuf:"varint,3,opt,name=workloads,proto3" json:"workloads,omitempty"`
+	Destinations int32                  `protobuf:"varint,4,opt,name=destinations,proto3" json:"destinations,omitempty"`
+	// policies are the policies whose outputs reach the cluster or that
+	// were defined in it.
+	Policies []*PolicyStatus `protobuf:"bytes,5,rep,name=policies,proto3" json:"policies,omitempty"`
+	// diagnostics are those that concern the cluster.
+	Diagnostics   []*Diagnostic `protobuf:"bytes,6,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterDescription) Reset() {
+	*x = ClusterDescription{}
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterDescription) ProtoMessage() {}
+
+func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterDescription.ProtoReflect.Descriptor instead.
+func (*ClusterDescription) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ClusterDescription) GetStatus() *ClusterStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *ClusterDescription) GetMeshes() []*Mesh {
+	if x != nil {
+		return x.Meshes
+	}
+	return nil
+}
+
+func (x *ClusterDescription) GetWorkloads() int32 {
+	if x != nil {
+		return x.Workloads
+	}
+	return 0
+}
+
+func (x *ClusterDescription) GetDestinations() int32 {
+	if x != nil {
+		return x.Destinations
+	}
+	return 0
+}
+
+func (x *ClusterDescription) GetPolicies() []*PolicyStatus {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ClusterDescription) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
 var File_relay_v1_relay_proto protoreflect.FileDescriptor
 
 const file_relay_v1_relay_proto_rawDesc = "" +
@@ -2065,17 +3384,146 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\bclusters\x18\x05 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\x12<\n" +
 	"\bpolicies\x18\x06 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12:\n" +
 	"\aplugins\x18\a \x03(\v2 .meshrelay.relay.v1.PluginStatusR\aplugins\x129\n" +
-	"\x05trust\x18\b \x03(\v2#.meshrelay.relay.v1.MeshTrustStatusR\x05trust2\xac\x01\n" +
+	"\x05trust\x18\b \x03(\v2#.meshrelay.relay.v1.MeshTrustStatusR\x05trust\"\xb2\x01\n" +
+	"\vListRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x04 \x01(\tR\rlabelSelector\x12\x18\n" +
+	"\abackend\x18\x05 \x01(\tR\abackend\x12\x16\n" +
+	"\x06bodies\x18\x06 \x01(\bR\x06bodies\"\xfc\x02\n" +
+	"\fListResponse\x12=\n" +
+	"\bclusters\x18\x01 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\x120\n" +
+	"\x06meshes\x18\x02 \x03(\v2\x18.meshrelay.relay.v1.MeshR\x06meshes\x12:\n" +
+	"\tworkloads\x18\x03 \x03(\v2\x1c.meshrelay.relay.v1.WorkloadR\tworkloads\x12C\n" +
+	"\fdestinations\x18\x04 \x03(\v2\x1f.meshrelay.relay.v1.DestinationR\fdestinations\x12<\n" +
+	"\bpolicies\x18\x05 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12<\n" +
+	"\aoutputs\x18\x06 \x03(\v2\".meshrelay.relay.v1.OutputResourceR\aoutputs\"q\n" +
+	"\x0fDescribeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
+	"\acluster\x18\x04 \x01(\tR\acluster\"\xfc\x01\n" +
+	"\x04Mesh\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12!\n" +
+	"\ftrust_domain\x18\x06 \x01(\tR\vtrustDomain\x12\x18\n" +
+	"\anetwork\x18\a \x01(\tR\anetwork\x12\x1f\n" +
+	"\venvoy_nodes\x18\b \x03(\tR\n" +
+	"envoyNodes\x12\x1c\n" +
+	"\tworkloads\x18\t \x01(\x05R\tworkloads\"\xcf\x03\n" +
+	"\bWorkload\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12@\n" +
+	"\x06labels\x18\x05 \x03(\v2(.meshrelay.relay.v1.Workload.LabelsEntryR\x06labels\x12'\n" +
+	"\x0fservice_account\x18\x06 \x01(\tR\x0eserviceAccount\x12\x1a\n" +
+	"\breplicas\x18\a \x01(\x05R\breplicas\x12\x1e\n" +
+	"\n" +
+	"localities\x18\b \x03(\tR\n" +
+	"localities\x12\x16\n" +
+	"\x06meshes\x18\t \x03(\tR\x06meshes\x12\"\n" +
+	"\fdestinations\x18\n" +
+	" \x03(\tR\fdestinations\x12\x1c\n" +
+	"\tendpoints\x18\v \x01(\x05R\tendpoints\x12'\n" +
+	"\x0fready_endpoints\x18\f \x01(\x05R\x0ereadyEndpoints\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x03\n" +
+	"\vDestination\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12C\n" +
+	"\x06labels\x18\x04 \x03(\v2+.meshrelay.relay.v1.Destination.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x129\n" +
+	"\x05ports\x18\x06 \x03(\v2#.meshrelay.relay.v1.DestinationPortR\x05ports\x12\x1c\n" +
+	"\tworkloads\x18\a \x03(\tR\tworkloads\x12\x1c\n" +
+	"\tendpoints\x18\b \x01(\x05R\tendpoints\x12'\n" +
+	"\x0fready_endpoints\x18\t \x01(\x05R\x0ereadyEndpoints\x12\x1a\n" +
+	"\bclusters\x18\n" +
+	" \x03(\tR\bclusters\x12\x16\n" +
+	"\x06meshes\x18\v \x03(\tR\x06meshes\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x0fDestinationPort\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x1f\n" +
+	"\vtarget_port\x18\x04 \x01(\tR\n" +
+	"targetPort\x12!\n" +
+	"\fapp_protocol\x18\x05 \x01(\tR\vappProtocol\"\x8e\x03\n" +
+	"\x0eOutputResource\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
+	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1f\n" +
+	"\vapi_version\x18\x03 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpolicies\x18\a \x03(\tR\bpolicies\x12\x18\n" +
+	"\aapplied\x18\b \x01(\bR\aapplied\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12\x12\n" +
+	"\x04body\x18\n" +
+	" \x01(\tR\x04body\x12F\n" +
+	"\x06labels\x18\v \x03(\v2..meshrelay.relay.v1.OutputResource.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\x01\n" +
+	"\n" +
+	"Diagnostic\x12\x1a\n" +
+	"\bseverity\x18\x01 \x01(\tR\bseverity\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x18\n" +
+	"\acluster\x18\x05 \x01(\tR\acluster\x12\x16\n" +
+	"\x06plugin\x18\x06 \x01(\tR\x06plugin\x12\x16\n" +
+	"\x06policy\x18\a \x01(\tR\x06policy\"\x89\x03\n" +
+	"\x16DestinationDescription\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12C\n" +
+	"\fdestinations\x18\x03 \x03(\v2\x1f.meshrelay.relay.v1.DestinationR\fdestinations\x12:\n" +
+	"\tworkloads\x18\x04 \x03(\v2\x1c.meshrelay.relay.v1.WorkloadR\tworkloads\x12<\n" +
+	"\bpolicies\x18\x05 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12<\n" +
+	"\aoutputs\x18\x06 \x03(\v2\".meshrelay.relay.v1.OutputResourceR\aoutputs\x12@\n" +
+	"\vdiagnostics\x18\a \x03(\v2\x1e.meshrelay.relay.v1.DiagnosticR\vdiagnostics\"\xa0\x02\n" +
+	"\x11PolicyDescription\x128\n" +
+	"\x06status\x18\x01 \x01(\v2 .meshrelay.relay.v1.PolicyStatusR\x06status\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\tR\x04body\x12=\n" +
+	"\bclusters\x18\x03 \x03(\v2!.meshrelay.relay.v1.PolicyClusterR\bclusters\x12<\n" +
+	"\aoutputs\x18\x04 \x03(\v2\".meshrelay.relay.v1.OutputResourceR\aoutputs\x12@\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2\x1e.meshrelay.relay.v1.DiagnosticR\vdiagnostics\"\x93\x01\n" +
+	"\rPolicyCluster\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x1c\n" +
+	"\tresources\x18\x03 \x01(\x05R\tresources\x12\x16\n" +
+	"\x06errors\x18\x04 \x03(\tR\x06errors\x12\x18\n" +
+	"\apending\x18\x05 \x01(\bR\apending\"\xc3\x02\n" +
+	"\x12ClusterDescription\x129\n" +
+	"\x06status\x18\x01 \x01(\v2!.meshrelay.relay.v1.ClusterStatusR\x06status\x120\n" +
+	"\x06meshes\x18\x02 \x03(\v2\x18.meshrelay.relay.v1.MeshR\x06meshes\x12\x1c\n" +
+	"\tworkloads\x18\x03 \x01(\x05R\tworkloads\x12\"\n" +
+	"\fdestinations\x18\x04 \x01(\x05R\fdestinations\x12<\n" +
+	"\bpolicies\x18\x05 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12@\n" +
+	"\vdiagnostics\x18\x06 \x03(\v2\x1e.meshrelay.relay.v1.DiagnosticR\vdiagnostics2\xac\x01\n" +
 	"\fRegistration\x12P\n" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
 	"\x05Relay\x12O\n" +
-	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\x97\x03\n" +
+	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\x88\x06\n" +
 	"\x05Admin\x12j\n" +
 	"\x0fRegisterCluster\x12*.meshrelay.relay.v1.RegisterClusterRequest\x1a+.meshrelay.relay.v1.RegisterClusterResponse\x12p\n" +
 	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12a\n" +
 	"\fListClusters\x12'.meshrelay.relay.v1.ListClustersRequest\x1a(.meshrelay.relay.v1.ListClustersResponse\x12M\n" +
-	"\tGetStatus\x12$.meshrelay.relay.v1.GetStatusRequest\x1a\x1a.meshrelay.relay.v1.StatusB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
+	"\tGetStatus\x12$.meshrelay.relay.v1.GetStatusRequest\x1a\x1a.meshrelay.relay.v1.Status\x12I\n" +
+	"\x04List\x12\x1f.meshrelay.relay.v1.ListRequest\x1a .meshrelay.relay.v1.ListResponse\x12f\n" +
+	"\x13DescribeDestination\x12#.meshrelay.relay.v1.DescribeRequest\x1a*.meshrelay.relay.v1.DestinationDescription\x12\\\n" +
+	"\x0eDescribePolicy\x12#.meshrelay.relay.v1.DescribeRequest\x1a%.meshrelay.relay.v1.PolicyDescription\x12^\n" +
+	"\x0fDescribeCluster\x12#.meshrelay.relay.v1.DescribeRequest\x1a&.meshrelay.relay.v1.ClusterDescriptionB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
 
 var (
 	file_relay_v1_relay_proto_rawDescOnce sync.Once
@@ -2090,7 +3538,7 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 }
 
 var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_relay_v1_relay_proto_goTypes = []any{
 	(Ack_Subject)(0),                  // 0: meshrelay.relay.v1.Ack.Subject
 	(Goodbye_Reason)(0),               // 1: meshrelay.relay.v1.Goodbye.Reason
@@ -2119,15 +3567,31 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	(*PolicyStatus)(nil),              // 24: meshrelay.relay.v1.PolicyStatus
 	(*PluginStatus)(nil),              // 25: meshrelay.relay.v1.PluginStatus
 	(*Status)(nil),                    // 26: meshrelay.relay.v1.Status
-	nil,                               // 27: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	nil,                               // 28: meshrelay.relay.v1.Hello.OutputHashesEntry
-	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
-	(*v1.Delta)(nil),                  // 30: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 31: meshrelay.snapshot.v1.ResourceID
-	(*MeshTrustStatus)(nil),           // 32: meshrelay.relay.v1.MeshTrustStatus
+	(*ListRequest)(nil),               // 27: meshrelay.relay.v1.ListRequest
+	(*ListResponse)(nil),              // 28: meshrelay.relay.v1.ListResponse
+	(*DescribeRequest)(nil),           // 29: meshrelay.relay.v1.DescribeRequest
+	(*Mesh)(nil),                      // 30: meshrelay.relay.v1.Mesh
+	(*Workload)(nil),                  // 31: meshrelay.relay.v1.Workload
+	(*Destination)(nil),               // 32: meshrelay.relay.v1.Destination
+	(*DestinationPort)(nil),           // 33: meshrelay.relay.v1.DestinationPort
+	(*OutputResource)(nil),            // 34: meshrelay.relay.v1.OutputResource
+	(*Diagnostic)(nil),                // 35: meshrelay.relay.v1.Diagnostic
+	(*DestinationDescription)(nil),    // 36: meshrelay.relay.v1.DestinationDescription
+	(*PolicyDescription)(nil),         // 37: meshrelay.relay.v1.PolicyDescription
+	(*PolicyCluster)(nil),             // 38: meshrelay.relay.v1.PolicyCluster
+	(*ClusterDescription)(nil),        // 39: meshrelay.relay.v1.ClusterDescription
+	nil,                               // 40: meshrelay.relay.v1.Hello.OutputVersionsEntry
+	nil,                               // 41: meshrelay.relay.v1.Hello.OutputHashesEntry
+	nil,                               // 42: meshrelay.relay.v1.Workload.LabelsEntry
+	nil,                               // 43: meshrelay.relay.v1.Destination.LabelsEntry
+	nil,                               // 44: meshrelay.relay.v1.OutputResource.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*v1.Delta)(nil),                  // 46: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 47: meshrelay.snapshot.v1.ResourceID
+	(*MeshTrustStatus)(nil),           // 48: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	29, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	45, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
 	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
@@ -2138,45 +3602,76 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	11, // 8: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
 	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	27, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	28, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	29, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	30, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	30, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	40, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	41, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	45, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	46, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	46, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
 	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
 	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	31, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	29, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	47, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	45, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	29, // 21: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	45, // 21: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
 	22, // 22: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	29, // 23: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	29, // 24: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	45, // 23: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	45, // 24: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
 	23, // 25: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	29, // 26: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	45, // 26: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
 	22, // 27: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
 	24, // 28: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
 	25, // 29: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	32, // 30: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	2,  // 31: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 32: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 33: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	15, // 34: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	17, // 35: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	19, // 36: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	21, // 37: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	4,  // 38: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 39: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 40: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	16, // 41: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	18, // 42: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	20, // 43: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	26, // 44: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	38, // [38:45] is the sub-list for method output_type
-	31, // [31:38] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	48, // 30: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	22, // 31: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	30, // 32: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	31, // 33: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	32, // 34: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	24, // 35: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	34, // 36: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	42, // 37: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	43, // 38: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	33, // 39: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	44, // 40: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	32, // 41: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	31, // 42: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	24, // 43: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	34, // 44: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	35, // 45: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	24, // 46: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	38, // 47: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	34, // 48: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	35, // 49: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	22, // 50: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	30, // 51: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	24, // 52: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	35, // 53: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	2,  // 54: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 55: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 56: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	15, // 57: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	17, // 58: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	19, // 59: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	21, // 60: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	27, // 61: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	29, // 62: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	29, // 63: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	29, // 64: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	4,  // 65: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 66: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 67: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	16, // 68: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	18, // 69: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	20, // 70: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	26, // 71: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	28, // 72: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	36, // 73: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	37, // 74: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	39, // 75: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	65, // [65:76] is the sub-list for method output_type
+	54, // [54:65] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -2205,7 +3700,7 @@ func file_relay_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

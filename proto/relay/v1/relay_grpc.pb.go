@@ -287,10 +287,14 @@ var Relay_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_RegisterCluster_FullMethodName   = "/meshrelay.relay.v1.Admin/RegisterCluster"
-	Admin_DeregisterCluster_FullMethodName = "/meshrelay.relay.v1.Admin/DeregisterCluster"
-	Admin_ListClusters_FullMethodName      = "/meshrelay.relay.v1.Admin/ListClusters"
-	Admin_GetStatus_FullMethodName         = "/meshrelay.relay.v1.Admin/GetStatus"
+	Admin_RegisterCluster_FullMethodName     = "/meshrelay.relay.v1.Admin/RegisterCluster"
+	Admin_DeregisterCluster_FullMethodName   = "/meshrelay.relay.v1.Admin/DeregisterCluster"
+	Admin_ListClusters_FullMethodName        = "/meshrelay.relay.v1.Admin/ListClusters"
+	Admin_GetStatus_FullMethodName           = "/meshrelay.relay.v1.Admin/GetStatus"
+	Admin_List_FullMethodName                = "/meshrelay.relay.v1.Admin/List"
+	Admin_DescribeDestination_FullMethodName = "/meshrelay.relay.v1.Admin/DescribeDestination"
+	Admin_DescribePolicy_FullMethodName      = "/meshrelay.relay.v1.Admin/DescribePolicy"
+	Admin_DescribeCluster_FullMethodName     = "/meshrelay.relay.v1.Admin/DescribeCluster"
 )
 
 // AdminClient is the client API for Admin service.
@@ -313,6 +317,27 @@ type AdminClient interface {
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
 	// GetStatus returns the fleet's status: clusters, policies, plugins.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*Status, error)
+	// List returns the objects of one kind across the fleet, filtered by
+	// cluster, namespace and labels, sorted by cluster, namespace and name.
+	// Meshes, workloads and destinations are derived from the clusters'
+	// inputs; they are never an input to translation.
+	// Errors: InvalidArgument for an unknown kind or a malformed selector.
+	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// DescribeDestination returns one Service as the fleet sees it: the
+	// clusters that have it, its backing workloads, the policies that select
+	// it and what each backend emitted for it, with diagnostics.
+	// Errors: NotFound when no cluster has it; InvalidArgument when the name
+	// matches Services in several namespaces and none was given.
+	DescribeDestination(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DestinationDescription, error)
+	// DescribePolicy returns one policy: its status, every cluster where it
+	// applies with the applied state and the agent's errors there, and the
+	// output resources it produced.
+	// Errors: NotFound; InvalidArgument when the name is ambiguous.
+	DescribePolicy(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*PolicyDescription, error)
+	// DescribeCluster returns one registered cluster: its status, meshes,
+	// counts of workloads and destinations, its outputs per backend and the
+	// policies that reach it. Errors: NotFound.
+	DescribeCluster(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*ClusterDescription, error)
 }
 
 type adminClient struct {
@@ -363,6 +388,46 @@ func (c *adminClient) GetStatus(ctx context.Context, in *GetStatusRequest, opts 
 	return out, nil
 }
 
+func (c *adminClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResponse)
+	err := c.cc.Invoke(ctx, Admin_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeDestination(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DestinationDescription, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DestinationDescription)
+	err := c.cc.Invoke(ctx, Admin_DescribeDestination_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribePolicy(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*PolicyDescription, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyDescription)
+	err := c.cc.Invoke(ctx, Admin_DescribePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeCluster(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*ClusterDescription, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterDescription)
+	err := c.cc.Invoke(ctx, Admin_DescribeCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -383,6 +448,27 @@ type AdminServer interface {
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
 	// GetStatus returns the fleet's status: clusters, policies, plugins.
 	GetStatus(context.Context, *GetStatusRequest) (*Status, error)
+	// List returns the objects of one kind across the fleet, filtered by
+	// cluster, namespace and labels, sorted by cluster, namespace and name.
+	// Meshes, workloads and destinations are derived from the clusters'
+	// inputs; they are never an input to translation.
+	// Errors: InvalidArgument for an unknown kind or a malformed selector.
+	List(context.Context, *ListRequest) (*ListResponse, error)
+	// DescribeDestination returns one Service as the fleet sees it: the
+	// clusters that have it, its backing workloads, the policies that select
+	// it and what each backend emitted for it, with diagnostics.
+	// Errors: NotFound when no cluster has it; InvalidArgument when the name
+	// matches Services in several namespaces and none was given.
+	DescribeDestination(context.Context, *DescribeRequest) (*DestinationDescription, error)
+	// DescribePolicy returns one policy: its status, every cluster where it
+	// applies with the applied state and the agent's errors there, and the
+	// output resources it produced.
+	// Errors: NotFound; InvalidArgument when the name is ambiguous.
+	DescribePolicy(context.Context, *DescribeRequest) (*PolicyDescription, error)
+	// DescribeCluster returns one registered cluster: its status, meshes,
+	// counts of workloads and destinations, its outputs per backend and the
+	// policies that reach it. Errors: NotFound.
+	DescribeCluster(context.Context, *DescribeRequest) (*ClusterDescription, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -404,6 +490,18 @@ func (UnimplementedAdminServer) ListClusters(context.Context, *ListClustersReque
 }
 func (UnimplementedAdminServer) GetStatus(context.Context, *GetStatusRequest) (*Status, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedAdminServer) List(context.Context, *ListRequest) (*ListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedAdminServer) DescribeDestination(context.Context, *DescribeRequest) (*DestinationDescription, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeDestination not implemented")
+}
+func (UnimplementedAdminServer) DescribePolicy(context.Context, *DescribeRequest) (*PolicyDescription, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribePolicy not implemented")
+}
+func (UnimplementedAdminServer) DescribeCluster(context.Context, *DescribeRequest) (*ClusterDescription, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -498,6 +596,78 @@ func _Admin_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).List(ctx, req.(*ListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeDestination_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeDestination(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeDestination_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeDestination(ctx, req.(*DescribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribePolicy(ctx, req.(*DescribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeCluster(ctx, req.(*DescribeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -520,6 +690,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _Admin_GetStatus_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Admin_List_Handler,
+		},
+		{
+			MethodName: "DescribeDestination",
+			Handler:    _Admin_DescribeDestination_Handler,
+		},
+		{
+			MethodName: "DescribePolicy",
+			Handler:    _Admin_DescribePolicy_Handler,
+		},
+		{
+			MethodName: "DescribeCluster",
+			Handler:    _Admin_DescribeCluster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,396 @@
+package catalog
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Cluster is what one cluster's inputs say runs there. Its slices are
+// sorted by namespace and name and must not be modified.
+type Cluster struct {
+	Name         string
+	Meshes       []discoveryapi.Mesh
+	Workloads    []discoveryapi.Workload
+	Destinations []discoveryapi.Destination
+}
+
+// Labels and annotations the rules read.
+const (
+	istioInjectionLabel = "istio-injection"
+	istioRevLabel       = "istio.io/rev"
+	istioInject         = "sidecar.istio.io/inject"
+)
+
+// inputs is one cluster's decoded inputs, by kind.
+type inputs struct {
+	cluster    string
+	namespaces map[string]map[string]string
+	nodes      map[string]map[string]string
+	services   []corev1.Service
+	slices     []discoveryv1.EndpointSlice
+	workloads  []discoveryapi.Workload
+	templates  []*corev1.PodTemplateSpec
+	meshes     []discoveryapi.Mesh
+}
+
+// Derive computes a cluster's discovery objects from its input snapshot.
+// Objects that do not decode are skipped: the agent validated them.
+func Derive(cluster string, in *snapshot.Snapshot) *Cluster {
+	d := decode(cluster, in)
+	c := &Cluster{Name: cluster}
+	hasMesh := func(t string) bool {
+		return slices.ContainsFunc(d.meshes, func(m discoveryapi.Mesh) bool { return m.Spec.Type == t })
+	}
+	for i := range d.workloads {
+		w := &d.workloads[i]
+		w.Spec.Meshes = meshesOf(d.templates[i], d.namespaces[w.Spec.Namespace], hasMesh)
+	}
+	c.Destinations = d.destinations()
+	d.endpoints()
+	c.Workloads = d.workloads
+	for _, m := range d.meshes {
+		m.Spec.Cluster = cluster
+		m.TypeMeta = typeMeta("Mesh")
+		c.Meshes = append(c.Meshes, m)
+	}
+	return c
+}
+
+func typeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: discoveryapi.APIVersion, Kind: kind}
+}
+
+// MeshWorkloads counts the cluster's workloads in the mesh type.
+func (c *Cluster) MeshWorkloads(meshType string) int {
+	n := 0
+	for _, w := range c.Workloads {
+		if slices.Contains(w.Spec.Meshes, meshType) {
+			n++
+		}
+	}
+	return n
+}
+
+func decode(cluster string, in *snapshot.Snapshot) *inputs {
+	d := &inputs{cluster: cluster, namespaces: map[string]map[string]string{}, nodes: map[string]map[string]string{}}
+	if in == nil {
+		return d
+	}
+	for r := range in.All() {
+		switch r.ID.Group + "/" + r.ID.Kind {
+		case "/Namespace", "/Node":
+			var o metav1.PartialObjectMetadata
+			if json.Unmarshal(r.Body, &o) == nil {
+				if r.ID.Kind == "Node" {
+					d.nodes[o.Name] = o.Labels
+				} else {
+					d.namespaces[o.Name] = o.Labels
+				}
+			}
+		case "/Service":
+			var s corev1.Service
+			if json.Unmarshal(r.Body, &s) == nil {
+				d.services = append(d.services, s)
+			}
+		case "discovery.k8s.io/EndpointSlice":
+			var es discoveryv1.EndpointSlice
+			if json.Unmarshal(r.Body, &es) == nil {
+				d.slices = append(d.slices, es)
+			}
+		case "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet":
+			d.addWorkload(r)
+		case discoveryapi.Group + "/Mesh":
+			var m discoveryapi.Mesh
+			if json.Unmarshal(r.Body, &m) == nil {
+				d.meshes = append(d.meshes, m)
+			}
+		}
+	}
+	return d
+}
+
+// addWorkload decodes a Deployment, StatefulSet or DaemonSet.
+func (d *inputs) addWorkload(r snapshot.Resource) {
+	var (
+		meta     metav1.ObjectMeta
+		tmpl     *corev1.PodTemplateSpec
+		replicas int32
+	)
+	switch r.ID.Kind {
+	case "Deployment":
+		var o appsv1.Deployment
+		if json.Unmarshal(r.Body, &o) != nil {
+			return
+		}
+		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
+	case "StatefulSet":
+		var o appsv1.StatefulSet
+		if json.Unmarshal(r.Body, &o) != nil {
+			return
+		}
+		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
+	default:
+		var o appsv1.DaemonSet
+		if json.Unmarshal(r.Body, &o) != nil {
+			return
+		}
+		meta, tmpl = o.ObjectMeta, &o.Spec.Template
+	}
+	w := discoveryapi.Workload{
+		TypeMeta:   typeMeta("Workload"),
+		ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace},
+		Spec: discoveryapi.WorkloadSpec{
+			Cluster: d.cluster, Namespace: meta.Namespace, Name: meta.Name, Kind: r.ID.Kind,
+			Labels: tmpl.Labels, Replicas: replicas,
+			ServiceAccount: cmp.Or(tmpl.Spec.ServiceAccountName, tmpl.Spec.DeprecatedServiceAccount, "default"),
+		},
+	}
+	d.workloads = append(d.workloads, w)
+	d.templates = append(d.templates, tmpl)
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// meshesOf returns the mesh types a pod template's pods join.
+func meshesOf(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string, hasMesh func(string) bool) []string {
+	var out []string
+	if hasMesh(discoveryapi.MeshCilium) {
+		out = append(out, discoveryapi.MeshCilium)
+	}
+	if _, ok := tmpl.Labels[discoveryapi.EnvoyNodeLabel]; ok {
+		out = append(out, discoveryapi.MeshEnvoy)
+	}
+	if hasMesh(discoveryapi.MeshIstio) && istioInjected(tmpl, nsLabels) {
+		out = append(out, discoveryapi.MeshIstio)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) bool {
+	inject := cmp.Or(tmpl.Labels[istioInject], tmpl.Annotations[istioInject])
+	if inject == "false" {
+		return false
+	}
+	_, rev := nsLabels[istioRevLabel]
+	return inject == "true" || nsLabels[istioInjectionLabel] == "enabled" || rev
+}
+
+// destinations builds the Services' Destinations and links workloads to
+// the Services that select them.
+func (d *inputs) destinations() []discoveryapi.Destination {
+	var out []discoveryapi.Destination
+	for _, svc := range d.services {
+		dst := discoveryapi.Destination{
+			TypeMeta:   typeMeta("Destination"),
+			ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels},
+			Spec: discoveryapi.DestinationSpec{
+				Cluster: d.cluster, Namespace: svc.Namespace, Name: svc.Name, Labels: svc.Labels,
+				Type: string(cmp.Or(svc.Spec.Type, corev1.ServiceTypeClusterIP)),
+			},
+		}
+		for _, p := range svc.Spec.Ports {
+			dst.Spec.Ports = append(dst.Spec.Ports, discoveryapi.DestinationPort{
+				Name: p.Name, Port: p.Port, Protocol: string(cmp.Or(p.Protocol, corev1.ProtocolTCP)),
+				TargetPort: targetPort(p), AppProtocol: ptrOr(p.AppProtocol, ""),
+			})
+		}
+		var meshes []string
+		for i := range d.workloads {
+			w := &d.workloads[i]
+			if w.Spec.Namespace != svc.Namespace || len(svc.Spec.Selector) == 0 || !labelsContain(w.Spec.Labels, svc.Spec.Selector) {
+				continue
+			}
+			dst.Spec.Workloads = append(dst.Spec.Workloads, w.Spec.Kind+"/"+w.Spec.Name)
+			w.Spec.Destinations = append(w.Spec.Destinations, svc.Name)
+			meshes = append(meshes, w.Spec.Meshes...)
+		}
+		slices.Sort(meshes)
+		dst.Spec.Meshes = slices.Compact(meshes)
+		for _, es := range d.slices {
+			if es.Namespace != svc.Namespace || es.Labels[discoveryv1.LabelServiceName] != svc.Name {
+				continue
+			}
+			for _, ep := range es.Endpoints {
+				dst.Spec.Endpoints++
+				if ready(ep) {
+					dst.Spec.ReadyEndpoints++
+				}
+			}
+		}
+		out = append(out, dst)
+	}
+	return out
+}
+
+func targetPort(p corev1.ServicePort) string {
+	switch {
+	case p.TargetPort.StrVal != "":
+		return p.TargetPort.StrVal
+	case p.TargetPort.IntVal != 0:
+		return strconv.Itoa(int(p.TargetPort.IntVal))
+	default:
+		return strconv.Itoa(int(p.Port))
+	}
+}
+
+func ready(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
+
+// endpoints counts each workload's endpoints and their localities: an
+// endpoint belongs to the workload of its namespace with the longest name
+// that, followed by a dash, begins the endpoint's pod name.
+func (d *inputs) endpoints() {
+	localities := make([]map[string]bool, len(d.workloads))
+	seen := map[string]bool{}
+	for _, es := range d.slices {
+		for _, ep := range es.Endpoints {
+			if ep.TargetRef == nil || (ep.TargetRef.Kind != "" && ep.TargetRef.Kind != "Pod") {
+				continue
+			}
+			pod := es.Namespace + "/" + ep.TargetRef.Name
+			if seen[pod] {
+				continue // one pod behind several Services counts once
+			}
+			seen[pod] = true
+			i := d.owner(es.Namespace, ep.TargetRef.Name)
+			if i < 0 {
+				continue
+			}
+			w := &d.workloads[i]
+			w.Spec.Endpoints++
+			if ready(ep) {
+				w.Spec.ReadyEndpoints++
+			}
+			if loc := d.locality(ep); loc != "" {
+				if localities[i] == nil {
+					localities[i] = map[string]bool{}
+				}
+				localities[i][loc] = true
+			}
+		}
+	}
+	for i, locs := range localities {
+		for l := range locs {
+			d.workloads[i].Spec.Localities = append(d.workloads[i].Spec.Localities, l)
+		}
+		slices.Sort(d.workloads[i].Spec.Localities)
+	}
+}
+
+// owner returns the index of the workload that named the pod, or -1.
+func (d *inputs) owner(namespace, pod string) int {
+	best := -1
+	for i, w := range d.workloads {
+		if w.Spec.Namespace == namespace && strings.HasPrefix(pod, w.Spec.Name+"-") &&
+			(best < 0 || len(w.Spec.Name) > len(d.workloads[best].Spec.Name)) {
+			best = i
+		}
+	}
+	return best
+}
+
+// locality is "region/zone" of an endpoint, from its zone and its node's
+// topology labels; empty when neither is known.
+func (d *inputs) locality(ep discoveryv1.Endpoint) string {
+	node := d.nodes[ptrOr(ep.NodeName, "")]
+	region := node[corev1.LabelTopologyRegion]
+	zone := cmp.Or(ptrOr(ep.Zone, ""), node[corev1.LabelTopologyZone])
+	if region == "" && zone == "" {
+		return ""
+	}
+	return region + "/" + zone
+}
+
+func labelsContain(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Join completes the clusters' objects with what needs the whole fleet —
+// each Destination's Clusters and each Mesh's workloads count — and
+// returns them sorted by cluster name. It copies what it changes; the
+// Clusters it is given are not modified.
+func Join(clusters []*Cluster) []*Cluster {
+	have := map[string][]string{}
+	for _, c := range clusters {
+		for _, dst := range c.Destinations {
+			key := dst.Spec.Namespace + "/" + dst.Spec.Name
+			have[key] = append(have[key], c.Name)
+		}
+	}
+	out := make([]*Cluster, 0, len(clusters))
+	for _, c := range clusters {
+		j := &Cluster{Name: c.Name, Meshes: c.Meshes, Workloads: c.Workloads}
+		j.Destinations = slices.Clone(c.Destinations)
+		for i := range j.Destinations {
+			names := slices.Clone(have[j.Destinations[i].Spec.Namespace+"/"+j.Destinations[i].Spec.Name])
+			slices.Sort(names)
+			j.Destinations[i].Spec.Clusters = names
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Cache keeps each cluster's derivation for the hash of the input it came
+// from. It is safe for concurrent use.
+type Cache struct {
+	mu      sync.Mutex
+	entries map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	hash snapshot.Hash
+	c    *Cluster
+}
+
+// Get returns the cluster's derivation from in, computing it when in's hash
+// differs from the cached one's.
+func (c *Cache) Get(cluster string, in *snapshot.Snapshot) *Cluster {
+	c.mu.Lock()
+	e, ok := c.entries[cluster]
+	c.mu.Unlock()
+	if ok && e.hash == in.Hash() {
+		return e.c
+	}
+	derived := Derive(cluster, in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]cacheEntry{}
+	}
+	c.entries[cluster] = cacheEntry{hash: in.Hash(), c: derived}
+	return derived
+}
+
+// Retain forgets every cluster not in keep, such as deregistered ones.
+func (c *Cache) Retain(keep func(cluster string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.entries {
+		if !keep(name) {
+			delete(c.entries, name)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+// Package catalog derives the fleet's discovery objects — Meshes,
+// Workloads and Destinations (api/discovery/v1alpha1) — from the clusters'
+// input snapshots, for people to read through the admin API and, when the
+// server is asked to, as custom resources in the management cluster.
+//
+// It is derived state: nothing here is an input to translation, and a
+// cluster's objects go when its input does.
+//
+//	c := catalog.Derive("west", input) // one cluster, from its snapshot
+//	fleet := catalog.Join(clusters)   // fills Destination.Spec.Clusters
+//
+// A Cache keeps each cluster's derivation while its input's hash stays the
+// same, so that serving a list costs a lookup, not a decode of the fleet.
+//
+// The rules, the same for every source of inputs:
+//
+//   - A Workload is a Deployment, StatefulSet or DaemonSet: its pod
+//     template's labels and service account ("default" when unset), its
+//     desired replicas, the Services of its namespace whose selector
+//     matches its pods, and the endpoints of those Services that are its
+//     pods — an EndpointSlice endpoint whose Pod targetRef's name begins
+//     with the workload's name and a dash (the longest such name wins, as
+//     Kubernetes names pods), with the region and zone of their nodes.
+//   - Its meshes: istio when the cluster runs Istio and its namespace has
+//     istio-injection=enabled or an istio.io/rev label, or its pod template
+//     says sidecar.istio.io/inject "true" (label or annotation), and the
+//     template does not say "false"; cilium when the cluster runs Cilium;
+//     envoy when the template carries meshrelay.io/envoy-node.
+//   - A Destination is a Service: its labels, type, ports, the workloads
+//     its selector matches, its endpoints, the meshes of its workloads and
+//     (after Join) every cluster with a Service of the same namespace and
+//     name.
+//   - Meshes are the agent's Mesh resources, with the cluster set and the
+//     number of workloads in each.
+package catalog

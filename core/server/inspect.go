@@ -1,0 +1,533 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/catalog"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/meshrelay/meshrelay/sdk"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Kinds the admin API lists.
+const (
+	KindClusters     = "clusters"
+	KindMeshes       = "meshes"
+	KindWorkloads    = "workloads"
+	KindDestinations = "destinations"
+	KindPolicies     = "policies"
+	KindOutputs      = "outputs"
+)
+
+// ListKinds are the kinds List accepts, in the order people read them.
+var ListKinds = []string{KindClusters, KindMeshes, KindWorkloads, KindDestinations, KindPolicies, KindOutputs}
+
+// maxRequestField bounds each string of an inspection request.
+const maxRequestField = 1024
+
+// NormalizeKind returns the list kind a user's word names (plural,
+// singular or short form), or "" when it names none.
+func NormalizeKind(kind string) string {
+	k := strings.ToLower(kind)
+	for _, want := range ListKinds {
+		if k == want || k+"s" == want || k+"es" == want || (k == "policy" && want == KindPolicies) {
+			return want
+		}
+	}
+	return ""
+}
+
+// Catalog returns the fleet's discovery objects, derived from every
+// cluster's current input and sorted by cluster name.
+func (s *Server) Catalog() []*catalog.Cluster {
+	s.mu.Lock()
+	inputs := make(map[string]*snapshot.Snapshot, len(s.inputs))
+	for name, in := range s.inputs {
+		inputs[name] = in.snap
+	}
+	s.mu.Unlock()
+	s.catalog.Retain(func(c string) bool { return inputs[c] != nil })
+	var clusters []*catalog.Cluster
+	for name, in := range inputs {
+		clusters = append(clusters, s.catalog.Get(name, in))
+	}
+	return catalog.Join(clusters)
+}
+
+// listFilter is a List request's filter.
+type listFilter struct {
+	cluster, namespace, backend string
+	selector                    labels.Selector
+}
+
+func (f listFilter) match(cluster, namespace string, objLabels map[string]string) bool {
+	return (f.cluster == "" || f.cluster == cluster) && (f.namespace == "" || f.namespace == namespace) &&
+		f.selector.Matches(labels.Set(objLabels))
+}
+
+func checkFields(fields ...string) error {
+	for _, f := range fields {
+		if len(f) > maxRequestField {
+			return status.Errorf(codes.InvalidArgument, "a request field is longer than %d bytes", maxRequestField)
+		}
+	}
+	return nil
+}
+
+// List serves the admin API's List.
+func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.ListResponse, error) {
+	if err := checkFields(req.GetKind(), req.GetCluster(), req.GetNamespace(), req.GetLabelSelector(), req.GetBackend()); err != nil {
+		return nil, err
+	}
+	kind := NormalizeKind(req.GetKind())
+	if kind == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "unknown kind %q: want one of %s", req.GetKind(), strings.Join(ListKinds, ", "))
+	}
+	sel, err := labels.Parse(req.GetLabelSelector())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "label selector %q: %v", req.GetLabelSelector(), err)
+	}
+	f := listFilter{cluster: req.GetCluster(), namespace: req.GetNamespace(), backend: req.GetBackend(), selector: sel}
+	resp := &relayv1.ListResponse{}
+	switch kind {
+	case KindClusters:
+		cs, err := s.clusterStatuses(ctx)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
+		}
+		for _, c := range cs {
+			if f.match(c.GetName(), "", nil) && f.namespace == "" {
+				resp.Clusters = append(resp.Clusters, c)
+			}
+		}
+	case KindMeshes:
+		for _, c := range s.Catalog() {
+			for _, m := range c.Meshes {
+				if f.match(c.Name, m.Spec.Namespace, nil) {
+					resp.Meshes = append(resp.Meshes, meshProto(m, c.MeshWorkloads(m.Spec.Type)))
+				}
+			}
+		}
+	case KindWorkloads:
+		for _, c := range s.Catalog() {
+			for _, w := range c.Workloads {
+				if f.match(c.Name, w.Spec.Namespace, w.Spec.Labels) {
+					resp.Workloads = append(resp.Workloads, workloadProto(w))
+				}
+			}
+		}
+		slices.SortStableFunc(resp.Workloads, func(a, b *relayv1.Workload) int {
+			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+		})
+	case KindDestinations:
+		for _, c := range s.Catalog() {
+			for _, d := range c.Destinations {
+				if f.match(c.Name, d.Spec.Namespace, d.Spec.Labels) {
+					resp.Destinations = append(resp.Destinations, destinationProto(d))
+				}
+			}
+		}
+	case KindPolicies:
+		resp.Policies = s.listPolicies(f)
+	case KindOutputs:
+		resp.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool {
+			return f.match(o.Cluster, o.Namespace, o.Labels) && (f.backend == "" || f.backend == o.Backend)
+		}, req.GetBodies())
+	}
+	return resp, nil
+}
+
+// listPolicies returns the policies matching f: by namespace, labels, and
+// cluster (those that reach it or were defined in it).
+func (s *Server) listPolicies(f listFilter) []*relayv1.PolicyStatus {
+	meta := map[string]map[string]string{}
+	for _, src := range s.policySources() {
+		meta[src.cluster+"/"+src.res.ID.Kind+"/"+src.res.ID.Namespace+"/"+src.res.ID.Name] = objectLabels(src.res.Body)
+	}
+	var out []*relayv1.PolicyStatus
+	for _, ps := range s.policyStatuses() {
+		inCluster := f.cluster == "" || ps.ref.SourceCluster == f.cluster || slices.Contains(ps.targets, f.cluster)
+		l := meta[ps.ref.SourceCluster+"/"+ps.ref.key()]
+		if inCluster && f.match("", ps.ref.Namespace, l) {
+			out = append(out, ps.proto())
+		}
+	}
+	return out
+}
+
+// objectMeta is the part of an object's metadata inspection reads.
+type objectMeta struct {
+	Metadata struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+func objectLabels(body []byte) map[string]string {
+	var m objectMeta
+	_ = json.Unmarshal(body, &m)
+	return m.Metadata.Labels
+}
+
+// outputResources returns every output object of every cluster that keep
+// accepts, sorted by cluster, backend and object, with bodies when asked.
+func (s *Server) outputResources(keep func(*relayv1.OutputResource) bool, bodies bool) []*relayv1.OutputResource {
+	acks := s.ackStates()
+	var out []*relayv1.OutputResource
+	for _, ci := range s.engine.Clusters() {
+		outs := s.engine.Outputs(ci.Name)
+		for _, backend := range slices.Sorted(mapsKeys(outs)) {
+			o := outs[backend]
+			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
+			current := acked && a.hash == o.Snapshot.Hash()
+			for r := range o.Snapshot.All() {
+				or := outputResource(ci.Name, backend, r)
+				or.Error = a.errors[r.ID]
+				or.Applied = current && or.Error == ""
+				if !keep(or) {
+					continue
+				}
+				if bodies {
+					or.Body = string(r.Body)
+				}
+				out = append(out, or)
+			}
+		}
+	}
+	return out
+}
+
+func outputResource(cluster, backend string, r snapshot.Resource) *relayv1.OutputResource {
+	var m objectMeta
+	_ = json.Unmarshal(r.Body, &m)
+	var parents []string
+	if v := m.Metadata.Annotations[policiesAnnotation]; v != "" {
+		parents = strings.Split(v, ",")
+	}
+	return &relayv1.OutputResource{
+		Cluster: cluster, Backend: backend, ApiVersion: r.ID.APIVersion(), Kind: r.ID.Kind,
+		Namespace: r.ID.Namespace, Name: r.ID.Name, Policies: parents, Labels: m.Metadata.Labels,
+	}
+}
+
+func meshProto(m discoveryapi.Mesh, workloads int) *relayv1.Mesh {
+	return &relayv1.Mesh{
+		Cluster: m.Spec.Cluster, Name: m.Name, Type: m.Spec.Type, Namespace: m.Spec.Namespace, Version: m.Spec.Version,
+		TrustDomain: m.Spec.TrustDomain, Network: m.Spec.Network, EnvoyNodes: m.Spec.EnvoyNodes, Workloads: int32(workloads),
+	}
+}
+
+func workloadProto(w discoveryapi.Workload) *relayv1.Workload {
+	sp := w.Spec
+	return &relayv1.Workload{
+		Cluster: sp.Cluster, Namespace: sp.Namespace, Name: sp.Name, Kind: sp.Kind, Labels: sp.Labels,
+		ServiceAccount: sp.ServiceAccount, Replicas: sp.Replicas, Localities: sp.Localities, Meshes: sp.Meshes,
+		Destinations: sp.Destinations, Endpoints: sp.Endpoints, ReadyEndpoints: sp.ReadyEndpoints,
+	}
+}
+
+func destinationProto(d discoveryapi.Destination) *relayv1.Destination {
+	sp := d.Spec
+	out := &relayv1.Destination{
+		Cluster: sp.Cluster, Namespace: sp.Namespace, Name: sp.Name, Labels: sp.Labels, Type: sp.Type,
+		Workloads: sp.Workloads, Endpoints: sp.Endpoints, ReadyEndpoints: sp.ReadyEndpoints,
+		Clusters: sp.Clusters, Meshes: sp.Meshes,
+	}
+	for _, p := range sp.Ports {
+		out.Ports = append(out.Ports, &relayv1.DestinationPort{Name: p.Name, Port: p.Port, Protocol: p.Protocol, TargetPort: p.TargetPort, AppProtocol: p.AppProtocol})
+	}
+	return out
+}
+
+// notFound is the error of a Describe that found nothing.
+func notFound(what, name string) error {
+	return status.Errorf(codes.NotFound, "%s %q not found", what, name)
+}
+
+// ambiguous is the error of a Describe whose name matched several objects.
+func ambiguous(what, name string, candidates []string) error {
+	return status.Errorf(codes.InvalidArgument, "%s %q is ambiguous: it matches %s; name one as %s",
+		what, name, strings.Join(candidates, ", "), map[bool]string{true: "Kind/namespace/name", false: "namespace/name"}[what == "policy"])
+}
+
+// splitName splits "a/b/c" into at most want parts, right-aligned: the
+// last part is the name.
+func splitName(name string, want int) ([]string, bool) {
+	parts := strings.Split(name, "/")
+	if len(parts) > want || slices.Contains(parts, "") {
+		return nil, false
+	}
+	return append(make([]string, want-len(parts)), parts...), true
+}
+
+// DescribeDestination serves the admin API's DescribeDestination.
+func (s *Server) DescribeDestination(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.DestinationDescription, error) {
+	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
+		return nil, err
+	}
+	parts, ok := splitName(req.GetName(), 2)
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "destination name %q: want NAME or NAMESPACE/NAME", req.GetName())
+	}
+	ns, name := cmp.Or(parts[0], req.GetNamespace()), parts[1]
+	desc := &relayv1.DestinationDescription{Name: name}
+	var namespaces []string
+	fleet := s.Catalog()
+	for _, c := range fleet {
+		for _, d := range c.Destinations {
+			if d.Spec.Name == name && (ns == "" || d.Spec.Namespace == ns) && (req.GetCluster() == "" || c.Name == req.GetCluster()) {
+				desc.Destinations = append(desc.Destinations, destinationProto(d))
+				namespaces = append(namespaces, d.Spec.Namespace)
+			}
+		}
+	}
+	slices.Sort(namespaces)
+	namespaces = slices.Compact(namespaces)
+	switch {
+	case len(namespaces) == 0:
+		return nil, notFound("destination", req.GetName())
+	case len(namespaces) > 1:
+		var cands []string
+		for _, n := range namespaces {
+			cands = append(cands, n+"/"+name)
+		}
+		return nil, ambiguous("destination", req.GetName(), cands)
+	}
+	desc.Namespace = namespaces[0]
+	s.describeBackends(desc, fleet)
+	return desc, nil
+}
+
+// describeBackends fills a destination's workloads, selecting policies,
+// outputs and diagnostics.
+func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet []*catalog.Cluster) {
+	clusters := map[string]*relayv1.Destination{}
+	for _, d := range desc.Destinations {
+		clusters[d.Cluster] = d
+	}
+	for _, c := range fleet {
+		d := clusters[c.Name]
+		if d == nil {
+			continue
+		}
+		for _, w := range c.Workloads {
+			if w.Spec.Namespace == d.Namespace && slices.Contains(d.Workloads, w.Spec.Kind+"/"+w.Spec.Name) {
+				desc.Workloads = append(desc.Workloads, workloadProto(w))
+			}
+		}
+	}
+	selecting := map[string]bool{}
+	for _, src := range s.policySources() {
+		if selectsDestination(src, desc.Namespace, desc.Name, clusters) {
+			selecting[src.cluster+"/"+policyKey(src.res.ID)] = true
+		}
+	}
+	parents := map[string]bool{}
+	for _, ps := range s.policyStatuses() {
+		if selecting[ps.ref.SourceCluster+"/"+ps.ref.key()] {
+			desc.Policies = append(desc.Policies, ps.proto())
+			parents[ps.ref.key()] = true
+		}
+	}
+	host := desc.Name + "." + desc.Namespace + ".svc"
+	desc.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool {
+		return slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] })
+	}, true)
+	// Outputs no selecting policy made but that name the Service's host,
+	// such as the ServiceEntries of a remote cluster's Service.
+	for _, o := range s.outputResources(func(o *relayv1.OutputResource) bool {
+		return !slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] })
+	}, true) {
+		if strings.Contains(o.Body, host) {
+			desc.Outputs = append(desc.Outputs, o)
+		}
+	}
+	slices.SortStableFunc(desc.Outputs, compareOutputs)
+	for _, d := range s.diagnostics() {
+		if parents[d.Policy] && (d.Cluster == "" || clusters[d.Cluster] != nil) {
+			desc.Diagnostics = append(desc.Diagnostics, d)
+		}
+	}
+}
+
+func compareOutputs(a, b *relayv1.OutputResource) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func policyKey(id snapshot.ID) string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
+
+// selectsDestination reports whether a policy selects the Service in one
+// of the clusters. A workload cluster's policy selects only in its own
+// cluster, as the SDK narrows it.
+func selectsDestination(src policySource, namespace, name string, clusters map[string]*relayv1.Destination) bool {
+	policies, err := policyv1alpha1.Decode(src.res.Body)
+	if err != nil || len(policies) != 1 {
+		return false
+	}
+	var sels []policyv1alpha1.DestinationSelector
+	switch p := policies[0].(type) {
+	case *policyv1alpha1.TrafficPolicy:
+		sels = p.Spec.DestinationSelectors
+	case *policyv1alpha1.AccessPolicy:
+		sels = p.Spec.DestinationSelectors
+	case *policyv1alpha1.VirtualDestination:
+		if src.cluster != "" {
+			return false
+		}
+		for _, b := range p.Spec.Services {
+			if b.Namespace == namespace && b.Name == name && clusters[b.Cluster] != nil {
+				return true
+			}
+		}
+		sels = p.Spec.DestinationSelectors
+	}
+	for cluster, d := range clusters {
+		if src.cluster != "" && cluster != src.cluster {
+			continue
+		}
+		for _, sel := range sels {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: d.Labels}}
+			if sdk.Matches(sel, cluster, svc) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// diagnostics returns the engine's diagnostics as the admin API shows them.
+func (s *Server) diagnostics() []*relayv1.Diagnostic {
+	var out []*relayv1.Diagnostic
+	for _, d := range s.engine.Diagnostics() {
+		sev := "Warning"
+		if strings.EqualFold(d.Severity, "error") {
+			sev = "Error"
+		}
+		out = append(out, &relayv1.Diagnostic{
+			Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin,
+			Policy: d.Policy.Kind + "/" + d.Policy.Namespace + "/" + d.Policy.Name,
+		})
+	}
+	return out
+}
+
+// DescribePolicy serves the admin API's DescribePolicy.
+func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
+		return nil, err
+	}
+	parts, ok := splitName(req.GetName(), 3)
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: want NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME", req.GetName())
+	}
+	kind, ns, name := cmp.Or(parts[0], req.GetKind()), cmp.Or(parts[1], req.GetNamespace()), parts[2]
+	var found []policyStatus
+	for _, ps := range s.policyStatuses() {
+		if ps.ref.Name == name && (kind == "" || strings.EqualFold(ps.ref.Kind, kind)) && (ns == "" || ps.ref.Namespace == ns) &&
+			(req.GetCluster() == "" || ps.ref.SourceCluster == req.GetCluster()) {
+			found = append(found, ps)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return nil, notFound("policy", req.GetName())
+	case len(found) > 1:
+		var cands []string
+		for _, ps := range found {
+			c := ps.ref.key()
+			if ps.ref.SourceCluster != "" {
+				c += " (from cluster " + ps.ref.SourceCluster + ")"
+			}
+			cands = append(cands, c)
+		}
+		return nil, ambiguous("policy", req.GetName(), cands)
+	}
+	ps := found[0]
+	desc := &relayv1.PolicyDescription{Status: ps.proto()}
+	for _, src := range s.policySources() {
+		if src.cluster == ps.ref.SourceCluster && policyKey(src.res.ID) == ps.ref.key() {
+			desc.Body = string(src.res.Body)
+		}
+	}
+	desc.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool { return slices.Contains(o.Policies, ps.ref.key()) }, true)
+	desc.Clusters = policyClusters(desc.Outputs)
+	for _, d := range s.diagnostics() {
+		if d.Policy == ps.ref.key() {
+			desc.Diagnostics = append(desc.Diagnostics, d)
+		}
+	}
+	return desc, nil
+}
+
+// policyClusters folds a policy's outputs into its state per cluster.
+func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster {
+	byCluster := map[string]*relayv1.PolicyCluster{}
+	var out []*relayv1.PolicyCluster
+	for _, o := range outputs {
+		pc := byCluster[o.Cluster]
+		if pc == nil {
+			pc = &relayv1.PolicyCluster{Cluster: o.Cluster, Applied: true}
+			byCluster[o.Cluster] = pc
+			out = append(out, pc)
+		}
+		pc.Resources++
+		switch {
+		case o.Error != "":
+			pc.Applied = false
+			pc.Errors = append(pc.Errors, fmt.Sprintf("%s %s: %s", o.Kind, strings.TrimPrefix(o.Namespace+"/"+o.Name, "/"), o.Error))
+		case !o.Applied:
+			pc.Applied, pc.Pending = false, true
+		}
+	}
+	return out
+}
+
+// DescribeCluster serves the admin API's DescribeCluster.
+func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.ClusterDescription, error) {
+	if err := checkFields(req.GetName()); err != nil {
+		return nil, err
+	}
+	cs, err := s.clusterStatuses(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
+	}
+	desc := &relayv1.ClusterDescription{}
+	for _, c := range cs {
+		if c.GetName() == req.GetName() {
+			desc.Status = c
+		}
+	}
+	if desc.Status == nil {
+		return nil, notFound("cluster", req.GetName())
+	}
+	for _, c := range s.Catalog() {
+		if c.Name != req.GetName() {
+			continue
+		}
+		for _, m := range c.Meshes {
+			desc.Meshes = append(desc.Meshes, meshProto(m, c.MeshWorkloads(m.Spec.Type)))
+		}
+		desc.Workloads, desc.Destinations = int32(len(c.Workloads)), int32(len(c.Destinations))
+	}
+	desc.Policies = s.listPolicies(listFilter{cluster: req.GetName(), selector: labels.Everything()})
+	for _, d := range s.diagnostics() {
+		if d.Cluster == req.GetName() {
+			desc.Diagnostics = append(desc.Diagnostics, d)
+		}
+	}
+	return desc, nil
+}
