@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -171,7 +172,7 @@ func newClusterListCommand() *cobra.Command {
 			if out != "table" {
 				return printData(cmd.OutOrStdout(), out, resp)
 			}
-			return printClusters(cmd, resp.GetClusters())
+			return printClustersTo(cmd.OutOrStdout(), resp.GetClusters())
 		},
 	}
 	af.add(cmd)
@@ -179,8 +180,8 @@ func newClusterListCommand() *cobra.Command {
 	return cmd
 }
 
-func printClusters(cmd *cobra.Command, clusters []*relayv1.ClusterStatus) error {
-	t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATE", "REPLICA", "MESHES", "INPUTS", "INPUT AGE", "OUTPUTS")
+func printClustersTo(w io.Writer, clusters []*relayv1.ClusterStatus) error {
+	t := newTable(w, "CLUSTER", "STATE", "REPLICA", "MESHES", "INPUTS", "INPUT AGE", "OUTPUTS")
 	for _, c := range clusters {
 		state := "disconnected"
 		switch {
@@ -278,11 +279,11 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 		mode = "SAFE MODE (no pruning) waiting for " + strings.Join(st.GetWaitingFor(), ", ")
 	}
 	fmt.Fprintf(w, "Server %s · store %s · %s\n\n", st.GetServerId(), st.GetStore(), mode)
-	if err := printClusters(cmd, st.GetClusters()); err != nil {
+	if err := printClustersTo(w, st.GetClusters()); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	if err := printPolicies(cmd, st.GetPolicies()); err != nil {
+	if err := printPoliciesTo(w, st.GetPolicies(), false); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -297,8 +298,9 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 	return t.flush()
 }
 
-func printPolicies(cmd *cobra.Command, policies []*relayv1.PolicyStatus) error {
-	t := newTable(cmd.OutOrStdout(), "POLICY", "SOURCE", "STATE", "APPLIED", "PROBLEMS")
+// printPoliciesTo prints policies; wide lists every problem, not the first.
+func printPoliciesTo(w io.Writer, policies []*relayv1.PolicyStatus, wide bool) error {
+	t := newTable(w, "POLICY", "SOURCE", "STATE", "APPLIED", "PROBLEMS")
 	for _, p := range policies {
 		src := "management"
 		if p.GetSourceCluster() != "" {
@@ -306,7 +308,10 @@ func printPolicies(cmd *cobra.Command, policies []*relayv1.PolicyStatus) error {
 		}
 		problems := append(append([]string{}, p.GetErrors()...), p.GetWarnings()...)
 		first := "-"
-		if len(problems) > 0 {
+		switch {
+		case wide && len(problems) > 0:
+			first = strings.Join(problems, "; ")
+		case len(problems) > 0:
 			first = problems[0]
 			if len(problems) > 1 {
 				first += fmt.Sprintf(" (+%d more)", len(problems)-1)

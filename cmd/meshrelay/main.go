@@ -103,7 +103,11 @@ cluster discovers what runs there, and applies what translator plugins
 
   # Run a server and register a cluster:
   meshrelay server --store redis://redis:6379/0 --plugin-dir /plugins --config-source kube
-  meshrelay cluster register east > east.token`,
+  meshrelay cluster register east > east.token
+
+  # See the fleet:
+  meshrelay get destinations -n bookinfo
+  meshrelay describe policy reviews-split`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -115,6 +119,8 @@ cluster discovers what runs there, and applies what translator plugins
 		newAgentCommand(logs),
 		newClusterCommand(),
 		newStatusCommand(),
+		newGetCommand(),
+		newDescribeCommand(),
 		newPluginCommand(logs),
 		newTranslateCommand(logs),
 		newDemoCommand(logs),

@@ -54,6 +54,10 @@ type Options struct {
 	Timeout time.Duration
 	// Stdout receives the report.
 	Stdout io.Writer
+	// Ready, when set, is called with the report so far once the fleet
+	// has converged and the policy edit has propagated, before the demo
+	// serves (Serve) or stops.
+	Ready func(*Report)
 }
 
 // Report is what a demo run found; tests read it.
@@ -65,6 +69,9 @@ type Report struct {
 	Changed []string
 	// Propagation is how long the policy edit took to reach every affected agent.
 	Propagation time.Duration
+	// ServerAddr, CABundlePath and AdminTokenPath reach the server's
+	// admin API while the demo runs.
+	ServerAddr, CABundlePath, AdminTokenPath string
 }
 
 var clusters = []string{"east", "west", "central"}
@@ -178,7 +185,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
 	}
 
-	report := &Report{}
+	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath()}
 	status, err := converge(actx, admin, opts.Timeout)
 	if err != nil {
 		cancel()
@@ -208,9 +215,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		len(changed), report.Propagation.Round(time.Millisecond), strings.Join(changed, ", "))
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
 
+	if opts.Ready != nil {
+		opts.Ready(report)
+	}
 	if opts.Serve {
-		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status --server %s --ca-file %s --admin-token-file %s",
-			srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
+		flags := fmt.Sprintf("--server %s --ca-file %s --admin-token-file %s", srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
+		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status %[1]s\n  meshrelay get destinations %[1]s\n  meshrelay describe destination bookinfo/reviews %[1]s\n  meshrelay describe policy reviews-split %[1]s", flags)
 		<-ctx.Done()
 	}
 	cancel()

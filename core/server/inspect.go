@@ -161,7 +161,7 @@ func (s *Server) listPolicies(f listFilter) []*relayv1.PolicyStatus {
 	for _, ps := range s.policyStatuses() {
 		inCluster := f.cluster == "" || ps.ref.SourceCluster == f.cluster || slices.Contains(ps.targets, f.cluster)
 		l := meta[ps.ref.SourceCluster+"/"+ps.ref.key()]
-		if inCluster && f.match("", ps.ref.Namespace, l) {
+		if inCluster && (f.namespace == "" || f.namespace == ps.ref.Namespace) && f.selector.Matches(labels.Set(l)) {
 			out = append(out, ps.proto())
 		}
 	}
