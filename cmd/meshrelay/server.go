@@ -16,13 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 func newServerCommand(logs *logOptions) *cobra.Command {
 	opts := server.DefaultOptions()
 	plugins := pluginhost.DefaultOptions()
-	var storeURL, pluginDir, configSource, kubeconfig string
+	var storeURL, pluginDir, configSource, kubeconfig, discoveryNamespace string
+	var discoveryCRDs bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the management server",
@@ -32,7 +34,13 @@ plugins, and /metrics, /healthz and /readyz (:9091).
 
 The store is in memory by default; several replicas share a Redis store
 (--store redis://...). Policies come from the management cluster
-(--config-source kube) or a watched directory (--config-source dir:PATH).`,
+(--config-source kube) or a watched directory (--config-source dir:PATH).
+
+The admin API (meshrelay get, meshrelay describe) serves the Meshes,
+Workloads and Destinations the server derives from every cluster's inputs;
+with --discovery-crds it also writes them into the management cluster as
+discovery.meshrelay.io custom resources (kubectl get workloads -n
+meshrelay-system), deleted when their cluster is deregistered.`,
 		Example: `  # A development server with policies from a directory:
   meshrelay server --plugin-dir ./plugins --config-source dir:./policies
 
@@ -45,7 +53,11 @@ The store is in memory by default; several replicas share a Redis store
 			if err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), logger, opts, plugins, storeURL, pluginDir, configSource, kubeconfig)
+			disc, err := discoveryWriter(discoveryCRDs, discoveryNamespace, kubeconfig, logger)
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), logger, opts, plugins, storeURL, pluginDir, configSource, kubeconfig, disc)
 		},
 	}
 	fs := cmd.Flags()
@@ -54,12 +66,14 @@ The store is in memory by default; several replicas share a Redis store
 	fs.StringVar(&storeURL, "store", "memory", "snapshot store: memory, or redis://[:password@]host:port/db (rediss:// for TLS, redis+sentinel://, redis+cluster://)")
 	fs.StringVar(&pluginDir, "plugin-dir", "", "directory of installed plugins (see meshrelay plugin install)")
 	fs.StringVar(&configSource, "config-source", "", "where policies come from: kube (the management cluster) or dir:PATH")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster for --config-source kube (default: in-cluster or $KUBECONFIG)")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster for --config-source kube and --discovery-crds (default: in-cluster or $KUBECONFIG)")
+	fs.BoolVar(&discoveryCRDs, "discovery-crds", false, "also write the fleet's Meshes, Workloads and Destinations as discovery.meshrelay.io custom resources in the management cluster (install the CRDs of deploy/crds first)")
+	fs.StringVar(&discoveryNamespace, "discovery-namespace", "meshrelay-system", "management cluster namespace of the discovery custom resources (--discovery-crds)")
 	return cmd
 }
 
 func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, popts pluginhost.Options,
-	storeURL, pluginDir, configSource, kubeconfig string) error {
+	storeURL, pluginDir, configSource, kubeconfig string, disc server.DiscoveryWriter) error {
 	if opts.ServerID == "" {
 		host, _ := os.Hostname()
 		opts.ServerID = host
@@ -94,7 +108,7 @@ func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, po
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(ctx, opts, server.Deps{
-		Store: st, Translators: translators, Policies: policies, Logger: logger, Registerer: reg, Gatherer: reg,
+		Store: st, Translators: translators, Policies: policies, Discovery: disc, Logger: logger, Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {
 		return err
@@ -134,11 +148,7 @@ func policySource(source, kubeconfig string, logger *slog.Logger) (server.Policy
 	case source == "":
 		return nil, nil
 	case source == "kube":
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if kubeconfig != "" {
-			rules.ExplicitPath = kubeconfig
-		}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		cfg, err := managementConfig(kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("--config-source kube: %w", err)
 		}
@@ -147,4 +157,31 @@ func policySource(source, kubeconfig string, logger *slog.Logger) (server.Policy
 		return server.NewDirPolicies(strings.TrimPrefix(source, "dir:"), logger), nil
 	}
 	return nil, &exitError{code: 2, err: fmt.Errorf("--config-source must be kube or dir:PATH, not %q", source)}
+}
+
+// managementConfig loads the management cluster's client configuration:
+// kubeconfig when given, else in-cluster or $KUBECONFIG.
+func managementConfig(kubeconfig string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+}
+
+// discoveryWriter returns the writer of discovery custom resources, or nil
+// when --discovery-crds is off.
+func discoveryWriter(on bool, namespace, kubeconfig string, logger *slog.Logger) (server.DiscoveryWriter, error) {
+	if !on {
+		return nil, nil
+	}
+	cfg, err := managementConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--discovery-crds: %w", err)
+	}
+	w, err := server.NewKubeDiscovery(cfg, namespace, logger)
+	if err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--discovery-namespace: %w", err)}
+	}
+	return w, nil
 }

@@ -118,6 +118,12 @@ type serverOption func(*Options)
 
 func startServer(t *testing.T, st store.Store, dir string, mods ...serverOption) *testServer {
 	t.Helper()
+	return startServerDeps(t, st, dir, nil, mods...)
+}
+
+// startServerDeps is startServer with more dependencies set by deps.
+func startServerDeps(t *testing.T, st store.Store, dir string, deps func(*Deps), mods ...serverOption) *testServer {
+	t.Helper()
 	if st == nil {
 		st = memory.New()
 	}
@@ -136,7 +142,11 @@ func startServer(t *testing.T, st store.Store, dir string, mods ...serverOption)
 		m(&opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := New(ctx, opts, Deps{Store: st, Translators: []engine.Translator{newEcho()}})
+	d := Deps{Store: st, Translators: []engine.Translator{newEcho()}}
+	if deps != nil {
+		deps(&d)
+	}
+	s, err := New(ctx, opts, d)
 	if err != nil {
 		cancel()
 		t.Fatalf("New server: %v", err)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -121,7 +120,7 @@ func TestInspectKubeFleet(t *testing.T) {
 	k := testenv.StartKube(t)
 	createAll(t, k, kubeFleet)
 	ts := startServer(t, nil, "")
-	src, err := discovery.NewKube(k.Config(), discovery.KubeOptions{Logger: slog.New(slog.DiscardHandler)})
+	src, err := discovery.NewKube(k.Config(), discovery.KubeOptions{Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,6 +113,7 @@ func (s *Server) safeModeEnded() {
 // see the view after safe mode ended, tells every agent it may prune now.
 func (s *Server) cycleDone(c engine.CycleStats) {
 	s.m.observeCycle(c)
+	s.kickDiscovery()
 	s.mu.Lock()
 	wasAllowed := s.pruneAllowedLocked()
 	s.lastCycle = c.Generation

@@ -53,7 +53,10 @@ type Deps struct {
 	Translators []engine.Translator
 	// Policies is the management policy source; nil for none.
 	Policies PolicySource
-	Logger   *slog.Logger
+	// Discovery, when set, receives the fleet's discovery objects after
+	// each change (such as a KubeDiscovery); nil for none.
+	Discovery DiscoveryWriter
+	Logger    *slog.Logger
 	// Registerer receives the server's metrics; nil for a private registry.
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics; nil serves the private registry.
@@ -110,6 +113,8 @@ type Server struct {
 	parents map[snapshot.Hash][]string
 	// catalog keeps each cluster's discovery objects for its input.
 	catalog catalog.Cache
+	// discoveryKick asks writeDiscovery to write the discovery objects.
+	discoveryKick chan struct{}
 }
 
 type inputState struct {
@@ -155,6 +160,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		policies: snapshot.Empty,
 		limiters: map[string]*rate.Limiter{},
 
+		discoveryKick: make(chan struct{}, 1),
 		pendingHellos: make(chan struct{}, maxPendingHellos),
 		unauthHellos:  make(chan struct{}, maxUnauthHellos),
 	}
@@ -473,6 +479,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
 		})
+	}
+	if s.deps.Discovery != nil {
+		g.Go(func() error { return s.writeDiscovery(ctx) })
 	}
 	go s.gate.run()
 	for _, srv := range []*grpc.Server{s.grpc, s.anon} {

@@ -1,0 +1,126 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+func input(t *testing.T, docs ...string) *snapshot.Snapshot {
+	t.Helper()
+	var rs []snapshot.Resource
+	for _, d := range docs {
+		r, err := snapshot.FromYAML([]byte(strings.TrimSpace(d)))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, d)
+		}
+		rs = append(rs, r)
+	}
+	s, err := snapshot.New(1, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const (
+	istioMesh   = `{apiVersion: discovery.meshrelay.io/v1alpha1, kind: Mesh, metadata: {name: istio}, spec: {type: istio, namespace: istio-system}}`
+	ciliumMesh  = `{apiVersion: discovery.meshrelay.io/v1alpha1, kind: Mesh, metadata: {name: cilium}, spec: {type: cilium}}`
+	injectedNS  = `{apiVersion: v1, kind: Namespace, metadata: {name: app, labels: {istio-injection: enabled}}}`
+	revisionNS  = `{apiVersion: v1, kind: Namespace, metadata: {name: rev, labels: {istio.io/rev: canary}}}`
+	plainNS     = `{apiVersion: v1, kind: Namespace, metadata: {name: plain}}`
+	deployment  = `{apiVersion: apps/v1, kind: Deployment, metadata: {name: NAME, namespace: NS}, spec: {selector: {matchLabels: {app: NAME}}, template: {metadata: {labels: {app: NAME}ANNOT}, spec: {containers: [{name: c, image: i}]}}}}`
+	statefulSet = `{apiVersion: apps/v1, kind: StatefulSet, metadata: {name: db, namespace: app}, spec: {serviceName: db, selector: {matchLabels: {app: db}}, template: {metadata: {labels: {app: db}}, spec: {serviceAccountName: db, containers: [{name: c, image: i}]}}}}`
+	daemonSet   = `{apiVersion: apps/v1, kind: DaemonSet, metadata: {name: node-agent, namespace: app}, spec: {selector: {matchLabels: {app: node-agent}}, template: {metadata: {labels: {app: node-agent, meshrelay.io/envoy-node: edge}}, spec: {containers: [{name: c, image: i}]}}}}`
+)
+
+func deploy(name, ns, annotations string) string {
+	return strings.NewReplacer("NAME", name, "NS", ns, "ANNOT", annotations).Replace(deployment)
+}
+
+// The mesh rules: Istio by namespace label, revision label or template
+// annotation, opted out by "false"; Cilium for every workload of a Cilium
+// cluster; Envoy by the node label.
+func TestMeshes(t *testing.T) {
+	for name, c := range map[string]struct {
+		docs []string
+		want map[string][]string
+	}{
+		"istio": {
+			docs: []string{istioMesh, injectedNS, revisionNS, plainNS,
+				deploy("web", "app", ""), deploy("optout", "app", `, annotations: {sidecar.istio.io/inject: "false"}`),
+				deploy("canary", "rev", ""), deploy("bare", "plain", ""), deploy("opted", "plain", `, annotations: {sidecar.istio.io/inject: "true"}`)},
+			want: map[string][]string{"app/web": {"istio"}, "app/optout": nil, "rev/canary": {"istio"}, "plain/bare": nil, "plain/opted": {"istio"}},
+		},
+		"no istio in the cluster": {
+			docs: []string{injectedNS, deploy("web", "app", "")},
+			want: map[string][]string{"app/web": nil},
+		},
+		"cilium and envoy": {
+			docs: []string{ciliumMesh, daemonSet, deploy("web", "app", "")},
+			want: map[string][]string{"app/node-agent": {"cilium", "envoy"}, "app/web": {"cilium"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := map[string][]string{}
+			for _, w := range Derive("c1", input(t, c.docs...)).Workloads {
+				got[w.Spec.Namespace+"/"+w.Spec.Name] = w.Spec.Meshes
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Errorf("meshes (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// Workloads: kind, replicas and service account defaults, and endpoints
+// owned by the longest matching name; Destinations: workloads, endpoints
+// and (after Join) the clusters that have them.
+func TestWorkloadsAndDestinations(t *testing.T) {
+	docs := []string{
+		deploy("reviews", "app", ""), deploy("reviews-v2", "app", ""), statefulSet, daemonSet,
+		`{apiVersion: v1, kind: Node, metadata: {name: n1, labels: {topology.kubernetes.io/region: r1, topology.kubernetes.io/zone: z1}}}`,
+		`{apiVersion: v1, kind: Service, metadata: {name: reviews, namespace: app}, spec: {selector: {app: reviews}, ports: [{port: 80, targetPort: 8080, name: http}]}}`,
+		`{apiVersion: v1, kind: Service, metadata: {name: headless, namespace: app}, spec: {ports: [{port: 5432}]}}`,
+		`{apiVersion: discovery.k8s.io/v1, kind: EndpointSlice, metadata: {name: reviews-x, namespace: app, labels: {kubernetes.io/service-name: reviews}}, addressType: IPv4,
+		  endpoints: [{addresses: [10.0.0.1], nodeName: n1, targetRef: {kind: Pod, name: reviews-v2-abc-1}}, {addresses: [10.0.0.2], zone: z9, conditions: {ready: false}, targetRef: {kind: Pod, name: reviews-def-2}}]}`,
+	}
+	west := Derive("west", input(t, docs...))
+	east := Derive("east", input(t, docs[5]))
+	fleet := Join([]*Cluster{west, east})
+	if fleet[0].Name != "east" || fleet[1].Name != "west" {
+		t.Fatalf("Join order: %s, %s", fleet[0].Name, fleet[1].Name)
+	}
+	type row struct {
+		Kind, SA                string
+		Replicas, Eps, Ready    int32
+		Localities, Destination []string
+	}
+	got := map[string]row{}
+	for _, w := range fleet[1].Workloads {
+		s := w.Spec
+		got[s.Name] = row{s.Kind, s.ServiceAccount, s.Replicas, s.Endpoints, s.ReadyEndpoints, s.Localities, s.Destinations}
+	}
+	want := map[string]row{
+		"reviews":    {"Deployment", "default", 1, 1, 0, []string{"/z9"}, []string{"reviews"}},
+		"reviews-v2": {"Deployment", "default", 1, 1, 1, []string{"r1/z1"}, nil},
+		"db":         {"StatefulSet", "db", 1, 0, 0, nil, nil},
+		"node-agent": {"DaemonSet", "default", 0, 0, 0, nil, nil},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("workloads (-want +got):\n%s", d)
+	}
+	i := slices.IndexFunc(fleet[1].Destinations, func(d discoveryapi.Destination) bool { return d.Spec.Name == "reviews" })
+	r := fleet[1].Destinations[i].Spec
+	if !slices.Equal(r.Workloads, []string{"Deployment/reviews"}) || r.Endpoints != 2 || r.ReadyEndpoints != 1 ||
+		!slices.Equal(r.Clusters, []string{"east", "west"}) || r.Ports[0].TargetPort != "8080" || r.Type != "ClusterIP" {
+		t.Errorf("reviews destination = %+v", r)
+	}
+	if west.Destinations[i].Spec.Clusters != nil {
+		t.Error("Join changed the Cluster it was given")
+	}
+}
