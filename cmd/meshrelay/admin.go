@@ -19,6 +19,11 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
+// maxAdminResponse bounds an admin API answer the CLI reads: large enough
+// for every output object of a big fleet (get outputs -o yaml), which -c
+// and --backend narrow.
+const maxAdminResponse = 256 << 20
+
 // adminFlags locate and authenticate to a server's admin API.
 type adminFlags struct {
 	server, caFile, tokenFile, serverName string
@@ -63,7 +68,8 @@ func (f *adminFlags) client(ctx context.Context) (relayv1.AdminClient, context.C
 		}
 		creds = credentials.NewTLS(pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: name}))
 	}
-	conn, err := grpc.NewClient(f.server, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(f.server, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAdminResponse)))
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -174,20 +174,19 @@ func TestGetAndDescribe(t *testing.T) {
 
 	t.Run("completion", func(t *testing.T) {
 		for _, c := range []struct {
-			args []string
-			want string
+			cmd, rest []string // the admin flags go between them
+			want      string
 		}{
-			{[]string{"describe", "destination", "bookinfo/rev"}, "bookinfo/reviews"},
-			{[]string{"describe", "policy", ""}, "TrafficPolicy/bookinfo/reviews-split"},
-			{[]string{"describe", "cluster", "we"}, "west"},
-			{[]string{"get", ""}, "destinations"},
+			{[]string{"describe", "destination"}, []string{"bookinfo/rev"}, "bookinfo/reviews"},
+			{[]string{"describe", "policy"}, []string{""}, "TrafficPolicy/bookinfo/reviews-split"},
+			{[]string{"describe", "cluster"}, []string{"we"}, "west"},
+			{[]string{"get"}, []string{""}, "destinations"},
+			{[]string{"get", "workloads"}, []string{"-c", "cen"}, "central"},
 		} {
-			// The admin flags belong to the subcommand: they go after its name.
-			last := len(c.args) - 1
-			args := append(append(append([]string{cobra.ShellCompRequestCmd}, c.args[:last]...), admin...), c.args[last])
+			args := append(append(append([]string{cobra.ShellCompRequestCmd}, c.cmd...), admin...), c.rest...)
 			out, err := run(t, args...)
 			if err != nil || !strings.Contains(out, c.want+"\n") {
-				t.Errorf("complete %v: %v, want %q in\n%s", c.args, err, c.want, out)
+				t.Errorf("complete %v %v: %v, want %q in\n%s", c.cmd, c.rest, err, c.want, out)
 			}
 		}
 	})

@@ -124,3 +124,40 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 		t.Error("Join changed the Cluster it was given")
 	}
 }
+
+// Derive never fails on what an agent may send: objects of the kinds it
+// reads with any content, decodable or not.
+func FuzzDerive(f *testing.F) {
+	f.Add("Service", `{"spec":{"selector":{"app":"a"},"ports":[{"port":80,"targetPort":"http"}]}}`)
+	f.Add("Deployment", `{"spec":{"replicas":null,"template":{"metadata":{"labels":{"app":"a"}}}}}`)
+	f.Add("EndpointSlice", `{"metadata":{"labels":{"kubernetes.io/service-name":"x"}},"endpoints":[{"targetRef":{"name":"x-1"},"conditions":{}}]}`)
+	f.Add("Mesh", `{"spec":{"type":"istio"}}`)
+	f.Fuzz(func(t *testing.T, kind, body string) {
+		ids := map[string]snapshot.ID{
+			"Service":       {Version: "v1", Kind: "Service", Namespace: "ns", Name: "x"},
+			"Deployment":    {Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "x"},
+			"DaemonSet":     {Group: "apps", Version: "v1", Kind: "DaemonSet", Namespace: "ns", Name: "x"},
+			"EndpointSlice": {Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Namespace: "ns", Name: "x"},
+			"Node":          {Version: "v1", Kind: "Node", Name: "x"},
+			"Mesh":          {Group: "discovery.meshrelay.io", Version: "v1alpha1", Kind: "Mesh", Name: "x"},
+		}
+		id, ok := ids[kind]
+		if !ok {
+			return
+		}
+		r, err := snapshot.NewResource(id, []byte(body))
+		if err != nil {
+			return
+		}
+		svc, _ := snapshot.NewResource(ids["Service"], []byte(`{"spec":{"selector":{"app":"a"}}}`))
+		rs := []snapshot.Resource{r}
+		if kind != "Service" {
+			rs = append(rs, svc)
+		}
+		in, err := snapshot.New(1, rs)
+		if err != nil {
+			return
+		}
+		Join([]*Cluster{Derive("c", in)})
+	})
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -109,7 +110,9 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 			return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
 		}
 		for _, c := range cs {
-			if f.match(c.GetName(), "", nil) && f.namespace == "" {
+			// Clusters are not namespaced: -n does not apply, as kubectl
+			// ignores it for cluster-scoped kinds.
+			if f.match(c.GetName(), f.namespace, nil) {
 				resp.Clusters = append(resp.Clusters, c)
 			}
 		}
@@ -143,8 +146,8 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 	case KindPolicies:
 		resp.Policies = s.listPolicies(f)
 	case KindOutputs:
-		resp.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool {
-			return f.match(o.Cluster, o.Namespace, o.Labels) && (f.backend == "" || f.backend == o.Backend)
+		resp.Outputs = s.outputResources(outputScope{cluster: f.cluster, backend: f.backend}, func(o *relayv1.OutputResource, _ []byte) bool {
+			return f.match(o.Cluster, o.Namespace, o.Labels)
 		}, req.GetBodies())
 	}
 	return resp, nil
@@ -182,14 +185,25 @@ func objectLabels(body []byte) map[string]string {
 	return m.Metadata.Labels
 }
 
-// outputResources returns every output object of every cluster that keep
-// accepts, sorted by cluster, backend and object, with bodies when asked.
-func (s *Server) outputResources(keep func(*relayv1.OutputResource) bool, bodies bool) []*relayv1.OutputResource {
+// outputScope narrows outputResources to a cluster and a backend, before
+// any object is decoded; empty fields match everything.
+type outputScope struct{ cluster, backend string }
+
+// outputResources returns the output objects in scope that keep accepts
+// (given the object and its body), sorted by cluster, backend and object,
+// with bodies when asked.
+func (s *Server) outputResources(scope outputScope, keep func(*relayv1.OutputResource, []byte) bool, bodies bool) []*relayv1.OutputResource {
 	acks := s.ackStates()
 	var out []*relayv1.OutputResource
 	for _, ci := range s.engine.Clusters() {
+		if scope.cluster != "" && ci.Name != scope.cluster {
+			continue
+		}
 		outs := s.engine.Outputs(ci.Name)
 		for _, backend := range slices.Sorted(mapsKeys(outs)) {
+			if scope.backend != "" && backend != scope.backend {
+				continue
+			}
 			o := outs[backend]
 			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
 			current := acked && a.hash == o.Snapshot.Hash()
@@ -197,7 +211,7 @@ func (s *Server) outputResources(keep func(*relayv1.OutputResource) bool, bodies
 				or := outputResource(ci.Name, backend, r)
 				or.Error = a.errors[r.ID]
 				or.Applied = current && or.Error == ""
-				if !keep(or) {
+				if !keep(or, r.Body) {
 					continue
 				}
 				if bodies {
@@ -342,30 +356,18 @@ func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet []
 			parents[ps.ref.key()] = true
 		}
 	}
-	host := desc.Name + "." + desc.Namespace + ".svc"
-	desc.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool {
-		return slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] })
+	// What was emitted for it: the outputs of the policies selecting it,
+	// and the outputs that name its host, such as the ServiceEntries of a
+	// remote cluster's Service.
+	host := []byte(desc.Name + "." + desc.Namespace + ".svc")
+	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, body []byte) bool {
+		return slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] }) || bytes.Contains(body, host)
 	}, true)
-	// Outputs no selecting policy made but that name the Service's host,
-	// such as the ServiceEntries of a remote cluster's Service.
-	for _, o := range s.outputResources(func(o *relayv1.OutputResource) bool {
-		return !slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] })
-	}, true) {
-		if strings.Contains(o.Body, host) {
-			desc.Outputs = append(desc.Outputs, o)
-		}
-	}
-	slices.SortStableFunc(desc.Outputs, compareOutputs)
 	for _, d := range s.diagnostics() {
 		if parents[d.Policy] && (d.Cluster == "" || clusters[d.Cluster] != nil) {
 			desc.Diagnostics = append(desc.Diagnostics, d)
 		}
 	}
-}
-
-func compareOutputs(a, b *relayv1.OutputResource) int {
-	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), cmp.Compare(a.Kind, b.Kind),
-		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 func policyKey(id snapshot.ID) string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
@@ -463,7 +465,7 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 			desc.Body = string(src.res.Body)
 		}
 	}
-	desc.Outputs = s.outputResources(func(o *relayv1.OutputResource) bool { return slices.Contains(o.Policies, ps.ref.key()) }, true)
+	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.key()) }, true)
 	desc.Clusters = policyClusters(desc.Outputs)
 	for _, d := range s.diagnostics() {
 		if d.Policy == ps.ref.key() {
