@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/bench"
@@ -56,6 +57,31 @@ when its stream fails. The report adds, per replica, the agents assigned and
 served, and the CPU seconds and peak RSS of its server and plugins; server
 and plugin figures elsewhere are totals over the replicas.
 
+--chaos runs a soak instead (defaults: 3 replicas, 100 agents of 20
+services, 2 changes/s, 10m): the replicas run on a redis-server of the
+bench's own (--redis-server), each through a proxy that can cut it off, and
+while inputs churn and the policy is edited every --policy-every, a fault
+starts every --fault-every, drawn with --seed from --faults (all by
+default): redis-restart (SIGKILL, back empty after 3s), kill-replica
+(SIGKILL a replica other than the first, back on its ports after 5s; its
+agents move), pause-replica (SIGSTOP past the agents' 10s server timeout),
+restart-agent and restart-agent-fresh (with and without its key and
+certificate), cut-replica (its Redis connections cut for 15s while the
+others keep theirs), crash-plugin (SIGKILL a plugin process) and
+hang-plugin (SIGSTOP one past the 10s plugin call timeout). Every
+--check-every and at the end, churn and faults stop and an independent
+checker compares each agent's outputs with what translating the same
+inputs and policies offline gives (its own plugin processes), until they
+agree or --timeout: outputs missing, stale or extra at an agent, outputs
+that went back to an older change, and resources pruned that the model
+holds (in safe mode, or from a partial view) fail the soak. At the end
+the replica serving the most agents is killed and the reconnect storm
+measured: peak registrations and full resyncs per second, time until every
+cluster's outputs converged.
+Memory (servers, plugins, Redis) and the servers' goroutines are sampled
+throughout; the report gives each one's growth per hour after warm-up. The
+exit code is 1 when the soak failed.
+
 --kill-replica (N ≥ 2) adds a phase after the churn: replica 0 and its
 plugins get SIGKILL, and its agents move to the next replica of their lists.
 It reports the moved agents, their reconnect latency from the kill (p50/p99/
@@ -74,7 +100,11 @@ nothing.`,
 
   # Three replicas on one Redis, a global service, and a lost replica:
   meshrelay bench --agents 300 --replicas 3 --store redis://127.0.0.1:6390/0 \
-    --scenario global --kill-replica`,
+    --scenario global --kill-replica
+
+  # A 30-minute chaos soak: 3 replicas, 500 agents, a fault every 20s:
+  meshrelay bench --chaos --replicas 3 --agents 500 --duration 30m \
+    --fault-every 20s --seed 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" && output != "yaml" {
@@ -84,6 +114,10 @@ nothing.`,
 			// report: warnings only, unless asked.
 			if !cmd.Flags().Changed("log-level") {
 				logs.level = "warn"
+				if opts.Chaos {
+					// Faults make every agent warn.
+					logs.level = "error"
+				}
 			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
@@ -103,6 +137,9 @@ nothing.`,
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if opts.Chaos {
+				return runChaos(cmd, opts, output)
 			}
 			rep, err := bench.Run(cmd.Context(), opts)
 			if err != nil {
@@ -129,6 +166,13 @@ nothing.`,
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "longest wait for the fleet to converge or a policy edit to arrive everywhere (default 2m plus 20ms per agent)")
 	fs.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "keep the server's data, log and plugins here (default: a temporary directory, removed)")
 	fs.StringSliceVar(&opts.ServerArgs, "server-arg", opts.ServerArgs, "extra flag for every server replica, repeatable (e.g. --server-arg=--debounce=20ms)")
+	fs.BoolVar(&opts.Chaos, "chaos", false, "run the chaos soak: replicas on a redis-server of its own, faults, and the checker (see above)")
+	fs.Uint64Var(&opts.Seed, "seed", 1, "--chaos: draws the faults, their targets and the input changes")
+	fs.DurationVar(&opts.FaultEvery, "fault-every", 20*time.Second, "--chaos: time between two faults")
+	fs.StringSliceVar(&opts.Faults, "faults", nil, "--chaos: the kinds of fault drawn from (default: all): "+strings.Join(bench.FaultKinds, ", "))
+	fs.DurationVar(&opts.CheckEvery, "check-every", 5*time.Minute, "--chaos: time between two quiescent checks (and one at the end)")
+	fs.DurationVar(&opts.PolicyEvery, "policy-every", 30*time.Second, "--chaos: time between two policy edits")
+	fs.StringVar(&opts.RedisServer, "redis-server", "redis-server", "--chaos: the redis-server binary")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
 	outputFlag(cmd, &output)
@@ -216,4 +260,88 @@ func printFailover(t *table, f *bench.FailoverReport, ms func(bench.Latency) str
 	t.row("output churn (moved agents)", fmt.Sprintf("%d output set changes: %d resources deleted (%d re-created), %d modified, %d added",
 		f.Churn.Changes, f.Churn.Deleted, f.Churn.Recreated, f.Churn.Modified, f.Churn.Added))
 	t.row("full input resends (moved agents)", fmt.Sprintf("%d", f.FullResends))
+}
+
+// runChaos runs the soak with the chaos defaults for the flags not given,
+// prints its report and fails with exit code 1 when it failed.
+func runChaos(cmd *cobra.Command, opts bench.Options, output string) error {
+	def := bench.DefaultChaosOptions()
+	fs := cmd.Flags()
+	for flag, apply := range map[string]func(){
+		"agents":   func() { opts.Agents = def.Agents },
+		"services": func() { opts.Services = def.Services },
+		"churn":    func() { opts.Churn = def.Churn },
+		"duration": func() { opts.Duration = def.Duration },
+		"replicas": func() { opts.Replicas = def.Replicas },
+	} {
+		if !fs.Changed(flag) {
+			apply()
+		}
+	}
+	rep, err := bench.RunChaos(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	if output != "table" {
+		err = printData(cmd.OutOrStdout(), output, rep)
+	} else {
+		err = printChaos(cmd.OutOrStdout(), rep)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Passed {
+		return &exitError{code: 1, err: fmt.Errorf("the chaos soak failed: %s", strings.Join(rep.Failures, "; "))}
+	}
+	return nil
+}
+
+// printChaos prints a soak's report as a table.
+func printChaos(w io.Writer, r *bench.ChaosReport) error {
+	t := newTable(w, "MEASURE", "VALUE")
+	t.row("soak", fmt.Sprintf("seed %d, %d replicas, %d agents × %d services, %s scenario, %.0fs, a fault every %.0fs",
+		r.Seed, r.Replicas, r.Agents, r.Services, r.Scenario, r.DurationSeconds, r.FaultEverySeconds))
+	t.row("input changes / policy edits", fmt.Sprintf("%d / %d", r.InputChanges, r.PolicyEdits))
+	for _, f := range r.Faults {
+		line := fmt.Sprintf("%s on %s, healed after %.1fs", f.Kind, f.Target, f.Seconds)
+		if f.Note != "" {
+			line += "; " + f.Note
+		}
+		if f.Error != "" {
+			line += "; ERROR " + f.Error
+		}
+		t.row(fmt.Sprintf("fault at %.1fs (%s)", f.At, f.Time.Format("15:04:05")), line)
+	}
+	for _, c := range r.Checks {
+		line := fmt.Sprintf("converged after %.1fs; %d pruned, %d wrongly; %d backwards", c.ConvergedSeconds, c.Deletions, c.WrongfulPruneCount, c.BackwardsCount)
+		if c.ConvergedSeconds < 0 {
+			line = fmt.Sprintf("NOT CONVERGED: %d clusters differ (first: %+v); %d pruned, %d wrongly; %d backwards",
+				c.DifferentClusters, firstDifference(c.Differences), c.Deletions, c.WrongfulPruneCount, c.BackwardsCount)
+		}
+		t.row(fmt.Sprintf("check %q at %.1fs", c.Label, c.At), line)
+	}
+	if s := r.Storm; s != nil {
+		t.row("reconnect storm", fmt.Sprintf("%s killed with %d agents: peak %.0f registrations/s, %.0f resyncs/s; all back after %.1fs, converged after %.1fs",
+			s.Killed, s.MovedAgents, s.PeakConnectsPerSecond, s.PeakResyncsPerSecond, s.ReconnectedSeconds, s.ConvergedSeconds))
+	}
+	for _, g := range r.Memory {
+		unit := func(v float64) string {
+			if g.Unit == "bytes" {
+				return fmt.Sprintf("%.1f MiB", v/(1<<20))
+			}
+			return fmt.Sprintf("%.0f", v)
+		}
+		t.row(g.Name, fmt.Sprintf("%s → %s over %.1f min (max %s, %d lives); growth %s/h",
+			unit(g.First), unit(g.Last), g.Minutes, unit(g.Max), g.Incarnations, unit(g.PerHour)))
+	}
+	t.row("machine load average (1m) at the end", fmt.Sprintf("%.1f", r.LoadAverage))
+	t.row("result", map[bool]string{true: "PASSED", false: "FAILED: " + strings.Join(r.Failures, "; ")}[r.Passed])
+	return t.flush()
+}
+
+func firstDifference(ds []bench.Difference) any {
+	if len(ds) == 0 {
+		return "-"
+	}
+	return ds[0]
 }

@@ -1,6 +1,6 @@
-// Package bench measures a meshrelay fleet at scale: it simulates many relay
-// agents in one process against real management server processes, and
-// reports the scale figures of docs/performance.md — how long the fleet takes
+// Package bench measures a meshrelay fleet at scale, and soaks it under
+// faults: it simulates many relay agents in one process against real
+// management server processes, and reports the scale figures of docs/performance.md — how long the fleet takes
 // to register and converge, how fast a change in one cluster and a policy
 // change reach the agents they affect, how many bytes a change costs on the
 // wire, and the servers' CPU and memory.
@@ -48,6 +48,26 @@
 // their connections to the server received (TCP_INFO), less the idle
 // baseline; the payload — the protobuf size of the output deltas the agents
 // assembled — is reported beside it.
+//
+// [RunChaos] is the chaos soak (meshrelay bench --chaos): Options.Replicas
+// replicas on a redis-server of its own, each reaching it through an
+// internal/tcpproxy that can cut that replica alone off, the simulated
+// fleet churning inputs and policy edits, and a fault every
+// Options.FaultEvery drawn with Options.Seed — Redis killed and restarted
+// empty, a replica killed (its agents move) or paused past the agents'
+// server timeout, agents restarted with and without their key and
+// certificate, a replica cut off from Redis while the others keep it, a
+// plugin process killed or stopped. An independent checker keeps what
+// every cluster's outputs must be by translating the same inputs and
+// policies offline ([offline.Model], with plugin processes of its own) and,
+// at quiescent points, compares it with what each agent's sink holds (a
+// sink that, like a real one, deletes only when pruning is allowed):
+// resources missing, stale or extra, outputs going back to an older change
+// (the changes' markers only grow) and prunes of resources the model holds
+// fail the soak. At the end the replica serving the most agents is killed
+// and the reconnect storm measured. The servers' and plugins' memory,
+// Redis's and the servers' goroutines are sampled throughout and reported
+// as growth per hour after warm-up ([Growth]).
 //
 // The package's Go benchmarks (go test -bench . ./core/bench) measure the
 // pieces in isolation: the engine's fan-out over a 1,000-cluster fleet, the

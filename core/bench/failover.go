@@ -182,7 +182,7 @@ func waitReconnected(ctx context.Context, moved []*sim, before []int64, since, d
 // APIs report it), and reports whether that happened before deadline.
 func (r *run) waitSettled(ctx context.Context, moved []*sim, deadline time.Time) (bool, error) {
 	for {
-		computed, err := r.servedOutputs()
+		computed, err := r.servers.servedOutputs()
 		if err != nil {
 			r.opts.Logger.Warn("read the replicas' outputs", "error", err)
 		}
@@ -211,9 +211,9 @@ func (r *run) waitSettled(ctx context.Context, moved []*sim, deadline time.Time)
 // servedOutputs returns, for every cluster connected to a live replica,
 // the short hashes of the non-empty outputs that replica computed for it,
 // by backend.
-func (r *run) servedOutputs() (map[string]map[string]string, error) {
+func (rs replicaSet) servedOutputs() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	for _, p := range r.servers {
+	for _, p := range rs {
 		if p.isKilled() {
 			continue
 		}

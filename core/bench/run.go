@@ -84,6 +84,25 @@ type Options struct {
 	WorkDir string
 	// ServerArgs are added to every server's command line.
 	ServerArgs []string
+	// Chaos runs the chaos soak ([RunChaos]) instead of the measurement:
+	// Replicas server replicas on a redis-server of its own, faults, and
+	// the checker. Duration is how long it soaks.
+	Chaos bool
+	// Seed draws the soak's faults, their targets and its input changes:
+	// the same seed, the same schedule.
+	Seed uint64
+	// FaultEvery is the time between two faults' starts; Faults are the
+	// kinds drawn from (FaultKinds when empty).
+	FaultEvery time.Duration
+	Faults     []string
+	// CheckEvery is the time between two quiescent checks; the soak checks
+	// at its end too.
+	CheckEvery time.Duration
+	// PolicyEvery is the time between two edits of the fleet-wide policy
+	// during the soak.
+	PolicyEvery time.Duration
+	// RedisServer is the redis-server binary the soak runs.
+	RedisServer string
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
 	// Progress, when set, receives one line per phase.
@@ -127,6 +146,9 @@ func (o *Options) Validate() error {
 	redis := strings.HasPrefix(o.Store, "redis")
 	if o.Store != "memory" && !redis {
 		errs = append(errs, fmt.Errorf("--store must be memory or a redis:// URL, not %q", o.Store))
+	}
+	if o.Chaos {
+		return errors.Join(append(errs, o.validateChaos()...)...)
 	}
 	switch {
 	case o.Replicas < 1:
@@ -282,7 +304,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 
-	servers, err := startReplicas(ctx, r.opts, r.work, r.say)
+	servers, err := startReplicas(ctx, r.opts, r.work, nil, r.say)
 	if err != nil {
 		return nil, err
 	}
@@ -437,20 +459,14 @@ func (r *run) connect(agentCtx context.Context, agents *errgroup.Group) (time.Ti
 		go func() {
 			defer regWG.Done()
 			for i := range regs {
-				a, err := newAgent(r.servers, r.work, r.sims[i], r.opts.Logger)
+				a, err := r.register(r.sims[i])
 				if err != nil {
 					regMu.Lock()
 					regErr = cmp.Or(regErr, err)
 					regMu.Unlock()
 					continue
 				}
-				r.sims[i].agent = a
-				agents.Go(func() error {
-					if err := a.Run(agentCtx); err != nil && !errors.Is(err, context.Canceled) {
-						r.opts.Logger.Warn("agent stopped", "cluster", r.sims[i].cluster.Name, "error", err)
-					}
-					return nil
-				})
+				r.startAgent(agentCtx, agents, r.sims[i], a)
 				// Start the next agent once this one is connected, so at
 				// most Concurrency handshakes are in flight.
 				for a.Stats.Connects.Load() == 0 && agentCtx.Err() == nil && time.Since(start) < r.opts.Timeout {
@@ -604,6 +620,12 @@ func (r *run) churn(ctx context.Context) error {
 // global one it gives svc-000's first endpoint the marker address
 // EndpointAddress(seq).
 func (r *run) change(rng *rand.Rand, seq int) error {
+	_, _, err := r.changeInput(rng, seq)
+	return err
+}
+
+// changeInput is change, returning the cluster changed and its new inputs.
+func (r *run) changeInput(rng *rand.Rand, seq int) (*sim, *snapshot.Snapshot, error) {
 	s := r.sims[rng.IntN(len(r.sims))]
 	var (
 		j      int
@@ -620,11 +642,11 @@ func (r *run) change(rng *rand.Rand, seq int) error {
 		snap, err = s.cluster.Change(j, marker)
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	s.expect(j, marker, time.Now())
 	s.src.set(snap)
-	return nil
+	return s, snap, nil
 }
 
 // policyEdits edits the fleet-wide policy opts.PolicyChanges times, each
@@ -745,30 +767,55 @@ func pluginStats(serverPid int) ProcStats {
 	return sum
 }
 
-// newAgent registers sim's cluster through the admin API of its replica and
-// builds its agent, which trades the token and a CSR for its certificate
-// when it runs. The agent dials its replica first, then the others in turn
-// when a stream fails.
-func newAgent(servers replicaSet, work string, s *sim, logger *slog.Logger) (*agent.Agent, error) {
+// register registers sim's cluster through the admin API of its replica
+// (with a reusable token in the chaos soak, whose agents restart without
+// their state) and builds its agent.
+func (r *run) register(s *sim) (*agent.Agent, error) {
 	name := s.cluster.Name
-	srv := servers[s.replica]
-	resp, err := srv.admin.RegisterCluster(srv.adminCtx, &relayv1.RegisterClusterRequest{Cluster: name})
+	srv := r.servers[s.replica]
+	resp, err := srv.admin.RegisterCluster(srv.adminCtx, &relayv1.RegisterClusterRequest{Cluster: name, Reusable: r.opts.Chaos})
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
-	dir := filepath.Join(work, "agents", name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(r.agentDir(s), 0o700); err != nil {
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := writeFile(tokenFile, []byte(resp.GetToken())); err != nil {
+	if err := writeFile(filepath.Join(r.agentDir(s), "token"), []byte(resp.GetToken())); err != nil {
 		return nil, err
 	}
+	return r.newAgent(s)
+}
+
+func (r *run) agentDir(s *sim) string { return filepath.Join(r.work, "agents", s.cluster.Name) }
+
+// newAgent builds sim's agent, which trades the token and a CSR for its
+// certificate when it runs, unless its state directory holds one. The
+// agent dials its replica first, then the others in turn when a stream
+// fails.
+func (r *run) newAgent(s *sim) (*agent.Agent, error) {
 	opts := agent.DefaultOptions()
-	opts.Cluster, opts.Server, opts.ServerName = name, servers.relays(s.replica), "127.0.0.1"
-	opts.TokenFile, opts.CAFile, opts.StateDir = tokenFile, srv.caBundle, dir
+	opts.Cluster, opts.Server, opts.ServerName = s.cluster.Name, r.servers.relays(s.replica), "127.0.0.1"
+	opts.TokenFile, opts.CAFile, opts.StateDir = filepath.Join(r.agentDir(s), "token"), r.servers[s.replica].caBundle, r.agentDir(s)
 	opts.Version = "bench"
-	return agent.New(opts, s.src, map[string]agent.Sink{"*": s}, logger.With("cluster", name))
+	if r.opts.Chaos {
+		opts.Heartbeat, opts.ServerTimeout = chaosHeartbeat, chaosServerTimeout
+	}
+	return agent.New(opts, s.src, map[string]agent.Sink{"*": s}, r.opts.Logger.With("cluster", s.cluster.Name))
+}
+
+// startAgent runs a as sim's agent in agents until ctx ends or sim.stop
+// is called.
+func (r *run) startAgent(ctx context.Context, agents *errgroup.Group, s *sim, a *agent.Agent) {
+	ctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	s.agent, s.stop, s.stopped = a, stop, stopped
+	agents.Go(func() error {
+		defer close(stopped)
+		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			r.opts.Logger.Warn("agent stopped", "cluster", s.cluster.Name, "error", err)
+		}
+		return nil
+	})
 }
 
 func writeFile(path string, data []byte) error {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -29,14 +30,20 @@ import (
 type serverProcess struct {
 	index      int
 	id         string // --server-id
-	cmd        *exec.Cmd
+	exe        string
+	args       []string
 	relay      string
+	metrics    string // --metrics-addr
 	dataDir    string
 	caBundle   string
 	adminToken string // the admin token file it reads
 	logPath    string
-	logFile    *os.File
-	exited     chan struct{}
+
+	// cmdMu guards the process, which restart replaces.
+	cmdMu   sync.Mutex
+	cmd     *exec.Cmd
+	logFile *os.File
+	exited  chan struct{}
 
 	// The admin API, once waitReady succeeded.
 	admin      relayv1.AdminClient
@@ -59,7 +66,18 @@ func replicaNames(i, n int) (id, dir string) {
 	return fmt.Sprintf("bench-%d", i), fmt.Sprintf("server-%d", i)
 }
 
-func (p *serverProcess) pid() int { return p.cmd.Process.Pid }
+func (p *serverProcess) pid() int {
+	p.cmdMu.Lock()
+	defer p.cmdMu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// done returns a channel closed when the current process exited.
+func (p *serverProcess) done() <-chan struct{} {
+	p.cmdMu.Lock()
+	defer p.cmdMu.Unlock()
+	return p.exited
+}
 
 func (p *serverProcess) port() int {
 	_, port, _ := net.SplitHostPort(p.relay)
@@ -90,9 +108,9 @@ func (p *serverProcess) cpu() float64 {
 }
 
 // startServer runs replica i of n as `meshrelay server` on free loopback
-// ports, in its own process group so its plugins stop with it. extra flags
-// come before opts.ServerArgs.
-func startServer(opts Options, work string, i, n int, extra ...string) (*serverProcess, error) {
+// ports, in its own process group so its plugins stop with it, on store
+// (opts.Store when empty). extra flags come before opts.ServerArgs.
+func startServer(opts Options, work, store string, i, n int, extra ...string) (*serverProcess, error) {
 	relay, err := freePort()
 	if err != nil {
 		return nil, err
@@ -103,32 +121,90 @@ func startServer(opts Options, work string, i, n int, extra ...string) (*serverP
 	}
 	id, dir := replicaNames(i, n)
 	p := &serverProcess{
-		index: i, id: id, relay: relay, dataDir: filepath.Join(work, dir), logPath: filepath.Join(work, dir+".log"),
-		exited: make(chan struct{}),
+		index: i, id: id, exe: opts.Executable, relay: relay, metrics: metrics,
+		dataDir: filepath.Join(work, dir), logPath: filepath.Join(work, dir+".log"),
 	}
 	p.caBundle = filepath.Join(p.dataDir, "ca-bundle.crt")
 	p.adminToken = filepath.Join(p.dataDir, "admin-token")
-	args := []string{"server",
+	p.args = []string{"server",
 		"--listen", relay, "--metrics-addr", metrics, "--server-id", id,
-		"--data-dir", p.dataDir, "--store", opts.Store,
+		"--data-dir", p.dataDir, "--store", cmp.Or(store, opts.Store),
 		"--plugin-dir", filepath.Join(work, "plugins"),
 		"--config-source", "dir:" + filepath.Join(work, "policies"),
 		"--san", "127.0.0.1", "--log-format", "json", "--log-level", "warn",
 	}
-	args = append(args, extra...)
-	args = append(args, opts.ServerArgs...)
-	if p.logFile, err = os.Create(p.logPath); err != nil {
-		return nil, fmt.Errorf("start server: %w", err)
+	p.args = append(p.args, extra...)
+	p.args = append(p.args, opts.ServerArgs...)
+	if err := p.launch(); err != nil {
+		return nil, err
 	}
-	p.cmd = exec.Command(opts.Executable, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.logFile.Close()
-		return nil, fmt.Errorf("start server: %w", err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	return p, nil
+}
+
+// launch starts the server process with p's command line, its output
+// appended to its log.
+func (p *serverProcess) launch() error {
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("start server: %w", err)
+	}
+	cmd := exec.Command(p.exe, p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.cmdMu.Lock()
+	p.cmd, p.logFile, p.exited = cmd, logFile, exited
+	p.cmdMu.Unlock()
+	return nil
+}
+
+// restart starts a killed replica again on the same ports, data directory
+// and store, and waits until its admin API answers.
+func (p *serverProcess) restart(ctx context.Context, timeout time.Duration) error {
+	p.cmdMu.Lock()
+	p.logFile.Close()
+	p.cmdMu.Unlock()
+	if err := p.launch(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.killed = false
+	p.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(p.adminCtx, 2*time.Second)
+		_, err := p.admin.GetStatus(cctx, &relayv1.GetStatusRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done():
+			return fmt.Errorf("replica %s exited after its restart; see %s", p.id, p.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %s did not answer within %s of its restart: %w", p.id, timeout, err)
+		}
+	}
+}
+
+// signal sends sig to the replica's process group: the server and its
+// plugins.
+func (p *serverProcess) signal(sig syscall.Signal) error {
+	return syscall.Kill(-p.pid(), sig)
+}
+
+// goroutines reads go_goroutines from the replica's /metrics.
+func (p *serverProcess) goroutines(ctx context.Context) (int, error) {
+	return scrapeGauge(ctx, "http://"+p.metrics+"/metrics", "go_goroutines")
 }
 
 // stop ends the server and its plugins: SIGTERM to its process group,
@@ -137,17 +213,21 @@ func (p *serverProcess) stop() {
 	if p.closeAdmin != nil {
 		p.closeAdmin()
 	}
-	pgid := p.cmd.Process.Pid
+	pgid, exited := p.pid(), p.done()
+	// A paused replica must run to stop.
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case <-exited:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.exited
+		<-exited
 	}
 	// Plugins left behind by a server that died first.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	p.cmdMu.Lock()
 	p.logFile.Close()
+	p.cmdMu.Unlock()
 }
 
 // kill ends the replica without warning, as a lost machine would: SIGKILL
@@ -157,8 +237,9 @@ func (p *serverProcess) kill() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
+	exited := p.done()
+	_ = p.signal(syscall.SIGKILL)
+	<-exited
 }
 
 func (p *serverProcess) isKilled() bool {
@@ -173,7 +254,7 @@ func (p *serverProcess) waitReady(ctx context.Context, timeout time.Duration) er
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
-		case <-p.exited:
+		case <-p.done():
 			return fmt.Errorf("the server exited at start; see %s:\n%s", p.logPath, tail(p.logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
@@ -241,9 +322,15 @@ type replicaSet []*serverProcess
 // directory); once the CA is in the store the others start, reading it
 // from there and the admin token from replica 0's file, as replicas of one
 // installation do.
-func startReplicas(ctx context.Context, opts Options, work string, say func(string, ...any)) (replicaSet, error) {
+func startReplicas(ctx context.Context, opts Options, work string, stores []string, say func(string, ...any)) (replicaSet, error) {
 	var rs replicaSet
-	first, err := startServer(opts, work, 0, opts.Replicas)
+	storeOf := func(i int) string {
+		if i < len(stores) {
+			return stores[i]
+		}
+		return opts.Store
+	}
+	first, err := startServer(opts, work, storeOf(0), 0, opts.Replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +353,7 @@ func startReplicas(ctx context.Context, opts Options, work string, say func(stri
 		return fail(err)
 	}
 	for i := 1; i < opts.Replicas; i++ {
-		p, err := startServer(opts, work, i, opts.Replicas, "--admin-token-file", first.adminToken)
+		p, err := startServer(opts, work, storeOf(i), i, opts.Replicas, "--admin-token-file", first.adminToken)
 		if err != nil {
 			return fail(err)
 		}

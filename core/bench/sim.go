@@ -13,18 +13,28 @@ import (
 )
 
 // source is a simulated cluster's discovery: it publishes the snapshots it
-// is handed. Its Run is the agent's own source goroutine.
+// is handed. Its Run is the agent's own source goroutine; an agent that
+// restarts runs it again, and it starts from the last snapshot handed.
 type source struct {
-	first *snapshot.Snapshot
-	ch    chan *snapshot.Snapshot
+	mu   sync.Mutex
+	last *snapshot.Snapshot
+	ch   chan *snapshot.Snapshot
 }
 
 func newSource(first *snapshot.Snapshot) *source {
-	return &source{first: first, ch: make(chan *snapshot.Snapshot, 4)}
+	return &source{last: first, ch: make(chan *snapshot.Snapshot, 4)}
 }
 
 func (s *source) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
-	publish(s.first)
+	// What is queued is older than last: an agent that restarted must
+	// not publish it after last.
+	s.mu.Lock()
+	last := s.last
+	for len(s.ch) > 0 {
+		<-s.ch
+	}
+	s.mu.Unlock()
+	publish(last)
 	for {
 		select {
 		case <-ctx.Done():
@@ -37,6 +47,9 @@ func (s *source) Run(ctx context.Context, publish func(*snapshot.Snapshot)) erro
 
 // set publishes snap, replacing a snapshot still waiting to be published.
 func (s *source) set(snap *snapshot.Snapshot) {
+	s.mu.Lock()
+	s.last = snap
+	s.mu.Unlock()
 	for {
 		select {
 		case s.ch <- snap:
@@ -72,18 +85,26 @@ type sim struct {
 	applies atomic.Int64
 	first   atomic.Int64 // unix nanoseconds of the first output, 0 before
 
-	mu       sync.Mutex
+	// stop ends the running agent; stopped is closed once it returned.
+	stop    context.CancelFunc
+	stopped chan struct{}
+
+	mu sync.Mutex
+	// prev is what the sink holds, by backend: the desired outputs, plus,
+	// when pruning was not allowed, what it held before and they lack.
 	prev     map[string]*snapshot.Snapshot
 	waiting  []pending
 	inputLat []time.Duration
-	missed   int         // changes superseded before they were seen
-	churn    *churnWatch // set while output churn is counted
+	missed   int          // changes superseded before they were seen
+	churn    *churnWatch  // set while output churn is counted
+	audit    *outputAudit // set in the chaos soak
 }
 
 var _ agent.Sink = (*sim)(nil)
 
-// Apply notes what changed and discards the outputs.
-func (s *sim) Apply(_ context.Context, backend string, desired *snapshot.Snapshot, _ bool) (map[snapshot.ID]error, error) {
+// Apply notes what changed and discards the outputs. Like a real sink, it
+// deletes what desired lacks only when prune is allowed.
+func (s *sim) Apply(_ context.Context, backend string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error) {
 	now := time.Now()
 	s.first.CompareAndSwap(0, now.UnixNano())
 	s.applies.Add(1)
@@ -96,10 +117,17 @@ func (s *sim) Apply(_ context.Context, backend string, desired *snapshot.Snapsho
 	if prev == nil {
 		prev = snapshot.Empty
 	}
-	d := snapshot.Diff(prev, desired)
-	s.prev[backend] = desired
+	next := desired
+	if !prune {
+		next = keepAbsent(prev, desired)
+	}
+	d := snapshot.Diff(prev, next)
+	s.prev[backend] = next
 	if s.churn != nil {
 		s.churn.observe(backend, prev, d)
+	}
+	if s.audit != nil {
+		s.audit.observe(backend, d, now)
 	}
 	s.payload.Add(int64(proto.Size(snapshot.DeltaToProto(d, false))))
 	if len(s.waiting) > 0 {
@@ -155,6 +183,39 @@ func (s *sim) watchChurn(w *churnWatch) {
 	s.mu.Lock()
 	s.churn = w
 	s.mu.Unlock()
+}
+
+// keepAbsent returns desired plus the resources of prev it lacks: what a
+// sink holds after applying desired without pruning.
+func keepAbsent(prev, desired *snapshot.Snapshot) *snapshot.Snapshot {
+	var kept []snapshot.Resource
+	for r := range prev.All() {
+		if _, ok := desired.Get(r.ID); !ok {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return desired
+	}
+	out, err := snapshot.New(desired.Version(), append(desired.Resources(), kept...))
+	if err != nil {
+		return desired // unreachable: the IDs are distinct
+	}
+	return out
+}
+
+// holding returns the outputs the sink holds, by backend; empty ones are
+// left out.
+func (s *sim) holding() map[string]*snapshot.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*snapshot.Snapshot{}
+	for b, snap := range s.prev {
+		if snap.Len() > 0 {
+			out[b] = snap
+		}
+	}
+	return out
 }
 
 // held returns the short hashes of the outputs the agent holds, by

@@ -52,6 +52,18 @@ type Redis struct {
 	proc *process // nil while stopped
 }
 
+// RedisServer returns the redis-server binary StartRedis runs, for tests
+// that run it themselves (the chaos soak kills and restarts its own). If
+// it is not installed the test is skipped, or fails when Required.
+func RedisServer(t testing.TB) string {
+	t.Helper()
+	binary, err := lookPath("MESHRELAY_REDIS_SERVER", "redis-server", redisHint)
+	if err != nil {
+		skipOrFatal(t, err)
+	}
+	return binary
+}
+
 // StartRedis starts a redis-server on a free 127.0.0.1 port with its own
 // temporary directory, and stops it when the test ends. Without
 // RedisPersistence it keeps nothing on disk.
@@ -64,10 +76,7 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	binary, err := lookPath("MESHRELAY_REDIS_SERVER", "redis-server", redisHint)
-	if err != nil {
-		skipOrFatal(t, err)
-	}
+	binary := RedisServer(t)
 	dir := t.TempDir()
 	r := &Redis{binary: binary, dir: dir, logPath: filepath.Join(dir, "redis.log")}
 	r.args = []string{
@@ -88,6 +97,7 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Cleanup(r.Stop)
 
 	for attempt := 0; ; attempt++ {
+		var err error
 		if r.port, err = freePort(); err != nil {
 			t.Fatalf("start redis: %v", err)
 		}

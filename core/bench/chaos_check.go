@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// maxListed bounds the differences, prunes and backwards outputs a Check
+// lists.
+const maxListed = 20
+
+// check waits for every fault to heal (none starts meanwhile; churn and
+// policy edits are the caller's, which is not making any), then compares
+// every agent's outputs with the checker's model until they agree or
+// Options.Timeout passes, and records the deletions and backwards outputs
+// the agents' audits saw since the last check.
+func (c *chaosRun) check(ctx context.Context, label string) {
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	ck := Check{At: time.Since(c.start).Seconds(), Label: label, ConvergedSeconds: -1}
+	defer func() {
+		c.crep.Checks = append(c.crep.Checks, ck)
+		c.say("check %q at %.1fs: converged after %.1fs, %d clusters differ, %d pruned (%d wrongly), %d backwards %s",
+			label, ck.At, ck.ConvergedSeconds, ck.DifferentClusters, ck.Deletions, ck.WrongfulPruneCount, ck.BackwardsCount, ck.Error)
+	}()
+	want, err := c.checker.expected(ctx)
+	if err != nil {
+		ck.Error = err.Error()
+		return
+	}
+	start := time.Now()
+	deadline := start.Add(c.opts.Timeout)
+	for {
+		diffs := c.differences(want)
+		if len(diffs) == 0 {
+			ck.ConvergedSeconds = time.Since(start).Seconds()
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			ck.DifferentClusters = len(diffs)
+			ck.Differences = diffs[:min(len(diffs), maxListed)]
+			break
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	c.audit(&ck, want)
+}
+
+// differences compares every agent's outputs with want and returns the
+// clusters that differ.
+func (c *chaosRun) differences(want map[string]map[string]*snapshot.Snapshot) []Difference {
+	var out []Difference
+	for _, s := range c.sims {
+		if d := compareOutputs(s.cluster.Name, want[s.cluster.Name], s.holding()); !d.Empty() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// audit takes what the agents' audits saw since the last check into ck.
+func (c *chaosRun) audit(ck *Check, want map[string]map[string]*snapshot.Snapshot) {
+	for _, s := range c.sims {
+		s.mu.Lock()
+		dels, dropped, back := s.audit.take()
+		s.mu.Unlock()
+		ck.Deletions += len(dels) + dropped
+		wrong := wrongfulPrunes(dels, want)
+		ck.WrongfulPruneCount += len(wrong)
+		ck.BackwardsCount += len(back)
+		ck.WrongfulPrunes = append(ck.WrongfulPrunes, wrong[:min(len(wrong), maxListed-len(ck.WrongfulPrunes))]...)
+		ck.Backwards = append(ck.Backwards, back[:min(len(back), maxListed-len(ck.Backwards))]...)
+	}
+}
+
+// storm kills the replica serving the most agents (a third of a
+// three-replica fleet when the agents are spread evenly) and measures its
+// agents' return: registrations and full resends per second from the
+// agents' counters every 100ms, until every moved agent reconnected and
+// the live replicas computed the model's outputs for every cluster. Then
+// it starts the replica again.
+func (c *chaosRun) storm(ctx context.Context) *StormReport {
+	var victim *serverProcess
+	var moved []*sim
+	for _, p := range c.servers {
+		if served := c.servedBy(p); victim == nil || len(served) > len(moved) {
+			victim, moved = p, served
+		}
+	}
+	rep := &StormReport{Killed: victim.id, MovedAgents: len(moved), ReconnectedSeconds: -1, ConvergedSeconds: -1}
+	want, err := c.checker.expected(ctx)
+	if err != nil {
+		return rep
+	}
+	connects0 := make([]int64, len(moved))
+	for i, s := range moved {
+		connects0[i] = s.agent.Stats.Connects.Load()
+	}
+	total := func(f func(*sim) int64) int64 {
+		var n int64
+		for _, s := range moved {
+			n += f(s)
+		}
+		return n
+	}
+	connects := func(s *sim) int64 { return s.agent.Stats.Connects.Load() }
+	resyncs := func(s *sim) int64 { return s.agent.Stats.FullInputs.Load() }
+	c.say("storm: killing replica %s, which serves %d agents", victim.id, len(moved))
+	victim.kill()
+	at := time.Now()
+	var connSeries, resyncSeries []int64
+	for deadline := at.Add(c.opts.Timeout); time.Now().Before(deadline) && ctx.Err() == nil; sleepCtx(ctx, 100*time.Millisecond) {
+		connSeries = append(connSeries, total(connects))
+		resyncSeries = append(resyncSeries, total(resyncs))
+		if rep.ReconnectedSeconds < 0 && allReconnected(moved, connects0) {
+			rep.ReconnectedSeconds = time.Since(at).Seconds()
+		}
+		if rep.ReconnectedSeconds >= 0 && c.servedMatches(want) {
+			rep.ConvergedSeconds = time.Since(at).Seconds()
+			break
+		}
+	}
+	rep.PeakConnectsPerSecond, rep.PeakResyncsPerSecond = peakPerSecond(connSeries), peakPerSecond(resyncSeries)
+	c.say("storm: %d agents back after %.1fs, converged after %.1fs; peak %.0f registrations/s, %.0f resyncs/s",
+		len(moved), rep.ReconnectedSeconds, rep.ConvergedSeconds, rep.PeakConnectsPerSecond, rep.PeakResyncsPerSecond)
+	if err := victim.restart(context.WithoutCancel(ctx), c.opts.Timeout); err != nil {
+		c.crep.Failures = append(c.crep.Failures, "restart after the storm: "+err.Error())
+	}
+	return rep
+}
+
+// servedBy returns the agents connected to p, as its admin API reports.
+func (c *chaosRun) servedBy(p *serverProcess) []*sim {
+	served, err := replicaSet{p}.servedOutputs()
+	if err != nil {
+		return nil
+	}
+	var out []*sim
+	for _, s := range c.sims {
+		if _, ok := served[s.cluster.Name]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// servedMatches reports whether the live replicas serve every cluster and
+// computed the model's outputs for each.
+func (c *chaosRun) servedMatches(want map[string]map[string]*snapshot.Snapshot) bool {
+	served, err := c.servers.servedOutputs()
+	if err != nil || len(served) < len(c.sims) {
+		return false
+	}
+	for _, s := range c.sims {
+		got := served[s.cluster.Name]
+		w := want[s.cluster.Name]
+		if len(got) != len(w) {
+			return false
+		}
+		for backend, snap := range w {
+			if got[backend] != snap.Hash().Short() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func allReconnected(moved []*sim, before []int64) bool {
+	for i, s := range moved {
+		if s.agent.Stats.Connects.Load() <= before[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// peakPerSecond returns the largest increase over ten consecutive
+// 100ms samples of a counter.
+func peakPerSecond(series []int64) float64 {
+	var peak int64
+	for i := range series {
+		j := max(i-10, 0)
+		peak = max(peak, series[i]-series[j])
+	}
+	return float64(peak)
+}
+
+// finish reads the memory growth, the bench process and the load, and
+// decides whether the soak passed.
+func (c *chaosRun) finish() {
+	rep := c.crep
+	rep.Memory = c.sampler.growth(min(max(c.opts.Duration/10, 30*time.Second), 5*time.Minute))
+	rep.Client, _ = readProc(os.Getpid())
+	rep.LoadAverage = loadAverage()
+	for _, f := range rep.Faults {
+		if f.Error != "" {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("fault %s on %s at %.1fs: %s", f.Kind, f.Target, f.At, f.Error))
+		}
+	}
+	for _, ck := range rep.Checks {
+		where := fmt.Sprintf("check %q at %.1fs", ck.Label, ck.At)
+		if ck.Error != "" {
+			rep.Failures = append(rep.Failures, where+": "+ck.Error)
+		} else if ck.ConvergedSeconds < 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d clusters' outputs differ from the model", where, ck.DifferentClusters))
+		}
+		if ck.WrongfulPruneCount > 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d wrongful prunes", where, ck.WrongfulPruneCount))
+		}
+		if ck.BackwardsCount > 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d outputs went backwards", where, ck.BackwardsCount))
+		}
+	}
+	if s := rep.Storm; s == nil || s.ConvergedSeconds < 0 {
+		rep.Failures = append(rep.Failures, "the reconnect storm did not converge")
+	}
+	rep.Passed = len(rep.Failures) == 0
+}

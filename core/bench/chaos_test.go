@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/internal/testenv"
+)
+
+// buildBinaries builds meshrelay and the plugins into a temporary
+// directory.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + string(filepath.Separator), "./cmd/meshrelay"}
+	for _, p := range Plugins {
+		args = append(args, "./cmd/meshrelay-plugin-"+p)
+	}
+	cmd := exec.CommandContext(t.Context(), "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestChaosSoak runs a two-minute soak with a fixed seed — three replicas
+// on a real redis-server, real plugin processes, agents over mTLS, a fault
+// every 10s of every kind — and requires that it passed: every check
+// converged to the checker's model with nothing missing, stale or extra,
+// no output went backwards, nothing the model holds was pruned, every
+// fault healed, and the reconnect storm converged.
+func TestChaosSoak(t *testing.T) {
+	redis := testenv.RedisServer(t)
+	bin := buildBinaries(t)
+	opts := DefaultChaosOptions()
+	opts.Agents, opts.Services, opts.Churn = 24, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 2*time.Minute, 10*time.Second, time.Minute, 20*time.Second
+	opts.Seed = 7
+	opts.Executable, opts.Plugins, opts.RedisServer = filepath.Join(bin, "meshrelay"), bin, redis
+	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	opts.Progress = t.Output()
+	rep, err := RunChaos(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("soak failure: %s", f)
+	}
+	if want := int(opts.Duration/opts.FaultEvery) - 3; len(rep.Faults) < want {
+		t.Errorf("%d faults in %s, want at least %d", len(rep.Faults), opts.Duration, want)
+	}
+	kinds := map[string]bool{}
+	for _, f := range rep.Faults {
+		kinds[f.Kind] = true
+	}
+	if len(kinds) < 5 {
+		t.Errorf("the faults were of %d kinds (%v), want at least 5 of %d", len(kinds), kinds, len(FaultKinds))
+	}
+	if len(rep.Checks) < 4 {
+		t.Errorf("%d checks, want the start, a periodic one, the end and after the storm", len(rep.Checks))
+	}
+	if rep.InputChanges == 0 || rep.PolicyEdits == 0 {
+		t.Errorf("%d input changes and %d policy edits, want some of each", rep.InputChanges, rep.PolicyEdits)
+	}
+	if s := rep.Storm; s == nil || s.MovedAgents == 0 || s.PeakConnectsPerSecond == 0 {
+		t.Errorf("reconnect storm = %+v, want moved agents reconnecting", s)
+	}
+	if len(rep.Memory) == 0 {
+		t.Error("no memory samples")
+	}
+	if !rep.Passed {
+		t.Errorf("the soak did not pass")
+	}
+}

@@ -1,0 +1,272 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/agent/discovery"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/offline"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// checker is the chaos soak's independent judge: it never asks a server.
+// It keeps the fleet's inputs and policies as the soak sets them and
+// translates them offline ([offline.Model], with plugins of its own) into
+// what every cluster's outputs must be, and compares that with what each
+// simulated agent's sink holds. It is safe for concurrent use.
+type checker struct {
+	mu      sync.Mutex
+	model   *offline.Model
+	changed bool
+	want    map[string]map[string]*snapshot.Snapshot // by cluster, backend
+}
+
+func newChecker(translators []engine.Translator, logger *slog.Logger) *checker {
+	return &checker{model: offline.NewModel(translators, logger), changed: true}
+}
+
+// setInput records cluster's inputs.
+func (c *checker) setInput(cluster string, s *snapshot.Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.model.SetInput(cluster, s)
+	c.changed = true
+}
+
+// setPoliciesDir records the policies in dir, read as the servers' dir:
+// config source reads them.
+func (c *checker) setPoliciesDir(dir string) error {
+	s, err := discovery.NewDir(dir, discovery.DirOptions{}).Snapshot()
+	if err != nil {
+		return fmt.Errorf("checker: read policies: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changed = true
+	return c.model.SetPolicies(s.Resources())
+}
+
+// expected translates what changed since the last call and returns every
+// cluster's outputs by backend, empty ones left out. An error names a
+// translator that failed: then the model itself is not known.
+func (c *checker) expected(ctx context.Context) (map[string]map[string]*snapshot.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.changed {
+		return c.want, nil
+	}
+	res := c.model.Translate(ctx)
+	if len(res.Failed) > 0 {
+		return nil, fmt.Errorf("checker: translator %s failed: %s", res.Failed[0].Name, res.Failed[0].Error)
+	}
+	want := map[string]map[string]*snapshot.Snapshot{}
+	for k, s := range res.Outputs {
+		if s.Len() == 0 {
+			continue
+		}
+		if want[k.Cluster] == nil {
+			want[k.Cluster] = map[string]*snapshot.Snapshot{}
+		}
+		want[k.Cluster][k.Backend] = s
+	}
+	c.want, c.changed = want, false
+	return want, nil
+}
+
+// Difference is how one cluster's outputs, as its agent holds them, differ
+// from the model's.
+type Difference struct {
+	Cluster string `json:"cluster"`
+	// Missing resources are in the model, not at the agent; Stale ones are
+	// at both with other content: both are lost updates. Extra ones are at
+	// the agent only.
+	Missing []string `json:"missing,omitempty"`
+	Stale   []string `json:"stale,omitempty"`
+	Extra   []string `json:"extra,omitempty"`
+}
+
+// Empty reports whether the outputs agree.
+func (d Difference) Empty() bool { return len(d.Missing)+len(d.Stale)+len(d.Extra) == 0 }
+
+// maxNamed bounds the resources a Difference names.
+const maxNamed = 5
+
+// compareOutputs compares held with want for one cluster, backend by
+// backend.
+func compareOutputs(cluster string, want, held map[string]*snapshot.Snapshot) Difference {
+	d := Difference{Cluster: cluster}
+	name := func(list *[]string, backend string, id snapshot.ID) {
+		if len(*list) < maxNamed {
+			*list = append(*list, backend+": "+id.String())
+		}
+	}
+	for backend, w := range want {
+		h := held[backend]
+		if h != nil && h.Hash() == w.Hash() {
+			continue
+		}
+		for r := range w.All() {
+			var got snapshot.Resource
+			ok := false
+			if h != nil {
+				got, ok = h.Get(r.ID)
+			}
+			switch {
+			case !ok:
+				name(&d.Missing, backend, r.ID)
+			case string(got.Body) != string(r.Body):
+				name(&d.Stale, backend, r.ID)
+			}
+		}
+	}
+	for backend, h := range held {
+		w := want[backend]
+		for r := range h.All() {
+			if w == nil {
+				name(&d.Extra, backend, r.ID)
+				continue
+			}
+			if _, ok := w.Get(r.ID); !ok {
+				name(&d.Extra, backend, r.ID)
+			}
+		}
+	}
+	return d
+}
+
+// Markers the soak's changes leave in outputs; each only ever grows.
+var (
+	inputMarker    = regexp.MustCompile(`"m([0-9]+)x"`)
+	policyMarker   = regexp.MustCompile(`/p([0-9]+)/\*`)
+	endpointMarker = regexp.MustCompile(`"100\.([0-9]+)\.([0-9]+)\.([0-9]+)"`)
+)
+
+// outputAudit watches one agent's sink for what the checker can only see
+// as it happens: outputs going backwards (a resource carrying an older
+// change than it carried before) and deletions made with pruning allowed,
+// which the next check judges against the model. It is guarded by the
+// sim's lock.
+type outputAudit struct {
+	cluster   string
+	marks     map[markKey]int
+	deletions []Deletion
+	dropped   int // deletions beyond maxDeletions
+	backwards []Backwards
+}
+
+type markKey struct {
+	backend string
+	id      snapshot.ID
+	kind    string
+}
+
+// Deletion is a resource an agent's sink pruned.
+type Deletion struct {
+	Cluster string      `json:"cluster"`
+	Backend string      `json:"backend"`
+	ID      string      `json:"resource"`
+	At      time.Time   `json:"at"`
+	id      snapshot.ID // ID's source
+}
+
+// Backwards is an output that went back to an older change.
+type Backwards struct {
+	Cluster string    `json:"cluster"`
+	Backend string    `json:"backend"`
+	ID      string    `json:"resource"`
+	Marker  string    `json:"marker"`
+	Had     int       `json:"had"`
+	Got     int       `json:"got"`
+	At      time.Time `json:"at"`
+}
+
+// maxDeletions bounds the deletions an audit keeps between two checks.
+const maxDeletions = 10000
+
+func newOutputAudit(cluster string) *outputAudit {
+	return &outputAudit{cluster: cluster, marks: map[markKey]int{}}
+}
+
+// observe audits the delta a sink applied to backend at now.
+func (a *outputAudit) observe(backend string, d snapshot.Delta, now time.Time) {
+	for _, id := range d.Deletes {
+		if len(a.deletions) >= maxDeletions {
+			a.dropped++
+			continue
+		}
+		a.deletions = append(a.deletions, Deletion{Cluster: a.cluster, Backend: backend, ID: id.String(), At: now, id: id})
+	}
+	for _, r := range d.Upserts {
+		for kind, v := range markersOf(r.Body) {
+			k := markKey{backend, r.ID, kind}
+			if had, ok := a.marks[k]; ok && v < had {
+				a.backwards = append(a.backwards, Backwards{
+					Cluster: a.cluster, Backend: backend, ID: r.ID.String(), Marker: kind, Had: had, Got: v, At: now,
+				})
+				continue
+			}
+			a.marks[k] = v
+		}
+	}
+}
+
+// take returns and clears the deletions and backwards outputs seen since
+// the last call.
+func (a *outputAudit) take() (deletions []Deletion, dropped int, backwards []Backwards) {
+	deletions, dropped, backwards = a.deletions, a.dropped, a.backwards
+	a.deletions, a.dropped, a.backwards = nil, 0, nil
+	return deletions, dropped, backwards
+}
+
+// markersOf returns the highest marker of each kind in body: the input
+// change (m<seq>x), the policy edit (/p<k>/*) and the endpoint change
+// (100.x.y.z, see EndpointAddress).
+func markersOf(body []byte) map[string]int {
+	out := map[string]int{}
+	highest := func(kind string, v int) {
+		if cur, ok := out[kind]; !ok || v > cur {
+			out[kind] = v
+		}
+	}
+	for _, m := range inputMarker.FindAllSubmatch(body, -1) {
+		if v, err := strconv.Atoi(string(m[1])); err == nil {
+			highest("input", v)
+		}
+	}
+	for _, m := range policyMarker.FindAllSubmatch(body, -1) {
+		if v, err := strconv.Atoi(string(m[1])); err == nil {
+			highest("policy", v)
+		}
+	}
+	for _, m := range endpointMarker.FindAllSubmatch(body, -1) {
+		a, _ := strconv.Atoi(string(m[1]))
+		b, _ := strconv.Atoi(string(m[2]))
+		c, _ := strconv.Atoi(string(m[3]))
+		if a >= 64 {
+			highest("endpoint", (a-64)<<16|b<<8|c)
+		}
+	}
+	return out
+}
+
+// wrongfulPrunes returns the deletions of resources the model holds: a
+// prune during safe mode or from a partial view. The soak's changes never
+// remove a resource from the model (they rewrite selectors, paths and
+// addresses, not names), so any such deletion is wrong.
+func wrongfulPrunes(deletions []Deletion, want map[string]map[string]*snapshot.Snapshot) []Deletion {
+	var out []Deletion
+	for _, d := range deletions {
+		if w := want[d.Cluster][d.Backend]; w != nil {
+			if _, ok := w.Get(d.id); ok {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}

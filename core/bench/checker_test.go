@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/plugins/istio"
+)
+
+// checkerFixture is a checker over one generated cluster, translated by
+// the Istio plugin in process, and the cluster's simulated agent.
+type checkerFixture struct {
+	ch      *checker
+	cluster *Cluster
+	sim     *sim
+	run     *chaosRun
+}
+
+func newCheckerFixture(t *testing.T) *checkerFixture {
+	t.Helper()
+	l, err := pluginhost.InProcess(istio.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	f := &checkerFixture{ch: newChecker([]engine.Translator{l}, nil)}
+	if f.cluster, err = NewCluster(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.cluster.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ch.setInput(f.cluster.Name, snap)
+	dir := t.TempDir()
+	if err := writeFile(filepath.Join(dir, "access.yaml"), PolicyYAML("p0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ch.setPoliciesDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	f.sim = &sim{cluster: f.cluster, policy: newPolicyWatch(1), audit: newOutputAudit(f.cluster.Name)}
+	f.run = &chaosRun{run: &run{sims: []*sim{f.sim}}}
+	return f
+}
+
+// want returns the model's outputs.
+func (f *checkerFixture) want(t *testing.T) map[string]map[string]*snapshot.Snapshot {
+	t.Helper()
+	want, err := f.ch.expected(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want[f.cluster.Name]) == 0 {
+		t.Fatal("the model has no outputs for the cluster")
+	}
+	return want
+}
+
+// deliver applies outputs to the agent's sink as the agent would.
+func (f *checkerFixture) deliver(t *testing.T, outputs map[string]*snapshot.Snapshot, prune bool) {
+	t.Helper()
+	for backend, s := range outputs {
+		if _, err := f.sim.Apply(t.Context(), backend, s, prune); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCheckerCatchesLostUpdate changes an input the agent never hears of:
+// the checker's model moves on, and the comparison names the resource the
+// agent holds stale; once delivered, nothing differs.
+func TestCheckerCatchesLostUpdate(t *testing.T) {
+	f := newCheckerFixture(t)
+	before := f.want(t)
+	f.deliver(t, before[f.cluster.Name], true)
+	if diffs := f.run.differences(before); len(diffs) != 0 {
+		t.Fatalf("the agent holds the model's outputs, yet the checker reports %+v", diffs)
+	}
+
+	snap, err := f.cluster.Change(1, "m7x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ch.setInput(f.cluster.Name, snap)
+	after := f.want(t)
+	diffs := f.run.differences(after)
+	if len(diffs) != 1 || len(diffs[0].Stale) == 0 {
+		t.Fatalf("an update the agent never received: differences = %+v, want stale resources of %s", diffs, f.cluster.Name)
+	}
+	if !strings.Contains(strings.Join(diffs[0].Stale, " "), "svc-001") {
+		t.Errorf("stale resources %v do not name svc-001, the Service changed", diffs[0].Stale)
+	}
+
+	f.deliver(t, after[f.cluster.Name], true)
+	if diffs := f.run.differences(after); len(diffs) != 0 {
+		t.Fatalf("after delivery the checker still reports %+v", diffs)
+	}
+}
+
+// TestCheckerCatchesWrongfulPrune delivers outputs lacking a resource the
+// model holds: without pruning the sink keeps it and nothing is reported;
+// with pruning allowed the deletion is a wrongful prune, and the agent's
+// outputs miss the resource.
+func TestCheckerCatchesWrongfulPrune(t *testing.T) {
+	f := newCheckerFixture(t)
+	want := f.want(t)
+	f.deliver(t, want[f.cluster.Name], true)
+	backend, full := "istio", want[f.cluster.Name]["istio"]
+	victim := full.Resources()[0]
+	partial, err := snapshot.New(full.Version()+1, full.Resources()[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f.deliver(t, map[string]*snapshot.Snapshot{backend: partial}, false)
+	var ck Check
+	f.run.audit(&ck, want)
+	if ck.Deletions != 0 || ck.WrongfulPruneCount != 0 || len(f.run.differences(want)) != 0 {
+		t.Fatalf("outputs delivered without pruning: %d deletions, %d wrongful prunes, differences %+v; want none",
+			ck.Deletions, ck.WrongfulPruneCount, f.run.differences(want))
+	}
+
+	f.deliver(t, map[string]*snapshot.Snapshot{backend: partial}, true)
+	ck = Check{}
+	f.run.audit(&ck, want)
+	if ck.WrongfulPruneCount != 1 || len(ck.WrongfulPrunes) != 1 || ck.WrongfulPrunes[0].ID != victim.ID.String() {
+		t.Fatalf("a prune of %s, which the model holds: wrongful prunes = %d %+v", victim.ID, ck.WrongfulPruneCount, ck.WrongfulPrunes)
+	}
+	diffs := f.run.differences(want)
+	if len(diffs) != 1 || len(diffs[0].Missing) != 1 {
+		t.Fatalf("after the prune: differences = %+v, want the pruned resource missing", diffs)
+	}
+}
+
+// TestCheckerCatchesBackwards delivers an output carrying an older change
+// after a newer one: the audit reports it going backwards.
+func TestCheckerCatchesBackwards(t *testing.T) {
+	f := newCheckerFixture(t)
+	var steps []map[string]*snapshot.Snapshot
+	for _, marker := range []string{"m1x", "m2x"} {
+		snap, err := f.cluster.Change(1, marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.ch.setInput(f.cluster.Name, snap)
+		steps = append(steps, f.want(t)[f.cluster.Name])
+	}
+	f.deliver(t, steps[0], true)
+	f.deliver(t, steps[1], true)
+	var ck Check
+	f.run.audit(&ck, nil)
+	if ck.BackwardsCount != 0 {
+		t.Fatalf("outputs moving forward reported backwards: %+v", ck.Backwards)
+	}
+	f.deliver(t, steps[0], true)
+	f.run.audit(&ck, nil)
+	if ck.BackwardsCount == 0 || ck.Backwards[0].Had != 2 || ck.Backwards[0].Got != 1 {
+		t.Fatalf("m1x delivered after m2x: backwards = %+v", ck.Backwards)
+	}
+}
+
+func TestMarkersOf(t *testing.T) {
+	got := markersOf([]byte(`{"a":"m12x","b":"m3x","paths":["/p4/*"],"ep":["100.64.1.2","100.65.0.0","10.0.0.1"]}`))
+	want := map[string]int{"input": 12, "policy": 4, "endpoint": 1 << 16}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("markersOf: %s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+func TestSeriesGrowth(t *testing.T) {
+	sr := &series{name: "x", unit: "bytes"}
+	base := time.Unix(0, 0)
+	for i := range 61 { // first life: one sample a minute for an hour, +100/min
+		sr.samples = append(sr.samples, sample{at: base.Add(time.Duration(i) * time.Minute), value: float64(1000 + 100*i), life: "1"})
+	}
+	for i := range 5 { // a short second life
+		sr.samples = append(sr.samples, sample{at: base.Add(time.Duration(61+i) * time.Minute), value: 5, life: "2"})
+	}
+	g := seriesGrowth(sr, 10*time.Minute)
+	if g.Incarnations != 2 || g.Samples != 51 || math.Abs(g.PerHour-6000) > 1e-6 || g.Minutes != 50 {
+		t.Fatalf("growth = %+v, want 2 lives, 51 samples over 50 min, 6000/h", g)
+	}
+}
