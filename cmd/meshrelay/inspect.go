@@ -56,8 +56,9 @@ func newGetCommand() *cobra.Command {
 Meshes, workloads and destinations are derived by the server from what each
 cluster's agent discovered: a workload is a Deployment, StatefulSet or
 DaemonSet with its service account, labels, localities and meshes; a
-destination is a Service with its ports, backing workloads and the clusters
-that have it. Outputs are the objects each backend computed for a cluster.
+destination is a Service in one cluster with its ports, backing workloads,
+endpoints and how many clusters have it (describe destination lists them).
+Outputs are the objects each backend computed for a cluster.
 
 -c, -n and -l narrow the list: -l is a Kubernetes label selector, matched
 against a workload's pod template labels, a destination's Service labels, a
@@ -199,7 +200,7 @@ func printDestinations(w io.Writer, ds []*relayv1.Destination, wide bool) error 
 		cells := []any{d.GetCluster(), d.GetNamespace(), d.GetName(), d.GetType(), orDash(portString(d.GetPorts())),
 			orDash(strings.Join(d.GetWorkloads(), ",")), fmt.Sprintf("%d/%d", d.GetReadyEndpoints(), d.GetEndpoints())}
 		if wide {
-			cells = append(cells, strings.Join(d.GetClusters(), ","), orDash(strings.Join(d.GetMeshes(), ",")), labelString(d.GetLabels()))
+			cells = append(cells, d.GetClusterCount(), orDash(strings.Join(d.GetMeshes(), ",")), labelString(d.GetLabels()))
 		}
 		t.row(cells...)
 	}

@@ -195,6 +195,13 @@ func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) boo
 // destinations builds the Services' Destinations and links workloads to
 // the Services that select them.
 func (d *inputs) destinations() []discoveryapi.Destination {
+	byLabel := d.labelIndex()
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	for i := range d.slices {
+		es := &d.slices[i]
+		key := es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName]
+		bySvc[key] = append(bySvc[key], es)
+	}
 	var out []discoveryapi.Destination
 	for _, svc := range d.services {
 		dst := discoveryapi.Destination{
@@ -212,21 +219,15 @@ func (d *inputs) destinations() []discoveryapi.Destination {
 			})
 		}
 		var meshes []string
-		for i := range d.workloads {
+		for _, i := range d.selected(byLabel, svc.Namespace, svc.Spec.Selector) {
 			w := &d.workloads[i]
-			if w.Spec.Namespace != svc.Namespace || len(svc.Spec.Selector) == 0 || !labelsContain(w.Spec.Labels, svc.Spec.Selector) {
-				continue
-			}
 			dst.Spec.Workloads = append(dst.Spec.Workloads, w.Spec.Kind+"/"+w.Spec.Name)
 			w.Spec.Destinations = append(w.Spec.Destinations, svc.Name)
 			meshes = append(meshes, w.Spec.Meshes...)
 		}
 		slices.Sort(meshes)
 		dst.Spec.Meshes = slices.Compact(meshes)
-		for _, es := range d.slices {
-			if es.Namespace != svc.Namespace || es.Labels[discoveryv1.LabelServiceName] != svc.Name {
-				continue
-			}
+		for _, es := range bySvc[svc.Namespace+"/"+svc.Name] {
 			for _, ep := range es.Endpoints {
 				dst.Spec.Endpoints++
 				if ready(ep) {
@@ -235,6 +236,41 @@ func (d *inputs) destinations() []discoveryapi.Destination {
 			}
 		}
 		out = append(out, dst)
+	}
+	return out
+}
+
+// labelIndex maps "namespace/key=value" to the workloads whose pod
+// template carries that label, in order.
+func (d *inputs) labelIndex() map[string][]int {
+	idx := map[string][]int{}
+	for i, w := range d.workloads {
+		for k, v := range w.Spec.Labels {
+			key := w.Spec.Namespace + "/" + k + "=" + v
+			idx[key] = append(idx[key], i)
+		}
+	}
+	return idx
+}
+
+// selected returns the workloads of namespace whose pod template labels
+// contain the selector, in order; none for an empty selector, which
+// Kubernetes reads as selecting no pods. It checks only the workloads
+// carrying the selector's rarest label.
+func (d *inputs) selected(byLabel map[string][]int, namespace string, selector map[string]string) []int {
+	var candidates []int
+	first := true
+	for k, v := range selector {
+		c := byLabel[namespace+"/"+k+"="+v]
+		if first || len(c) < len(candidates) {
+			candidates, first = c, false
+		}
+	}
+	var out []int
+	for _, i := range candidates {
+		if labelsContain(d.workloads[i].Spec.Labels, selector) {
+			out = append(out, i)
+		}
 	}
 	return out
 }
@@ -256,6 +292,12 @@ func ready(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || 
 // endpoint belongs to the workload of its namespace with the longest name
 // that, followed by a dash, begins the endpoint's pod name.
 func (d *inputs) endpoints() {
+	byName := make(map[string]int, len(d.workloads))
+	for i, w := range d.workloads {
+		if _, dup := byName[w.Spec.Namespace+"/"+w.Spec.Name]; !dup {
+			byName[w.Spec.Namespace+"/"+w.Spec.Name] = i
+		}
+	}
 	localities := make([]map[string]bool, len(d.workloads))
 	seen := map[string]bool{}
 	for _, es := range d.slices {
@@ -268,7 +310,7 @@ func (d *inputs) endpoints() {
 				continue // one pod behind several Services counts once
 			}
 			seen[pod] = true
-			i := d.owner(es.Namespace, ep.TargetRef.Name)
+			i := owner(byName, pod)
 			if i < 0 {
 				continue
 			}
@@ -293,16 +335,20 @@ func (d *inputs) endpoints() {
 	}
 }
 
-// owner returns the index of the workload that named the pod, or -1.
-func (d *inputs) owner(namespace, pod string) int {
-	best := -1
-	for i, w := range d.workloads {
-		if w.Spec.Namespace == namespace && strings.HasPrefix(pod, w.Spec.Name+"-") &&
-			(best < 0 || len(w.Spec.Name) > len(d.workloads[best].Spec.Name)) {
-			best = i
+// owner returns the index of the workload that named the pod
+// ("namespace/pod"), or -1: the longest "namespace/workload" that a dash
+// ends within the pod's name.
+func owner(byName map[string]int, pod string) int {
+	slash := strings.IndexByte(pod, '/')
+	for i := len(pod) - 1; i > slash+1; i-- {
+		if pod[i] != '-' {
+			continue
+		}
+		if w, ok := byName[pod[:i]]; ok {
+			return w
 		}
 	}
-	return best
+	return -1
 }
 
 // locality is "region/zone" of an endpoint, from its zone and its node's
@@ -326,38 +372,37 @@ func labelsContain(labels, want map[string]string) bool {
 	return true
 }
 
-// Join completes the clusters' objects with what needs the whole fleet —
-// each Destination's Clusters and each Mesh's workloads count — and
-// returns them sorted by cluster name. It copies what it changes; the
-// Clusters it is given are not modified.
-func Join(clusters []*Cluster) []*Cluster {
-	have := map[string][]string{}
-	for _, c := range clusters {
-		for _, dst := range c.Destinations {
-			key := dst.Spec.Namespace + "/" + dst.Spec.Name
-			have[key] = append(have[key], c.Name)
-		}
-	}
-	out := make([]*Cluster, 0, len(clusters))
-	for _, c := range clusters {
-		j := &Cluster{Name: c.Name, Meshes: c.Meshes, Workloads: c.Workloads}
-		j.Destinations = slices.Clone(c.Destinations)
-		for i := range j.Destinations {
-			names := slices.Clone(have[j.Destinations[i].Spec.Namespace+"/"+j.Destinations[i].Spec.Name])
-			slices.Sort(names)
-			j.Destinations[i].Spec.Clusters = names
-		}
-		out = append(out, j)
-	}
-	slices.SortFunc(out, func(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+// Fleet is every cluster's discovery objects.
+type Fleet struct {
+	// Clusters are sorted by name.
+	Clusters []*Cluster
+	// services counts the clusters having each Service, by "namespace/name".
+	services map[string]int
 }
 
+// Join puts the clusters' objects together into a fleet. It does not
+// modify them.
+func Join(clusters []*Cluster) *Fleet {
+	f := &Fleet{Clusters: slices.Clone(clusters), services: map[string]int{}}
+	slices.SortFunc(f.Clusters, func(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	for _, c := range f.Clusters {
+		for _, dst := range c.Destinations {
+			f.services[dst.Spec.Namespace+"/"+dst.Spec.Name]++
+		}
+	}
+	return f
+}
+
+// ServiceClusters returns how many clusters have a Service of the
+// namespace and name.
+func (f *Fleet) ServiceClusters(namespace, name string) int { return f.services[namespace+"/"+name] }
+
 // Cache keeps each cluster's derivation for the hash of the input it came
-// from. It is safe for concurrent use.
+// from, and the fleet joined from them. It is safe for concurrent use.
 type Cache struct {
 	mu      sync.Mutex
 	entries map[string]cacheEntry
+	fleet   *Fleet
 }
 
 type cacheEntry struct {
@@ -365,32 +410,36 @@ type cacheEntry struct {
 	c    *Cluster
 }
 
-// Get returns the cluster's derivation from in, computing it when in's hash
-// differs from the cached one's.
-func (c *Cache) Get(cluster string, in *snapshot.Snapshot) *Cluster {
-	c.mu.Lock()
-	e, ok := c.entries[cluster]
-	c.mu.Unlock()
-	if ok && e.hash == in.Hash() {
-		return e.c
-	}
-	derived := Derive(cluster, in)
+// Fleet returns the fleet's discovery objects for the clusters' current
+// inputs, by cluster name. It derives only the clusters whose input
+// changed since the last call, forgets the clusters that are gone, and
+// returns the same Fleet while nothing changed.
+func (c *Cache) Fleet(inputs map[string]*snapshot.Snapshot) *Fleet {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
 		c.entries = map[string]cacheEntry{}
 	}
-	c.entries[cluster] = cacheEntry{hash: in.Hash(), c: derived}
-	return derived
-}
-
-// Retain forgets every cluster not in keep, such as deregistered ones.
-func (c *Cache) Retain(keep func(cluster string) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	changed := c.fleet == nil
 	for name := range c.entries {
-		if !keep(name) {
+		if inputs[name] == nil {
 			delete(c.entries, name)
+			changed = true
 		}
 	}
+	for name, in := range inputs {
+		if e, ok := c.entries[name]; ok && e.hash == in.Hash() {
+			continue
+		}
+		c.entries[name] = cacheEntry{hash: in.Hash(), c: Derive(name, in)}
+		changed = true
+	}
+	if changed {
+		clusters := make([]*Cluster, 0, len(c.entries))
+		for _, e := range c.entries {
+			clusters = append(clusters, e.c)
+		}
+		c.fleet = Join(clusters)
+	}
+	return c.fleet
 }

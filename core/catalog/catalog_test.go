@@ -79,7 +79,7 @@ func TestMeshes(t *testing.T) {
 
 // Workloads: kind, replicas and service account defaults, and endpoints
 // owned by the longest matching name; Destinations: workloads, endpoints
-// and (after Join) the clusters that have them.
+// and (after Join) how many clusters have them.
 func TestWorkloadsAndDestinations(t *testing.T) {
 	docs := []string{
 		deploy("reviews", "app", ""), deploy("reviews-v2", "app", ""), statefulSet, daemonSet,
@@ -92,8 +92,8 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 	west := Derive("west", input(t, docs...))
 	east := Derive("east", input(t, docs[5]))
 	fleet := Join([]*Cluster{west, east})
-	if fleet[0].Name != "east" || fleet[1].Name != "west" {
-		t.Fatalf("Join order: %s, %s", fleet[0].Name, fleet[1].Name)
+	if fleet.Clusters[0].Name != "east" || fleet.Clusters[1].Name != "west" {
+		t.Fatalf("Join order: %s, %s", fleet.Clusters[0].Name, fleet.Clusters[1].Name)
 	}
 	type row struct {
 		Kind, SA                string
@@ -101,7 +101,7 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 		Localities, Destination []string
 	}
 	got := map[string]row{}
-	for _, w := range fleet[1].Workloads {
+	for _, w := range fleet.Clusters[1].Workloads {
 		s := w.Spec
 		got[s.Name] = row{s.Kind, s.ServiceAccount, s.Replicas, s.Endpoints, s.ReadyEndpoints, s.Localities, s.Destinations}
 	}
@@ -114,14 +114,37 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("workloads (-want +got):\n%s", d)
 	}
-	i := slices.IndexFunc(fleet[1].Destinations, func(d discoveryapi.Destination) bool { return d.Spec.Name == "reviews" })
-	r := fleet[1].Destinations[i].Spec
+	i := slices.IndexFunc(west.Destinations, func(d discoveryapi.Destination) bool { return d.Spec.Name == "reviews" })
+	r := west.Destinations[i].Spec
 	if !slices.Equal(r.Workloads, []string{"Deployment/reviews"}) || r.Endpoints != 2 || r.ReadyEndpoints != 1 ||
-		!slices.Equal(r.Clusters, []string{"east", "west"}) || r.Ports[0].TargetPort != "8080" || r.Type != "ClusterIP" {
+		r.Ports[0].TargetPort != "8080" || r.Type != "ClusterIP" {
 		t.Errorf("reviews destination = %+v", r)
 	}
-	if west.Destinations[i].Spec.Clusters != nil {
-		t.Error("Join changed the Cluster it was given")
+	if got := fleet.ServiceClusters("app", "reviews"); got != 2 {
+		t.Errorf("ServiceClusters(app, reviews) = %d, want 2", got)
+	}
+	if got := fleet.ServiceClusters("app", "headless"); got != 1 {
+		t.Errorf("ServiceClusters(app, headless) = %d, want 1", got)
+	}
+}
+
+// The cache derives only the clusters whose input changed, forgets those
+// that are gone, and keeps the fleet while nothing changed.
+func TestCache(t *testing.T) {
+	a := input(t, deploy("web", "app", ""))
+	b := input(t, deploy("api", "app", ""))
+	var c Cache
+	f1 := c.Fleet(map[string]*snapshot.Snapshot{"a": a, "b": b})
+	if f2 := c.Fleet(map[string]*snapshot.Snapshot{"a": a, "b": b}); f2 != f1 {
+		t.Error("an unchanged fleet was joined again")
+	}
+	b2 := input(t, deploy("api", "app", ""), deploy("db", "app", ""))
+	f3 := c.Fleet(map[string]*snapshot.Snapshot{"a": a, "b": b2})
+	if f3 == f1 || f3.Clusters[0] != f1.Clusters[0] || len(f3.Clusters[1].Workloads) != 2 {
+		t.Errorf("after b changed: a kept %v, b's workloads %d", f3.Clusters[0] == f1.Clusters[0], len(f3.Clusters[1].Workloads))
+	}
+	if f4 := c.Fleet(map[string]*snapshot.Snapshot{"b": b2}); len(f4.Clusters) != 1 || f4.Clusters[0].Name != "b" {
+		t.Errorf("after a left: %d clusters", len(f4.Clusters))
 	}
 }
 
@@ -158,6 +181,7 @@ func FuzzDerive(f *testing.F) {
 		if err != nil {
 			return
 		}
-		Join([]*Cluster{Derive("c", in)})
+		var c Cache
+		c.Fleet(map[string]*snapshot.Snapshot{"c": in})
 	})
 }

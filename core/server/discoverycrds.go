@@ -28,7 +28,7 @@ import (
 // time and makes the destination hold exactly it: objects of clusters that
 // left are deleted.
 type DiscoveryWriter interface {
-	Write(ctx context.Context, fleet []*catalog.Cluster) error
+	Write(ctx context.Context, fleet *catalog.Fleet) error
 }
 
 // discoveryResync is how often the discovery objects are written even
@@ -104,12 +104,12 @@ func NewKubeDiscovery(cfg *rest.Config, namespace string, logger *slog.Logger) (
 
 // Write applies every object of the fleet whose content changed and deletes
 // the objects it manages that the fleet no longer has.
-func (k *KubeDiscovery) Write(ctx context.Context, fleet []*catalog.Cluster) error {
+func (k *KubeDiscovery) Write(ctx context.Context, fleet *catalog.Fleet) error {
 	desired := map[string]map[string]*unstructured.Unstructured{}
 	for kind := range discoveryKinds {
 		desired[kind] = map[string]*unstructured.Unstructured{}
 	}
-	for _, c := range fleet {
+	for _, c := range fleet.Clusters {
 		for _, m := range c.Meshes {
 			k.add(desired, "Mesh", m.Spec, crName(m.Spec.Type, c.Name), c.Name, m.Spec.Namespace, m.Name)
 		}

@@ -52,20 +52,15 @@ func NormalizeKind(kind string) string {
 }
 
 // Catalog returns the fleet's discovery objects, derived from every
-// cluster's current input and sorted by cluster name.
-func (s *Server) Catalog() []*catalog.Cluster {
+// cluster's current input.
+func (s *Server) Catalog() *catalog.Fleet {
 	s.mu.Lock()
 	inputs := make(map[string]*snapshot.Snapshot, len(s.inputs))
 	for name, in := range s.inputs {
 		inputs[name] = in.snap
 	}
 	s.mu.Unlock()
-	s.catalog.Retain(func(c string) bool { return inputs[c] != nil })
-	var clusters []*catalog.Cluster
-	for name, in := range inputs {
-		clusters = append(clusters, s.catalog.Get(name, in))
-	}
-	return catalog.Join(clusters)
+	return s.catalog.Fleet(inputs)
 }
 
 // listFilter is a List request's filter.
@@ -117,7 +112,7 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 			}
 		}
 	case KindMeshes:
-		for _, c := range s.Catalog() {
+		for _, c := range s.Catalog().Clusters {
 			for _, m := range c.Meshes {
 				if f.match(c.Name, m.Spec.Namespace, nil) {
 					resp.Meshes = append(resp.Meshes, meshProto(m, c.MeshWorkloads(m.Spec.Type)))
@@ -125,7 +120,7 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 			}
 		}
 	case KindWorkloads:
-		for _, c := range s.Catalog() {
+		for _, c := range s.Catalog().Clusters {
 			for _, w := range c.Workloads {
 				if f.match(c.Name, w.Spec.Namespace, w.Spec.Labels) {
 					resp.Workloads = append(resp.Workloads, workloadProto(w))
@@ -136,10 +131,11 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
 		})
 	case KindDestinations:
-		for _, c := range s.Catalog() {
+		fleet := s.Catalog()
+		for _, c := range fleet.Clusters {
 			for _, d := range c.Destinations {
 				if f.match(c.Name, d.Spec.Namespace, d.Spec.Labels) {
-					resp.Destinations = append(resp.Destinations, destinationProto(d))
+					resp.Destinations = append(resp.Destinations, destinationProto(d, fleet))
 				}
 			}
 		}
@@ -253,12 +249,12 @@ func workloadProto(w discoveryapi.Workload) *relayv1.Workload {
 	}
 }
 
-func destinationProto(d discoveryapi.Destination) *relayv1.Destination {
+func destinationProto(d discoveryapi.Destination, fleet *catalog.Fleet) *relayv1.Destination {
 	sp := d.Spec
 	out := &relayv1.Destination{
 		Cluster: sp.Cluster, Namespace: sp.Namespace, Name: sp.Name, Labels: sp.Labels, Type: sp.Type,
 		Workloads: sp.Workloads, Endpoints: sp.Endpoints, ReadyEndpoints: sp.ReadyEndpoints,
-		Clusters: sp.Clusters, Meshes: sp.Meshes,
+		Meshes: sp.Meshes, ClusterCount: int32(fleet.ServiceClusters(sp.Namespace, sp.Name)),
 	}
 	for _, p := range sp.Ports {
 		out.Ports = append(out.Ports, &relayv1.DestinationPort{Name: p.Name, Port: p.Port, Protocol: p.Protocol, TargetPort: p.TargetPort, AppProtocol: p.AppProtocol})
@@ -300,10 +296,10 @@ func (s *Server) DescribeDestination(_ context.Context, req *relayv1.DescribeReq
 	desc := &relayv1.DestinationDescription{Name: name}
 	var namespaces []string
 	fleet := s.Catalog()
-	for _, c := range fleet {
+	for _, c := range fleet.Clusters {
 		for _, d := range c.Destinations {
 			if d.Spec.Name == name && (ns == "" || d.Spec.Namespace == ns) && (req.GetCluster() == "" || c.Name == req.GetCluster()) {
-				desc.Destinations = append(desc.Destinations, destinationProto(d))
+				desc.Destinations = append(desc.Destinations, destinationProto(d, fleet))
 				namespaces = append(namespaces, d.Spec.Namespace)
 			}
 		}
@@ -327,12 +323,12 @@ func (s *Server) DescribeDestination(_ context.Context, req *relayv1.DescribeReq
 
 // describeBackends fills a destination's workloads, selecting policies,
 // outputs and diagnostics.
-func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet []*catalog.Cluster) {
+func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet *catalog.Fleet) {
 	clusters := map[string]*relayv1.Destination{}
 	for _, d := range desc.Destinations {
 		clusters[d.Cluster] = d
 	}
-	for _, c := range fleet {
+	for _, c := range fleet.Clusters {
 		d := clusters[c.Name]
 		if d == nil {
 			continue
@@ -516,7 +512,7 @@ func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeReque
 	if desc.Status == nil {
 		return nil, notFound("cluster", req.GetName())
 	}
-	for _, c := range s.Catalog() {
+	for _, c := range s.Catalog().Clusters {
 		if c.Name != req.GetName() {
 			continue
 		}

@@ -14,8 +14,8 @@
 //
 //   - Workload: a controller's pods with their service account, labels,
 //     localities and meshes.
-//   - Destination: a Service with its ports, backing workloads and the
-//     clusters that have it.
+//   - Destination: a Service in one cluster with its ports, backing
+//     workloads and endpoints.
 //
 // The admin API serves Meshes, Workloads and Destinations; with
 // --discovery-crds the server also writes them into the management cluster

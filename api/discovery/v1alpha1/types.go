@@ -209,9 +209,6 @@ type DestinationSpec struct {
 	// Endpoints and ReadyEndpoints count the Service's endpoints.
 	Endpoints      int32 `json:"endpoints"`
 	ReadyEndpoints int32 `json:"readyEndpoints"`
-	// Clusters are every cluster with a Service of this namespace and
-	// name, this one included.
-	Clusters []string `json:"clusters,omitempty"`
 	// Meshes are the mesh types of its backing workloads.
 	Meshes []string `json:"meshes,omitempty"`
 }

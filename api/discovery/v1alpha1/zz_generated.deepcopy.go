@@ -101,11 +101,6 @@ func (in *DestinationSpec) DeepCopyInto(out *DestinationSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
-	if in.Clusters != nil {
-		in, out := &in.Clusters, &out.Clusters
-		*out = make([]string, len(*in))
-		copy(*out, *in)
-	}
 	if in.Meshes != nil {
 		in, out := &in.Meshes, &out.Meshes
 		*out = make([]string, len(*in))

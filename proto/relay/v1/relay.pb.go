@@ -2460,11 +2460,11 @@ type Destination struct {
 	// endpoints and ready_endpoints count the Service's endpoints.
 	Endpoints      int32 `protobuf:"varint,8,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
 	ReadyEndpoints int32 `protobuf:"varint,9,opt,name=ready_endpoints,json=readyEndpoints,proto3" json:"ready_endpoints,omitempty"`
-	// clusters are every cluster with a Service of this namespace and name,
-	// this one included, sorted.
-	Clusters []string `protobuf:"bytes,10,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// meshes are the mesh types of its backing workloads.
-	Meshes        []string `protobuf:"bytes,11,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Meshes []string `protobuf:"bytes,11,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	// cluster_count is how many clusters have a Service of this namespace
+	// and name, this one included. DescribeDestination lists them.
+	ClusterCount  int32 `protobuf:"varint,12,opt,name=cluster_count,json=clusterCount,proto3" json:"cluster_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2562,18 +2562,18 @@ func (x *Destination) GetReadyEndpoints() int32 {
 	return 0
 }
 
-func (x *Destination) GetClusters() []string {
-	if x != nil {
-		return x.Clusters
-	}
-	return nil
-}
-
 func (x *Destination) GetMeshes() []string {
 	if x != nil {
 		return x.Meshes
 	}
 	return nil
+}
+
+func (x *Destination) GetClusterCount() int32 {
+	if x != nil {
+		return x.ClusterCount
+	}
+	return 0
 }
 
 // DestinationPort is one port of a Service.
@@ -3433,7 +3433,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x0fready_endpoints\x18\f \x01(\x05R\x0ereadyEndpoints\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x03\n" +
 	"\vDestination\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3443,13 +3443,13 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x05ports\x18\x06 \x03(\v2#.meshrelay.relay.v1.DestinationPortR\x05ports\x12\x1c\n" +
 	"\tworkloads\x18\a \x03(\tR\tworkloads\x12\x1c\n" +
 	"\tendpoints\x18\b \x01(\x05R\tendpoints\x12'\n" +
-	"\x0fready_endpoints\x18\t \x01(\x05R\x0ereadyEndpoints\x12\x1a\n" +
-	"\bclusters\x18\n" +
-	" \x03(\tR\bclusters\x12\x16\n" +
-	"\x06meshes\x18\v \x03(\tR\x06meshes\x1a9\n" +
+	"\x0fready_endpoints\x18\t \x01(\x05R\x0ereadyEndpoints\x12\x16\n" +
+	"\x06meshes\x18\v \x03(\tR\x06meshes\x12#\n" +
+	"\rcluster_count\x18\f \x01(\x05R\fclusterCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\n" +
+	"\x10\vR\bclusters\"\x99\x01\n" +
 	"\x0fDestinationPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +

@@ -1,0 +1,54 @@
+package catalog_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/meshrelay/meshrelay/core/bench"
+	"github.com/meshrelay/meshrelay/core/catalog"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+)
+
+// BenchmarkDerive measures deriving one cluster's discovery objects from
+// its input: what a List costs after the cluster changed.
+func BenchmarkDerive(b *testing.B) {
+	for _, services := range []int{50, 1000} {
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			in := benchInput(b, 0, services)
+			b.ReportAllocs()
+			for b.Loop() {
+				catalog.Derive("c", in)
+			}
+		})
+	}
+}
+
+// BenchmarkFleetCached measures the discovery objects of a fleet of 1000
+// clusters of 50 services when no input changed since the last call: what
+// every List costs in a steady fleet.
+func BenchmarkFleetCached(b *testing.B) {
+	const clusters = 1000
+	inputs := make(map[string]*snapshot.Snapshot, clusters)
+	for i := range clusters {
+		inputs[bench.ClusterName(i)] = benchInput(b, i, 50)
+	}
+	var cache catalog.Cache
+	cache.Fleet(inputs)
+	b.ReportAllocs()
+	for b.Loop() {
+		cache.Fleet(inputs)
+	}
+}
+
+func benchInput(b *testing.B, i, services int) *snapshot.Snapshot {
+	b.Helper()
+	c, err := bench.NewCluster(i, services)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := c.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return in
+}
