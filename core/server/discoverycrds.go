@@ -80,10 +80,19 @@ var discoveryKinds = map[string]schema.GroupVersionResource{
 // apply. Names are made unique across the fleet ("reviews.bookinfo.west",
 // "reviews-v1.deployment.bookinfo.west", "istio.west"); labels say the
 // cluster, namespace and name the object describes.
+//
+// Write lists what the namespace holds only once per discoveryResync (and
+// after an error); in between it compares the fleet with what it wrote, so
+// a cycle that changed no discovery object costs nothing.
 type KubeDiscovery struct {
 	client    dynamic.Interface
 	namespace string
 	log       *slog.Logger
+
+	// Write runs on one goroutine at a time; these are its memory.
+	last    *catalog.Fleet
+	listed  time.Time
+	written map[string]map[string]string // kind → name → hash annotation
 }
 
 // NewKubeDiscovery returns a writer into namespace of the cluster cfg
@@ -105,6 +114,15 @@ func NewKubeDiscovery(cfg *rest.Config, namespace string, logger *slog.Logger) (
 // Write applies every object of the fleet whose content changed and deletes
 // the objects it manages that the fleet no longer has.
 func (k *KubeDiscovery) Write(ctx context.Context, fleet *catalog.Fleet) error {
+	resync := k.written == nil || time.Since(k.listed) >= discoveryResync
+	if fleet == k.last && !resync {
+		return nil
+	}
+	if resync {
+		if err := k.list(ctx); err != nil {
+			return err
+		}
+	}
 	desired := map[string]map[string]*unstructured.Unstructured{}
 	for kind := range discoveryKinds {
 		desired[kind] = map[string]*unstructured.Unstructured{}
@@ -128,7 +146,29 @@ func (k *KubeDiscovery) Write(ctx context.Context, fleet *catalog.Fleet) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		k.written, k.last = nil, nil // list again next time
+		return errors.Join(errs...)
+	}
+	k.last = fleet
+	return nil
+}
+
+// list learns what the namespace holds of the objects it manages.
+func (k *KubeDiscovery) list(ctx context.Context) error {
+	written := map[string]map[string]string{}
+	for kind, gvr := range discoveryKinds {
+		existing, err := k.client.Resource(gvr).Namespace(k.namespace).List(ctx, metav1.ListOptions{LabelSelector: managedByLabel + "=" + managedBy + "," + discoveryapi.ClusterLabel})
+		if err != nil {
+			return fmt.Errorf("list %s: %w", gvr.Resource, err)
+		}
+		written[kind] = map[string]string{}
+		for _, o := range existing.Items {
+			written[kind][o.GetName()] = o.GetAnnotations()[hashAnnotation]
+		}
+	}
+	k.written, k.listed = written, time.Now()
+	return nil
 }
 
 // add builds one custom resource.
@@ -158,31 +198,27 @@ func (k *KubeDiscovery) add(desired map[string]map[string]*unstructured.Unstruct
 	}}
 }
 
-// sync makes the namespace hold exactly the desired objects of one kind.
+// sync makes the namespace hold exactly the desired objects of one kind,
+// as far as what it wrote tells.
 func (k *KubeDiscovery) sync(ctx context.Context, kind string, gvr schema.GroupVersionResource, desired map[string]*unstructured.Unstructured) error {
 	res := k.client.Resource(gvr).Namespace(k.namespace)
-	existing, err := res.List(ctx, metav1.ListOptions{LabelSelector: managedByLabel + "=" + managedBy + "," + discoveryapi.ClusterLabel})
-	if err != nil {
-		return fmt.Errorf("list %s: %w", gvr.Resource, err)
-	}
-	have := map[string]string{}
-	for _, o := range existing.Items {
-		have[o.GetName()] = o.GetAnnotations()[hashAnnotation]
-	}
+	have := k.written[kind]
 	var errs []error
 	force := true
 	for name, obj := range desired {
-		if h, ok := have[name]; ok && h == obj.GetAnnotations()[hashAnnotation] {
+		hash := obj.GetAnnotations()[hashAnnotation]
+		if h, ok := have[name]; ok && h == hash {
 			continue
 		}
 		data, err := json.Marshal(obj.Object)
+		if err == nil {
+			_, err = res.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: discoveryFields, Force: &force})
+		}
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("apply %s %s/%s: %w", kind, k.namespace, name, err))
 			continue
 		}
-		if _, err := res.Patch(ctx, name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: discoveryFields, Force: &force}); err != nil {
-			errs = append(errs, fmt.Errorf("apply %s %s/%s: %w", kind, k.namespace, name, err))
-		}
+		have[name] = hash
 	}
 	for name := range have {
 		if _, ok := desired[name]; ok {
@@ -190,7 +226,9 @@ func (k *KubeDiscovery) sync(ctx context.Context, kind string, gvr schema.GroupV
 		}
 		if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", kind, k.namespace, name, err))
+			continue
 		}
+		delete(have, name)
 	}
 	return errors.Join(errs...)
 }
