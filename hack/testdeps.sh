@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testdeps.sh installs the servers that meshrelay's integration tests run
-# (see internal/testenv): redis-server and etcd from Debian packages, protoc
-# for code generation, and bin/kube-apiserver built from the tools/kube module.
+# (see internal/testenv): redis-server, etcd and chromium (the web UI's
+# browser tests) from Debian packages, protoc for code generation, and
+# bin/kube-apiserver built from the tools/kube module.
 #
 # It is idempotent and quick when everything is present: packages are
 # installed only when their binary is missing, and kube-apiserver is built
@@ -17,6 +18,7 @@ deps=(
 	redis-server:redis-server
 	etcd:etcd-server
 	protoc:protobuf-compiler
+	chromium:chromium
 )
 
 missing=()

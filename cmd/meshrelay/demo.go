@@ -19,11 +19,14 @@ from testdata/policies.
 
 It prints what was translated for which cluster and backend and each
 policy's status, edits one policy and shows the change propagate, writes
-every output under --out, and exits — or keeps running with --serve.
+every output under --out, and exits — or keeps running with --serve. The
+web UI (--ui-addr, a free loopback port by default) shows the fleet live;
+the demo prints its URL and where the admin token to log in with is.
 Run it from the meshrelay source tree; it builds the plugins when their
 binaries are not next to it.`,
 		Example: `  meshrelay demo
-  meshrelay demo --out /tmp/demo --serve`,
+  meshrelay demo --out /tmp/demo --serve
+  meshrelay demo --serve --ui-addr 127.0.0.1:9080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
@@ -34,6 +37,7 @@ binaries are not next to it.`,
 	cmd.Flags().StringVar(&opts.Out, "out", opts.Out, "folder for outputs, logs and state (replaced on each run)")
 	cmd.Flags().StringVar(&opts.PluginDir, "plugins", "", "folder with meshrelay-plugin-* binaries (default: next to this binary, or built)")
 	cmd.Flags().BoolVar(&opts.Serve, "serve", false, "keep the fleet running until interrupted")
+	cmd.Flags().StringVar(&opts.UIAddr, "ui-addr", "", "address of the web UI (default: a free loopback port)")
 	cmd.Flags().StringVar(&opts.Root, "root", "", "the meshrelay source tree (default: found from the working directory)")
 	return cmd
 }

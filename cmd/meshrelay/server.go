@@ -13,15 +13,18 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/meshrelay/meshrelay/core/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 func newServerCommand(logs *logOptions) *cobra.Command {
 	opts := server.DefaultOptions()
+	uiOpts := ui.DefaultOptions()
 	plugins := pluginhost.DefaultOptions()
 	var storeURL, pluginDir, configSource, kubeconfig, discoveryNamespace string
 	var discoveryCRDs bool
@@ -40,13 +43,21 @@ The admin API (meshrelay get, meshrelay describe) serves the Meshes,
 Workloads and Destinations the server derives from every cluster's inputs;
 with --discovery-crds it also writes them into the management cluster as
 discovery.meshrelay.io custom resources (kubectl get workloads -n
-meshrelay-system), deleted when their cluster is deregistered.`,
+meshrelay-system), deleted when their cluster is deregistered.
+
+--ui-addr serves the read-only web UI: the fleet graph, policy status,
+destinations and each cluster's outputs, live. It asks for the admin token
+(or takes "Authorization: Bearer TOKEN") and is HTTPS with the server
+certificate, except on a loopback address, where it is plain HTTP.`,
 		Example: `  # A development server with policies from a directory:
   meshrelay server --plugin-dir ./plugins --config-source dir:./policies
 
   # One of several replicas sharing Redis, policies from the management cluster:
   meshrelay server --store redis://:secret@redis:6379/0 --config-source kube \
-    --plugin-dir /plugins --san meshrelay.example.com`,
+    --plugin-dir /plugins --san meshrelay.example.com
+
+  # With the web UI on https://meshrelay.example.com:9443/:
+  meshrelay server --plugin-dir ./plugins --ui-addr :9443 --san meshrelay.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := logs.logger(os.Stderr)
@@ -57,11 +68,12 @@ meshrelay-system), deleted when their cluster is deregistered.`,
 			if err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), logger, opts, plugins, storeURL, pluginDir, configSource, kubeconfig, disc)
+			return runServer(cmd.Context(), logger, opts, uiOpts, plugins, storeURL, pluginDir, configSource, kubeconfig, disc)
 		},
 	}
 	fs := cmd.Flags()
 	opts.AddFlags(fs)
+	uiOpts.AddFlags(fs)
 	plugins.AddFlags(fs)
 	fs.StringVar(&storeURL, "store", "memory", "snapshot store: memory, or redis://[:password@]host:port/db (rediss:// for TLS, redis+sentinel://, redis+cluster://)")
 	fs.StringVar(&pluginDir, "plugin-dir", "", "directory of installed plugins (see meshrelay plugin install)")
@@ -72,7 +84,7 @@ meshrelay-system), deleted when their cluster is deregistered.`,
 	return cmd
 }
 
-func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, popts pluginhost.Options,
+func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, uiOpts ui.Options, popts pluginhost.Options,
 	storeURL, pluginDir, configSource, kubeconfig string, disc server.DiscoveryWriter) error {
 	if opts.ServerID == "" {
 		host, _ := os.Hostname()
@@ -113,7 +125,25 @@ func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, po
 	if err != nil {
 		return err
 	}
-	return srv.Run(ctx)
+	if uiOpts.Addr == "" {
+		return srv.Run(ctx)
+	}
+	return serveWithUI(ctx, srv, uiOpts, logger)
+}
+
+// serveWithUI runs the server and its web UI until ctx ends.
+func serveWithUI(ctx context.Context, srv *server.Server, uiOpts ui.Options, logger *slog.Logger) error {
+	if !server.Loopback(uiOpts.Addr) {
+		uiOpts.TLS = srv.ServingTLSConfig()
+	}
+	web, err := ui.New(uiOpts, srv.AdminServer(), logger)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error { return web.Run(gctx) })
+	return g.Wait()
 }
 
 // openStore opens the snapshot store a --store URL names. Redis is wrapped

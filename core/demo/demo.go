@@ -27,6 +27,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/core/ui"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -50,6 +51,8 @@ type Options struct {
 	PluginDir string
 	// Serve keeps everything running until ctx ends.
 	Serve bool
+	// UIAddr is the web UI's address; empty picks a free loopback port.
+	UIAddr string
 	// Timeout bounds how long the demo waits for the fleet to converge.
 	Timeout time.Duration
 	// Stdout receives the report.
@@ -72,6 +75,8 @@ type Report struct {
 	// ServerAddr, CABundlePath and AdminTokenPath reach the server's
 	// admin API while the demo runs.
 	ServerAddr, CABundlePath, AdminTokenPath string
+	// UI is the web UI's URL.
+	UI string
 }
 
 var clusters = []string{"east", "west", "central"}
@@ -159,6 +164,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
 	say("  server listening on %s (mTLS, CA in %s)", srv.Addr(), srv.CABundlePath())
+	web, err := startUI(gctx, g, srv, opts.UIAddr, logger)
+	if err != nil {
+		return nil, err
+	}
+	say("  web UI on %s (admin token in %s)", web.URL(), srv.AdminTokenPath())
 
 	admin, actx, closeAdmin, err := adminClient(ctx, srv)
 	if err != nil {
@@ -185,7 +195,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
 	}
 
-	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath()}
+	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath(), UI: web.URL()}
 	status, err := converge(actx, admin, opts.Timeout)
 	if err != nil {
 		cancel()
@@ -221,6 +231,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Serve {
 		flags := fmt.Sprintf("--server %s --ca-file %s --admin-token-file %s", srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
 		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status %[1]s\n  meshrelay get destinations %[1]s\n  meshrelay describe destination bookinfo/reviews %[1]s\n  meshrelay describe policy reviews-split %[1]s", flags)
+		say("Web UI: %s (log in with the admin token in %s)", report.UI, srv.AdminTokenPath())
 		<-ctx.Done()
 	}
 	cancel()
@@ -229,6 +240,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	say("\nDemo finished cleanly.")
 	return report, nil
+}
+
+// startUI serves the web UI on addr (a free loopback port when empty).
+func startUI(ctx context.Context, g *errgroup.Group, srv *server.Server, addr string, logger *slog.Logger) (*ui.Server, error) {
+	uopts := ui.DefaultOptions()
+	uopts.Addr = cmp.Or(addr, "127.0.0.1:0")
+	if !server.Loopback(uopts.Addr) {
+		uopts.TLS = srv.ServingTLSConfig()
+	}
+	web, err := ui.New(uopts, srv.AdminServer(), logger)
+	if err != nil {
+		return nil, err
+	}
+	g.Go(func() error { return web.Run(ctx) })
+	return web, nil
 }
 
 // findRoot walks up from the working directory to the meshrelay source tree.

@@ -43,15 +43,20 @@
 //		...
 //	}
 //
+// # Chromium
+//
+//	path := testenv.Chromium(t) // the browser that web UI tests drive (chromedp)
+//
 // # Missing servers
 //
-// The servers come from Debian's redis-server and etcd-server packages and
-// from bin/kube-apiserver, which is built from the tools/kube module; `make
-// testdeps` (hack/testdeps.sh) provides all of them. When one is missing the
+// The servers come from Debian's redis-server, etcd-server and chromium
+// packages and from bin/kube-apiserver, which is built from the tools/kube
+// module; `make testdeps` (hack/testdeps.sh) provides all of them. When one is missing the
 // test is skipped with a message saying how to install it, unless CI=true or
 // MESHRELAY_REQUIRE_TESTENV=1 is set, in which case the test fails.
 //
 // The binaries are looked up in PATH (redis-server, etcd) and in the
 // repository's bin/ directory (kube-apiserver); MESHRELAY_REDIS_SERVER,
-// MESHRELAY_ETCD and MESHRELAY_KUBE_APISERVER override the paths.
+// MESHRELAY_ETCD, MESHRELAY_KUBE_APISERVER and MESHRELAY_CHROMIUM override
+// the paths.
 package testenv

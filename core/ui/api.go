@@ -1,0 +1,154 @@
+package ui
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// cookieName holds the admin token (base64url) after a login. It is HttpOnly and
+// SameSite=Strict, so scripts and other sites cannot use it.
+const cookieName = "meshrelay_ui"
+
+// Bounds on what a request may send and how long answers may take.
+const (
+	maxLoginBytes = 4 << 10
+	writeTimeout  = 30 * time.Second
+	sessionLife   = 12 * time.Hour
+)
+
+var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
+
+// token returns the caller's admin token: the Authorization header's
+// bearer token, else the login cookie's.
+func token(r *http.Request) string {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(tok)
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		tok, _ := base64.RawURLEncoding.DecodeString(c.Value)
+		return string(tok)
+	}
+	return ""
+}
+
+// adminContext returns ctx carrying tok as the admin API expects it.
+func adminContext(ctx context.Context, tok string) context.Context {
+	return metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+tok))
+}
+
+// get serves a reading admin call as protojson.
+func (s *Server) get(call func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+		resp, err := call(adminContext(r.Context(), token(r)), r)
+		if err != nil {
+			s.writeCallError(w, err)
+			return
+		}
+		switch v := resp.(type) {
+		case proto.Message:
+			writeProto(w, v)
+		case string:
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			io.WriteString(w, v)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(v)
+		}
+	}
+}
+
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	data, err := jsonOptions.Marshal(m)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encode answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data)
+}
+
+// writeCallError answers with the HTTP status of an admin call's error.
+func (s *Server) writeCallError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch status.Code(err) {
+	case codes.Unauthenticated:
+		code = http.StatusUnauthorized
+	case codes.PermissionDenied:
+		code = http.StatusForbidden
+	case codes.NotFound:
+		code = http.StatusNotFound
+	case codes.InvalidArgument:
+		code = http.StatusBadRequest
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	case codes.Unimplemented:
+		code = http.StatusNotImplemented
+	}
+	if code == http.StatusInternalServerError {
+		s.log.Warn("admin call failed", "error", err)
+	}
+	writeError(w, code, status.Convert(err).Message())
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="meshrelay"`)
+	}
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// login checks a token against the admin API and, when it is valid, keeps
+// it in the session cookie. It accepts only JSON ({"token": "..."}), which
+// a form on another site cannot send without the browser asking first.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, `login takes application/json: {"token": "ADMIN-TOKEN"}`)
+		return
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLoginBytes)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "login: "+err.Error())
+		return
+	}
+	req.Token = strings.TrimSpace(req.Token)
+	if _, err := s.admin.ListClusters(adminContext(r.Context(), req.Token), &relayv1.ListClustersRequest{}); err != nil {
+		s.writeCallError(w, err)
+		return
+	}
+	s.setCookie(w, base64.RawURLEncoding.EncodeToString([]byte(req.Token)), int(sessionLife/time.Second))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// logout forgets the session cookie.
+func (s *Server) logout(w http.ResponseWriter, _ *http.Request) {
+	s.setCookie(w, "", -1)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) setCookie(w http.ResponseWriter, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.opts.TLS != nil,
+	})
+}
+
+// errStreamsFull refuses an event stream over Options.MaxStreams.
+var errStreamsFull = errors.New("too many open event streams; try again later")

@@ -1,0 +1,279 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/meshrelay/meshrelay/core/demo"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/internal/testenv"
+)
+
+// ArtifactsEnv names the directory where the browser tests save their
+// screenshots; the test's temporary directory when unset.
+const ArtifactsEnv = "MESHRELAY_UI_ARTIFACTS"
+
+// fleet is the demo fleet running with its UI for the browser tests.
+type fleet struct {
+	ui, token, policies string
+}
+
+// startFleet runs the demo with the real plugin binaries and keeps it
+// serving until the test ends.
+func startFleet(t *testing.T) fleet {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if _, err := pluginhost.BuildBinaries(context.Background(), root, bin, demo.Plugins); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "demo")
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan *demo.Report, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := demo.Run(ctx, demo.Options{
+			Root: root, Out: out, PluginDir: bin, Serve: true,
+			Ready: func(r *demo.Report) { served <- r },
+		})
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo: %v", err)
+		}
+	})
+	var report *demo.Report
+	select {
+	case report = <-served:
+	case err := <-done:
+		t.Fatalf("demo ended before serving: %v", err)
+	}
+	tok, err := os.ReadFile(filepath.Join(out, "server", "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies")}
+}
+
+// browser starts headless Chromium and returns a context for its first tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(testenv.Chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 1000),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab opens a new tab of the browser of ctx.
+func tab(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	tctx, cancel := chromedp.NewContext(ctx)
+	t.Cleanup(cancel)
+	// The first run opens the tab for the context's life: never under a
+	// deadline, which would close it.
+	if err := chromedp.Do(tctx); err != nil {
+		t.Fatalf("open tab: %v", err)
+	}
+	return tctx
+}
+
+// do runs browser actions with a deadline; a failure saves a screenshot.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	get(t, ctx, what, chromedp.Steps(steps...))
+}
+
+// get runs a browser action with a deadline and returns its value.
+func get[T any](t *testing.T, ctx context.Context, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(actx, action)
+	if err != nil {
+		screenshot(t, ctx, "failed-"+strings.ReplaceAll(what, " ", "-"))
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is true.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Minute))
+}
+
+// attr returns an element's attribute.
+func attr(t *testing.T, ctx context.Context, sel, name string) string {
+	t.Helper()
+	return get(t, ctx, "read "+name+" of "+sel, chromedp.AttributeValue(chromedp.CSS(sel), name)).Value
+}
+
+// text returns an element's visible text.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return get(t, ctx, "read the text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// screenshot saves the tab's page as NAME.png among the artifacts.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv(ArtifactsEnv)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// The UI against the demo fleet in a real Chromium: a wrong token gets the
+// login page and no data, the right one the fleet graph with its three
+// clusters and cross-cluster edges; a policy edit shows up live; a
+// destination's page and a cluster's outputs open.
+func TestBrowser(t *testing.T) {
+	f := startFleet(t)
+	b := browser(t)
+
+	t.Run("wrong token", func(t *testing.T) {
+		refusedAPI(t, f, "Bearer wrong-token")
+		refusedAPI(t, f, "")
+		ctx := tab(t, b)
+		do(t, ctx, "send a wrong bearer header", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+				Headers: network.Headers{"Authorization": "Bearer wrong-token"},
+			})
+			return err
+		}))
+		do(t, ctx, "load with a wrong bearer header", chromedp.Navigate(f.ui), chromedp.WaitVisible(chromedp.CSS("form#login")))
+		body := text(t, ctx, "body")
+		screenshot(t, ctx, "wrong-token")
+		for _, secret := range []string{"east", "west", "central", "reviews", "bookinfo"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("the login page shows %q to a wrong token:\n%s", secret, body)
+			}
+		}
+		ctx = tab(t, b)
+		do(t, ctx, "log in with a wrong token",
+			chromedp.Navigate(f.ui),
+			chromedp.WaitVisible(chromedp.CSS("form#login")),
+			chromedp.SendKeys(chromedp.CSS("#token"), "wrong-token"),
+			chromedp.Click(chromedp.CSS("form#login button")),
+			waitJS(`document.querySelector("#login-error").textContent.length > 0`),
+		)
+		if msg := text(t, ctx, "#login-error"); !strings.Contains(msg, "admin token") {
+			t.Errorf("login with a wrong token says %q, want the admin API's refusal", msg)
+		}
+	})
+
+	ctx := tab(t, b)
+	t.Run("graph", func(t *testing.T) {
+		do(t, ctx, "log in",
+			chromedp.Navigate(f.ui),
+			chromedp.WaitVisible(chromedp.CSS("form#login")),
+			chromedp.SendKeys(chromedp.CSS("#token"), f.token),
+			chromedp.Click(chromedp.CSS("form#login button")),
+			chromedp.WaitVisible(chromedp.CSS("svg.graph")),
+			waitJS(`document.querySelector("#live").textContent == "live"`),
+		)
+		for _, c := range []string{"east", "west", "central"} {
+			if state := attr(t, ctx, fmt.Sprintf(`g.cluster[data-cluster=%q]`, c), "data-state"); state != "connected" {
+				t.Errorf("cluster %s is drawn %q, want connected", c, state)
+			}
+		}
+		screenshot(t, ctx, "fleet")
+	})
+
+	t.Run("live policy status", func(t *testing.T) {
+		const row = `tr[data-policy="TrafficPolicy/bookinfo/reviews-split"]`
+		do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+		if before := attr(t, ctx, row, "data-state"); before != "Accepted" {
+			t.Fatalf("reviews-split is %q before the edit, want Accepted", before)
+		}
+		editPolicy(t, filepath.Join(f.policies, "reviews-traffic.yaml"), "weight: 80", "weight: 70")
+		do(t, ctx, "the edit shows without a reload",
+			waitJS(`document.querySelector('`+row+`').dataset.state == "Invalid"`),
+			waitJS(`window.notReloaded === true`),
+		)
+		if notes := text(t, ctx, row); !strings.Contains(notes, "weights must sum to 100") {
+			t.Errorf("the Invalid policy's row does not say why: %q", notes)
+		}
+		screenshot(t, ctx, "policy-invalid")
+	})
+}
+
+// refusedAPI checks that every JSON endpoint refuses an authorization
+// header ("" for none) with 401 and no fleet data.
+func refusedAPI(t *testing.T, f fleet, auth string) {
+	t.Helper()
+	for _, path := range []string{"api/status", "api/clusters", "api/events"} {
+		req, err := http.NewRequest(http.MethodGet, f.ui+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "east") {
+			t.Errorf("GET /%s with %q = %d %s, want 401 without data", path, auth, resp.StatusCode, body)
+		}
+	}
+}
+
+func editPolicy(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("%s has no %q", path, old)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}

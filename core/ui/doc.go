@@ -1,0 +1,21 @@
+// Package ui serves meshrelay's read-only web UI: the fleet as a graph of
+// clusters, meshes and destinations with the cross-cluster edges that
+// VirtualDestinations and AccessPolicies create, each policy's status, the
+// destination and policy pages of `meshrelay describe`, and each cluster's
+// outputs per backend as YAML, updated live.
+//
+// The HTTP backend calls the admin API's implementation in process
+// (relayv1.AdminServer, from server.Server.AdminServer) with the caller's
+// token as "authorization: Bearer TOKEN" in the incoming gRPC metadata, so
+// it authenticates exactly as the admin API does, and answers with
+// protojson. The token comes from an Authorization header or from the
+// cookie the login page sets. Only reading calls are exposed.
+//
+// GET /api/events is a server-sent event stream: it sends the fleet's
+// status (event "status") whenever it changes, checking every
+// Options.Poll while the stream is open.
+//
+// The front end is a Vite + TypeScript project in web/; its build output
+// in dist/ is committed and embedded with go:embed, so the binary needs no
+// Node at run time. `make ui` rebuilds it (see CONTRIBUTING.md).
+package ui

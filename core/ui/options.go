@@ -1,0 +1,56 @@
+package ui
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/spf13/pflag"
+)
+
+// Options configure the web UI.
+type Options struct {
+	// Addr is the UI's address; empty turns the UI off.
+	Addr string
+	// TLS serves HTTPS with this configuration. Nil serves plain HTTP,
+	// which Validate allows only on a loopback address: the admin token
+	// travels in every request.
+	TLS *tls.Config
+	// Poll is how often an open event stream checks the fleet for changes.
+	Poll time.Duration
+	// MaxStreams bounds the event streams open at once.
+	MaxStreams int
+	// StreamLife bounds one event stream; the browser reconnects after it.
+	StreamLife time.Duration
+}
+
+// DefaultOptions returns the defaults: off, a one-second poll, 64 streams
+// of at most 30 minutes.
+func DefaultOptions() Options {
+	return Options{Poll: time.Second, MaxStreams: 64, StreamLife: 30 * time.Minute}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Addr, "ui-addr", o.Addr, "address of the read-only web UI, behind the admin token (off when empty; HTTPS with the server certificate unless the address is loopback)")
+}
+
+// Validate reports whether the options can work.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Addr != "" && o.TLS == nil && !server.Loopback(o.Addr) {
+		errs = append(errs, fmt.Errorf("--ui-addr %q: plain HTTP is served only on a loopback address", o.Addr))
+	}
+	if o.Poll <= 0 {
+		errs = append(errs, errors.New("ui: poll interval must be positive"))
+	}
+	if o.MaxStreams <= 0 {
+		errs = append(errs, errors.New("ui: max streams must be positive"))
+	}
+	if o.StreamLife <= 0 {
+		errs = append(errs, errors.New("ui: stream life must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,116 @@
+// The UI's API: protojson of the admin API (proto/relay/v1/relay.proto).
+
+export interface OutputStatus {
+  backend: string;
+  resources: number;
+  hash: string;
+  applied: boolean;
+  errors: number;
+}
+
+export interface ClusterStatus {
+  name: string;
+  revoked: boolean;
+  connected: boolean;
+  replica: string;
+  lastSeen?: string | null;
+  inputVersion: string;
+  inputHash: string;
+  inputUpdated?: string | null;
+  inputResources: number;
+  meshes: string[];
+  stale: boolean;
+  outputs: OutputStatus[];
+  registered?: string | null;
+}
+
+export interface PolicyStatus {
+  kind: string;
+  namespace: string;
+  name: string;
+  sourceCluster: string;
+  state: string;
+  appliedClusters: number;
+  targetClusters: number;
+  errors: string[];
+  warnings: string[];
+}
+
+export interface PluginStatus {
+  name: string;
+  backends: string[];
+  healthy: boolean;
+  error: string;
+}
+
+export interface Status {
+  serverId: string;
+  store: string;
+  safeMode: boolean;
+  waitingFor: string[];
+  clusters: ClusterStatus[];
+  policies: PolicyStatus[];
+  plugins: PluginStatus[];
+}
+
+// Unauthorized is thrown when the token is missing or refused.
+export class Unauthorized extends Error {}
+
+export class APIError extends Error {
+  constructor(
+    public code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function check(resp: Response): Promise<Response> {
+  if (resp.ok) return resp;
+  let msg = resp.statusText;
+  try {
+    msg = (await resp.json()).error ?? msg;
+  } catch {
+    // not JSON: keep the status text
+  }
+  if (resp.status === 401) throw new Unauthorized(msg);
+  throw new APIError(resp.status, msg);
+}
+
+export async function getJSON<T>(path: string): Promise<T> {
+  const resp = await check(await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } }));
+  return (await resp.json()) as T;
+}
+
+export async function getText(path: string): Promise<string> {
+  const resp = await check(await fetch(path, { credentials: "same-origin" }));
+  return resp.text();
+}
+
+export async function login(token: string): Promise<void> {
+  await check(
+    await fetch("/api/login", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token }),
+    }),
+  );
+}
+
+export async function logout(): Promise<void> {
+  await fetch("/api/logout", { method: "POST", credentials: "same-origin" });
+}
+
+// clusterState is how the graph colours a cluster.
+export function clusterState(c: ClusterStatus, st: Status): string {
+  if (c.revoked) return "revoked";
+  if (st.safeMode && st.waitingFor.includes(c.name)) return "safe-mode";
+  if (c.stale || (!c.connected && c.inputResources > 0)) return "stale";
+  if (c.connected) return "connected";
+  return "disconnected";
+}
+
+export function policyKey(p: { kind: string; namespace: string; name: string }): string {
+  return `${p.kind}/${p.namespace}/${p.name}`;
+}
