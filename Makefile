@@ -18,7 +18,7 @@ FUZZTIME    ?= 50000x
 TESTFLAGS   ?=
 BENCHTIME   ?= 1x
 
-.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench bench-fleet demo clean
+.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench bench-fleet demo ui clean
 
 all: build
 
@@ -26,7 +26,11 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## testdeps: install redis-server, etcd and protoc; build kube-apiserver and helm.
+## ui: rebuild the web UI (core/ui/web, Vite + TypeScript) into core/ui/dist, which is committed and embedded.
+ui:
+	cd core/ui/web && npm ci --no-audit --no-fund && npm run build
+
+## testdeps: install redis-server, etcd, protoc and chromium; build kube-apiserver and helm.
 testdeps:
 	bash hack/testdeps.sh
 	bash hack/helm.sh

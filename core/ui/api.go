@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
 )
 
 // cookieName holds the admin token (base64url) after a login. It is HttpOnly and
@@ -152,3 +154,39 @@ func (s *Server) setCookie(w http.ResponseWriter, value string, maxAge int) {
 
 // errStreamsFull refuses an event stream over Options.MaxStreams.
 var errStreamsFull = errors.New("too many open event streams; try again later")
+
+// outputsYAML returns a cluster's outputs of one backend as a stream of
+// YAML documents, each headed by a comment naming the policies that
+// produced it and its applied state.
+func (s *Server) outputsYAML(ctx context.Context, cluster, backend string) (string, error) {
+	if _, err := s.admin.DescribeCluster(ctx, &relayv1.DescribeRequest{Name: cluster}); err != nil {
+		return "", err
+	}
+	list, err := s.admin.List(ctx, &relayv1.ListRequest{Kind: "outputs", Cluster: cluster, Backend: backend, Bodies: true})
+	if err != nil {
+		return "", err
+	}
+	if len(list.GetOutputs()) == 0 {
+		return "", status.Errorf(codes.NotFound, "cluster %q has no %s outputs", cluster, backend)
+	}
+	var b strings.Builder
+	for i, o := range list.GetOutputs() {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		state := "applied"
+		switch {
+		case o.GetError() != "":
+			state = "failed: " + o.GetError()
+		case !o.GetApplied():
+			state = "pending"
+		}
+		fmt.Fprintf(&b, "# %s %s/%s from %s; %s\n", o.GetKind(), o.GetNamespace(), o.GetName(), strings.Join(o.GetPolicies(), ", "), state)
+		doc, err := yaml.JSONToYAML([]byte(o.GetBody()))
+		if err != nil {
+			doc = []byte(o.GetBody() + "\n")
+		}
+		b.Write(doc)
+	}
+	return b.String(), nil
+}

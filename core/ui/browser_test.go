@@ -215,7 +215,51 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("cluster %s is drawn %q, want connected", c, state)
 			}
 		}
+		// reviews-global sends east's and west's clients to reviews in
+		// both; reviews-from-productpage admits each one's productpage to
+		// the other's reviews.
+		for _, e := range []string{
+			`g.edge[data-kind="VirtualDestination"][data-edge="east>west"][data-policy="VirtualDestination/bookinfo/reviews-global"]`,
+			`g.edge[data-kind="VirtualDestination"][data-edge="west>east"][data-policy="VirtualDestination/bookinfo/reviews-global"]`,
+			`g.edge[data-kind="AccessPolicy"][data-edge="east>west"][data-policy="AccessPolicy/bookinfo/reviews-from-productpage"]`,
+			`g.edge[data-kind="AccessPolicy"][data-edge="west>east"][data-policy="AccessPolicy/bookinfo/reviews-from-productpage"]`,
+		} {
+			do(t, ctx, "edge "+e, chromedp.WaitVisible(chromedp.CSS(e)))
+		}
+		if n := get(t, ctx, "count edges", chromedp.Evaluate[int](`document.querySelectorAll("g.edge").length`)); n != 4 {
+			t.Errorf("the graph has %d cross-cluster edges, want 4", n)
+		}
 		screenshot(t, ctx, "fleet")
+	})
+
+	t.Run("destination and outputs", func(t *testing.T) {
+		do(t, ctx, "open reviews from the graph",
+			chromedp.Click(chromedp.CSS(`g.destination[data-destination="west/bookinfo/reviews"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#destination[data-destination="bookinfo/reviews"]`)),
+		)
+		for _, sel := range []string{
+			`#services tr[data-cluster="east"]`, `#services tr[data-cluster="west"]`,
+			`#destination tr[data-policy="VirtualDestination/bookinfo/reviews-global"]`,
+			`#destination tr[data-policy="TrafficPolicy/bookinfo/reviews-split"]`,
+			`#destination tr[data-output^="east/istio/VirtualService/"]`,
+		} {
+			do(t, ctx, "destination shows "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+		}
+		screenshot(t, ctx, "destination")
+		do(t, ctx, "open east's istio outputs",
+			chromedp.Click(chromedp.CSS(`#services tr[data-cluster="east"] a`)),
+			chromedp.WaitVisible(chromedp.CSS(`#cluster[data-cluster="east"]`)),
+			chromedp.Click(chromedp.CSS(`#outputs tr[data-backend="istio"] a`)),
+			chromedp.WaitVisible(chromedp.CSS(`#output[data-cluster="east"][data-backend="istio"] pre`)),
+		)
+		yaml := text(t, ctx, "#output pre")
+		for _, want := range []string{"kind: VirtualService", "kind: ServiceEntry", "reviews.global", "TrafficPolicy/bookinfo/reviews-split"} {
+			if !strings.Contains(yaml, want) {
+				t.Errorf("east's istio outputs lack %q:\n%s", want, yaml)
+			}
+		}
+		screenshot(t, ctx, "outputs")
+		do(t, ctx, "back to the fleet", chromedp.Click(chromedp.CSS(`#nav a[href="#/"]`)), chromedp.WaitVisible(chromedp.CSS("#policies")))
 	})
 
 	t.Run("live policy status", func(t *testing.T) {
@@ -240,7 +284,10 @@ func TestBrowser(t *testing.T) {
 // header ("" for none) with 401 and no fleet data.
 func refusedAPI(t *testing.T, f fleet, auth string) {
 	t.Helper()
-	for _, path := range []string{"api/status", "api/clusters", "api/events"} {
+	for _, path := range []string{
+		"api/status", "api/graph", "api/events", "api/list/clusters", "api/list/outputs", "api/clusters/east",
+		"api/clusters/east/outputs/istio", "api/destinations/bookinfo/reviews", "api/policies/TrafficPolicy/bookinfo/reviews-split",
+	} {
 		req, err := http.NewRequest(http.MethodGet, f.ui+path, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -254,7 +301,7 @@ func refusedAPI(t *testing.T, f fleet, auth string) {
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "east") {
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "reviews") {
 			t.Errorf("GET /%s with %q = %d %s, want 401 without data", path, auth, resp.StatusCode, body)
 		}
 	}

@@ -102,8 +102,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
 		return s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
 	}))
-	mux.HandleFunc("GET /api/clusters", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
-		return s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{})
+	mux.HandleFunc("GET /api/graph", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
+		return s.fleetGraph(ctx)
+	}))
+	mux.HandleFunc("GET /api/list/{kind}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
+		q := r.URL.Query()
+		return s.admin.List(ctx, &relayv1.ListRequest{
+			Kind: r.PathValue("kind"), Cluster: q.Get("cluster"), Namespace: q.Get("namespace"),
+			LabelSelector: q.Get("selector"), Backend: q.Get("backend"),
+		})
+	}))
+	mux.HandleFunc("GET /api/destinations/{namespace}/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
+		return s.admin.DescribeDestination(ctx, &relayv1.DescribeRequest{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
+	}))
+	mux.HandleFunc("GET /api/policies/{kind}/{namespace}/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
+		return s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{
+			Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: r.URL.Query().Get("cluster"),
+		})
+	}))
+	mux.HandleFunc("GET /api/clusters/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
+		return s.admin.DescribeCluster(ctx, &relayv1.DescribeRequest{Name: r.PathValue("name")})
+	}))
+	mux.HandleFunc("GET /api/clusters/{name}/outputs/{backend}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
+		return s.outputsYAML(ctx, r.PathValue("name"), r.PathValue("backend"))
 	}))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API: "+r.Method+" "+r.URL.Path)

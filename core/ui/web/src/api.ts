@@ -53,6 +53,96 @@ export interface Status {
   plugins: PluginStatus[];
 }
 
+export interface Destination {
+  cluster: string;
+  namespace: string;
+  name: string;
+  labels: Record<string, string>;
+  type: string;
+  ports: { name: string; port: number; protocol: string; targetPort: string; appProtocol: string }[];
+  workloads: string[];
+  endpoints: number;
+  readyEndpoints: number;
+  clusters: string[];
+  meshes: string[];
+}
+
+export interface Workload {
+  cluster: string;
+  namespace: string;
+  name: string;
+  kind: string;
+  serviceAccount: string;
+  replicas: number;
+  localities: string[];
+  meshes: string[];
+  destinations: string[];
+  endpoints: number;
+  readyEndpoints: number;
+}
+
+export interface OutputResource {
+  cluster: string;
+  backend: string;
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  policies: string[];
+  applied: boolean;
+  error: string;
+  body: string;
+}
+
+export interface Diagnostic {
+  severity: string;
+  summary: string;
+  detail: string;
+  path: string;
+  cluster: string;
+  plugin: string;
+  policy: string;
+}
+
+export interface Mesh {
+  cluster: string;
+  name: string;
+  type: string;
+  namespace: string;
+  version: string;
+  trustDomain: string;
+  network: string;
+  envoyNodes: string[];
+  workloads: number;
+}
+
+export interface DestinationDescription {
+  namespace: string;
+  name: string;
+  destinations: Destination[];
+  workloads: Workload[];
+  policies: PolicyStatus[];
+  outputs: OutputResource[];
+  diagnostics: Diagnostic[];
+}
+
+export interface PolicyDescription {
+  status: PolicyStatus;
+  body: string;
+  clusters: { cluster: string; applied: boolean; resources: number; errors: string[]; pending: boolean }[];
+  outputs: OutputResource[];
+  diagnostics: Diagnostic[];
+}
+
+export interface ClusterDescription {
+  status: ClusterStatus;
+  meshes: Mesh[];
+  workloads: number;
+  destinations: number;
+  policies: PolicyStatus[];
+  diagnostics: Diagnostic[];
+}
+
 // Unauthorized is thrown when the token is missing or refused.
 export class Unauthorized extends Error {}
 

@@ -101,7 +101,7 @@ export function fleetGraph(st: Status, dests: GraphDestination[], edges: GraphEd
     ds.slice(0, maxDestinations).forEach((d, i) => {
       const y = b.y + headH + i * rowH;
       b.rows.set(`${d.namespace}/${d.name}`, y + 10);
-      const openDest = () => go(route("destinations", d.cluster, d.namespace, d.name));
+      const openDest = () => go(route("destinations", d.namespace, d.name));
       g.append(
         svg(
           "g",
@@ -136,8 +136,9 @@ function drawEdges(root: SVGElement, boxes: Map<string, Box>, edges: GraphEdge[]
     const rowY = e.destination ? to.rows.get(e.destination) : undefined;
     const x2 = rowY !== undefined ? (to.x > from.x ? to.x : to.x + boxW) : to.x + boxW / 2 + (n % 5) * 12 - 24;
     const y2 = rowY ?? to.y;
-    const lift = Math.min(arcRoom - 12, 30 + Math.abs(x2 - x1) / 12) + n * 6;
+    const lift = Math.min(arcRoom - 24, 24 + Math.abs(x2 - x1) / 14) + (n % 4) * 14;
     const top = Math.min(y1, y2) - lift;
+    const apex = 0.125 * (y1 + y2) + 0.75 * top;
     const d = `M ${x1} ${y1} C ${x1} ${top}, ${x2} ${top}, ${x2} ${y2}`;
     const cls = `edge kind-${e.kind}`;
     const open = () => go(route("policies", ...e.policy.split("/")));
@@ -145,7 +146,7 @@ function drawEdges(root: SVGElement, boxes: Map<string, Box>, edges: GraphEdge[]
       "g",
       { class: cls, "data-edge": `${e.from}>${e.to}`, "data-policy": e.policy, "data-kind": e.kind, onclick: open },
       svg("path", { d, "marker-end": "url(#arrow)" }),
-      svg("text", { x: (x1 + x2) / 2, y: top + lift * 0.25 - 4, "text-anchor": "middle" }, e.policy.split("/").pop() ?? ""),
+      svg("text", { x: (x1 + x2) / 2, y: apex - 4, "text-anchor": "middle" }, e.policy.split("/").pop() ?? ""),
     );
     g.append(svg("title", {}, `${e.kind} ${e.policy}: ${e.from} → ${e.to}${e.destination ? " " + e.destination : ""}`));
     root.append(g);

@@ -1,6 +1,6 @@
 // What the graph draws besides clusters: destinations and the
-// cross-cluster edges of policies.
-import type { Status } from "./api";
+// cross-cluster edges of policies, computed by the server (GET /api/graph).
+import { getJSON } from "./api";
 import type { GraphDestination, GraphEdge } from "./graph";
 
 export interface Relations {
@@ -8,6 +8,6 @@ export interface Relations {
   edges: GraphEdge[];
 }
 
-export async function fleetRelations(_st: Status): Promise<Relations> {
-  return { destinations: [], edges: [] };
+export function fleetRelations(): Promise<Relations> {
+  return getJSON<Relations>("/api/graph");
 }

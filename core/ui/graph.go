@@ -1,0 +1,123 @@
+package ui
+
+import (
+	"context"
+	"slices"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/meshrelay/meshrelay/sdk"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// graph is what the fleet graph draws besides the clusters of the status.
+type graph struct {
+	Destinations []graphDestination `json:"destinations"`
+	Edges        []graphEdge        `json:"edges"`
+}
+
+type graphDestination struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// graphEdge is a cross-cluster relation a policy creates: clients in From
+// reach Destination ("namespace/name") in To.
+type graphEdge struct {
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Destination string `json:"destination"`
+	Kind        string `json:"kind"`
+	Policy      string `json:"policy"`
+}
+
+// fleetGraph lists the destinations and the cross-cluster edges of the
+// management source's VirtualDestinations (from the clusters where their
+// outputs go to each backing Service elsewhere) and AccessPolicies (from
+// the clusters their clients name to each selected Service elsewhere).
+// Workload clusters' policies act only in their own cluster, so they make
+// no such edge.
+func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
+	list, err := s.admin.List(ctx, &relayv1.ListRequest{Kind: "destinations"})
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	g := &graph{Destinations: []graphDestination{}, Edges: []graphEdge{}}
+	for _, d := range list.GetDestinations() {
+		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
+	}
+	for _, p := range st.GetPolicies() {
+		if p.GetSourceCluster() != "" || (p.GetKind() != "VirtualDestination" && p.GetKind() != "AccessPolicy") {
+			continue
+		}
+		desc, err := s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName()})
+		if err != nil {
+			s.log.Debug("describe policy for the graph", "policy", p.GetKind()+"/"+p.GetNamespace()+"/"+p.GetName(), "error", err)
+			continue
+		}
+		g.Edges = append(g.Edges, policyEdges(desc, list.GetDestinations())...)
+	}
+	return g, nil
+}
+
+// policyEdges returns one policy's cross-cluster edges.
+func policyEdges(desc *relayv1.PolicyDescription, dests []*relayv1.Destination) []graphEdge {
+	policies, err := policyv1alpha1.Decode([]byte(desc.GetBody()))
+	if err != nil || len(policies) != 1 {
+		return nil
+	}
+	key := desc.GetStatus().GetKind() + "/" + desc.GetStatus().GetNamespace() + "/" + desc.GetStatus().GetName()
+	var from []string
+	var to []graphDestination
+	switch p := policies[0].(type) {
+	case *policyv1alpha1.VirtualDestination:
+		for _, c := range desc.GetClusters() {
+			from = append(from, c.GetCluster())
+		}
+		for _, b := range p.Spec.Services {
+			to = append(to, graphDestination{Cluster: b.Cluster, Namespace: b.Namespace, Name: b.Name})
+		}
+		to = append(to, selected(p.Spec.DestinationSelectors, dests)...)
+	case *policyv1alpha1.AccessPolicy:
+		for _, c := range p.Spec.From {
+			from = append(from, c.Clusters...)
+			for _, sa := range c.ServiceAccounts {
+				if sa.Cluster != "" {
+					from = append(from, sa.Cluster)
+				}
+			}
+		}
+		to = selected(p.Spec.DestinationSelectors, dests)
+	default:
+		return nil
+	}
+	slices.Sort(from)
+	from = slices.Compact(from)
+	var edges []graphEdge
+	for _, d := range to {
+		for _, c := range from {
+			if c != d.Cluster {
+				edges = append(edges, graphEdge{From: c, To: d.Cluster, Destination: d.Namespace + "/" + d.Name, Kind: desc.GetStatus().GetKind(), Policy: key})
+			}
+		}
+	}
+	return edges
+}
+
+// selected returns the destinations a policy's selectors select.
+func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination) []graphDestination {
+	var out []graphDestination
+	for _, d := range dests {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: d.GetNamespace(), Name: d.GetName(), Labels: d.GetLabels()}}
+		if slices.ContainsFunc(sels, func(sel policyv1alpha1.DestinationSelector) bool { return sdk.Matches(sel, d.GetCluster(), svc) }) {
+			out = append(out, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
+		}
+	}
+	return out
+}
