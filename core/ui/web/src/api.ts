@@ -63,8 +63,8 @@ export interface Destination {
   workloads: string[];
   endpoints: number;
   readyEndpoints: number;
-  clusters: string[];
   meshes: string[];
+  clusterCount: number;
 }
 
 export interface Workload {
