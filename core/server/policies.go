@@ -1,11 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ var policyKinds = map[string]schema.GroupVersionResource{
 	policyv1alpha1.KindTrafficPolicy:      policyv1alpha1.SchemeGroupVersion.WithResource("trafficpolicies"),
 	policyv1alpha1.KindAccessPolicy:       policyv1alpha1.SchemeGroupVersion.WithResource("accesspolicies"),
 	policyv1alpha1.KindVirtualDestination: policyv1alpha1.SchemeGroupVersion.WithResource("virtualdestinations"),
+	policyv1alpha1.KindMeshTrust:          policyv1alpha1.SchemeGroupVersion.WithResource("meshtrusts"),
 }
 
 // DirPolicies reads policies from a watched directory of YAML.
@@ -47,9 +49,14 @@ func (d *DirPolicies) Run(ctx context.Context, publish func(*snapshot.Snapshot))
 
 // onlyPolicies keeps the policy.meshrelay.io resources of a snapshot.
 func onlyPolicies(s *snapshot.Snapshot) *snapshot.Snapshot {
+	return filterSnapshot(s, func(r snapshot.Resource) bool { return r.ID.Group == policyv1alpha1.GroupName })
+}
+
+// filterSnapshot keeps the resources of a snapshot that keep accepts.
+func filterSnapshot(s *snapshot.Snapshot, keep func(snapshot.Resource) bool) *snapshot.Snapshot {
 	var rs []snapshot.Resource
 	for r := range s.All() {
-		if r.ID.Group == policyv1alpha1.GroupName {
+		if keep(r) {
 			rs = append(rs, r)
 		}
 	}
@@ -65,7 +72,7 @@ type KubePolicies struct {
 
 	mu       sync.Mutex
 	informer map[string]cache.SharedIndexInformer
-	written  map[string]policyv1alpha1.PolicyStatus
+	written  map[string][]byte // the status last written, as JSON
 }
 
 // NewKubePolicies returns a policy source over the management cluster.
@@ -74,7 +81,7 @@ func NewKubePolicies(cfg *rest.Config, logger *slog.Logger) (*KubePolicies, erro
 	if err != nil {
 		return nil, fmt.Errorf("kube policy source: %w", err)
 	}
-	return &KubePolicies{client: client, log: logger, informer: map[string]cache.SharedIndexInformer{}, written: map[string]policyv1alpha1.PolicyStatus{}}, nil
+	return &KubePolicies{client: client, log: logger, informer: map[string]cache.SharedIndexInformer{}, written: map[string][]byte{}}, nil
 }
 
 // Run watches the policy kinds and publishes them each time they change.
@@ -153,18 +160,20 @@ func (k *KubePolicies) snapshot(version uint64) *snapshot.Snapshot {
 
 // WriteStatus writes a policy's status subresource when it changed.
 func (k *KubePolicies) WriteStatus(ctx context.Context, ref PolicyRef, st policyv1alpha1.PolicyStatus) error {
+	return k.WriteStatusWith(ctx, ref, st, nil)
+}
+
+// WriteStatusWith writes a policy's status with fields of its kind's own
+// (a MeshTrust's phase, roots and meshes) next to the shared ones.
+func (k *KubePolicies) WriteStatusWith(ctx context.Context, ref PolicyRef, st policyv1alpha1.PolicyStatus, extra map[string]any) error {
 	gvr, ok := policyKinds[ref.Kind]
 	if !ok {
 		return nil
 	}
 	key := ref.key()
 	k.mu.Lock()
-	prev, written := k.written[key]
 	inf := k.informer[ref.Kind]
 	k.mu.Unlock()
-	if written && reflect.DeepEqual(prev, st) {
-		return nil
-	}
 	if inf == nil {
 		return nil
 	}
@@ -174,37 +183,62 @@ func (k *KubePolicies) WriteStatus(ctx context.Context, ref PolicyRef, st policy
 	}
 	u := obj.(*unstructured.Unstructured).DeepCopy()
 	st.ObservedGeneration = u.GetGeneration()
-	now := metav1.Now()
-	cond := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: string(st.State), ObservedGeneration: u.GetGeneration(), LastTransitionTime: now}
+	cond := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: string(st.State), ObservedGeneration: u.GetGeneration(), LastTransitionTime: metav1.Now()}
 	if st.State != policyv1alpha1.StateAccepted {
 		cond.Status = metav1.ConditionFalse
 	}
 	st.Conditions = []metav1.Condition{cond}
-	if old, ok := u.Object["status"]; ok {
-		var cur policyv1alpha1.PolicyStatus
-		if data, err := json.Marshal(old); err == nil && json.Unmarshal(data, &cur) == nil {
-			if len(cur.Conditions) == 1 && cur.Conditions[0].Status == cond.Status && cur.Conditions[0].Reason == cond.Reason {
-				st.Conditions[0].LastTransitionTime = cur.Conditions[0].LastTransitionTime
-			}
-			if reflect.DeepEqual(cur, st) {
-				k.remember(key, st)
-				return nil
-			}
+	var cur policyv1alpha1.PolicyStatus
+	if data, err := json.Marshal(u.Object["status"]); err == nil && json.Unmarshal(data, &cur) == nil {
+		if len(cur.Conditions) == 1 && cur.Conditions[0].Status == cond.Status && cur.Conditions[0].Reason == cond.Reason {
+			st.Conditions[0].LastTransitionTime = cur.Conditions[0].LastTransitionTime
 		}
 	}
 	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}
+	for f, v := range extra {
+		status[f] = v
+	}
+	want, err := json.Marshal(status)
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	k.mu.Lock()
+	prev := k.written[key]
+	k.mu.Unlock()
+	if have, _ := json.Marshal(u.Object["status"]); bytes.Equal(prev, want) || bytes.Equal(have, want) {
+		k.remember(key, want)
+		return nil
+	}
 	u.Object["status"] = status
 	if _, err := k.client.Resource(gvr).Namespace(ref.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "meshrelay-server"}); err != nil {
 		return fmt.Errorf("update status of %s: %w", key, err)
 	}
-	k.remember(key, st)
+	k.remember(key, want)
 	return nil
 }
 
-func (k *KubePolicies) remember(key string, st policyv1alpha1.PolicyStatus) {
+// ReadSecret reads a Secret of the management cluster.
+func (k *KubePolicies) ReadSecret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	u, err := k.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	raw, _, _ := unstructured.NestedStringMap(u.Object, "data")
+	out := make(map[string][]byte, len(raw))
+	for key, v := range raw {
+		data, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s key %s: %w", namespace, name, key, err)
+		}
+		out[key] = data
+	}
+	return out, nil
+}
+
+func (k *KubePolicies) remember(key string, st []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.written[key] = st

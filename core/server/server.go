@@ -86,6 +86,7 @@ type Server struct {
 	adminHash  []byte
 	sharedHash []byte
 	engine     *engine.Engine
+	trust      *trustManager
 	started    time.Time
 
 	grpcLis  net.Listener
@@ -165,6 +166,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		unauthHellos:  make(chan struct{}, maxUnauthHellos),
 	}
 	s.m = newMetrics(deps.Registerer, s)
+	s.trust = newTrustManager(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
 		OnOutput: s.onOutput,
@@ -443,6 +445,7 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 	relayv1.RegisterRegistrationServer(srv, &registration{s: s})
 	relayv1.RegisterRelayServer(srv, &relay{s: s})
 	relayv1.RegisterAdminServer(srv, &admin{s: s})
+	relayv1.RegisterTrustServer(srv, &trustService{s: s})
 	return srv
 }
 
@@ -475,6 +478,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.engine.Run(ctx) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
+	g.Go(func() error { return s.trust.run(ctx) })
 	if s.deps.Policies != nil {
 		g.Go(func() error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
@@ -567,12 +571,14 @@ func (s *Server) authMode() string {
 	return ModeMTLS
 }
 
-// setPolicies records the management source's policies.
+// setPolicies records the management source's policies. MeshTrusts go to
+// the trust manager, the others to the translators.
 func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
-	s.engine.SetPolicies(p)
+	s.trust.setPolicies(p)
+	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !isTrustPolicy(r) }))
 }
 
 // tick runs periodic duties: safe-mode deadline, last-seen, policy status.

@@ -51,6 +51,7 @@ func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
 	for _, ps := range s.policyStatuses() {
 		st.Policies = append(st.Policies, ps.proto())
 	}
+	st.Trust = s.trust.statuses()
 	return st, nil
 }
 
@@ -175,7 +176,7 @@ func (s *Server) policyStatuses() []policyStatus {
 		}
 	}
 	parents.done()
-	diags := s.engine.Diagnostics()
+	diags := append(s.engine.Diagnostics(), s.trust.diagnostics()...)
 
 	var out []policyStatus
 	for _, src := range sources {
@@ -342,6 +343,18 @@ func parentsOf(r snapshot.Resource) []string {
 	return strings.Split(v, ",")
 }
 
+// writeStatus writes one policy's status, with a MeshTrust's own fields
+// where the writer takes them.
+func (s *Server) writeStatus(ctx context.Context, w StatusWriter, ps policyStatus) error {
+	ew, ok := w.(interface {
+		WriteStatusWith(context.Context, PolicyRef, policyv1alpha1.PolicyStatus, map[string]any) error
+	})
+	if ps.ref.Kind != policyv1alpha1.KindMeshTrust || !ok {
+		return w.WriteStatus(ctx, ps.ref, ps.status)
+	}
+	return ew.WriteStatusWith(ctx, ps.ref, ps.status, s.trust.kubeStatus(ps.ref))
+}
+
 // writePolicyStatus writes each management policy's status back to its
 // source, when the source can take it.
 func (s *Server) writePolicyStatus(ctx context.Context) {
@@ -353,7 +366,7 @@ func (s *Server) writePolicyStatus(ctx context.Context) {
 		if ps.ref.SourceCluster != "" {
 			continue
 		}
-		if err := w.WriteStatus(ctx, ps.ref, ps.status); err != nil {
+		if err := s.writeStatus(ctx, w, ps); err != nil {
 			s.log.Warn("write policy status", "policy", ps.ref.key(), "error", err)
 		}
 	}
