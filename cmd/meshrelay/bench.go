@@ -67,7 +67,7 @@ default): redis-restart (SIGKILL, back empty after 3s), kill-replica
 agents move), pause-replica (SIGSTOP past the agents' 10s server timeout),
 restart-agent and restart-agent-fresh (with and without its key and
 certificate), cut-replica (its Redis connections cut for 15s while the
-others keep theirs), crash-plugin (SIGKILL a plugin process) and
+others keep theirs), crash-plugin (SIGKILL the Istio plugin process) and
 hang-plugin (SIGSTOP one past the 10s plugin call timeout). Every
 --check-every and at the end, churn and faults stop and an independent
 checker compares each agent's outputs with what translating the same

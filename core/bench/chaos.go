@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -41,10 +42,10 @@ const (
 	// FaultCutReplica: cut one replica's connections to Redis while the
 	// others keep theirs, then restore them.
 	FaultCutReplica = "cut-replica"
-	// FaultCrashPlugin: SIGKILL one plugin process of a replica.
+	// FaultCrashPlugin: SIGKILL the Istio plugin process of a replica.
 	FaultCrashPlugin = "crash-plugin"
-	// FaultHangPlugin: SIGSTOP one plugin process of a replica past the
-	// plugin call timeout; SIGCONT it if its host did not replace it.
+	// FaultHangPlugin: SIGSTOP the Istio plugin process of a replica past
+	// the plugin call timeout; SIGCONT it if its host did not replace it.
 	FaultHangPlugin = "hang-plugin"
 )
 
@@ -505,7 +506,7 @@ func (c *chaosRun) inject(ctx context.Context, rng *rand.Rand, kind string) Faul
 		c.proxies[i].Restore()
 	case FaultCrashPlugin, FaultHangPlugin:
 		p := c.servers[rng.IntN(len(c.servers))]
-		f.Target, f.Note, err = c.pluginFault(ctx, rng, p, kind == FaultHangPlugin)
+		f.Target, f.Note, err = c.pluginFault(ctx, p, kind == FaultHangPlugin)
 	}
 	f.Seconds = time.Since(at).Seconds()
 	if err != nil {
@@ -562,17 +563,22 @@ func (c *chaosRun) restartAgent(s *sim, fresh bool) error {
 	return nil
 }
 
-// pluginFault kills (crash) or stops (hang) one plugin process of p. A
-// stopped plugin gets the plugin call timeout and some to be replaced by
-// its host; one still there then is let run again, and the note says so.
-func (c *chaosRun) pluginFault(ctx context.Context, rng *rand.Rand, p *serverProcess, hang bool) (target, note string, err error) {
-	kids := children(p.pid())
-	if len(kids) == 0 {
-		return p.id, "no plugin process running", nil
+// pluginFault kills (crash) or stops (hang) the Istio plugin process of p:
+// the simulated clusters run Istio only, so the other plugins are never
+// called and a fault in them goes unnoticed. A stopped plugin gets the
+// plugin call timeout and some to be replaced by its host; one still
+// there then is let run again, and the note says so.
+func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool) (target, note string, err error) {
+	pid := 0
+	for _, k := range children(p.pid()) {
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k)); err == nil && bytes.Contains(cmdline, []byte(pluginhost.BinaryPrefix+"istio")) {
+			pid = k
+		}
 	}
-	slices.Sort(kids)
-	pid := kids[rng.IntN(len(kids))]
-	target = fmt.Sprintf("%s plugin pid %d", p.id, pid)
+	if pid == 0 {
+		return p.id, "no Istio plugin process running", nil
+	}
+	target = fmt.Sprintf("%s istio plugin pid %d", p.id, pid)
 	if !hang {
 		return target, "", syscall.Kill(pid, syscall.SIGKILL)
 	}

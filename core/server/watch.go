@@ -32,7 +32,11 @@ func (s *Server) watchStore(ctx context.Context) error {
 }
 
 func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
-	if ev.Replica == s.opts.ServerID {
+	// This replica's own writes need no reload; a resync does, whoever
+	// announces it: the store announces its own after its change feed
+	// reconnects (Redis restarted, or this replica was cut off from it),
+	// and other replicas' writes were missed meanwhile.
+	if ev.Replica == s.opts.ServerID && ev.Kind != store.EventResync {
 		return
 	}
 	switch ev.Kind {
