@@ -16,7 +16,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/meshrelay/meshrelay/core/demo"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // ArtifactsEnv names the directory where the browser tests save their
@@ -120,6 +126,24 @@ func get[T any](t *testing.T, ctx context.Context, what string, action chromedp.
 	return v
 }
 
+// clusterColour returns the colour of a cluster's outline in the graph.
+func clusterColour(t *testing.T, ctx context.Context, cluster string) string {
+	t.Helper()
+	return get(t, ctx, "colour of "+cluster, chromedp.Evaluate[string](
+		`getComputedStyle(document.querySelector('g.cluster[data-cluster="`+cluster+`"] rect')).stroke`))
+}
+
+// bearer makes the tab send "Authorization: Bearer TOKEN" with every
+// request, as an authenticating proxy in front of the UI would.
+func bearer(token string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+			Headers: network.Headers{"Authorization": "Bearer " + token},
+		})
+		return err
+	})
+}
+
 // waitJS waits until a JavaScript expression is true.
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Minute))
@@ -173,12 +197,7 @@ func TestBrowser(t *testing.T) {
 		refusedAPI(t, f, "Bearer wrong-token")
 		refusedAPI(t, f, "")
 		ctx := tab(t, b)
-		do(t, ctx, "send a wrong bearer header", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
-				Headers: network.Headers{"Authorization": "Bearer wrong-token"},
-			})
-			return err
-		}))
+		do(t, ctx, "send a wrong bearer header", bearer("wrong-token"))
 		do(t, ctx, "load with a wrong bearer header", chromedp.Navigate(f.ui), chromedp.WaitVisible(chromedp.CSS("form#login")))
 		body := text(t, ctx, "body")
 		screenshot(t, ctx, "wrong-token")
@@ -213,6 +232,9 @@ func TestBrowser(t *testing.T) {
 		for _, c := range []string{"east", "west", "central"} {
 			if state := attr(t, ctx, fmt.Sprintf(`g.cluster[data-cluster=%q]`, c), "data-state"); state != "connected" {
 				t.Errorf("cluster %s is drawn %q, want connected", c, state)
+			}
+			if colour := clusterColour(t, ctx, c); colour != "rgb(46, 157, 91)" {
+				t.Errorf("connected cluster %s is drawn %s", c, colour)
 			}
 		}
 		// reviews-global sends east's and west's clients to reviews in
@@ -278,6 +300,73 @@ func TestBrowser(t *testing.T) {
 		}
 		screenshot(t, ctx, "policy-invalid")
 	})
+}
+
+// The graph colours clusters by state, live. After a cold start every
+// registered cluster is in safe mode, until its agent reports or the
+// safe-start window ends; then a cluster with an input from before is
+// stale, one without disconnected, and a deregistered one revoked.
+func TestClusterStates(t *testing.T) {
+	b := browser(t)
+
+	waiting := coldStart(t, b, 0)
+	for _, c := range []string{"east", "west"} {
+		if state := attr(t, waiting.tab, fmt.Sprintf(`g.cluster[data-cluster=%q]`, c), "data-state"); state != "safe-mode" {
+			t.Errorf("cluster %s during safe mode is drawn %q", c, state)
+		}
+	}
+	if c := clusterColour(t, waiting.tab, "east"); c != "rgb(107, 79, 216)" {
+		t.Errorf("a cluster in safe mode is drawn %s", c)
+	}
+	screenshot(t, waiting.tab, "safe-mode")
+
+	ended := coldStart(t, b, time.Millisecond)
+	do(t, ended.tab, "east turns stale and west disconnected when safe mode ends",
+		waitJS(`document.querySelector('g.cluster[data-cluster="east"]').dataset.state == "stale"`),
+		waitJS(`document.querySelector('g.cluster[data-cluster="west"]').dataset.state == "disconnected"`),
+	)
+	if c := clusterColour(t, ended.tab, "east"); c != "rgb(217, 142, 4)" {
+		t.Errorf("a stale cluster is drawn %s", c)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+ended.token))
+	if _, err := ended.srv.AdminServer().DeregisterCluster(ctx, &relayv1.DeregisterClusterRequest{Cluster: "east"}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ended.tab, "east turns revoked", waitJS(`document.querySelector('g.cluster[data-cluster="east"]').dataset.state == "revoked"`))
+	screenshot(t, ended.tab, "states")
+}
+
+// coldStarted is a server started on a store holding two registered
+// clusters, east with an input, and a browser tab showing its UI.
+type coldStarted struct {
+	env
+	tab context.Context
+}
+
+// coldStart starts a server with the safe-start window (0: wait for every
+// cluster) on such a store and opens its UI with the admin token.
+func coldStart(t *testing.T, b context.Context, window time.Duration) coldStarted {
+	t.Helper()
+	st := memory.New()
+	ctx := context.Background()
+	for _, c := range []string{"east", "west"} {
+		if _, err := store.UpdateCluster(ctx, st, c, func(*store.Cluster, bool) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := snapshot.New(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutInput(ctx, "east", in); err != nil {
+		t.Fatal(err)
+	}
+	opts := server.DefaultOptions()
+	opts.SafeStartWindow, opts.Heartbeat = window, 100*time.Millisecond
+	e := startOn(t, st, opts, nil)
+	tb := tab(t, b)
+	do(t, tb, "load with the admin token", bearer(e.token), chromedp.Navigate(e.ui.URL()), chromedp.WaitVisible(chromedp.CSS(`g.cluster[data-cluster="west"]`)))
+	return coldStarted{env: e, tab: tb}
 }
 
 // refusedAPI checks that every JSON endpoint refuses an authorization

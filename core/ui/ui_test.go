@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/ui"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
@@ -27,14 +28,19 @@ type env struct {
 	token string
 }
 
-// start runs a server and its UI until the test ends; change adjusts the
-// UI's options.
+// start runs a server on a new memory store and its UI until the test
+// ends; change adjusts the UI's options.
 func start(t *testing.T, change func(*ui.Options)) env {
 	t.Helper()
-	opts := server.DefaultOptions()
+	return startOn(t, memory.New(), server.DefaultOptions(), change)
+}
+
+// startOn runs a server with opts on st, and its UI.
+func startOn(t *testing.T, st store.Store, opts server.Options, change func(*ui.Options)) env {
+	t.Helper()
 	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, opts, server.Deps{Store: memory.New()})
+	srv, err := server.New(ctx, opts, server.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
