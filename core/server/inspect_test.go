@@ -171,11 +171,13 @@ func TestInspectKubeFleet(t *testing.T) {
 	if cs := list(&relayv1.ListRequest{Kind: "clusters"}).GetClusters(); len(cs) != 1 || !cs[0].GetConnected() {
 		t.Errorf("clusters = %v", cs)
 	}
-	if outs := list(&relayv1.ListRequest{Kind: "outputs", Cluster: "west", Bodies: true}).GetOutputs(); !slices.ContainsFunc(outs, func(o *relayv1.OutputResource) bool {
-		return o.GetName() == "reviews" && o.GetBackend() == "test" && strings.Contains(o.GetBody(), `"cluster":"west"`)
-	}) {
-		t.Errorf("outputs = %v, want the echo ConfigMap for reviews with its body", outs)
-	}
+	// Outputs follow the input after the engine's next cycle.
+	waitFor(t, "the echo ConfigMap for reviews, with its body", func() bool {
+		outs := list(&relayv1.ListRequest{Kind: "outputs", Cluster: "west", Bodies: true}).GetOutputs()
+		return slices.ContainsFunc(outs, func(o *relayv1.OutputResource) bool {
+			return o.GetName() == "reviews" && o.GetBackend() == "test" && strings.Contains(o.GetBody(), `"cluster":"west"`)
+		})
+	})
 
 	d, err := admin.DescribeDestination(ctx, &relayv1.DescribeRequest{Name: "reviews"})
 	if err != nil {
