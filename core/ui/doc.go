@@ -12,8 +12,13 @@
 // cookie the login page sets. Only reading calls are exposed.
 //
 // GET /api/events is a server-sent event stream: it sends the fleet's
-// status (event "status") whenever it changes, checking every
-// Options.Poll while the stream is open.
+// status (event "status") whenever it changes, checking every Options.Poll
+// while the stream is open; the streams share one status, so viewers do
+// not multiply the admin API's work. Streams are bounded in number
+// (Options.MaxStreams) and life (Options.StreamLife). The other endpoints
+// (GET /api/status, /api/graph, /api/list/KIND, /api/clusters/NAME,
+// /api/clusters/NAME/outputs/BACKEND as YAML, /api/destinations/NS/NAME,
+// /api/policies/KIND/NS/NAME) answer one admin call each, /api/graph a few.
 //
 // The front end is a Vite + TypeScript project in web/; its build output
 // in dist/ is committed and embedded with go:embed, so the binary needs no

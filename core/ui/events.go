@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
@@ -19,8 +20,10 @@ const (
 
 // events streams the fleet's status as server-sent events: one "status"
 // event at once and another whenever it changes. The caller's token is
-// checked on every poll, so a stream never outlives its authorization; the
-// stream ends after Options.StreamLife and the browser reconnects.
+// checked when the stream opens (the admin token does not change while the
+// server runs); the stream ends after Options.StreamLife and the browser
+// reconnects. However many streams are open, the status is computed at
+// most twice per Options.Poll (statusCache).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	ctx := adminContext(r.Context(), token(r))
 	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
@@ -61,13 +64,13 @@ func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, send func
 	if err := send("retry: 2000\n\n"); err != nil {
 		return err
 	}
-	last := [32]byte{}
+	last, sum := [32]byte{}, fingerprint(st)
 	poll := time.NewTicker(s.opts.Poll)
 	defer poll.Stop()
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
 	for {
-		if sum := fingerprint(st); sum != last {
+		if sum != last {
 			data, err := jsonOptions.Marshal(st)
 			if err != nil {
 				return err
@@ -86,12 +89,38 @@ func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, send func
 			}
 		case <-poll.C:
 			var err error
-			if st, err = s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{}); err != nil {
+			if st, sum, err = s.status.get(ctx, s.admin, s.opts.Poll/2); err != nil {
 				_ = send("event: failed\ndata: %q\n\n", err.Error())
 				return err
 			}
 		}
 	}
+}
+
+// statusCache shares the fleet's status among the event streams: it asks
+// the admin API at most once per max age, whatever the number of streams.
+type statusCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	st  *relayv1.Status
+	sum [32]byte
+}
+
+// get returns a status no older than maxAge, asking the admin API with
+// ctx's token when the cached one is older. Callers hold an authorized
+// stream; a refused token is still refused here when the cache is stale.
+func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) (*relayv1.Status, [32]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st != nil && time.Since(c.at) < maxAge {
+		return c.st, c.sum, nil
+	}
+	st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	c.at, c.st, c.sum = time.Now(), st, fingerprint(st)
+	return st, c.sum, nil
 }
 
 // fingerprint hashes what a status says, less the heartbeat times that

@@ -26,6 +26,7 @@ type Server struct {
 	log     *slog.Logger
 	lis     net.Listener
 	streams chan struct{}
+	status  statusCache
 }
 
 // New checks the options and opens the UI's listener; Run serves it. admin

@@ -32,6 +32,11 @@ async function render() {
   try {
     const el = await view({ status, args: parts.slice(1), go });
     if (ticket !== rendering) return; // a newer render started meanwhile
+    // Live updates redraw the page: keep what the reader opened.
+    const open = new Set([...app.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-key")));
+    for (const d of el.querySelectorAll("details")) {
+      if (open.has(d.getAttribute("data-key"))) d.setAttribute("open", "");
+    }
     app.replaceChildren(el);
   } catch (err) {
     if (err instanceof Unauthorized) return showLogin(err.message);

@@ -94,7 +94,7 @@ function outputsTable(os: OutputResource[], withPolicies: boolean): HTMLElement 
         h("td", {}, link(route("clusters", o.cluster), o.cluster)),
         h("td", {}, link(route("clusters", o.cluster, "outputs", o.backend), o.backend)),
         h("td", {}, o.kind),
-        h("td", {}, o.body ? h("details", {}, h("summary", {}, name), h("pre", { class: "yaml" }, pretty(o.body))) : name),
+        h("td", {}, o.body ? h("details", { "data-key": `${o.cluster}/${o.backend}/${o.kind}/${name}` }, h("summary", {}, name), h("pre", { class: "yaml" }, pretty(o.body))) : name),
         h("td", { class: o.error ? "error" : o.applied ? "ok" : "warning" }, state),
         withPolicies ? h("td", {}, o.policies.join(", ")) : null,
       );
