@@ -108,7 +108,8 @@ async function start() {
     status = await getJSON<Status>("/api/status");
   } catch (err) {
     if (err instanceof Unauthorized) return showLogin(err.message);
-    app.replaceChildren(h("p", { class: "error" }, `Cannot reach the server: ${err}`));
+    app.replaceChildren(h("p", { class: "error" }, `Cannot reach the server: ${err}; retrying…`));
+    setTimeout(start, 2000);
     return;
   }
   nav.replaceChildren(
