@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -234,5 +236,26 @@ func TestInspectKubeFleet(t *testing.T) {
 		if resp := list(&relayv1.ListRequest{Kind: kind}); len(resp.GetWorkloads())+len(resp.GetDestinations())+len(resp.GetMeshes())+len(resp.GetOutputs()) != 0 {
 			t.Errorf("after deregistering west, %s = %v", kind, resp)
 		}
+	}
+}
+
+// A policy's state per cluster folds its outputs there: applied when the
+// agent acked them all without error, failed with the agent's errors,
+// pending while the agent has not acked the current output.
+func TestPolicyClusters(t *testing.T) {
+	got := policyClusters([]*relayv1.OutputResource{
+		{Cluster: "east", Kind: "VirtualService", Namespace: "bookinfo", Name: "a", Applied: true},
+		{Cluster: "east", Kind: "DestinationRule", Namespace: "bookinfo", Name: "b", Applied: true},
+		{Cluster: "west", Kind: "VirtualService", Namespace: "bookinfo", Name: "a", Error: "admission webhook denied it"},
+		{Cluster: "west", Kind: "DestinationRule", Namespace: "bookinfo", Name: "b", Applied: true},
+		{Cluster: "central", Kind: "CiliumClusterwideNetworkPolicy", Name: "c"},
+	})
+	want := []*relayv1.PolicyCluster{
+		{Cluster: "east", Applied: true, Resources: 2},
+		{Cluster: "west", Resources: 2, Errors: []string{"VirtualService bookinfo/a: admission webhook denied it"}},
+		{Cluster: "central", Resources: 1, Pending: true, Errors: nil},
+	}
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Errorf("policyClusters (-want +got):\n%s", d)
 	}
 }
