@@ -393,7 +393,11 @@ func newDescribeKindCommand(use, kind, short, example string, describe describeF
 	inspectOutputFlag(cmd, &out, false)
 	if kind != server.KindClusters {
 		cmd.Flags().StringVarP(&req.Namespace, "namespace", "n", "", "the namespace, when the name alone is ambiguous")
-		cmd.Flags().StringVarP(&req.Cluster, "cluster", "c", "", "only this cluster (for a policy: defined in this workload cluster)")
+		clusterHelp := "only the Service in this cluster"
+		if kind == server.KindPolicies {
+			clusterHelp = "only a policy defined in this workload cluster"
+		}
+		cmd.Flags().StringVarP(&req.Cluster, "cluster", "c", "", clusterHelp)
 		_ = cmd.RegisterFlagCompletionFunc("cluster", completeNames(&af, server.KindClusters))
 	}
 	return cmd
