@@ -29,6 +29,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -535,6 +536,10 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 		"networking.k8s.io/networkpolicies":          all,
 		// Global service annotations only: never create or delete Services.
 		"/services": {"patch"},
+		// Mesh trust: rollout restarts of workloads whose proxies carry an old chain.
+		"apps/deployments":  {"patch"},
+		"apps/statefulsets": {"patch"},
+		"apps/daemonsets":   {"patch"},
 	}
 	// readable must all be granted get, list and watch cluster-wide.
 	readable := []string{
@@ -566,7 +571,8 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
 					gr := g + "/" + res
-					if strings.HasPrefix(res, "secrets") || strings.Contains(res, "/") {
+					meshTrust := !clusterWide && strings.HasSuffix(name, "-mesh-trust") && gr == "/secrets" && cacertsRule(r)
+					if (strings.HasPrefix(res, "secrets") && !meshTrust) || strings.Contains(res, "/") {
 						t.Errorf("%s grants %s: %+v", name, gr, r)
 					}
 					if clusterWide && len(r.ResourceNames) == 0 {
@@ -574,6 +580,9 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 					}
 					for _, v := range r.Verbs {
 						if !slices.Contains(mutating, v) {
+							continue
+						}
+						if meshTrust {
 							continue
 						}
 						if gr == "coordination.k8s.io/leases" {
@@ -606,10 +615,36 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
+// meshNamespace creates istio-system, where the agent chart's mesh trust
+// Role goes, unless another test did.
+func meshNamespace(t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "istio-system"}}}
+	_, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(context.Background(), ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// inMeshNamespace reports whether obj is the agent's mesh trust Role or
+// its binding, which live in the mesh namespace, not the release's.
+func inMeshNamespace(obj *unstructured.Unstructured) bool {
+	return obj.GetNamespace() == "istio-system" && strings.HasSuffix(obj.GetName(), "-mesh-trust")
+}
+
+// cacertsRule reports whether a rule grants only what the mesh trust
+// manager needs of Istio's cacerts Secret: get and update by name, create.
+func cacertsRule(r rule) bool {
+	if slices.Equal(r.ResourceNames, []string{"cacerts"}) {
+		return !slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "update" })
+	}
+	return len(r.ResourceNames) == 0 && slices.Equal(r.Verbs, []string{"create"})
+}
+
 func TestServerRBACIsLeastPrivilege(t *testing.T) {
 	helmPath(t)
 	objs := render(t, renderCases["server/defaults"], "mr")
-	policies := []string{"trafficpolicies", "accesspolicies", "virtualdestinations"}
+	policies := []string{"trafficpolicies", "accesspolicies", "virtualdestinations", "meshtrusts"}
 	var granted []string
 	for name, rules := range roleRules(t, objs) {
 		for _, r := range rules {
@@ -668,12 +703,13 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient(t, k)))
 	dyn := k.Dynamic(t)
 
+	meshNamespace(t, dyn)
 	for name, c := range renderCases {
 		t.Run(name, func(t *testing.T) {
 			ns := k.CreateNamespace(t)
 			for _, obj := range render(t, c, ns) {
 				mapping, err := mapper.RESTMapping(obj.GroupVersionKind().GroupKind(), obj.GroupVersionKind().Version)
-				if err == nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace && obj.GetNamespace() != ns {
+				if err == nil && mapping.Scope.Name() == meta.RESTScopeNameNamespace && obj.GetNamespace() != ns && !inMeshNamespace(obj) {
 					t.Errorf("%s %s is in namespace %q, want the release namespace %q", obj.GetKind(), obj.GetName(), obj.GetNamespace(), ns)
 					continue
 				}
@@ -731,7 +767,11 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 				{verb: "get", resource: "secrets", namespace: ns},
 				{verb: "list", resource: "configmaps", namespace: other},
 				{verb: "get", resource: "configmaps", namespace: other, name: "kube-root-ca.crt"},
-				{verb: "list", resource: "pods", namespace: other},
+				{verb: "list", resource: "pods", namespace: other, allowed: true},                        // which pods predate a mesh trust chain
+				{verb: "patch", group: "apps", resource: "deployments", namespace: other, allowed: true}, // rollout restart
+				{verb: "update", resource: "secrets", namespace: "istio-system", name: "cacerts", allowed: true},
+				{verb: "update", resource: "secrets", namespace: "istio-system", name: "other"},
+				{verb: "create", resource: "secrets", namespace: other},
 				{verb: "delete", group: "apps", resource: "deployments", namespace: other},
 				{verb: "update", group: "policy.meshrelay.io", resource: "trafficpolicies", namespace: other},
 				{verb: "patch", group: "networking.istio.io", resource: "sidecars", namespace: other},
@@ -758,6 +798,7 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 			},
 		},
 	}
+	meshNamespace(t, dyn)
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			namespace := k.CreateNamespace(t)
@@ -784,6 +825,9 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 					attrs["namespace"] = namespace
 				case other:
 					attrs["namespace"] = otherNamespace
+				case "":
+				default:
+					attrs["namespace"] = a.namespace
 				}
 				if a.subresource != "" {
 					attrs["subresource"] = a.subresource

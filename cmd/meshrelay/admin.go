@@ -301,7 +301,10 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 		}
 		t.row(p.GetName(), strings.Join(p.GetBackends(), ","), h)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printTrust(w, st.GetTrust())
 }
 
 // printPoliciesTo prints policies; wide lists every problem, not the first.

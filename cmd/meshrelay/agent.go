@@ -36,6 +36,8 @@ type agentFlags struct {
 	metricsAddr string
 	kubeconfig  string
 	leaderElect bool
+	meshTrust   bool
+	trustEvery  time.Duration
 	lease       leader.Options
 	filter      discovery.Filter
 }
@@ -79,6 +81,8 @@ discovering, and resyncs on reconnect.`,
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
+	fs.BoolVar(&f.meshTrust, "mesh-trust", true, "keep Istio's cacerts Secret as the MeshTrust selecting this cluster says, and bounce workloads (kube sink); with only dir sinks, write it as DIR/mesh-trust/NAMESPACE/cacerts.yaml")
+	fs.DurationVar(&f.trustEvery, "mesh-trust-interval", 10*time.Second, "how often the mesh trust is reported and reconciled")
 	f.lease.AddFlags(fs)
 	fs.StringSliceVar(&f.filter.IncludeNamespaces, "include-namespaces", nil, "discover only these namespaces")
 	fs.StringSliceVar(&f.filter.ExcludeNamespaces, "exclude-namespaces", nil, "do not discover these namespaces")
@@ -171,6 +175,13 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 	a, err = agent.New(opts, source, sinks, logger)
 	if err != nil {
 		return err
+	}
+	if f.meshTrust {
+		m, err := newTrustManager(cfg, f, opts.Cluster, a, logger)
+		if err != nil {
+			return err
+		}
+		runners = append(runners, m)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	if f.metricsAddr != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
+	"github.com/meshrelay/meshrelay/core/agent/trust"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
@@ -144,6 +145,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// Policies: a copy, so the demo's edit never touches the source tree.
 	policyDir := filepath.Join(out, "policies")
 	if err := copyDir(filepath.Join(opts.Root, "testdata", "policies"), policyDir); err != nil {
+		return nil, err
+	}
+	if err := copyFile(filepath.Join(opts.Root, "testdata", "demo", "mesh-trust.yaml"), filepath.Join(policyDir, "mesh-trust.yaml")); err != nil {
 		return nil, err
 	}
 
@@ -348,7 +352,13 @@ func startAgent(ctx context.Context, admin relayv1.AdminClient, srv *server.Serv
 		sinks[discoveryapi.MeshEnvoy] = agent.Tee(x, files)
 	}
 	a, err := agent.New(opts, source, sinks, alog)
-	return a, runners, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// Istio's cacerts Secret as a file: the cluster is a directory.
+	secrets := trust.DirSecrets{Dir: filepath.Join(out, "outputs", name, "mesh-trust")}
+	runners = append(runners, trust.New(trust.Options{Cluster: name, Interval: 200 * time.Millisecond}, a.TrustClient(), secrets, nil, alog))
+	return a, runners, nil
 }
 
 type serveXDS struct {
@@ -410,7 +420,7 @@ func converged(st *relayv1.Status) bool {
 			return false
 		}
 	}
-	return true
+	return trustActive(st)
 }
 
 func outputs(e *engine.Engine) map[string][]string {
@@ -522,6 +532,7 @@ func printReport(w io.Writer, r *Report) {
 		fmt.Fprintf(tw, "%s %s/%s\t%s\t%d/%d clusters\t%s\n", p.GetKind(), p.GetNamespace(), p.GetName(), p.GetState(), p.GetAppliedClusters(), p.GetTargetClusters(), note)
 	}
 	tw.Flush()
+	printTrust(w, r.Status)
 	fmt.Fprintln(w, "\nPlugins:")
 	for _, p := range r.Status.GetPlugins() {
 		h := "healthy"
@@ -552,10 +563,15 @@ func copyDir(src, dst string) error {
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
+		return copyFile(path, target)
 	})
+}
+
+// copyFile copies one file, mode 0644.
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
 }

@@ -216,6 +216,9 @@ func (s *Server) policyStatuses() []policyStatus {
 			ps.status.Diagnostics = append(ps.status.Diagnostics, policyv1alpha1.Diagnostic{
 				Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin})
 		}
+		if ps.ref.Kind == policyv1alpha1.KindMeshTrust && ps.ref.SourceCluster == "" {
+			ps.targets, ps.applied = s.trust.reach(ps.ref)
+		}
 		if rc := reaches[ps.ref.key()]; rc != nil {
 			for c := range rc.targets {
 				ps.targets = append(ps.targets, c)

@@ -651,6 +651,24 @@ func issuerRoot(st *trustState, c *x509.Certificate) string {
 	return "unknown"
 }
 
+// reach returns the clusters a MeshTrust selects and those that completed
+// its current phase, as a policy's targets and where it is applied.
+func (t *trustManager) reach(ref PolicyRef) (targets, applied []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v := t.views[ref.Namespace+"/"+ref.Name]
+	if v == nil || v.state == nil {
+		return nil, nil
+	}
+	for _, c := range v.clusters {
+		targets = append(targets, c)
+		if r, ok := v.reports[c]; ok && reached(v.state, v.state.Phase, r) {
+			applied = append(applied, c)
+		}
+	}
+	return targets, applied
+}
+
 // kubeStatus returns the MeshTrust-specific fields of a policy's status.
 func (t *trustManager) kubeStatus(ref PolicyRef) map[string]any {
 	for _, ms := range t.statuses() {
