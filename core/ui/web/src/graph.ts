@@ -26,7 +26,7 @@ const gapX = 60;
 const headH = 58;
 const rowH = 26;
 const maxDestinations = 14;
-const arcRoom = 90;
+const arcRoom = 120;
 
 interface Box {
   x: number;
@@ -53,7 +53,8 @@ export function fleetGraph(st: Status, dests: GraphDestination[], edges: GraphEd
     boxes.set(c.name, { x, y, h: heights[i], rows: new Map() });
   });
   const width = 40 + cols * boxW + (cols - 1) * gapX;
-  const height = arcRoom + Math.ceil(clusters.length / cols) * (rowHeight + arcRoom);
+  const rows = Math.ceil(clusters.length / cols);
+  const height = rows * (rowHeight + arcRoom) + 20;
 
   const root = svg("svg", {
     class: "graph",
@@ -136,7 +137,7 @@ function drawEdges(root: SVGElement, boxes: Map<string, Box>, edges: GraphEdge[]
     const rowY = e.destination ? to.rows.get(e.destination) : undefined;
     const x2 = rowY !== undefined ? (to.x > from.x ? to.x : to.x + boxW) : to.x + boxW / 2 + (n % 5) * 12 - 24;
     const y2 = rowY ?? to.y;
-    const lift = Math.min(arcRoom - 24, 24 + Math.abs(x2 - x1) / 14) + (n % 4) * 14;
+    const lift = Math.min(arcRoom - 60, 24 + Math.abs(x2 - x1) / 16) + (n % 3) * 26;
     const top = Math.min(y1, y2) - lift;
     const apex = 0.125 * (y1 + y2) + 0.75 * top;
     const d = `M ${x1} ${y1} C ${x1} ${top}, ${x2} ${top}, ${x2} ${y2}`;
