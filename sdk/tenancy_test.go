@@ -59,6 +59,10 @@ func TestWorkloadClusterPoliciesStayInTheirCluster(t *testing.T) {
 			policy:    clusterPolicy("VirtualDestination", "global", `{"hostname":"pp.global","ports":[{"number":80,"protocol":"HTTP"}],"destinationSelectors":[{"names":["productpage"]}]}`),
 			wantDiags: []string{"must be defined in the management source"},
 		},
+		"a MeshTrust must come from the management source": {
+			policy:    clusterPolicy("MeshTrust", "fleet", `{"clusters":["east","west"]}`),
+			wantDiags: []string{"a MeshTrust sets the root of trust of every cluster it selects, so it must be defined in the management source"},
+		},
 		"a TrafficPolicy may not route to another cluster": {
 			policy: clusterPolicy("TrafficPolicy", "shift", `{"destinationSelectors":[{"names":["productpage"]}],"http":[{"name":"r","route":[
 				{"service":{"cluster":"east","namespace":"ns","name":"productpage"},"weight":100}]}]}`),

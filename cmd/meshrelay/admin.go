@@ -227,8 +227,11 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show clusters, policies and plugins as the server sees them",
 		Long: `Show, per cluster, whether its agent is connected and how old its input is;
 per policy, whether it is accepted and in how many clusters it is applied;
-per plugin, whether it is healthy. With --check the command exits 3 when a
-policy is not accepted or a plugin is failing.`,
+per plugin, whether it is healthy; per MeshTrust, the root rotation's
+phase and, for each cluster's mesh, the root that issued its intermediate
+CA, the intermediate's expiry and the workloads bounced and pending. With
+--check the command exits 3 when a policy is not accepted or a plugin is
+failing.`,
 		Example: `  meshrelay status
   meshrelay status -o json
   meshrelay status --check   # for scripts`,

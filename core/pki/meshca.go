@@ -3,13 +3,13 @@ package pki
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -58,8 +58,8 @@ func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, ttl time.Durati
 	if err := checkIntermediateKey(csr.PublicKey); err != nil {
 		return fail(err)
 	}
-	if ttl <= 0 {
-		return fail(fmt.Errorf("non-positive ttl %v", ttl))
+	if ttl == 0 {
+		return fail(errors.New("zero ttl"))
 	}
 	tmpl := &x509.Certificate{
 		Subject:  pkix.Name{CommonName: "meshrelay mesh intermediate " + cluster, Organization: []string{"meshrelay"}, OrganizationalUnit: []string{cluster}},
@@ -76,24 +76,9 @@ func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, ttl time.Durati
 // issueCA signs tmpl as a CA certificate that may sign only end-entity
 // certificates.
 func (ca *CA) issueCA(tmpl *x509.Certificate, pub any, ttl time.Duration) ([]byte, error) {
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := ca.now().UTC().Truncate(time.Second)
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore = now.Add(-backdate)
-	tmpl.NotAfter = now.Add(ttl)
-	if tmpl.NotAfter.After(ca.cert.NotAfter) {
-		tmpl.NotAfter = ca.cert.NotAfter
-	}
-	if !tmpl.NotAfter.After(now) {
-		return nil, fmt.Errorf("CA certificate %q expired at %v", ca.cert.Subject, ca.cert.NotAfter)
-	}
-	tmpl.BasicConstraintsValid = true
 	tmpl.IsCA = true
 	tmpl.MaxPathLen, tmpl.MaxPathLenZero = 0, true
-	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.signer)
+	return ca.issue(tmpl, pub, ttl)
 }
 
 // checkIntermediateKey accepts ECDSA P-256 and P-384 and RSA keys of at

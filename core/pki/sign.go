@@ -126,7 +126,8 @@ func (ca *CA) IssueServerCert(sans []string, ttl time.Duration) (tls.Certificate
 	}, nil
 }
 
-// issue fills in the serial number and validity of tmpl and signs it for pub.
+// issue fills in the serial number and validity of tmpl and signs it for
+// pub: an end-entity certificate unless tmpl says it is a CA.
 func (ca *CA) issue(tmpl *x509.Certificate, pub any, ttl time.Duration) ([]byte, error) {
 	if ttl < 0 {
 		return nil, fmt.Errorf("negative ttl %v", ttl)
@@ -146,7 +147,6 @@ func (ca *CA) issue(tmpl *x509.Certificate, pub any, ttl time.Duration) ([]byte,
 		return nil, fmt.Errorf("CA certificate %q expired at %v", ca.cert.Subject, ca.cert.NotAfter)
 	}
 	tmpl.BasicConstraintsValid = true
-	tmpl.IsCA = false
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.signer)
 	if err != nil {
 		return nil, fmt.Errorf("create certificate: %w", err)
