@@ -50,8 +50,9 @@ const (
 	agentChart  = "deploy/charts/meshrelay-agent"
 	// agentCIValues holds the agent chart's required values.
 	agentCIValues = "deploy/charts/meshrelay-agent/ci/test-values.yaml"
-	// policyCRDs are the generated policy.meshrelay.io CRDs.
-	policyCRDs = "deploy/crds/policy.meshrelay.io_*.yaml"
+	// generatedCRDs are the generated policy.meshrelay.io and
+	// discovery.meshrelay.io CRDs.
+	generatedCRDs = "deploy/crds/*.yaml"
 )
 
 // renderCase is one set of values a chart is linted, rendered and applied
@@ -88,7 +89,8 @@ var renderCases = map[string]renderCase{
 		"plugins.names={istio}",
 		"mode=tls",
 	}},
-	"agent/defaults": {chart: agentChart, valuesFiles: []string{agentCIValues}},
+	"server/discovery-crds": {chart: serverChart, set: []string{"discoveryCRDs=true"}},
+	"agent/defaults":        {chart: agentChart, valuesFiles: []string{agentCIValues}},
 	"agent/single-existing-secret": {chart: agentChart, set: []string{
 		"cluster=west",
 		"server.address=meshrelay.example.com:9900",
@@ -440,16 +442,16 @@ func TestAgentRender(t *testing.T) {
 }
 
 // TestChartCRDsAreGenerated checks that the server chart's crds/ holds
-// exactly the generated policy.meshrelay.io CRDs of deploy/crds, byte for
+// exactly the generated CRDs of deploy/crds (policy and discovery), byte for
 // byte: `make generate` updates deploy/crds, and the chart must follow.
 func TestChartCRDsAreGenerated(t *testing.T) {
 	root := repoRoot(t)
-	generated, err := filepath.Glob(filepath.Join(root, policyCRDs))
+	generated, err := filepath.Glob(filepath.Join(root, generatedCRDs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(generated) == 0 {
-		t.Fatalf("no generated CRDs match %s", policyCRDs)
+		t.Fatalf("no generated CRDs match %s", generatedCRDs)
 	}
 	chartDir := filepath.Join(root, serverChart, "crds")
 	entries, err := os.ReadDir(chartDir)
@@ -692,9 +694,9 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 	helmPath(t) // skip before starting the API server when helm is missing
 	k := testenv.SharedKube(t)
 	root := repoRoot(t)
-	crds, err := filepath.Glob(filepath.Join(root, policyCRDs))
+	crds, err := filepath.Glob(filepath.Join(root, generatedCRDs))
 	if err != nil || len(crds) == 0 {
-		t.Fatalf("no generated CRDs match %s: %v", policyCRDs, err)
+		t.Fatalf("no generated CRDs match %s: %v", generatedCRDs, err)
 	}
 	k.InstallCRDs(t, crds...)
 
@@ -795,6 +797,23 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 				{verb: "get", resource: "secrets", namespace: ns},
 				{verb: "list", resource: "services", namespace: other},
 				{verb: "list", group: "apiextensions.k8s.io", resource: "customresourcedefinitions"},
+				{verb: "list", group: "discovery.meshrelay.io", resource: "workloads", namespace: ns},
+			},
+		},
+		"server with discovery CRDs": {
+			c:  renderCases["server/discovery-crds"],
+			sa: "meshrelay-server",
+			checks: []access{
+				{verb: "list", group: "discovery.meshrelay.io", resource: "workloads", namespace: ns, allowed: true},
+				{verb: "patch", group: "discovery.meshrelay.io", resource: "destinations", namespace: ns, allowed: true},
+				{verb: "create", group: "discovery.meshrelay.io", resource: "meshes", namespace: ns, allowed: true},
+				{verb: "delete", group: "discovery.meshrelay.io", resource: "workloads", namespace: ns, allowed: true},
+				{verb: "watch", group: "policy.meshrelay.io", resource: "trafficpolicies", namespace: other, allowed: true},
+
+				{verb: "patch", group: "discovery.meshrelay.io", resource: "workloads", namespace: other},
+				{verb: "list", group: "discovery.meshrelay.io", resource: "destinations", namespace: other},
+				{verb: "update", group: "discovery.meshrelay.io", resource: "workloads", namespace: ns},
+				{verb: "get", resource: "secrets", namespace: ns},
 			},
 		},
 	}
