@@ -85,60 +85,18 @@ func checkFields(fields ...string) error {
 
 // List serves the admin API's List.
 func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.ListResponse, error) {
-	if err := checkFields(req.GetKind(), req.GetCluster(), req.GetNamespace(), req.GetLabelSelector(), req.GetBackend()); err != nil {
+	kind, f, err := parseList(req)
+	if err != nil {
 		return nil, err
 	}
-	kind := NormalizeKind(req.GetKind())
-	if kind == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "unknown kind %q: want one of %s", req.GetKind(), strings.Join(ListKinds, ", "))
-	}
-	sel, err := labels.Parse(req.GetLabelSelector())
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "label selector %q: %v", req.GetLabelSelector(), err)
-	}
-	f := listFilter{cluster: req.GetCluster(), namespace: req.GetNamespace(), backend: req.GetBackend(), selector: sel}
 	resp := &relayv1.ListResponse{}
 	switch kind {
 	case KindClusters:
-		cs, err := s.clusterStatuses(ctx)
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
+		if resp.Clusters, err = s.listClusters(ctx, f); err != nil {
+			return nil, err
 		}
-		for _, c := range cs {
-			// Clusters are not namespaced: -n does not apply, as kubectl
-			// ignores it for cluster-scoped kinds.
-			if f.match(c.GetName(), f.namespace, nil) {
-				resp.Clusters = append(resp.Clusters, c)
-			}
-		}
-	case KindMeshes:
-		for _, c := range s.Catalog().Clusters {
-			for _, m := range c.Meshes {
-				if f.match(c.Name, m.Spec.Namespace, nil) {
-					resp.Meshes = append(resp.Meshes, meshProto(m, c.MeshWorkloads(m.Spec.Type)))
-				}
-			}
-		}
-	case KindWorkloads:
-		for _, c := range s.Catalog().Clusters {
-			for _, w := range c.Workloads {
-				if f.match(c.Name, w.Spec.Namespace, w.Spec.Labels) {
-					resp.Workloads = append(resp.Workloads, workloadProto(w))
-				}
-			}
-		}
-		slices.SortStableFunc(resp.Workloads, func(a, b *relayv1.Workload) int {
-			return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
-		})
-	case KindDestinations:
-		fleet := s.Catalog()
-		for _, c := range fleet.Clusters {
-			for _, d := range c.Destinations {
-				if f.match(c.Name, d.Spec.Namespace, d.Spec.Labels) {
-					resp.Destinations = append(resp.Destinations, destinationProto(d, fleet))
-				}
-			}
-		}
+	case KindMeshes, KindWorkloads, KindDestinations:
+		s.listDiscovery(kind, f, resp)
 	case KindPolicies:
 		resp.Policies = s.listPolicies(f)
 	case KindOutputs:
@@ -147,6 +105,65 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 		}, req.GetBodies())
 	}
 	return resp, nil
+}
+
+// parseList checks a List request and returns its kind and filter.
+func parseList(req *relayv1.ListRequest) (string, listFilter, error) {
+	if err := checkFields(req.GetKind(), req.GetCluster(), req.GetNamespace(), req.GetLabelSelector(), req.GetBackend()); err != nil {
+		return "", listFilter{}, err
+	}
+	kind := NormalizeKind(req.GetKind())
+	if kind == "" {
+		return "", listFilter{}, status.Errorf(codes.InvalidArgument, "unknown kind %q: want one of %s", req.GetKind(), strings.Join(ListKinds, ", "))
+	}
+	sel, err := labels.Parse(req.GetLabelSelector())
+	if err != nil {
+		return "", listFilter{}, status.Errorf(codes.InvalidArgument, "label selector %q: %v", req.GetLabelSelector(), err)
+	}
+	return kind, listFilter{cluster: req.GetCluster(), namespace: req.GetNamespace(), backend: req.GetBackend(), selector: sel}, nil
+}
+
+// listClusters returns the registered clusters matching f. Clusters are
+// not namespaced: -n does not apply, as kubectl ignores it for
+// cluster-scoped kinds.
+func (s *Server) listClusters(ctx context.Context, f listFilter) ([]*relayv1.ClusterStatus, error) {
+	cs, err := s.clusterStatuses(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
+	}
+	return slices.DeleteFunc(cs, func(c *relayv1.ClusterStatus) bool { return !f.match(c.GetName(), f.namespace, nil) }), nil
+}
+
+// listDiscovery fills resp with the meshes, workloads or destinations
+// matching f.
+func (s *Server) listDiscovery(kind string, f listFilter, resp *relayv1.ListResponse) {
+	fleet := s.Catalog()
+	for _, c := range fleet.Clusters {
+		switch kind {
+		case KindMeshes:
+			for _, m := range c.Meshes {
+				if f.match(c.Name, m.Spec.Namespace, nil) {
+					resp.Meshes = append(resp.Meshes, meshProto(m, c.MeshWorkloads(m.Spec.Type)))
+				}
+			}
+		case KindWorkloads:
+			for _, w := range c.Workloads {
+				if f.match(c.Name, w.Spec.Namespace, w.Spec.Labels) {
+					resp.Workloads = append(resp.Workloads, workloadProto(w))
+				}
+			}
+		case KindDestinations:
+			for _, d := range c.Destinations {
+				if f.match(c.Name, d.Spec.Namespace, d.Spec.Labels) {
+					resp.Destinations = append(resp.Destinations, destinationProto(d, fleet))
+				}
+			}
+		}
+	}
+	// A cluster's workloads come by kind; people read them by name.
+	slices.SortStableFunc(resp.Workloads, func(a, b *relayv1.Workload) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+	})
 }
 
 // listPolicies returns the policies matching f: by namespace, labels, and
