@@ -36,9 +36,11 @@ type bouncer struct {
 	now  func() time.Time
 
 	chain    string      // the chain the counts are for
+	done     bool        // nothing is left to restart for chain
 	restarts []time.Time // workload restarts, for the rate
 	bounced  int32
 	pending  int32
+	pods     map[string][]corev1.Pod // this step's pods by namespace
 }
 
 func (b *bouncer) progress() (bounced, pending int32) { return b.bounced, b.pending }
@@ -56,10 +58,16 @@ func (b *bouncer) step(ctx context.Context, plan *relayv1.TrustPlan, secret *cor
 		return fmt.Errorf("Secret %s/%s lacks its chain annotations", secret.Namespace, secret.Name)
 	}
 	if chain != b.chain {
-		b.chain, b.bounced = chain, 0
+		b.chain, b.bounced, b.done = chain, 0, false
+	}
+	if b.done {
+		return nil // pods created from now on get the chain from istiod
 	}
 	all, err := b.workloads(ctx)
 	if err != nil {
+		return err
+	}
+	if err := b.listPods(ctx); err != nil {
 		return err
 	}
 	istiod, others := splitIstiod(all, plan.GetNamespace())
@@ -75,6 +83,7 @@ func (b *bouncer) step(ctx context.Context, plan *relayv1.TrustPlan, secret *cor
 	if !ready {
 		return nil
 	}
+	defer func() { b.done = b.pending == 0 }()
 	for _, w := range stale {
 		if !b.allowed(int(plan.GetBouncePerMinute())) {
 			break
@@ -141,19 +150,28 @@ func (b *bouncer) stale(ctx context.Context, ws []workload, chain string, since 
 	return out, nil
 }
 
+// listPods reads every pod of the cluster once for the step.
+func (b *bouncer) listPods(ctx context.Context) error {
+	pods, err := b.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	b.pods = map[string][]corev1.Pod{}
+	for _, p := range pods.Items {
+		b.pods[p.Namespace] = append(b.pods[p.Namespace], p)
+	}
+	return nil
+}
+
 // podsBefore reports whether a pod of w (with a sidecar, if sidecar) was
 // created before t.
-func (b *bouncer) podsBefore(ctx context.Context, w workload, t time.Time, sidecar bool) (bool, error) {
+func (b *bouncer) podsBefore(_ context.Context, w workload, t time.Time, sidecar bool) (bool, error) {
 	sel, err := metav1.LabelSelectorAsSelector(w.selector)
 	if err != nil || sel.Empty() {
 		return false, nil
 	}
-	pods, err := b.kube.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return false, fmt.Errorf("list pods of %s: %w", w.key(), err)
-	}
-	for _, p := range pods.Items {
-		if p.CreationTimestamp.Time.Before(t) && (!sidecar || hasSidecar(&p)) {
+	for _, p := range b.pods[w.namespace] {
+		if sel.Matches(labels.Set(p.Labels)) && p.CreationTimestamp.Time.Before(t) && (!sidecar || hasSidecar(&p)) {
 			return true, nil
 		}
 	}

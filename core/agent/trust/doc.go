@@ -32,5 +32,7 @@
 // itself is restarted first when its pods predate the chain, and workloads
 // wait until its rollout completes; they are then restarted with a
 // rollout restart at most BouncePerMinute per minute, skipping any whose
-// PodDisruptionBudget allows no disruption now.
+// PodDisruptionBudget allows no disruption now. Pods are listed once per
+// step, and once nothing is left to restart for a chain the bouncer rests
+// until the chain changes again.
 package trust
