@@ -68,7 +68,7 @@ func TestDemo(t *testing.T) {
 	if err != nil || !strings.Contains(string(vs), "weight: 80") {
 		t.Errorf("the demo did not edit its copy of the policy")
 	}
-	checkTrust(t, report, out)
+	checkTrust(t, report, out, stdout.String())
 	if !strings.Contains(stdout.String(), "Demo finished cleanly") {
 		t.Errorf("the demo's report does not end cleanly:\n%s", stdout.String())
 	}

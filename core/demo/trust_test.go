@@ -4,13 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // checkTrust checks that the demo's Istio clusters share one root: each
 // reports an intermediate issued by the MeshTrust's root, with its expiry,
 // and holds its cacerts Secret as a file.
-func checkTrust(t *testing.T, report *Report, out string) {
+func checkTrust(t *testing.T, report *Report, out, stdout string) {
 	t.Helper()
 	trust := report.Status.GetTrust()
 	if len(trust) != 1 || trust[0].GetPhase() != "Active" || len(trust[0].GetRoots()) != 1 {
@@ -25,6 +26,9 @@ func checkTrust(t *testing.T, report *Report, out string) {
 		if _, err := os.Stat(filepath.Join(out, "outputs", c.GetCluster(), "mesh-trust", "istio-system", "cacerts.yaml")); err != nil {
 			t.Errorf("%s: no cacerts Secret: %v", c.GetCluster(), err)
 		}
+	}
+	if want := "Mesh trust meshrelay/fleet (Active), root sha256 " + trust[0].GetRoots()[0]; !strings.Contains(stdout, want) {
+		t.Errorf("the demo's report does not show the shared root (%q):\n%s", want, stdout)
 	}
 	slices.Sort(clusters)
 	if !slices.Equal(clusters, []string{"east", "west"}) {
