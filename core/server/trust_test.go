@@ -471,3 +471,41 @@ func TestMeshTrustRefusesBadRequests(t *testing.T) {
 		t.Errorf("Report(oversized) = %v, want InvalidArgument", err)
 	}
 }
+
+// An intermediate is replaced renewBefore its expiry, with a new key; an
+// agent that restarts adopts the Secret it wrote instead of replacing it.
+func TestMeshTrustRenewsIntermediates(t *testing.T) {
+	pols := &memPolicies{}
+	ts := startServerDeps(t, nil, "", withPolicies(pols))
+	east := startTrustCluster(t, ts, "east")
+	pols.set(t, meshTrustYAML([]string{"east"}, "  intermediate: {ttl: 2h, renewBefore: 1h}"))
+	waitFor(t, "the cacerts Secret", func() bool { _ = east.step(t); return east.secret(t) != nil })
+	first := east.secret(t)
+
+	east.mgr = trust.New(trust.Options{Cluster: "east", Now: east.clock.Now}, east.agent.TrustClient(), trust.KubeSecrets{Client: east.kube}, east.kube, discardLogger())
+	if err := east.step(t); err != nil {
+		t.Fatal(err)
+	}
+	if !sameData(east.secret(t), first) {
+		t.Fatal("a restarted agent replaced the intermediate it had written")
+	}
+
+	east.clock.add(59 * time.Minute)
+	if err := east.step(t); err != nil {
+		t.Fatal(err)
+	}
+	if !sameData(east.secret(t), first) {
+		t.Fatal("the intermediate was replaced more than renewBefore ahead of its expiry")
+	}
+	east.clock.add(2 * time.Minute)
+	if err := east.step(t); err != nil {
+		t.Fatal(err)
+	}
+	renewed := east.secret(t)
+	if string(renewed.Data[trust.KeyCACert]) == string(first.Data[trust.KeyCACert]) || string(renewed.Data[trust.KeyCAKey]) == string(first.Data[trust.KeyCAKey]) {
+		t.Fatal("the intermediate was not renewed with a new key within renewBefore of its expiry")
+	}
+	if err := verifiesAgainst(t, renewed, first); err != nil {
+		t.Fatalf("the renewed intermediate is not trusted where the old one was: %v", err)
+	}
+}
