@@ -23,11 +23,14 @@ func serveDemo(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The output directory is made before the cleanup below is registered,
+	// so that it is removed after the demo has stopped writing to it.
+	out := filepath.Join(t.TempDir(), "demo")
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *demo.Report, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := demo.Run(ctx, demo.Options{Root: root, Out: filepath.Join(t.TempDir(), "demo"), Serve: true,
+		_, err := demo.Run(ctx, demo.Options{Root: root, Out: out, Serve: true,
 			Ready: func(r *demo.Report) { ready <- r }})
 		done <- err
 	}()
