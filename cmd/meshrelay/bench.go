@@ -329,7 +329,7 @@ func printChaos(w io.Writer, r *bench.ChaosReport) error {
 			if g.Unit == "bytes" {
 				return fmt.Sprintf("%.1f MiB", v/(1<<20))
 			}
-			return fmt.Sprintf("%.0f", v)
+			return fmt.Sprintf("%.1f", v)
 		}
 		t.row(g.Name, fmt.Sprintf("%s → %s over %.1f min (max %s, %d lives); growth %s/h",
 			unit(g.First), unit(g.Last), g.Minutes, unit(g.Max), g.Incarnations, unit(g.PerHour)))

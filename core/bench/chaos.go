@@ -582,14 +582,31 @@ func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool)
 	if !hang {
 		return target, "", syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A replica serving no agent may call no translation meanwhile.
+	serving := len(c.servedBy(p)) > 0
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return target, "", err
 	}
 	sleepCtx(ctx, chaosPluginCallTimeout+5*time.Second)
-	if slices.Contains(children(p.pid()), pid) {
-		return target, "not replaced by its host (no translation called it); resumed", syscall.Kill(pid, syscall.SIGCONT)
+	switch {
+	case !alive(pid):
+		return target, "killed by its host", nil
+	case !serving:
+		return target, "still stopped: its replica served no agent, so nothing called it; resumed", syscall.Kill(pid, syscall.SIGCONT)
 	}
-	return target, "replaced by its host", nil
+	err = fmt.Errorf("not killed by its host %s after it stopped (the plugin call timeout is %s); resumed",
+		chaosPluginCallTimeout+5*time.Second, chaosPluginCallTimeout)
+	return target, "", errors.Join(err, syscall.Kill(pid, syscall.SIGCONT))
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // sleepCtx waits d or until ctx ends.

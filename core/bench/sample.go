@@ -81,10 +81,20 @@ func (s *sampler) read(ctx context.Context, servers replicaSet, redis *redisProc
 			s.add("server "+p.id+" RSS", "bytes", life, now, float64(ps.RSSBytes))
 		}
 		gctx, cancel := context.WithTimeout(ctx, time.Second)
-		if n, err := p.goroutines(gctx); err == nil {
-			s.add("server "+p.id+" goroutines", "goroutines", life, now, float64(n))
-		}
+		goroutines, gerr := p.goroutines(gctx)
+		agents, aerr := scrapeGauge(gctx, "http://"+p.metrics+"/metrics", "meshrelay_relay_connected_agents")
 		cancel()
+		if gerr == nil {
+			s.add("server "+p.id+" goroutines", "goroutines", life, now, float64(goroutines))
+		}
+		if aerr == nil {
+			// Agents move between replicas after faults, and a replica's
+			// figures follow the agents it serves.
+			s.add("server "+p.id+" agents", "agents", life, now, float64(agents))
+			if gerr == nil && agents > 0 {
+				s.add("server "+p.id+" goroutines per agent", "goroutines", life, now, float64(goroutines)/float64(agents))
+			}
+		}
 		kids := children(pid)
 		slices.Sort(kids)
 		var rss int64

@@ -339,6 +339,43 @@ func TestHang(t *testing.T) {
 	works(t, p)
 }
 
+// TestStoppedPluginIsKilled stops a plugin process (SIGSTOP), as a frozen
+// or swapped-out process would be: the call times out and the host kills
+// the process without waiting for an answer it will never give, then
+// starts a new one.
+func TestStoppedPluginIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	opts := testOptions()
+	opts.CallTimeout = time.Second
+	h := newHost(t, dir, opts, nil)
+	p := mustPlugin(t, h, "good")
+	works(t, p)
+	pid := p.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Translate(context.Background(), update(false, "east"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("Translate on a stopped plugin = %v, want a timeout that killed it", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Translate on a stopped plugin did not return within 30s: the host waits for the plugin to agree to exit")
+	}
+	waitGone(t, pid)
+	works(t, p)
+	if p.Pid() == pid {
+		t.Errorf("the plugin runs as pid %d still", pid)
+	}
+}
+
 func TestRefusedOutputs(t *testing.T) {
 	tests := map[string]string{
 		"malformed": "not valid JSON",

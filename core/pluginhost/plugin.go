@@ -188,7 +188,7 @@ func (p *Plugin) crashed(why string) {
 	p.resetSession()
 	if p.proc != nil {
 		p.logger.Warn("plugin stopped", "reason", why)
-		p.proc.kill()
+		p.proc.forceKill()
 		p.proc = nil
 	}
 	p.failed()

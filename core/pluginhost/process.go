@@ -29,6 +29,7 @@ var ErrUnsupportedProtocol = errors.New("plugin speaks no supported protocol ver
 // process is one running plugin process.
 type process struct {
 	client  *plugin.Client
+	cmd     *exec.Cmd
 	proto   *protocol.Client
 	desc    *translatorv1.DescribeResponse
 	stderr  *tail
@@ -111,7 +112,7 @@ func launch(ctx context.Context, name, path, sum string, opts Options, logger *s
 		client.Kill()
 		return nil, startError(name, path, err, stderr)
 	}
-	p.stderr = stderr
+	p.stderr, p.cmd = stderr, cmd
 	return p, nil
 }
 
@@ -173,6 +174,17 @@ func startError(name, path string, err error, stderr *tail) error {
 }
 
 func (p *process) kill() { p.client.Kill() }
+
+// forceKill kills a plugin that failed (hung, crashed, unhealthy) with
+// SIGKILL before go-plugin's kill, which first asks the plugin to exit and
+// waits for its answer: a stopped or frozen process never answers, and the
+// host would wait forever.
+func (p *process) forceKill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+	p.client.Kill()
+}
 
 func (p *process) exited() bool { return p.client.Exited() }
 
