@@ -74,10 +74,11 @@ checker compares each agent's outputs with what translating the same
 inputs and policies offline gives (its own plugin processes), until they
 agree or --timeout: outputs missing, stale or extra at an agent, outputs
 that went back to an older change, and resources pruned that the model
-holds (in safe mode, or from a partial view) fail the soak. At the end
-the replica serving the most agents is killed and the reconnect storm
-measured: peak registrations and full resyncs per second, time until every
-cluster's outputs converged.
+holds (in safe mode, or from a partial view) fail the soak. Before the
+faults, replica 1 is killed with its third of the evenly spread fleet, and
+at the end the replica serving the most agents: each reconnect storm is
+measured (peak registrations and full resyncs per second, time until every
+cluster's outputs converged) and the replica started again.
 Memory (servers, plugins, Redis) and the servers' goroutines are sampled
 throughout; the report gives each one's growth per hour after warm-up. The
 exit code is 1 when the soak failed.
@@ -320,8 +321,8 @@ func printChaos(w io.Writer, r *bench.ChaosReport) error {
 		}
 		t.row(fmt.Sprintf("check %q at %.1fs", c.Label, c.At), line)
 	}
-	if s := r.Storm; s != nil {
-		t.row("reconnect storm", fmt.Sprintf("%s killed with %d agents: peak %.0f registrations/s, %.0f resyncs/s; all back after %.1fs, converged after %.1fs",
+	for _, s := range r.Storms {
+		t.row("reconnect storm at the "+s.When, fmt.Sprintf("%s killed with %d agents: peak %.0f registrations/s, %.0f resyncs/s; all back after %.1fs, converged after %.1fs",
 			s.Killed, s.MovedAgents, s.PeakConnectsPerSecond, s.PeakResyncsPerSecond, s.ReconnectedSeconds, s.ConvergedSeconds))
 	}
 	for _, g := range r.Memory {

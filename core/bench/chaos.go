@@ -154,6 +154,7 @@ type Check struct {
 // StormReport is the reconnect storm after a replica died with its share
 // of the fleet, measured from the agents' side.
 type StormReport struct {
+	When        string `json:"when"`
 	Killed      string `json:"killed_replica"`
 	MovedAgents int    `json:"moved_agents"`
 	// PeakConnectsPerSecond is the most stream registrations (hello and
@@ -170,7 +171,7 @@ type StormReport struct {
 
 // ChaosReport is what a soak saw. It passed when every check converged
 // with nothing lost, extra or backwards and no wrongful prune, every fault
-// healed, and the storm converged.
+// healed, and the storms converged.
 type ChaosReport struct {
 	Seed              uint64        `json:"seed"`
 	Agents            int           `json:"agents"`
@@ -183,7 +184,7 @@ type ChaosReport struct {
 	PolicyEdits       int           `json:"policy_edits"`
 	Faults            []Fault       `json:"faults"`
 	Checks            []Check       `json:"checks"`
-	Storm             *StormReport  `json:"reconnect_storm,omitempty"`
+	Storms            []StormReport `json:"reconnect_storms"`
 	Memory            []Growth      `json:"memory_and_goroutines"`
 	Passed            bool          `json:"passed"`
 	Failures          []string      `json:"failures,omitempty"`
@@ -225,9 +226,10 @@ type chaosRun struct {
 // and a fault every Options.FaultEvery drawn with Options.Seed. Every
 // Options.CheckEvery, and at the end, it stops the churn and the faults
 // and checks every agent's outputs against the checker's model; at the
-// end it kills the replica serving the most agents and measures the
-// reconnect storm, then checks again. Memory and goroutines are sampled
-// throughout.
+// start, and again at the end, it kills a replica — replica 1 with its
+// third of the evenly spread fleet, then the replica serving the most
+// agents — and measures the reconnect storm, then checks again. Memory
+// and goroutines are sampled throughout.
 func RunChaos(ctx context.Context, opts Options) (*ChaosReport, error) {
 	opts.Chaos = true
 	if err := opts.Validate(); err != nil {
@@ -348,12 +350,18 @@ func (c *chaosRun) checkerPlugins(ctx context.Context) (*pluginhost.Host, error)
 	return host, nil
 }
 
-// soak checks once, then churns, edits policies and injects faults for
-// Options.Duration with periodic checks, then checks, measures the storm
-// and checks again.
+// soak checks once, measures the first storm and checks, then churns,
+// edits policies and injects faults for Options.Duration with periodic
+// checks, then checks, measures the last storm and checks again.
 func (c *chaosRun) soak(ctx context.Context) error {
 	c.start = time.Now()
 	c.check(ctx, "start")
+	// The first storm hits the fleet spread evenly: replica 1 serves a
+	// third of it with three replicas.
+	c.faultMu.Lock()
+	c.crep.Storms = append(c.crep.Storms, c.storm(ctx, c.servers[1], "start: replica 1, its share of the evenly spread fleet"))
+	c.faultMu.Unlock()
+	c.check(ctx, "after the first storm")
 	samplerDone := c.runSampler(ctx)
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faultsDone := make(chan struct{})
@@ -371,9 +379,9 @@ func (c *chaosRun) soak(ctx context.Context) error {
 	c.crep.DurationSeconds = time.Since(c.start).Seconds()
 	c.check(ctx, "end")
 	c.faultMu.Lock()
-	c.crep.Storm = c.storm(ctx)
+	c.crep.Storms = append(c.crep.Storms, c.storm(ctx, c.busiest(), "end: the replica serving the most agents"))
 	c.faultMu.Unlock()
-	c.check(ctx, "after the storm")
+	c.check(ctx, "after the last storm")
 	samplerDone()
 	return ctx.Err()
 }
@@ -459,8 +467,9 @@ func (c *chaosRun) faultLoop(ctx context.Context) {
 		kinds = FaultKinds
 	}
 	rng := rand.New(rand.NewPCG(c.opts.Seed, 0xfa17))
+	begin := time.Now()
 	for k := 1; ; k++ {
-		next := c.start.Add(time.Duration(k) * c.opts.FaultEvery)
+		next := begin.Add(time.Duration(k) * c.opts.FaultEvery)
 		select {
 		case <-ctx.Done():
 			return

@@ -77,21 +77,13 @@ func (c *chaosRun) audit(ck *Check, want map[string]map[string]*snapshot.Snapsho
 	}
 }
 
-// storm kills the replica serving the most agents (a third of a
-// three-replica fleet when the agents are spread evenly) and measures its
-// agents' return: registrations and full resends per second from the
-// agents' counters every 100ms, until every moved agent reconnected and
-// the live replicas computed the model's outputs for every cluster. Then
-// it starts the replica again.
-func (c *chaosRun) storm(ctx context.Context) *StormReport {
-	var victim *serverProcess
-	var moved []*sim
-	for _, p := range c.servers {
-		if served := c.servedBy(p); victim == nil || len(served) > len(moved) {
-			victim, moved = p, served
-		}
-	}
-	rep := &StormReport{Killed: victim.id, MovedAgents: len(moved), ReconnectedSeconds: -1, ConvergedSeconds: -1}
+// storm kills victim and measures its agents' return: registrations and
+// full resends per second from the agents' counters every 100ms, until
+// every moved agent reconnected and the live replicas computed the
+// model's outputs for every cluster. Then it starts the replica again.
+func (c *chaosRun) storm(ctx context.Context, victim *serverProcess, when string) StormReport {
+	moved := c.servedBy(victim)
+	rep := StormReport{When: when, Killed: victim.id, MovedAgents: len(moved), ReconnectedSeconds: -1, ConvergedSeconds: -1}
 	want, err := c.checker.expected(ctx)
 	if err != nil {
 		return rep
@@ -131,6 +123,17 @@ func (c *chaosRun) storm(ctx context.Context) *StormReport {
 		c.crep.Failures = append(c.crep.Failures, "restart after the storm: "+err.Error())
 	}
 	return rep
+}
+
+// busiest returns the replica serving the most agents.
+func (c *chaosRun) busiest() *serverProcess {
+	best, most := c.servers[0], -1
+	for _, p := range c.servers {
+		if n := len(c.servedBy(p)); n > most {
+			best, most = p, n
+		}
+	}
+	return best
 }
 
 // servedBy returns the agents connected to p, as its admin API reports.
@@ -216,8 +219,10 @@ func (c *chaosRun) finish() {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d outputs went backwards", where, ck.BackwardsCount))
 		}
 	}
-	if s := rep.Storm; s == nil || s.ConvergedSeconds < 0 {
-		rep.Failures = append(rep.Failures, "the reconnect storm did not converge")
+	for _, s := range rep.Storms {
+		if s.ConvergedSeconds < 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("the reconnect storm at the %s did not converge", s.When))
+		}
 	}
 	rep.Passed = len(rep.Failures) == 0
 }

@@ -36,7 +36,7 @@ func buildBinaries(t *testing.T) string {
 // every 10s of every kind — and requires that it passed: every check
 // converged to the checker's model with nothing missing, stale or extra,
 // no output went backwards, nothing the model holds was pruned, every
-// fault healed, and the reconnect storm converged.
+// fault healed, and the reconnect storms converged.
 func TestChaosSoak(t *testing.T) {
 	redis := testenv.RedisServer(t)
 	bin := buildBinaries(t)
@@ -64,14 +64,17 @@ func TestChaosSoak(t *testing.T) {
 	if len(kinds) < 5 {
 		t.Errorf("the faults were of %d kinds (%v), want at least 5 of %d", len(kinds), kinds, len(FaultKinds))
 	}
-	if len(rep.Checks) < 4 {
-		t.Errorf("%d checks, want the start, a periodic one, the end and after the storm", len(rep.Checks))
+	if len(rep.Checks) < 5 {
+		t.Errorf("%d checks, want the start, after the first storm, a periodic one, the end and after the last storm", len(rep.Checks))
 	}
 	if rep.InputChanges == 0 || rep.PolicyEdits == 0 {
 		t.Errorf("%d input changes and %d policy edits, want some of each", rep.InputChanges, rep.PolicyEdits)
 	}
-	if s := rep.Storm; s == nil || s.MovedAgents == 0 || s.PeakConnectsPerSecond == 0 {
-		t.Errorf("reconnect storm = %+v, want moved agents reconnecting", s)
+	if len(rep.Storms) != 2 {
+		t.Fatalf("%d reconnect storms, want one at the start and one at the end", len(rep.Storms))
+	}
+	if s := rep.Storms[0]; s.MovedAgents != opts.Agents/3 || s.PeakConnectsPerSecond == 0 {
+		t.Errorf("the first reconnect storm = %+v, want replica 1's %d agents reconnecting", s, opts.Agents/3)
 	}
 	if len(rep.Memory) == 0 {
 		t.Error("no memory samples")

@@ -64,10 +64,11 @@
 // sink that, like a real one, deletes only when pruning is allowed):
 // resources missing, stale or extra, outputs going back to an older change
 // (the changes' markers only grow) and prunes of resources the model holds
-// fail the soak. At the end the replica serving the most agents is killed
-// and the reconnect storm measured. The servers' and plugins' memory,
-// Redis's and the servers' goroutines are sampled throughout and reported
-// as growth per hour after warm-up ([Growth]).
+// fail the soak. Before the faults replica 1 is killed with its third of
+// the evenly spread fleet, and at the end the replica serving the most
+// agents, and each reconnect storm is measured. The servers' and plugins'
+// memory, Redis's and the servers' goroutines are sampled throughout and
+// reported as growth per hour after warm-up ([Growth]).
 //
 // The package's Go benchmarks (go test -bench . ./core/bench) measure the
 // pieces in isolation: the engine's fan-out over a 1,000-cluster fleet, the
