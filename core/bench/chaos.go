@@ -232,17 +232,11 @@ type chaosRun struct {
 // and goroutines are sampled throughout.
 func RunChaos(ctx context.Context, opts Options) (*ChaosReport, error) {
 	opts.Chaos = true
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	r, cleanup, err := newRun(opts)
+	r, cleanup, err := startRun(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	if err := r.prepare(ctx); err != nil {
-		return nil, err
-	}
 	c := &chaosRun{run: r, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), sampler: newSampler()}
 	c.crep = &ChaosReport{
 		Seed: opts.Seed, Agents: opts.Agents, Services: opts.Services, Replicas: opts.Replicas,

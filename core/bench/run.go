@@ -290,19 +290,30 @@ type run struct {
 	served, servedAfterKill []int
 }
 
+// startRun validates opts and prepares a run: its work directory and
+// plugins. The caller must call cleanup.
+func startRun(ctx context.Context, opts Options) (r *run, cleanup func(), err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
+	}
+	r, cleanup, err = newRun(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.prepare(ctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return r, cleanup, nil
+}
+
 // Run runs one benchmark; see the package documentation.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	r, cleanup, err := newRun(opts)
+	r, cleanup, err := startRun(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	if err := r.prepare(ctx); err != nil {
-		return nil, err
-	}
 
 	servers, err := startReplicas(ctx, r.opts, r.work, nil, r.say)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +17,9 @@ import (
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/meshrelay/meshrelay/plugins/cilium"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/plugins/internal/rbaceval"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 	securityapi "istio.io/api/security/v1beta1"
 	clientsecurity "istio.io/client-go/pkg/apis/security/v1"
@@ -288,10 +287,7 @@ func envoyDecider(t *testing.T, listeners map[string]map[string]*listenerv3.List
 			}
 			matched := false
 			for _, p := range rules.GetPolicies() {
-				if slices.ContainsFunc(p.GetPermissions(), func(x *rbacv3.Permission) bool { return permissionMatches(t, x, uint32(d.Port)) }) &&
-					slices.ContainsFunc(p.GetPrincipals(), func(x *rbacv3.Principal) bool { return principalMatches(t, x, principal) }) {
-					matched = true
-				}
+				matched = matched || rbaceval.PolicyMatches(t, p, rbaceval.Request{Principal: principal, Port: uint32(d.Port)})
 			}
 			switch rules.GetAction() {
 			case rbacv3.RBAC_ALLOW:
@@ -349,80 +345,4 @@ func envoyRBAC(t *testing.T, l *listenerv3.Listener) []*rbacv3.RBAC {
 		}
 	}
 	return out
-}
-
-func permissionMatches(t *testing.T, p *rbacv3.Permission, port uint32) bool {
-	switch rule := p.GetRule().(type) {
-	case *rbacv3.Permission_Any:
-		return rule.Any
-	case *rbacv3.Permission_AndRules:
-		for _, x := range rule.AndRules.GetRules() {
-			if !permissionMatches(t, x, port) {
-				return false
-			}
-		}
-		return true
-	case *rbacv3.Permission_OrRules:
-		for _, x := range rule.OrRules.GetRules() {
-			if permissionMatches(t, x, port) {
-				return true
-			}
-		}
-		return false
-	case *rbacv3.Permission_NotRule:
-		return !permissionMatches(t, rule.NotRule, port)
-	case *rbacv3.Permission_DestinationPort:
-		return rule.DestinationPort == port
-	}
-	t.Fatalf("permission %v is not known to the evaluator", p)
-	return false
-}
-
-func principalMatches(t *testing.T, p *rbacv3.Principal, principal string) bool {
-	switch id := p.GetIdentifier().(type) {
-	case *rbacv3.Principal_Any:
-		return id.Any
-	case *rbacv3.Principal_AndIds:
-		for _, x := range id.AndIds.GetIds() {
-			if !principalMatches(t, x, principal) {
-				return false
-			}
-		}
-		return true
-	case *rbacv3.Principal_OrIds:
-		for _, x := range id.OrIds.GetIds() {
-			if principalMatches(t, x, principal) {
-				return true
-			}
-		}
-		return false
-	case *rbacv3.Principal_NotId:
-		return !principalMatches(t, id.NotId, principal)
-	case *rbacv3.Principal_Authenticated_:
-		if id.Authenticated.GetPrincipalName() == nil {
-			return true
-		}
-		return stringMatches(t, id.Authenticated.GetPrincipalName(), principal)
-	}
-	t.Fatalf("principal %v is not known to the evaluator", p)
-	return false
-}
-
-func stringMatches(t *testing.T, m *matcherv3.StringMatcher, v string) bool {
-	switch p := m.GetMatchPattern().(type) {
-	case *matcherv3.StringMatcher_Exact:
-		return v == p.Exact
-	case *matcherv3.StringMatcher_Prefix:
-		return strings.HasPrefix(v, p.Prefix)
-	case *matcherv3.StringMatcher_Suffix:
-		return strings.HasSuffix(v, p.Suffix)
-	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile("^(?:" + p.SafeRegex.GetRegex() + ")$")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return re.MatchString(v)
-	}
-	t.Fatalf("string matcher %v is not known to the evaluator", m)
-	return false
 }

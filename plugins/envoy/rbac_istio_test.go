@@ -2,26 +2,18 @@ package envoy_test
 
 import (
 	"os"
-	"regexp"
 	"testing"
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/plugins/internal/rbaceval"
 	"google.golang.org/protobuf/encoding/protojson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// request is what an RBAC decision looks at, for an mTLS client.
-type request struct {
-	principal, method, path string
-	port                    uint32
-}
 
 // TestRBACMeansWhatIstioMeans compares the RBAC policy built for an
 // AccessPolicy with the one Istio builds for the equivalent
@@ -41,7 +33,7 @@ func TestRBACMeansWhatIstioMeans(t *testing.T) {
 			From: []policyv1alpha1.ClientSelector{{Namespaces: []string{"namespaces1", "namespaces2"}}},
 		}},
 	}
-	var grid []request
+	var grid []rbaceval.Request
 	for _, principal := range []string{
 		"spiffe://cluster.local/ns/namespaces1/sa/default", "spiffe://west/ns/namespaces2/sa/api",
 		"spiffe://cluster.local/ns/foo/sa/namespaces1", "spiffe://east/ns/namespaces10/sa/x",
@@ -49,7 +41,7 @@ func TestRBACMeansWhatIstioMeans(t *testing.T) {
 		for _, method := range []string{"GET", "POST", "PUT"} {
 			for _, path := range []string{"/v1", "/v2", "/v3", "/v1/x"} {
 				for _, port := range []uint32{80, 90, 8080} {
-					grid = append(grid, request{principal, method, path, port})
+					grid = append(grid, rbaceval.Request{Principal: principal, Method: method, Path: path, Port: port})
 				}
 			}
 		}
@@ -70,7 +62,7 @@ func TestRBACMeansWhatIstioMeans(t *testing.T) {
 			}
 			allowed := 0
 			for _, r := range grid {
-				g, w := policyMatches(t, got, r), policyMatches(t, want, r)
+				g, w := rbaceval.PolicyMatches(t, got, r), rbaceval.PolicyMatches(t, want, r)
 				if g != w {
 					t.Errorf("request %+v: RBACPolicy(%s) admits = %v, Istio's admits = %v", r, name, g, w)
 				}
@@ -107,103 +99,4 @@ func istioPolicies(t *testing.T, path string) map[string]*rbacv3.Policy {
 		t.Fatalf("Istio's filter has action %v, want ALLOW", cfg.GetRules().GetAction())
 	}
 	return cfg.GetRules().GetPolicies()
-}
-
-// policyMatches evaluates a policy as Envoy does: some permission and some
-// principal must match. It knows the matchers both sides use and fails the
-// test on any other.
-func policyMatches(t *testing.T, p *rbacv3.Policy, r request) bool {
-	perm, principal := false, false
-	for _, x := range p.GetPermissions() {
-		perm = perm || permissionMatches(t, x, r)
-	}
-	for _, x := range p.GetPrincipals() {
-		principal = principal || principalMatches(t, x, r)
-	}
-	return perm && principal
-}
-
-func permissionMatches(t *testing.T, p *rbacv3.Permission, r request) bool {
-	switch rule := p.GetRule().(type) {
-	case *rbacv3.Permission_Any:
-		return rule.Any
-	case *rbacv3.Permission_AndRules:
-		for _, x := range rule.AndRules.GetRules() {
-			if !permissionMatches(t, x, r) {
-				return false
-			}
-		}
-		return true
-	case *rbacv3.Permission_OrRules:
-		for _, x := range rule.OrRules.GetRules() {
-			if permissionMatches(t, x, r) {
-				return true
-			}
-		}
-		return false
-	case *rbacv3.Permission_NotRule:
-		return !permissionMatches(t, rule.NotRule, r)
-	case *rbacv3.Permission_DestinationPort:
-		return rule.DestinationPort == r.port
-	case *rbacv3.Permission_UrlPath:
-		return stringMatches(t, rule.UrlPath.GetPath(), r.path)
-	case *rbacv3.Permission_Header:
-		return headerMatches(t, rule.Header, r)
-	}
-	t.Fatalf("permission %v is not known to the evaluator", p)
-	return false
-}
-
-func headerMatches(t *testing.T, h *routev3.HeaderMatcher, r request) bool {
-	if h.GetName() != ":method" || h.GetStringMatch() == nil {
-		t.Fatalf("header matcher %v is not known to the evaluator", h)
-	}
-	return stringMatches(t, h.GetStringMatch(), r.method) != h.GetInvertMatch()
-}
-
-func principalMatches(t *testing.T, p *rbacv3.Principal, r request) bool {
-	switch id := p.GetIdentifier().(type) {
-	case *rbacv3.Principal_Any:
-		return id.Any
-	case *rbacv3.Principal_AndIds:
-		for _, x := range id.AndIds.GetIds() {
-			if !principalMatches(t, x, r) {
-				return false
-			}
-		}
-		return true
-	case *rbacv3.Principal_OrIds:
-		for _, x := range id.OrIds.GetIds() {
-			if principalMatches(t, x, r) {
-				return true
-			}
-		}
-		return false
-	case *rbacv3.Principal_NotId:
-		return !principalMatches(t, id.NotId, r)
-	case *rbacv3.Principal_Authenticated_:
-		if id.Authenticated.GetPrincipalName() == nil {
-			return true
-		}
-		return stringMatches(t, id.Authenticated.GetPrincipalName(), r.principal)
-	}
-	t.Fatalf("principal %v is not known to the evaluator", p)
-	return false
-}
-
-func stringMatches(t *testing.T, m *matcherv3.StringMatcher, v string) bool {
-	switch p := m.GetMatchPattern().(type) {
-	case *matcherv3.StringMatcher_Exact:
-		return v == p.Exact
-	case *matcherv3.StringMatcher_Prefix:
-		return len(v) >= len(p.Prefix) && v[:len(p.Prefix)] == p.Prefix
-	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile("^(?:" + p.SafeRegex.GetRegex() + ")$")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return re.MatchString(v)
-	}
-	t.Fatalf("string matcher %v is not known to the evaluator", m)
-	return false
 }
