@@ -106,6 +106,7 @@ func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, ui
 		if err := host.Start(ctx); err != nil {
 			return err
 		}
+		go host.Watch(ctx)
 		for _, p := range host.Plugins() {
 			translators = append(translators, p)
 		}

@@ -62,6 +62,7 @@ const (
 	chaosHeartbeat         = 3 * time.Second
 	chaosServerTimeout     = 10 * time.Second
 	chaosPluginCallTimeout = 10 * time.Second
+	chaosPluginHealth      = 2 * time.Second
 	redisDowntime          = 3 * time.Second
 	replicaDowntime        = 5 * time.Second
 	cutDowntime            = 15 * time.Second
@@ -282,6 +283,7 @@ func (c *chaosRun) startFleet(ctx context.Context) (stop func(), err error) {
 	c.opts.Store = c.redis.URL() // for the CA wait and used_memory
 	c.opts.ServerArgs = append([]string{
 		"--heartbeat", chaosHeartbeat.String(), "--plugin-call-timeout", chaosPluginCallTimeout.String(),
+		"--plugin-health-interval", chaosPluginHealth.String(), "--plugin-health-timeout", chaosPluginHealth.String(),
 	}, c.opts.ServerArgs...)
 	if c.servers, err = startReplicas(ctx, c.opts, c.work, stores, c.say); err != nil {
 		return stop, err
@@ -569,8 +571,9 @@ func (c *chaosRun) restartAgent(s *sim, fresh bool) error {
 // pluginFault kills (crash) or stops (hang) the Istio plugin process of p:
 // the simulated clusters run Istio only, so the other plugins are never
 // called and a fault in them goes unnoticed. A stopped plugin gets the
-// plugin call timeout and some to be replaced by its host; one still
-// there then is let run again, and the note says so.
+// plugin call timeout and some to be replaced by its host (a call in
+// flight times out; an idle plugin fails its health check); one still
+// there then fails the run, and is let run again.
 func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool) (target, note string, err error) {
 	pid := 0
 	for _, k := range children(p.pid()) {
@@ -585,17 +588,12 @@ func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool)
 	if !hang {
 		return target, "", syscall.Kill(pid, syscall.SIGKILL)
 	}
-	// A replica serving no agent may call no translation meanwhile.
-	serving := len(c.servedBy(p)) > 0
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return target, "", err
 	}
 	sleepCtx(ctx, chaosPluginCallTimeout+5*time.Second)
-	switch {
-	case !alive(pid):
+	if !alive(pid) {
 		return target, "killed by its host", nil
-	case !serving:
-		return target, "still stopped: its replica served no agent, so nothing called it; resumed", syscall.Kill(pid, syscall.SIGCONT)
 	}
 	err = fmt.Errorf("not killed by its host %s after it stopped (the plugin call timeout is %s); resumed",
 		chaosPluginCallTimeout+5*time.Second, chaosPluginCallTimeout)

@@ -137,6 +137,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := host.Start(ctx); err != nil {
 		return nil, err
 	}
+	go host.Watch(ctx)
 	var translators []engine.Translator
 	for _, p := range host.Plugins() {
 		translators = append(translators, p)

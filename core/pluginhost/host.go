@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Host runs the plugins installed in a plugin directory.
 type Host struct {
 	dir     string
+	opts    Options
 	plugins []*Plugin
 	once    sync.Once
 }
@@ -30,7 +32,7 @@ func New(dir string, logger *slog.Logger, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{dir: dir}
+	h := &Host{dir: dir, opts: opts}
 	for _, e := range entries {
 		h.plugins = append(h.plugins, newPlugin(dir, e, opts, logger))
 	}
@@ -73,6 +75,26 @@ func (h *Host) Check(ctx context.Context) error {
 		errs = append(errs, p.Check(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// Watch checks every idle plugin's health each Options.HealthInterval
+// until ctx ends, and kills one that does not answer within
+// Options.HealthTimeout: a plugin that hangs while no translation calls it
+// is replaced before the next change needs it. A plugin busy with a call
+// is left to Options.CallTimeout.
+func (h *Host) Watch(ctx context.Context) {
+	t := time.NewTicker(h.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range h.plugins {
+			_ = p.probe(ctx) // the plugin logs what it found
+		}
+	}
 }
 
 // Close kills every plugin process.

@@ -376,6 +376,39 @@ func TestStoppedPluginIsKilled(t *testing.T) {
 	}
 }
 
+// TestWatchKillsIdleStoppedPlugin stops a plugin while nothing calls it:
+// no call can time out, so only the host's health watch can find it, and
+// it must kill it (the next full update starts a new one) while leaving a
+// healthy plugin alone.
+func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	opts := testOptions()
+	opts.HealthInterval, opts.HealthTimeout = 100*time.Millisecond, time.Second
+	h := newHost(t, dir, opts, nil)
+	stopped, healthy := mustPlugin(t, h, "good"), mustPlugin(t, h, "faulty")
+	works(t, stopped)
+	works(t, healthy)
+	pid, healthyPid := stopped.Pid(), healthy.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { h.Watch(ctx); close(watched) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	waitGone(t, pid)
+	if healthy.Pid() != healthyPid || healthy.Starts() != 1 {
+		t.Errorf("the healthy plugin was restarted: pid %d (was %d), %d starts", healthy.Pid(), healthyPid, healthy.Starts())
+	}
+	if _, err := stopped.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
+		t.Fatalf("Translate(delta) after the watch killed the plugin = %v, want ErrNeedFull", err)
+	}
+	works(t, stopped)
+}
+
 func TestRefusedOutputs(t *testing.T) {
 	tests := map[string]string{
 		"malformed": "not valid JSON",

@@ -15,6 +15,10 @@ type Options struct {
 	// CallTimeout bounds one Translate call. A plugin that does not answer in
 	// time is taken as hung: it is killed and restarted.
 	CallTimeout time.Duration
+	// HealthInterval is how often an idle plugin's health is checked, and
+	// HealthTimeout how long the check may take before the plugin is taken
+	// as hung and killed (see [Host.Watch]).
+	HealthInterval, HealthTimeout time.Duration
 	// BackoffBase and BackoffMax bound the exponential wait before a plugin
 	// that crashed, hung or failed to start is started again.
 	BackoffBase, BackoffMax time.Duration
@@ -22,12 +26,15 @@ type Options struct {
 	MaxOutputBytes int
 }
 
-// DefaultOptions returns the defaults: 30s to start, 60s per call, backoff
-// from 250ms to 30s, 256 MiB per output set.
+// DefaultOptions returns the defaults: 30s to start, 60s per call, a
+// health check every 10s that may take 5s, backoff from 250ms to 30s,
+// 256 MiB per output set.
 func DefaultOptions() Options {
 	return Options{
 		StartTimeout:   30 * time.Second,
 		CallTimeout:    time.Minute,
+		HealthInterval: 10 * time.Second,
+		HealthTimeout:  5 * time.Second,
 		BackoffBase:    250 * time.Millisecond,
 		BackoffMax:     30 * time.Second,
 		MaxOutputBytes: 256 << 20,
@@ -38,6 +45,8 @@ func DefaultOptions() Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StartTimeout, "plugin-start-timeout", o.StartTimeout, "how long a plugin may take to start")
 	fs.DurationVar(&o.CallTimeout, "plugin-call-timeout", o.CallTimeout, "how long one translation may take before the plugin is killed and restarted")
+	fs.DurationVar(&o.HealthInterval, "plugin-health-interval", o.HealthInterval, "how often an idle plugin's health is checked")
+	fs.DurationVar(&o.HealthTimeout, "plugin-health-timeout", o.HealthTimeout, "how long a plugin's health check may take before the plugin is killed and restarted")
 	fs.DurationVar(&o.BackoffBase, "plugin-backoff", o.BackoffBase, "first wait before restarting a failed plugin; doubles up to --plugin-backoff-max")
 	fs.DurationVar(&o.BackoffMax, "plugin-backoff-max", o.BackoffMax, "longest wait before restarting a failed plugin")
 	fs.IntVar(&o.MaxOutputBytes, "plugin-max-output-bytes", o.MaxOutputBytes, "largest output of one plugin for one cluster and backend")
@@ -51,6 +60,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("--plugin-call-timeout must be positive"))
+	}
+	if o.HealthInterval <= 0 || o.HealthTimeout <= 0 {
+		errs = append(errs, errors.New("--plugin-health-interval and --plugin-health-timeout must be positive"))
 	}
 	if o.BackoffBase <= 0 || o.BackoffMax < o.BackoffBase {
 		errs = append(errs, errors.New("--plugin-backoff must be positive and at most --plugin-backoff-max"))

@@ -202,23 +202,42 @@ func (p *Plugin) resetSession() {
 	p.needFull = true
 }
 
-// Check pings a running plugin's health service. It returns nil when no
-// process runs (the next call starts one).
+// Check pings a running plugin's health service, within
+// Options.HealthTimeout, and kills a plugin that does not answer in time,
+// has exited or is not serving. It returns nil when no process runs (the
+// next call starts one). It waits for a call in flight to end.
 func (p *Plugin) Check(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.proc == nil {
+	return p.checkLocked(ctx)
+}
+
+// probe checks the plugin when no call is in flight; a call in flight is
+// bounded by Options.CallTimeout instead.
+func (p *Plugin) probe(ctx context.Context) error {
+	if !p.mu.TryLock() {
+		return nil
+	}
+	defer p.mu.Unlock()
+	return p.checkLocked(ctx)
+}
+
+func (p *Plugin) checkLocked(ctx context.Context) error {
+	if p.proc == nil || p.closed {
 		return nil
 	}
 	if p.proc.exited() {
 		p.crashed("plugin process exited")
 		return fmt.Errorf("plugin %q exited", p.entry.Name)
 	}
-	rpc, err := p.proc.client.Client()
-	if err == nil {
-		err = rpc.Ping()
+	pingCtx, cancel := context.WithTimeout(ctx, p.opts.HealthTimeout)
+	defer cancel()
+	err := p.proc.ping(pingCtx)
+	if err != nil && ctx.Err() != nil {
+		return nil // the host is stopping, not the plugin
 	}
 	if err != nil {
+		p.logger.Error("plugin failed its health check; killing it", "error", err)
 		p.crashed("health check failed")
 		return fmt.Errorf("plugin %q: health check: %w", p.entry.Name, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // ErrChecksum is wrapped by the error of starting or verifying a plugin
@@ -136,14 +137,14 @@ func dispense(ctx context.Context, client *plugin.Client, name string) (*process
 	if !ok {
 		return nil, &startedBadly{fmt.Errorf("start plugin %q: dispensed %T", name, raw)}
 	}
-	if err := rpc.Ping(); err != nil {
+	p := &process{client: client, proto: pc, version: client.NegotiatedVersion()}
+	if err := p.ping(ctx); err != nil {
 		return nil, &startedBadly{fmt.Errorf("start plugin %q: health check: %w", name, err)}
 	}
-	desc, err := describe(ctx, pc.Translator)
-	if err != nil {
+	if p.desc, err = describe(ctx, pc.Translator); err != nil {
 		return nil, &startedBadly{fmt.Errorf("start plugin %q: %w", name, err)}
 	}
-	return &process{client: client, proto: pc, desc: desc, version: client.NegotiatedVersion()}, nil
+	return p, nil
 }
 
 // startError explains why go-plugin could not start a plugin.
@@ -187,6 +188,28 @@ func (p *process) forceKill() {
 }
 
 func (p *process) exited() bool { return p.client.Exited() }
+
+// ping asks the plugin's gRPC health service whether it serves, within
+// ctx: go-plugin's own Ping has no deadline, and a stopped process would
+// never answer it.
+func (p *process) ping(ctx context.Context) error {
+	rpc, err := p.client.Client()
+	if err != nil {
+		return err
+	}
+	gc, ok := rpc.(*plugin.GRPCClient)
+	if !ok {
+		return fmt.Errorf("plugin speaks %T, not gRPC", rpc)
+	}
+	resp, err := grpc_health_v1.NewHealthClient(gc.Conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	if err != nil {
+		return err
+	}
+	if st := resp.GetStatus(); st != grpc_health_v1.HealthCheckResponse_SERVING {
+		return fmt.Errorf("plugin reports %s", st)
+	}
+	return nil
+}
 
 // backends returns the described backends, sorted.
 func (p *process) backends() []string {
