@@ -231,7 +231,7 @@ type clusterData struct {
 // inputs, which replaces that cluster's data and its caches anyway; only
 // fleet-wide changes (a policy edit) decode again what they read. Kept,
 // the typed objects would cost about as much per cluster as the raw inputs
-// (go test -bench PluginHeap ./core/bench/).
+// (go test -bench PluginHeap ./internal/bench/).
 type decodeLog struct {
 	mu       sync.Mutex
 	clusters []*clusterData

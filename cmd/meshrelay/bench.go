@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/bench"
+	"github.com/meshrelay/meshrelay/internal/bench"
 	"github.com/spf13/cobra"
 )
 

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/meshrelay/meshrelay/core/demo"
+	"github.com/meshrelay/meshrelay/internal/demo"
 	"github.com/spf13/cobra"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshrelay/meshrelay/core/demo"
+	"github.com/meshrelay/meshrelay/internal/demo"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/core/agent/sink"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/offline"
+	"github.com/meshrelay/meshrelay/internal/offline"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/spf13/cobra"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/meshrelay/meshrelay/core/bench"
+	"github.com/meshrelay/meshrelay/internal/bench"
 	"github.com/meshrelay/meshrelay/core/catalog"
 	"github.com/meshrelay/meshrelay/core/snapshot"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"github.com/meshrelay/meshrelay/core/demo"
+	"github.com/meshrelay/meshrelay/internal/demo"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/snapshot"

@@ -13,18 +13,18 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
 
-// benchNamespace is where the services of benchFleet live, as in core/bench.
+// benchNamespace is where the services of benchFleet live, as in internal/bench.
 const benchNamespace = "bench"
 
-// benchFleet generates a fleet shaped like core/bench's: Istio clusters
+// benchFleet generates a fleet shaped like internal/bench's: Istio clusters
 // each with Services, ServiceAccounts, Deployments and EndpointSlices in
 // namespace bench, a Node and the Istio Mesh discovery computes, and
-// core/bench's fleet-wide AccessPolicy. Plugins do not import core, so the
+// internal/bench's fleet-wide AccessPolicy. Plugins do not import core, so the
 // objects are generated here.
 type benchFleet struct {
 	clusters, services int
 	// gateways gives every cluster an Istio east-west gateway, and virtual
-	// adds core/bench's global VirtualDestination of svc-000.
+	// adds internal/bench's global VirtualDestination of svc-000.
 	gateways, virtual bool
 	// marker is the AccessPolicy's path marker.
 	marker string
@@ -131,7 +131,7 @@ func (b *benchFleet) serviceObjects(i, j int, zone string) []obj {
 	}
 }
 
-// accessPolicy is core/bench's PolicyYAML: every Service of the namespace
+// accessPolicy is internal/bench's PolicyYAML: every Service of the namespace
 // accepts GET on the marker's path from svc-000's service account.
 func (b *benchFleet) accessPolicy() []byte {
 	return fmt.Appendf(nil, `apiVersion: policy.meshrelay.io/v1alpha1
@@ -148,7 +148,7 @@ spec:
 `, benchNamespace, b.marker)
 }
 
-// virtualDestination is core/bench's GlobalPolicyYAML: svc-000 of every
+// virtualDestination is internal/bench's GlobalPolicyYAML: svc-000 of every
 // cluster behind one hostname.
 func (b *benchFleet) virtualDestination() []byte {
 	return fmt.Appendf(nil, `apiVersion: policy.meshrelay.io/v1alpha1
@@ -199,7 +199,7 @@ func runSteps(t *testing.T, base *benchFleet, steps []step) {
 	sdktest.CheckIncremental(t, istio.New(), fixtures...)
 }
 
-// TestIncrementalBenchFleet checks that with core/bench's AccessPolicy a
+// TestIncrementalBenchFleet checks that with internal/bench's AccessPolicy a
 // one-cluster change computes that cluster's target only, and a policy
 // edit every target.
 func TestIncrementalBenchFleet(t *testing.T) {
@@ -214,7 +214,7 @@ func TestIncrementalBenchFleet(t *testing.T) {
 	})
 }
 
-// TestIncrementalGlobalVirtualDestination adds core/bench's global
+// TestIncrementalGlobalVirtualDestination adds internal/bench's global
 // VirtualDestination: every target imports svc-000 of every other cluster,
 // but depends on its locality and gateways, not on its endpoints or Service.
 func TestIncrementalGlobalVirtualDestination(t *testing.T) {

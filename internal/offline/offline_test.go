@@ -76,7 +76,7 @@ func TestTranslateGolden(t *testing.T) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run go test ./core/offline/ -update)", err)
+		t.Fatalf("%v (run go test ./internal/offline/ -update)", err)
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("translate output differs from %s (-want +got):\n%s", golden, diff)

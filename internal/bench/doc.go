@@ -70,7 +70,7 @@
 // memory, Redis's and the servers' goroutines are sampled throughout and
 // reported as growth per hour after warm-up ([Growth]).
 //
-// The package's Go benchmarks (go test -bench . ./core/bench) measure the
+// The package's Go benchmarks (go test -bench . ./internal/bench) measure the
 // pieces in isolation: the engine's fan-out over a 1,000-cluster fleet, the
 // relay's bytes for a one-resource change against a full resend, and
 // registrations per second against an in-process server.

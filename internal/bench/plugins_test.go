@@ -20,7 +20,7 @@ import (
 // plugin process holds per cluster, before the garbage collector's
 // headroom.
 //
-//	go test -run '^$' -bench PluginHeap ./core/bench/
+//	go test -run '^$' -bench PluginHeap ./internal/bench/
 func BenchmarkPluginHeap(b *testing.B) {
 	const clusters = 500
 	update := fullUpdate(b, clusters)
@@ -61,7 +61,7 @@ func liveHeap() int64 {
 // an edit of the fleet-wide AccessPolicy over 1,000 clusters × 50
 // Services: every target of every plugin computes again.
 //
-//	go test -run '^$' -bench PolicyEditPlugins ./core/bench/
+//	go test -run '^$' -bench PolicyEditPlugins ./internal/bench/
 func BenchmarkPolicyEditPlugins(b *testing.B) {
 	const clusters = 1000
 	update := fullUpdate(b, clusters)

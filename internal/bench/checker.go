@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/offline"
+	"github.com/meshrelay/meshrelay/internal/offline"
 	"github.com/meshrelay/meshrelay/core/snapshot"
 )
 
