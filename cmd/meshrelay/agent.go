@@ -13,12 +13,12 @@ import (
 	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/agent/leader"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

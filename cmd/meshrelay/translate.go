@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/internal/offline"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/internal/offline"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )

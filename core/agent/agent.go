@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/metadata"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 type fixedSink struct {

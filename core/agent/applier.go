@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 

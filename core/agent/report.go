@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 

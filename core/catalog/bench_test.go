@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/meshrelay/meshrelay/internal/bench"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/internal/bench"
 )
 
 // BenchmarkDerive measures deriving one cluster's discovery objects from

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 func input(t *testing.T, docs ...string) *snapshot.Snapshot {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	"golang.org/x/sync/errgroup"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 )
 
 // counter is an in-process translator for engine logic tests: it keeps the

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // installRaw puts a binary into dir under name with a lock entry, without

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // ErrNeedFull is returned by Translate when the translator lost its view of

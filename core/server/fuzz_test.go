@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"

@@ -11,9 +11,9 @@ import (
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/grpc/codes"

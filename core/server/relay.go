@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 )
 

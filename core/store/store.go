@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // ErrNotFound is returned by Get methods when nothing is stored under the

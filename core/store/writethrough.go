@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store/internal/feed"
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // maxListed bounds the differences, prunes and backwards outputs a Check

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/internal/offline"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 )
 
 // checker is the chaos soak's independent judge: it never asks a server.

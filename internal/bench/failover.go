@@ -5,7 +5,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 

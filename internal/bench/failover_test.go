@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // configMap returns a ConfigMap output resource.

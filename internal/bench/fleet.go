@@ -3,8 +3,8 @@ package bench
 import (
 	"fmt"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 )
 
 // Namespace is where the generated Services live.

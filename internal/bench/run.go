@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 	"google.golang.org/protobuf/proto"
 )
 

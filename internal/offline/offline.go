@@ -9,10 +9,10 @@ import (
 	"slices"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
-	"github.com/meshrelay/meshrelay/core/snapshot"
 )
 
 // Options say what to translate.

@@ -20,7 +20,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"sigs.k8s.io/yaml"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // DefaultDirResync is the shortest time a watched [Dir] goes without reading

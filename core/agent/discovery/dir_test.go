@@ -7,7 +7,7 @@ import (
 	"time"
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 func writeFile(t *testing.T, path, content string) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // waitTimeout bounds every wait for a condition.

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 )
 

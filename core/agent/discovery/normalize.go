@@ -4,7 +4,7 @@ import (
 	"maps"
 	"strings"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // topologyLabelPrefixes are the Node label prefixes kept in snapshots: where

@@ -27,7 +27,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"

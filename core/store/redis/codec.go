@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // formatGzip tags a stored snapshot as gzip-compressed snapshot.Marshal

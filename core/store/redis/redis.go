@@ -17,7 +17,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/meshrelay/meshrelay/core/snapshot"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/internal/feed"
 )
