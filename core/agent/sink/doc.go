@@ -21,6 +21,12 @@
 //     too long for a file name is cut and ends in a hash, and the file's
 //     object always holds the resource's identity.
 //
+// The kube sink's files each do one job: kube.go holds the sink, its
+// per-backend state and the kind lookups; kube_options.go its options;
+// kube_apply.go applying with ownership and patches; kube_compare.go the
+// structural comparison of desired and live objects; kube_prune.go pruning
+// and releasing patches; kube_drift.go Run's drift correction and retries.
+//
 // Both implement the agent's sink contract:
 //
 //	errs, err := s.Apply(ctx, "istio", desired, prune)
