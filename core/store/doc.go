@@ -1,15 +1,35 @@
 // Package store owns meshrelay's storage contract: where the server keeps
 // every cluster's last input snapshot, the outputs computed for it per
-// backend, the registry of clusters and the CA, and how server replicas learn
-// of each other's writes.
+// backend, the registry of clusters, the CA and the meshes' trust state, and
+// how server replicas learn of each other's writes.
 //
-// [Store] is the contract. Two implementations pass the same conformance
-// suite (package storetest): package memory, the embedded default for demos
-// and tests, and package redis, the shared source of truth across server
-// replicas. [WriteThrough] combines them as docs/architecture.md describes: reads
-// and writes hit memory and return at once, writes reach Redis from a
+// [Store] is the contract, composed of one small interface per job, as
+// go-control-plane composes its Cache of a ConfigWatcher and a
+// ConfigFetcher. A caller that needs one job takes that interface:
+//
+//	interface        methods                                   job
+//	[Inputs]         PutInput, DeleteInput + [InputReader]      each cluster's input snapshot
+//	[InputReader]    GetInput, ListInputs
+//	[Outputs]        PutOutput, DeleteOutputs + [OutputReader]  each cluster's outputs, per backend
+//	[OutputReader]   GetOutput, ListOutputs
+//	[Registry]       PutCluster, CompareAndPutCluster,          the cluster registry: tokens,
+//	                 DeleteCluster + [RegistryReader]           certificates, revocation
+//	[RegistryReader] GetCluster, ListClusters
+//	[CA]             PutCA, GetCA                               the server's CA
+//	[Trust]          PutTrust, GetTrust                         mesh trust policies' state
+//	[Watcher]        Watch                                      the change feed across replicas
+//	[Store]          all of the above, Ping, Close
+//
+// [UpdateCluster] needs only a [Registry].
+//
+// Two implementations pass the same conformance suite (package
+// storetest): package memory, the embedded default for demos and tests, and
+// package redis, the shared source of truth across server replicas.
+// [WriteThrough] combines them as docs/architecture.md describes: reads and
+// writes hit memory and return at once, writes reach Redis from a
 // coalescing queue, and translation keeps going from memory while Redis is
 // down (the failure contract in docs/architecture.md, "Redis unavailable").
+// It passes the conformance suite too, over either backing store.
 //
 // Typical use in the server:
 //

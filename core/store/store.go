@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"slices"
-	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
@@ -22,14 +20,46 @@ var ErrClosed = errors.New("store closed")
 var ErrConflict = errors.New("registry record changed concurrently")
 
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
-// per-backend output snapshots, the cluster registry and the CA, and a change
-// feed across server replicas. Implementations are safe for concurrent use.
+// per-backend output snapshots, the cluster registry, the CA and the meshes'
+// trust state, and a change feed across server replicas. It is composed of
+// one small interface per job; a caller that needs one job takes that
+// interface, and every Store is one. Implementations are safe for
+// concurrent use.
 //
-// Every method returns ErrClosed after Close, and an error wrapping the
-// context's error when ctx ends first. Errors other than ErrNotFound and
-// ErrClosed mean the store could not be reached or its data could not be
-// decoded; the caller may retry.
+// Every method of Store and of its parts returns ErrClosed after Close, and
+// an error wrapping the context's error when ctx ends first. Errors other
+// than ErrNotFound, ErrConflict and ErrClosed mean the store could not be
+// reached or its data could not be decoded; the caller may retry.
 type Store interface {
+	Inputs
+	Outputs
+	Registry
+	CA
+	Trust
+	Watcher
+
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources and closes its Watch channels.
+	// Close is idempotent.
+	Close() error
+}
+
+// InputReader reads the clusters' input snapshots.
+type InputReader interface {
+	// GetInput returns cluster's input snapshot, or ErrNotFound.
+	GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error)
+
+	// ListInputs returns every stored input snapshot by cluster name. The
+	// map is the caller's; it is empty, not nil, when nothing is stored.
+	ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error)
+}
+
+// Inputs keeps each cluster's last input snapshot, as its agent sent it.
+type Inputs interface {
+	InputReader
+
 	// PutInput stores s as cluster's input snapshot. A Put whose version is
 	// lower than the stored one is ignored and returns nil: server replicas
 	// race to store the same agent's snapshots, and the newest must win. A
@@ -39,16 +69,25 @@ type Store interface {
 	// must not be nil.
 	PutInput(ctx context.Context, cluster string, s *snapshot.Snapshot) error
 
-	// GetInput returns cluster's input snapshot, or ErrNotFound.
-	GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error)
-
-	// ListInputs returns every stored input snapshot by cluster name. The
-	// map is the caller's; it is empty, not nil, when nothing is stored.
-	ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error)
-
 	// DeleteInput removes cluster's input snapshot. Deleting what is not
 	// stored is not an error.
 	DeleteInput(ctx context.Context, cluster string) error
+}
+
+// OutputReader reads the outputs computed for the clusters.
+type OutputReader interface {
+	// GetOutput returns the output for cluster and backend, or ErrNotFound.
+	GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error)
+
+	// ListOutputs returns cluster's outputs by backend; an empty map when
+	// there are none.
+	ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error)
+}
+
+// Outputs keeps the output snapshots computed for each cluster, one per
+// backend.
+type Outputs interface {
+	OutputReader
 
 	// PutOutput stores s as the output for cluster and backend. Outputs are
 	// last-writer-wins: the engine that computed them owns their versions.
@@ -56,16 +95,26 @@ type Store interface {
 	// backend must not be empty and s must not be nil.
 	PutOutput(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) error
 
-	// GetOutput returns the output for cluster and backend, or ErrNotFound.
-	GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error)
-
-	// ListOutputs returns cluster's outputs by backend; an empty map when
-	// there are none.
-	ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error)
-
 	// DeleteOutputs removes every output of cluster. Deleting what is not
 	// stored is not an error.
 	DeleteOutputs(ctx context.Context, cluster string) error
+}
+
+// RegistryReader reads the cluster registry.
+type RegistryReader interface {
+	// GetCluster returns the registry record of name, or ErrNotFound.
+	GetCluster(ctx context.Context, name string) (Cluster, error)
+
+	// ListClusters returns every registry record, sorted by name; an empty
+	// slice when there are none.
+	ListClusters(ctx context.Context) ([]Cluster, error)
+}
+
+// Registry keeps the registry of workload clusters: their registration
+// tokens, the certificates issued to their agents, their revocation and
+// where their agents are connected (see Cluster).
+type Registry interface {
+	RegistryReader
 
 	// PutCluster creates or replaces the registry record c.Name as given,
 	// Version included: it copies records between stores and restores
@@ -80,25 +129,26 @@ type Store interface {
 	// atomic across every replica of the store.
 	CompareAndPutCluster(ctx context.Context, c Cluster) (Cluster, error)
 
-	// GetCluster returns the registry record of name, or ErrNotFound.
-	GetCluster(ctx context.Context, name string) (Cluster, error)
-
-	// ListClusters returns every registry record, sorted by name; an empty
-	// slice when there are none.
-	ListClusters(ctx context.Context) ([]Cluster, error)
-
 	// DeleteCluster removes the registry record of name. Deleting what is
 	// not stored is not an error. It does not delete the cluster's input or
 	// outputs.
 	DeleteCluster(ctx context.Context, name string) error
+}
 
+// CA keeps the server's certificate authority, which signs the agents'
+// client certificates.
+type CA interface {
 	// PutCA stores the CA certificate and private key, both PEM, replacing
 	// any stored CA.
 	PutCA(ctx context.Context, certPEM, keyPEM []byte) error
 
 	// GetCA returns the stored CA certificate and key, or ErrNotFound.
 	GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error)
+}
 
+// Trust keeps the state of the mesh trust policies (roots, intermediates,
+// where a rotation is), which every replica must read alike.
+type Trust interface {
 	// PutTrust stores the state of one mesh trust policy under name
 	// (namespace/name), replacing any. The caller encrypts any key in it.
 	// Replicas read it back with GetTrust; it is not an event.
@@ -106,7 +156,11 @@ type Store interface {
 
 	// GetTrust returns the state stored under name, or ErrNotFound.
 	GetTrust(ctx context.Context, name string) ([]byte, error)
+}
 
+// Watcher is the change feed: how a server replica learns of the others'
+// writes.
+type Watcher interface {
 	// Watch returns a feed of changes made by other replicas: writes through
 	// store instances with another replica ID. Writes that change nothing
 	// produce no event. The channel is closed when ctx ends or the store is
@@ -115,131 +169,4 @@ type Store interface {
 	// after which the watcher reloads everything it keeps. Each call returns
 	// its own channel. CA changes are not events: the CA is read at start.
 	Watch(ctx context.Context) (<-chan Event, error)
-
-	// Ping reports whether the store is reachable.
-	Ping(ctx context.Context) error
-
-	// Close releases the store's resources and closes its Watch channels.
-	// Close is idempotent.
-	Close() error
-}
-
-// Cluster is a workload cluster's registry record.
-type Cluster struct {
-	// Name is the cluster's unique name.
-	Name string
-	// TokenHash is the hash of the registration token; the token itself is
-	// never stored.
-	TokenHash []byte
-	// TokenExpires is when the registration token stops being accepted.
-	TokenExpires time.Time
-	// Registered is when the cluster was registered.
-	Registered time.Time
-	// Serials are the serial numbers of the client certificates issued to
-	// the cluster's agent.
-	Serials []string
-	// Revoked is set when the cluster's credentials were revoked.
-	Revoked bool
-	// RevokedAt is when they were revoked.
-	RevokedAt time.Time
-	// LastSeen is when the cluster's agent last talked to a server.
-	LastSeen time.Time
-	// Replica is the server replica the agent is connected to, if any.
-	Replica string
-	// TokenReusable keeps the token valid after a registration; by default
-	// a registration consumes it.
-	TokenReusable bool
-	// SharedToken allows the install-wide shared token for this cluster.
-	SharedToken bool
-	// Version counts the record's changes; CompareAndPutCluster checks and
-	// increments it.
-	Version uint64
-}
-
-// UpdateCluster reads the record of name, lets update change it and
-// stores it with CompareAndPutCluster, reading again and retrying when
-// another writer changed it in between. update gets found=false and a
-// record with only Name set when none is stored; it may return an error to
-// abandon the change, which UpdateCluster returns as is.
-func UpdateCluster(ctx context.Context, s Store, name string, update func(c *Cluster, found bool) error) (Cluster, error) {
-	for attempt := 0; ; attempt++ {
-		c, err := s.GetCluster(ctx, name)
-		found := err == nil
-		switch {
-		case errors.Is(err, ErrNotFound):
-			c = Cluster{Name: name}
-		case err != nil:
-			return Cluster{}, err
-		}
-		if err := update(&c, found); err != nil {
-			return Cluster{}, err
-		}
-		c.Name = name
-		stored, err := s.CompareAndPutCluster(ctx, c)
-		if errors.Is(err, ErrConflict) && attempt < maxUpdateAttempts {
-			continue
-		}
-		return stored, err
-	}
-}
-
-// maxUpdateAttempts bounds UpdateCluster's retries; each retry means
-// another writer succeeded, so the bound is reached only under heavy
-// contention on one record.
-const maxUpdateAttempts = 100
-
-// Clone returns a copy of c that shares no slices with it.
-func (c Cluster) Clone() Cluster {
-	c.TokenHash = slices.Clone(c.TokenHash)
-	c.Serials = slices.Clone(c.Serials)
-	return c
-}
-
-// EventKind says what an Event is about.
-type EventKind int
-
-// The kinds of Event.
-const (
-	// EventInput: a cluster's input snapshot was stored or deleted.
-	EventInput EventKind = iota + 1
-	// EventOutput: a cluster's output for a backend was stored, or all its
-	// outputs were deleted (Backend is empty).
-	EventOutput
-	// EventCluster: a registry record was stored or deleted.
-	EventCluster
-	// EventResync: events may have been missed; reload everything.
-	EventResync
-)
-
-// String returns the kind's name.
-func (k EventKind) String() string {
-	switch k {
-	case EventInput:
-		return "input"
-	case EventOutput:
-		return "output"
-	case EventCluster:
-		return "cluster"
-	case EventResync:
-		return "resync"
-	}
-	return "unknown"
-}
-
-// Event tells a watcher that another replica changed something.
-type Event struct {
-	// Kind says what changed.
-	Kind EventKind
-	// Cluster is the cluster whose input, output or record changed.
-	Cluster string
-	// Backend is the output's backend for EventOutput; empty when all of
-	// the cluster's outputs were deleted.
-	Backend string
-	// Version is the stored snapshot's version for EventInput and
-	// EventOutput; zero for deletions and other kinds.
-	Version uint64
-	// Deleted is set when the input, outputs or record were deleted.
-	Deleted bool
-	// Replica is the ID of the replica that made the change.
-	Replica string
 }
