@@ -84,7 +84,8 @@
 // when the host process dies. A plugin must not write to stdout.
 // [ServeInProcess] serves a translator over an in-memory connection with the
 // same protocol, for hosts that link translators in and for tests;
-// package sdk/sdktest builds its harness on both.
+// package sdk/sdktest builds its harness on both, and checks every answer
+// with the server's own host side of the protocol (sdk/protocol/host).
 //
 // Within one update every target shares what the typed accessors decoded.
 // A whole-fleet translator's session keeps each cluster's decoded inputs

@@ -3,9 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime/debug"
 	"time"
@@ -16,9 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 )
 
 // LogLevelEnv names the environment variable that sets a plugin's log
@@ -81,29 +77,7 @@ func ServeInProcess(t Translator) (conn *grpc.ClientConn, stop func(), err error
 	if err := validateDescription(desc); err != nil {
 		return nil, nil, err
 	}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(protocol.ServerOptions()...)
-	translatorv1.RegisterTranslatorServer(srv, newServer(t, desc))
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	opts := append([]grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}, protocol.DialOptions()...)
-	conn, err = grpc.NewClient("passthrough:///meshrelay-in-process", opts...)
-	if err != nil {
-		srv.Stop()
-		<-served
-		return nil, nil, fmt.Errorf("serve %q in process: %w", desc.Name, err)
-	}
-	return conn, func() {
-		_ = conn.Close()
-		srv.Stop()
-		<-served
-	}, nil
+	return protocol.ServeInMemory(desc.Name, newServer(t, desc))
 }
 
 // server implements the translator service for one translator.

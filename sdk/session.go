@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
@@ -614,21 +615,17 @@ func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send
 // most maxBytes each; a larger object gets a part of its own. An empty set
 // is one empty part.
 func splitOutputs(cluster, backend string, outs []Output, maxBytes int) []*translatorv1.ClusterOutput {
-	cur := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend}
-	parts := []*translatorv1.ClusterOutput{cur}
-	size := 0
-	for _, o := range outs {
-		if size > 0 && size+len(o.Body) > maxBytes {
-			cur.More = true
-			cur = &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend}
-			parts = append(parts, cur)
-			size = 0
+	groups := meta.Split(outs, func(o Output) int { return len(o.Body) }, maxBytes)
+	parts := make([]*translatorv1.ClusterOutput, len(groups))
+	for i, g := range groups {
+		part := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend, More: i < len(groups)-1, Resources: make([]*snapshotv1.Resource, 0, len(g))}
+		for _, o := range g {
+			part.Resources = append(part.Resources, &snapshotv1.Resource{
+				Id:   &snapshotv1.ResourceID{Group: o.Group, Version: o.Version, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name},
+				Body: o.Body,
+			})
 		}
-		cur.Resources = append(cur.Resources, &snapshotv1.Resource{
-			Id:   &snapshotv1.ResourceID{Group: o.Group, Version: o.Version, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name},
-			Body: o.Body,
-		})
-		size += len(o.Body)
+		parts[i] = part
 	}
 	return parts
 }

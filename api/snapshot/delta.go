@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/meshrelay/meshrelay/api/meta"
 )
 
 // ErrBaseMismatch is returned by [Apply] when a delta was computed against
@@ -34,7 +36,7 @@ func (d Delta) Empty() bool { return !d.Full && len(d.Upserts) == 0 && len(d.Del
 func (d Delta) Size() int {
 	n := 0
 	for _, r := range d.Upserts {
-		n += len(r.Body)
+		n += r.Size()
 	}
 	return n
 }
@@ -169,19 +171,13 @@ func Split(d Delta, maxBytes int) []Delta {
 	if d.Size() <= maxBytes {
 		return []Delta{d}
 	}
-	var parts []Delta
-	cur := Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash, Deletes: d.Deletes}
-	size := 0
-	for _, r := range d.Upserts {
-		if size > 0 && size+len(r.Body) > maxBytes {
-			parts = append(parts, cur)
-			cur = Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash}
-			size = 0
-		}
-		cur.Upserts = append(cur.Upserts, r)
-		size += len(r.Body)
+	ups := meta.Split(d.Upserts, Resource.Size, maxBytes)
+	parts := make([]Delta, len(ups))
+	for i, u := range ups {
+		parts[i] = Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash, Upserts: u}
 	}
-	return append(parts, cur)
+	parts[0].Deletes = d.Deletes
+	return parts
 }
 
 // Limits bound what an Assembler holds for one delta in progress. A zero

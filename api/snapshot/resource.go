@@ -106,6 +106,10 @@ type Resource struct {
 	Hash Hash
 }
 
+// Size returns the size of the resource's body in bytes, the measure by
+// which messages are split.
+func (r Resource) Size() int { return len(r.Body) }
+
 // NewResource builds a resource from an ID and a JSON body, canonicalizing
 // the body (sorted keys, no insignificant space) so equal objects hash
 // equally. It does not strip Kubernetes noise: see [FromObject].

@@ -1,6 +1,9 @@
 // Package pluginhost finds, verifies, starts and restarts meshrelay
 // translator plugins, and calls them through the translator protocol
-// (proto/translator/v1) the way the engine needs.
+// (proto/translator/v1) the way the engine needs. The protocol's host side
+// (sending updates, checking and assembling answers) is sdk/protocol/host,
+// which sdk/sdktest runs too; pluginhost adds processes, the lock file,
+// restarts and timeouts around it, and names its types.
 //
 // A plugin directory holds plugin binaries and a lock file,
 // plugins.lock.json, recording each plugin's name, version, protocol

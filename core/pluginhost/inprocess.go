@@ -10,6 +10,7 @@ import (
 
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
 // Linked is a translator linked into the host process, called through the
@@ -23,7 +24,7 @@ type Linked struct {
 	logger   *slog.Logger
 
 	mu       sync.Mutex
-	sess     *session
+	sess     *host.Session
 	needFull bool
 	closed   bool
 }
@@ -66,16 +67,16 @@ func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
 		return Result{}, fmt.Errorf("translator %q: %w", l.name, ErrNeedFull)
 	}
 	if l.sess == nil {
-		s, err := openSession(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
+		s, err := host.Open(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
 		if err != nil {
 			return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
 		}
 		l.sess = s
 	}
-	res, err := l.sess.translate(ctx, u)
+	res, err := l.sess.Translate(ctx, u)
 	if err != nil {
 		if !errors.Is(err, ErrPluginFailed) {
-			l.sess.close()
+			l.sess.Close()
 			l.sess, l.needFull = nil, true
 		}
 		return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
@@ -93,7 +94,7 @@ func (l *Linked) Close() {
 	}
 	l.closed = true
 	if l.sess != nil {
-		l.sess.close()
+		l.sess.Close()
 		l.sess = nil
 	}
 	l.stop()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 	"github.com/spf13/pflag"
 )
 
@@ -37,7 +38,7 @@ func DefaultOptions() Options {
 		HealthTimeout:  5 * time.Second,
 		BackoffBase:    250 * time.Millisecond,
 		BackoffMax:     30 * time.Second,
-		MaxOutputBytes: 256 << 20,
+		MaxOutputBytes: host.DefaultMaxOutputBytes,
 	}
 }
 

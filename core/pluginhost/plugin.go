@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
 // Plugin is one installed plugin, started from its lock file entry on the
@@ -24,7 +26,7 @@ type Plugin struct {
 	mu       sync.Mutex
 	closed   bool
 	proc     *process
-	sess     *session
+	sess     *host.Session
 	needFull bool
 	failures int
 	retryAt  time.Time
@@ -96,7 +98,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 			p.needFull = true
 			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
 		}
-		s, err := openSession(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
+		s, err := host.Open(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
 		if err != nil {
 			p.crashed(err.Error())
 			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
@@ -105,7 +107,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	}
 	callCtx, cancel := context.WithTimeoutCause(ctx, p.opts.CallTimeout, errCallTimeout)
 	defer cancel()
-	res, err := p.sess.translate(callCtx, u)
+	res, err := p.sess.Translate(callCtx, u)
 	switch {
 	case err == nil:
 		p.needFull, p.failures = false, 0
@@ -116,7 +118,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 		p.logger.Error("plugin did not answer in time; killing it", "timeout", p.opts.CallTimeout)
 		p.crashed("hung")
 		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next full update: %w", p.entry.Name, p.opts.CallTimeout, err)
-	case errors.Is(err, errProtocol):
+	case errors.Is(err, host.ErrProtocol):
 		// The plugin runs but its session's idea of what was sent is wrong.
 		p.resetSession()
 		p.logger.Error("refused the plugin's answer", "error", err)
@@ -196,7 +198,7 @@ func (p *Plugin) crashed(why string) {
 
 func (p *Plugin) resetSession() {
 	if p.sess != nil {
-		p.sess.close()
+		p.sess.Close()
 		p.sess = nil
 	}
 	p.needFull = true

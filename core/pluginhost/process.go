@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -92,21 +93,14 @@ func launch(ctx context.Context, name, path, sum string, opts Options, logger *s
 	stderr := &tail{max: 4096}
 	cmd := exec.Command(path)
 	cmd.Env = pluginEnv(name)
-	client := plugin.NewClient(&plugin.ClientConfig{
-		SkipHostEnv:      true,
-		HandshakeConfig:  protocol.Handshake(),
-		VersionedPlugins: protocol.ClientPlugins(),
-		Cmd:              cmd,
-		SecureConfig:     &plugin.SecureConfig{Checksum: rawSum, Hash: sha256.New()},
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		StartTimeout:     opts.StartTimeout,
-		Logger:           hclogFor(logger),
-		Stderr:           stderr,
-		SyncStdout:       &lineLogger{logger: logger, msg: "plugin wrote to stdout"},
-		SyncStderr:       io.MultiWriter(&lineLogger{logger: logger, msg: "plugin wrote to stderr"}, stderr),
-		GRPCDialOptions:  protocol.DialOptions(),
-	})
+	cfg := protocol.ClientConfig(cmd, rawSum)
+	cfg.SkipHostEnv = true
+	cfg.StartTimeout = opts.StartTimeout
+	cfg.Logger = hclogFor(logger)
+	cfg.Stderr = stderr
+	cfg.SyncStdout = &lineLogger{logger: logger, msg: "plugin wrote to stdout"}
+	cfg.SyncStderr = io.MultiWriter(&lineLogger{logger: logger, msg: "plugin wrote to stderr"}, stderr)
+	client := plugin.NewClient(cfg)
 	p, err := dispense(ctx, client, name)
 	if err != nil {
 		// Kill waits for the plugin's output to be read, so the error can quote it.
@@ -141,7 +135,7 @@ func dispense(ctx context.Context, client *plugin.Client, name string) (*process
 	if err := p.ping(ctx); err != nil {
 		return nil, &startedBadly{fmt.Errorf("start plugin %q: health check: %w", name, err)}
 	}
-	if p.desc, err = describe(ctx, pc.Translator); err != nil {
+	if p.desc, err = host.Describe(ctx, pc.Translator); err != nil {
 		return nil, &startedBadly{fmt.Errorf("start plugin %q: %w", name, err)}
 	}
 	return p, nil

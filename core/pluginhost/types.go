@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
 // ErrNeedFull is returned by Translate when the translator lost its view of
@@ -16,7 +16,7 @@ var ErrNeedFull = errors.New("translator needs a full update")
 // ErrPluginFailed is wrapped by the error Translate returns when the plugin
 // answered but could not translate (its Translate returned an error). The
 // session stays usable: the next update may be a delta.
-var ErrPluginFailed = errors.New("plugin could not translate")
+var ErrPluginFailed = host.ErrPluginFailed
 
 // Translator is the method set the engine uses, satisfied by *Plugin (a
 // plugin process) and *Linked (a translator running in the host process).
@@ -33,80 +33,26 @@ type Translator interface {
 	Translate(ctx context.Context, u Update) (Result, error)
 }
 
-// Update is one change of the fleet view sent to a translator.
-type Update struct {
-	// Full replaces the translator's whole view.
-	Full bool
-	// Clusters are the clusters that changed (all of them when Full).
-	Clusters []ClusterUpdate
-	// PolicyUpserts and PolicyDeletes change the policies of the
-	// management source.
-	PolicyUpserts []snapshot.Resource
-	PolicyDeletes []snapshot.ID
-	// Scoped limits the answer to the Targets: the translator computes
-	// and sends outputs for those clusters only. Unset, every cluster of
-	// the view is a target.
-	Scoped  bool
-	Targets []string
-	// Accepted, when set, returns the output the host holds for cluster
-	// and backend (nil for none). A resource of the answer with the same
-	// identity and hash as one in it was checked when it was accepted and
-	// is not checked again, so an answer costs the host what changed.
-	Accepted func(cluster, backend string) *snapshot.Snapshot
-}
-
-// ClusterUpdate is the change of one cluster's inputs.
-type ClusterUpdate struct {
-	Name string
-	// Removed is true when the cluster left the fleet.
-	Removed bool
-	// Stale is true while the cluster's agent is disconnected.
-	Stale bool
-	// Meshes are the cluster's mesh types, as found by discovery.
-	Meshes  []string
-	Upserts []snapshot.Resource
-	Deletes []snapshot.ID
-}
-
-// Result is a translator's answer to one update.
-type Result struct {
-	// Outputs are the (cluster, backend) sets that changed, each complete.
-	Outputs []ClusterOutput
-	// Diagnostics are every current diagnostic of the translator.
-	Diagnostics []Diagnostic
-}
-
-// ClusterOutput is the complete set of resources of one backend in one
-// cluster. An empty Resources means the set was emptied.
-type ClusterOutput struct {
-	Cluster, Backend string
-	Resources        []snapshot.Resource
-}
+// The types of the translator protocol's host side, which
+// sdk/protocol/host defines so that sdk/sdktest drives the same code.
+type (
+	// Update is one change of the fleet view sent to a translator.
+	Update = host.Update
+	// ClusterUpdate is the change of one cluster's inputs.
+	ClusterUpdate = host.ClusterUpdate
+	// Result is a translator's answer to one update.
+	Result = host.Result
+	// ClusterOutput is the complete set of resources of one backend in
+	// one cluster.
+	ClusterOutput = host.ClusterOutput
+	// Diagnostic is a problem a user can fix.
+	Diagnostic = host.Diagnostic
+	// PolicyRef names a policy.
+	PolicyRef = host.PolicyRef
+)
 
 // Severities of diagnostics.
 const (
-	SeverityError   = "error"
-	SeverityWarning = "warning"
+	SeverityError   = host.SeverityError
+	SeverityWarning = host.SeverityWarning
 )
-
-// Diagnostic is a problem a user can fix.
-type Diagnostic struct {
-	// Severity is SeverityError or SeverityWarning.
-	Severity string
-	Summary  string
-	Detail   string
-	// Path is the field at fault, such as "spec.http[0].route[1].weight".
-	Path   string
-	Policy PolicyRef
-	// Cluster is set when the problem concerns one target cluster only.
-	Cluster string
-	// Plugin is the plugin that reported the problem.
-	Plugin string
-}
-
-// PolicyRef names a policy.
-type PolicyRef struct {
-	Kind, Namespace, Name string
-	// Cluster is where the policy was defined; empty for the management source.
-	Cluster string
-}

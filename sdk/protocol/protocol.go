@@ -2,11 +2,17 @@ package protocol
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"net"
+	"os/exec"
 
 	"github.com/hashicorp/go-plugin"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // Handshake cookie. go-plugin refuses to start a binary that does not see
@@ -97,3 +103,48 @@ func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *g
 }
 
 var _ plugin.GRPCPlugin = (*GRPCPlugin)(nil)
+
+// ServeInMemory serves srv over an in-memory gRPC connection with the
+// options a plugin process uses, and returns the host's end of it. stop
+// closes the connection and the server. name appears in errors.
+func ServeInMemory(name string, srv translatorv1.TranslatorServer) (conn *grpc.ClientConn, stop func(), err error) {
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer(ServerOptions()...)
+	translatorv1.RegisterTranslatorServer(s, srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.Serve(lis)
+	}()
+	opts := append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, DialOptions()...)
+	conn, err = grpc.NewClient("passthrough:///meshrelay-in-process", opts...)
+	if err != nil {
+		s.Stop()
+		<-served
+		return nil, nil, fmt.Errorf("serve %q in process: %w", name, err)
+	}
+	return conn, func() {
+		_ = conn.Close()
+		s.Stop()
+		<-served
+	}, nil
+}
+
+// ClientConfig returns the go-plugin client configuration a host starts a
+// plugin binary with: cmd runs it, and its file must hash to sum
+// (SHA-256); only gRPC, automatic mTLS, the versioned plugin sets and the
+// raised message limits. The caller adds timeouts, logging and output.
+func ClientConfig(cmd *exec.Cmd, sum []byte) *plugin.ClientConfig {
+	return &plugin.ClientConfig{
+		HandshakeConfig:  Handshake(),
+		VersionedPlugins: ClientPlugins(),
+		Cmd:              cmd,
+		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		GRPCDialOptions:  DialOptions(),
+	}
+}

@@ -1,7 +1,15 @@
 // Package sdktest tests meshrelay translators: it runs a translator on a
 // fleet fixture in process ([Run]) or as a real plugin process started
 // through go-plugin ([RunPlugin]), both through the translator protocol,
-// and compares the result with a golden file ([Golden]).
+// and compares the result with a golden file ([Golden]). [Session] sends
+// fixtures one after another as deltas, and [CheckIncremental] checks that
+// they add up to a full translation.
+//
+// Every answer goes through the host side of the protocol the server runs
+// (sdk/protocol/host): an output that is not a Kubernetes object matching
+// its identity, for a cluster not in the fixture or a backend the
+// translator did not describe, or a set over the server's default byte
+// limit fails the test as it would be refused in production.
 //
 // A fixture is a YAML file:
 //

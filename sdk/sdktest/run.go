@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,10 +15,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
-	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
 // Result is what a translator answered to a fixture.
@@ -100,91 +99,61 @@ func StartPlugin(binary string) (*plugin.Client, error) {
 		return nil, fmt.Errorf("start plugin: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	return plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  protocol.Handshake(),
-		VersionedPlugins: protocol.ClientPlugins(),
-		Cmd:              exec.Command(binary),
-		SecureConfig:     &plugin.SecureConfig{Checksum: sum[:], Hash: sha256.New()},
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		StartTimeout:     time.Minute,
-		Logger:           hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn}),
-		GRPCDialOptions:  protocol.DialOptions(),
-	}), nil
+	cfg := protocol.ClientConfig(exec.Command(binary), sum[:])
+	cfg.StartTimeout = time.Minute
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})
+	return plugin.NewClient(cfg), nil
 }
 
-// Translate sends the fixture as one full update over client and collects
-// the answer.
+// Translate sends the fixture as one full update over client and returns
+// the answer. It drives the host side of the protocol the server runs
+// (sdk/protocol/host), so an answer the server would refuse — an output
+// that is not a Kubernetes object matching its identity, for a cluster
+// not in the fleet or a backend the plugin did not describe, a set too
+// large — fails here too.
 func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fixture) (*Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := client.Translate(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("open translate session: %w", err)
-	}
-	reqs, err := fullUpdate(f, 1)
+	u, err := fullUpdate(f)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range reqs {
-		if err := stream.Send(r); err != nil {
-			return nil, fmt.Errorf("send update: %w", err)
-		}
-	}
-	a, err := receive(stream)
+	s, err := openSession(ctx, client)
 	if err != nil {
 		return nil, err
 	}
-	_ = stream.CloseSend()
-	res := &Result{Diagnostics: a.diagnostics}
-	for _, set := range a.sets {
-		res.Outputs = append(res.Outputs, set...)
+	defer s.Close()
+	res, err := s.Translate(ctx, u)
+	if err != nil {
+		return nil, err
 	}
-	sortOutputs(res.Outputs)
-	return res, nil
+	out := &Result{Diagnostics: diagnosticsOf(res.Diagnostics)}
+	for _, set := range res.Outputs {
+		out.Outputs = append(out.Outputs, outputsOf(set)...)
+	}
+	sortOutputs(out.Outputs)
+	return out, nil
 }
 
-// answer is what a plugin sent for one update: the output sets it sent, by
-// cluster and backend, and every diagnostic.
-type answer struct {
-	sets        map[[2]string][]sdk.Output
-	diagnostics []sdk.Diagnostic
+// openSession asks the translator what it is and opens a host session
+// with it, with the server's default bound on an output set.
+func openSession(ctx context.Context, client translatorv1.TranslatorClient) (*host.Session, error) {
+	d, err := host.Describe(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	return host.Open(client, d.GetName(), d.GetBackends(), host.DefaultMaxOutputBytes)
 }
 
-// receive reads the answer to one update, up to its Done.
-func receive(stream translatorv1.Translator_TranslateClient) (*answer, error) {
-	a := &answer{sets: map[[2]string][]sdk.Output{}}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("plugin closed the session without answering")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("receive answer: %w", err)
-		}
-		switch m := msg.GetMsg().(type) {
-		case *translatorv1.TranslateResponse_Output:
-			key := [2]string{m.Output.GetCluster(), m.Output.GetBackend()}
-			if _, ok := a.sets[key]; !ok {
-				a.sets[key] = []sdk.Output{}
-			}
-			for _, r := range m.Output.GetResources() {
-				id := r.GetId()
-				a.sets[key] = append(a.sets[key], sdk.Output{
-					Cluster: key[0], Backend: key[1],
-					Group: id.GetGroup(), Version: id.GetVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName(),
-					Body: r.GetBody(),
-				})
-			}
-		case *translatorv1.TranslateResponse_Diagnostic:
-			a.diagnostics = append(a.diagnostics, diagnosticFromProto(m.Diagnostic))
-		case *translatorv1.TranslateResponse_Done:
-			if e := m.Done.GetError(); e != "" {
-				return nil, fmt.Errorf("translate: %s", e)
-			}
-			return a, nil
+// outputsOf returns one output set as the SDK's outputs.
+func outputsOf(set host.ClusterOutput) []sdk.Output {
+	outs := make([]sdk.Output, len(set.Resources))
+	for i, r := range set.Resources {
+		outs[i] = sdk.Output{
+			Cluster: set.Cluster, Backend: set.Backend,
+			Group: r.ID.Group, Version: r.ID.Version, Kind: r.ID.Kind, Namespace: r.ID.Namespace, Name: r.ID.Name,
+			Body: r.Body,
 		}
 	}
+	return outs
 }
 
 func sortOutputs(outs []sdk.Output) {
@@ -194,35 +163,39 @@ func sortOutputs(outs []sdk.Output) {
 	})
 }
 
-// fullUpdate encodes a fixture as the messages of one full update.
-func fullUpdate(f *Fixture, gen uint64) ([]*translatorv1.TranslateRequest, error) {
-	reqs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: true}}}}
+// fullUpdate encodes a fixture as one full update.
+func fullUpdate(f *Fixture) (host.Update, error) {
+	u := host.Update{Full: true}
 	for _, c := range f.Clusters {
-		in := &translatorv1.ClusterInput{Cluster: c.Name, Stale: c.Stale, Meshes: c.Meshes}
-		for _, o := range c.Objects {
-			r, err := resourceOf(o)
-			if err != nil {
-				return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
-			}
-			in.Upserts = append(in.Upserts, r)
-		}
-		reqs = append(reqs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: in}})
-	}
-	pc := &translatorv1.PolicyChange{}
-	for _, o := range f.Policies {
-		r, err := resourceOf(o)
+		rs, err := resourcesOf(c.Objects)
 		if err != nil {
-			return nil, fmt.Errorf("policies: %w", err)
+			return host.Update{}, fmt.Errorf("cluster %q: %w", c.Name, err)
 		}
-		pc.Upserts = append(pc.Upserts, r)
+		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: rs})
 	}
-	reqs = append(reqs,
-		&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Policies{Policies: pc}},
-		&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: gen}}})
-	return reqs, nil
+	ps, err := resourcesOf(f.Policies)
+	if err != nil {
+		return host.Update{}, fmt.Errorf("policies: %w", err)
+	}
+	u.PolicyUpserts = ps
+	return u, nil
 }
 
-func resourceOf(obj json.RawMessage) (*snapshotv1.Resource, error) {
+func resourcesOf(objs []json.RawMessage) ([]snapshot.Resource, error) {
+	rs := make([]snapshot.Resource, len(objs))
+	for i, o := range objs {
+		r, err := resourceOf(o)
+		if err != nil {
+			return nil, err
+		}
+		rs[i] = r
+	}
+	return rs, nil
+}
+
+// resourceOf returns a fixture's object as a resource, its body as
+// written.
+func resourceOf(obj json.RawMessage) (snapshot.Resource, error) {
 	var m struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -232,29 +205,32 @@ func resourceOf(obj json.RawMessage) (*snapshotv1.Resource, error) {
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, fmt.Errorf("decode object: %w", err)
+		return snapshot.Resource{}, fmt.Errorf("decode object: %w", err)
 	}
 	if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
-		return nil, fmt.Errorf("object needs apiVersion, kind and metadata.name: %s", obj)
+		return snapshot.Resource{}, fmt.Errorf("object needs apiVersion, kind and metadata.name: %s", obj)
 	}
 	group, version, ok := strings.Cut(m.APIVersion, "/")
 	if !ok {
 		group, version = "", m.APIVersion
 	}
-	return &snapshotv1.Resource{
-		Id:   &snapshotv1.ResourceID{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name},
-		Body: obj,
-	}, nil
+	id := snapshot.ID{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}
+	return snapshot.Resource{ID: id, Body: obj, Hash: sha256.Sum256(obj)}, nil
 }
 
-func diagnosticFromProto(d *translatorv1.Diagnostic) sdk.Diagnostic {
-	sev := sdk.SeverityError
-	if d.GetSeverity() == translatorv1.Diagnostic_SEVERITY_WARNING {
-		sev = sdk.SeverityWarning
+// diagnosticsOf returns the host's diagnostics as the SDK's.
+func diagnosticsOf(ds []host.Diagnostic) []sdk.Diagnostic {
+	var out []sdk.Diagnostic
+	for _, d := range ds {
+		sev := sdk.SeverityError
+		if d.Severity == host.SeverityWarning {
+			sev = sdk.SeverityWarning
+		}
+		p := d.Policy
+		out = append(out, sdk.Diagnostic{
+			Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster,
+			Policy: sdk.PolicyRef{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, Cluster: p.Cluster},
+		})
 	}
-	p := d.GetPolicy()
-	return sdk.Diagnostic{
-		Severity: sev, Summary: d.GetSummary(), Detail: d.GetDetail(), Path: d.GetPath(), Cluster: d.GetCluster(),
-		Policy: sdk.PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetCluster()},
-	}
+	return out
 }

@@ -2,7 +2,6 @@ package sdktest
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,20 +11,22 @@ import (
 	"testing"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
-	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk"
+	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
-// Session drives one translator session in process, update by update, as
-// the host does: the first [Session.Update] is a full update, later ones
-// carry only what changed since the previous fixture. It keeps the
+// Session drives one translator session in process, update by update,
+// through the host side of the protocol the server runs
+// (sdk/protocol/host): the first [Session.Update] is a full update, later
+// ones carry only what changed since the previous fixture. It keeps the
 // complete outputs the answers add up to.
 type Session struct {
 	tb      testing.TB
-	stream  translatorv1.Translator_TranslateClient
+	host    *host.Session
 	counter *counter
-	gen     uint64
+	updates int
 	prev    *Fixture
 	sets    map[[2]string][]sdk.Output
 	diags   []sdk.Diagnostic
@@ -49,12 +50,12 @@ func NewSession(tb testing.TB, t sdk.Translator) *Session {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(func() { cancel(); stop() })
-	s.stream, err = translatorv1.NewTranslatorClient(conn).Translate(ctx)
+	s.host, err = openSession(context.Background(), translatorv1.NewTranslatorClient(conn))
 	if err != nil {
-		tb.Fatalf("open translate session: %v", err)
+		stop()
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { s.host.Close(); stop() })
 	return s
 }
 
@@ -69,28 +70,33 @@ func (s *Session) Scope(targets ...string) {
 // fixture afterwards, and returns the complete outputs and the diagnostics.
 func (s *Session) Update(f *Fixture) *Result {
 	s.tb.Helper()
-	s.gen++
-	reqs, err := s.requests(f)
+	if err := s.translate(f); err != nil {
+		s.tb.Fatalf("update %d: %v", s.updates, err)
+	}
+	return s.result()
+}
+
+// translate sends f and keeps the answer.
+func (s *Session) translate(f *Fixture) error {
+	s.updates++
+	u, err := s.update(f)
 	if err != nil {
-		s.tb.Fatal(err)
+		return err
 	}
 	if s.counter != nil {
 		s.counter.reset()
 	}
-	for _, r := range reqs {
-		if err := s.stream.Send(r); err != nil {
-			s.tb.Fatalf("send update %d: %v", s.gen, err)
-		}
-	}
-	a, err := receive(s.stream)
+	res, err := s.host.Translate(context.Background(), u)
 	if err != nil {
-		s.tb.Fatalf("update %d: %v", s.gen, err)
+		return err
 	}
 	s.prev = f
-	s.sent = slices.SortedFunc(maps.Keys(a.sets), func(a, b [2]string) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	})
-	maps.Copy(s.sets, a.sets)
+	s.sent = s.sent[:0]
+	for _, set := range res.Outputs {
+		key := [2]string{set.Cluster, set.Backend}
+		s.sent = append(s.sent, key)
+		s.sets[key] = outputsOf(set)
+	}
 	present := map[string]bool{}
 	for _, c := range f.Clusters {
 		present[c.Name] = true
@@ -100,8 +106,8 @@ func (s *Session) Update(f *Fixture) *Result {
 			delete(s.sets, k)
 		}
 	}
-	s.diags = a.diagnostics
-	return s.result()
+	s.diags = diagnosticsOf(res.Diagnostics)
+	return nil
 }
 
 // Computed returns the targets the last update computed, sorted; nil for a
@@ -125,70 +131,64 @@ func (s *Session) result() *Result {
 	return res
 }
 
-// requests encodes f as the messages of the next update.
-func (s *Session) requests(f *Fixture) ([]*translatorv1.TranslateRequest, error) {
+// update encodes f as the next update: in full the first time, else as
+// the change from the previous fixture.
+func (s *Session) update(f *Fixture) (host.Update, error) {
 	if s.prev == nil {
-		reqs, err := fullUpdate(f, s.gen)
-		if err != nil {
-			return nil, err
-		}
-		reqs[0].GetBegin().Scoped, reqs[0].GetBegin().Targets = s.scoped, s.targets
-		return reqs, nil
+		u, err := fullUpdate(f)
+		u.Scoped, u.Targets = s.scoped, s.targets
+		return u, err
 	}
-	reqs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{
-		Generation: s.gen, Scoped: s.scoped, Targets: s.targets,
-	}}}}
+	u := host.Update{Scoped: s.scoped, Targets: s.targets}
 	old := map[string]Cluster{}
 	for _, c := range s.prev.Clusters {
 		old[c.Name] = c
 	}
 	for _, c := range f.Clusters {
-		in, err := clusterDelta(old[c.Name], c)
+		cu, changed, err := clusterDelta(old[c.Name], c)
 		if err != nil {
-			return nil, err
+			return host.Update{}, err
 		}
-		if in != nil {
-			reqs = append(reqs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: in}})
+		if changed {
+			u.Clusters = append(u.Clusters, cu)
 		}
 		delete(old, c.Name)
 	}
 	for _, name := range slices.Sorted(maps.Keys(old)) {
-		reqs = append(reqs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: &translatorv1.ClusterInput{Cluster: name, Removed: true}}})
+		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: name, Removed: true})
 	}
-	ups, dels, err := objectDelta(s.prev.Policies, f.Policies)
-	if err != nil {
-		return nil, fmt.Errorf("policies: %w", err)
+	var err error
+	if u.PolicyUpserts, u.PolicyDeletes, err = objectDelta(s.prev.Policies, f.Policies); err != nil {
+		return host.Update{}, fmt.Errorf("policies: %w", err)
 	}
-	if len(ups)+len(dels) > 0 {
-		reqs = append(reqs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Policies{Policies: &translatorv1.PolicyChange{Upserts: ups, Deletes: dels}}})
-	}
-	return append(reqs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: s.gen}}}), nil
+	return u, nil
 }
 
 // clusterDelta returns the change from old (zero when the cluster is new)
-// to c, or nil when there is none.
-func clusterDelta(old, c Cluster) (*translatorv1.ClusterInput, error) {
+// to c, and whether there is one.
+func clusterDelta(old, c Cluster) (host.ClusterUpdate, bool, error) {
 	ups, dels, err := objectDelta(old.Objects, c.Objects)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+		return host.ClusterUpdate{}, false, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
 	same := old.Name == c.Name && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes)
 	if same && len(ups)+len(dels) == 0 {
-		return nil, nil
+		return host.ClusterUpdate{}, false, nil
 	}
-	return &translatorv1.ClusterInput{Cluster: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: ups, Deletes: dels}, nil
+	return host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: ups, Deletes: dels}, true, nil
 }
 
-// objectDelta returns the upserts and deletes that turn old into cur.
-func objectDelta(old, cur []json.RawMessage) ([]*snapshotv1.Resource, []*snapshotv1.ResourceID, error) {
-	index := func(objs []json.RawMessage) (map[string]*snapshotv1.Resource, error) {
-		m := map[string]*snapshotv1.Resource{}
+// objectDelta returns the upserts and deletes that turn old into cur, in
+// the order of their identities.
+func objectDelta(old, cur []json.RawMessage) ([]snapshot.Resource, []snapshot.ID, error) {
+	index := func(objs []json.RawMessage) (map[snapshot.ID]snapshot.Resource, error) {
+		m := map[snapshot.ID]snapshot.Resource{}
 		for _, o := range objs {
 			r, err := resourceOf(o)
 			if err != nil {
 				return nil, err
 			}
-			m[r.GetId().String()] = r
+			m[r.ID] = r
 		}
 		return m, nil
 	}
@@ -200,16 +200,16 @@ func objectDelta(old, cur []json.RawMessage) ([]*snapshotv1.Resource, []*snapsho
 	if err != nil {
 		return nil, nil, err
 	}
-	var ups []*snapshotv1.Resource
-	var dels []*snapshotv1.ResourceID
-	for _, k := range slices.Sorted(maps.Keys(after)) {
-		if b, ok := before[k]; !ok || !bytes.Equal(b.GetBody(), after[k].GetBody()) {
-			ups = append(ups, after[k])
+	var ups []snapshot.Resource
+	var dels []snapshot.ID
+	for _, id := range slices.SortedFunc(maps.Keys(after), snapshot.ID.Compare) {
+		if b, ok := before[id]; !ok || b.Hash != after[id].Hash {
+			ups = append(ups, after[id])
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(before)) {
-		if _, ok := after[k]; !ok {
-			dels = append(dels, before[k].GetId())
+	for _, id := range slices.SortedFunc(maps.Keys(before), snapshot.ID.Compare) {
+		if _, ok := after[id]; !ok {
+			dels = append(dels, id)
 		}
 	}
 	return ups, dels, nil

@@ -302,16 +302,7 @@ func TestTargetErrorKeepsNothingHalfSent(t *testing.T) {
 	_ = conn
 	// A failing target fails the whole update with its error and no output.
 	s := NewSession(t, exporter{fail: errors.New("boom")})
-	reqs, err := s.requests(fs.fixture(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range reqs {
-		if err := s.stream.Send(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err = receive(s.stream)
+	err = s.translate(fs.fixture(t))
 	if err == nil || !strings.Contains(err.Error(), `target "c1"`) || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("failing target answered %v, want an error naming target c1", err)
 	}

@@ -1,4 +1,4 @@
-package pluginhost
+package host
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
@@ -18,13 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// errProtocol is wrapped by errors for answers that break the protocol:
-// malformed or oversized outputs, outputs for clusters the plugin was not
-// told about, parts out of order.
-var errProtocol = errors.New("plugin broke the translator protocol")
-
-// session is the host's side of one Translate stream.
-type session struct {
+// Session is the host's side of one Translate stream: it sends updates in
+// parts, and checks and assembles the answers. Calls must not overlap.
+type Session struct {
 	plugin    string
 	backends  []string
 	maxOutput int
@@ -36,25 +33,30 @@ type session struct {
 	view map[string]bool
 }
 
-// openSession starts a Translate stream on client. The stream lives until close.
-func openSession(client translatorv1.TranslatorClient, plugin string, backends []string, maxOutput int) (*session, error) {
+// Open starts a Translate stream on client with the plugin of that name,
+// which serves backends (as it described them) and may answer at most
+// maxOutput bytes of bodies per (cluster, backend) set. The stream lives
+// until Close.
+func Open(client translatorv1.TranslatorClient, plugin string, backends []string, maxOutput int) (*Session, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := client.Translate(ctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("open translate session: %w", err)
 	}
-	return &session{plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel, view: map[string]bool{}}, nil
+	return &Session{plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel, view: map[string]bool{}}, nil
 }
 
-func (s *session) close() {
+// Close ends the stream.
+func (s *Session) Close() {
 	_ = s.stream.CloseSend()
 	s.cancel()
 }
 
-// translate runs one update. Any error but one wrapping ErrPluginFailed
-// leaves the session unusable.
-func (s *session) translate(ctx context.Context, u Update) (Result, error) {
+// Translate sends one update and returns the checked answer. Any error but
+// one wrapping [ErrPluginFailed] leaves the session unusable; one wrapping
+// [ErrProtocol] means the plugin answered something the host refuses.
+func (s *Session) Translate(ctx context.Context, u Update) (Result, error) {
 	stop := context.AfterFunc(ctx, s.cancel)
 	defer stop()
 	view := s.nextView(u)
@@ -76,14 +78,14 @@ func (s *session) translate(ctx context.Context, u Update) (Result, error) {
 }
 
 // streamErr prefers the call's own context error to the transport's echo of it.
-func (s *session) streamErr(ctx context.Context, err error) error {
+func (s *Session) streamErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
 	return err
 }
 
-func (s *session) nextView(u Update) map[string]bool {
+func (s *Session) nextView(u Update) map[string]bool {
 	view := map[string]bool{}
 	if !u.Full {
 		for c := range s.view {
@@ -100,14 +102,14 @@ func (s *session) nextView(u Update) map[string]bool {
 	return view
 }
 
-func (s *session) send(u Update, gen uint64) error {
+func (s *Session) send(u Update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
 	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.Full, Scoped: u.Scoped, Targets: u.Targets}}}); err != nil {
 		return err
 	}
 	for _, c := range u.Clusters {
-		for i, part := range splitResources(c.Upserts, protocol.PartBytes) {
-			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Upserts: part}
+		for i, part := range meta.Split(c.Upserts, snapshot.Resource.Size, protocol.PartBytes) {
+			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Upserts: resourcesToProto(part)}
 			if i == 0 {
 				in.Deletes = idsToProto(c.Deletes)
 			}
@@ -117,8 +119,8 @@ func (s *session) send(u Update, gen uint64) error {
 		}
 	}
 	if len(u.PolicyUpserts)+len(u.PolicyDeletes) > 0 {
-		for i, part := range splitResources(u.PolicyUpserts, protocol.PartBytes) {
-			pc := &translatorv1.PolicyChange{Upserts: part}
+		for i, part := range meta.Split(u.PolicyUpserts, snapshot.Resource.Size, protocol.PartBytes) {
+			pc := &translatorv1.PolicyChange{Upserts: resourcesToProto(part)}
 			if i == 0 {
 				pc.Deletes = idsToProto(u.PolicyDeletes)
 			}
@@ -130,20 +132,13 @@ func (s *session) send(u Update, gen uint64) error {
 	return req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: gen}}})
 }
 
-// splitResources cuts resources into parts of about maxBytes of bodies;
-// there is always at least one (possibly empty) part.
-func splitResources(rs []snapshot.Resource, maxBytes int) [][]*snapshotv1.Resource {
-	parts := [][]*snapshotv1.Resource{nil}
-	size := 0
-	for _, r := range rs {
-		if size > 0 && size+len(r.Body) > maxBytes {
-			parts = append(parts, nil)
-			size = 0
-		}
-		parts[len(parts)-1] = append(parts[len(parts)-1], snapshot.ResourceToProto(r))
-		size += len(r.Body)
+// resourcesToProto converts a part of resources to their wire form.
+func resourcesToProto(rs []snapshot.Resource) []*snapshotv1.Resource {
+	out := make([]*snapshotv1.Resource, len(rs))
+	for i, r := range rs {
+		out[i] = snapshot.ResourceToProto(r)
 	}
-	return parts
+	return out
 }
 
 func idsToProto(ids []snapshot.ID) []*snapshotv1.ResourceID {
@@ -165,7 +160,7 @@ type assembly struct {
 	accepted *snapshot.Snapshot
 }
 
-func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool, accepted func(cluster, backend string) *snapshot.Snapshot) (Result, error) {
+func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool, accepted func(cluster, backend string) *snapshot.Snapshot) (Result, error) {
 	var (
 		res     Result
 		pending *assembly
@@ -177,7 +172,7 @@ func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool,
 			return Result{}, fmt.Errorf("plugin closed the session before answering update %d", gen)
 		}
 		if status.Code(err) == codes.ResourceExhausted {
-			return Result{}, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", errProtocol, gen, err)
+			return Result{}, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", ErrProtocol, gen, err)
 		}
 		if err != nil {
 			return Result{}, fmt.Errorf("receive answer to update %d: %w", gen, s.streamErr(ctx, err))
@@ -196,7 +191,7 @@ func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool,
 				}
 			} else if pending.key != key {
 				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
-					errProtocol, key[0], key[1], pending.key[0], pending.key[1])
+					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
 			}
 			if err := s.addResources(pending, o.GetResources()); err != nil {
 				return Result{}, err
@@ -210,42 +205,42 @@ func (s *session) receive(ctx context.Context, gen uint64, view map[string]bool,
 			res.Diagnostics = append(res.Diagnostics, s.diagnosticFromProto(m.Diagnostic))
 		case *translatorv1.TranslateResponse_Done:
 			if g := m.Done.GetGeneration(); g != gen {
-				return Result{}, fmt.Errorf("%w: done for update %d, want %d", errProtocol, g, gen)
+				return Result{}, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
 			}
 			if e := m.Done.GetError(); e != "" {
 				return Result{}, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
 			}
 			if pending != nil {
-				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", errProtocol, pending.key[0], pending.key[1])
+				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", ErrProtocol, pending.key[0], pending.key[1])
 			}
 			slices.SortFunc(res.Outputs, func(a, b ClusterOutput) int {
 				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
 			})
 			return res, nil
 		default:
-			return Result{}, fmt.Errorf("%w: unknown answer %T", errProtocol, m)
+			return Result{}, fmt.Errorf("%w: unknown answer %T", ErrProtocol, m)
 		}
 	}
 }
 
-func (s *session) checkTarget(key [2]string, view map[string]bool, done map[[2]string]bool) error {
+func (s *Session) checkTarget(key [2]string, view map[string]bool, done map[[2]string]bool) error {
 	switch {
 	case !view[key[0]]:
-		return fmt.Errorf("%w: output for cluster %q, which is not in the fleet view", errProtocol, key[0])
+		return fmt.Errorf("%w: output for cluster %q, which is not in the fleet view", ErrProtocol, key[0])
 	case !slices.Contains(s.backends, key[1]):
-		return fmt.Errorf("%w: output for backend %q, which the plugin does not serve (%v)", errProtocol, key[1], s.backends)
+		return fmt.Errorf("%w: output for backend %q, which the plugin does not serve (%v)", ErrProtocol, key[1], s.backends)
 	case done[key]:
-		return fmt.Errorf("%w: two output sets for cluster %q backend %q", errProtocol, key[0], key[1])
+		return fmt.Errorf("%w: two output sets for cluster %q backend %q", ErrProtocol, key[0], key[1])
 	}
 	return nil
 }
 
 // addResources validates resources and adds them to the set.
-func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
+func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 	for _, p := range rs {
 		id, err := snapshot.IDFromProto(p.GetId())
 		if err != nil {
-			return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+			return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 		}
 		// checkBody's decode validates the whole body, so the resource is
 		// built without snapshot.ResourceFromProto's separate json.Valid
@@ -253,16 +248,16 @@ func (s *session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		if !a.unchanged(r) {
 			if err := checkBody(r); err != nil {
-				return fmt.Errorf("%w: malformed output for cluster %q: %w", errProtocol, a.key[0], err)
+				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
 		}
 		if a.seen[r.ID] {
-			return fmt.Errorf("%w: output for cluster %q has %s twice", errProtocol, a.key[0], r.ID)
+			return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], r.ID)
 		}
 		a.seen[r.ID] = true
 		a.size += len(r.Body)
 		if a.size > s.maxOutput {
-			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", errProtocol, a.key[0], a.key[1], s.maxOutput)
+			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
 		}
 		a.out.Resources = append(a.out.Resources, r)
 	}
@@ -308,7 +303,7 @@ func checkBody(r snapshot.Resource) error {
 	return nil
 }
 
-func (s *session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
+func (s *Session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
 	sev := SeverityError
 	if d.GetSeverity() == translatorv1.Diagnostic_SEVERITY_WARNING {
 		sev = SeverityWarning
@@ -320,14 +315,15 @@ func (s *session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
 	}
 }
 
-// describe asks a plugin what it is.
-func describe(ctx context.Context, client translatorv1.TranslatorClient) (*translatorv1.DescribeResponse, error) {
+// Describe asks a plugin what it is, and refuses an answer without a name
+// or backends.
+func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*translatorv1.DescribeResponse, error) {
 	d, err := client.Describe(ctx, &translatorv1.DescribeRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("describe: %w", err)
 	}
 	if d.GetName() == "" || len(d.GetBackends()) == 0 {
-		return nil, fmt.Errorf("describe: %w: the plugin gave no name or no backends", errProtocol)
+		return nil, fmt.Errorf("describe: %w: the plugin gave no name or no backends", ErrProtocol)
 	}
 	return d, nil
 }

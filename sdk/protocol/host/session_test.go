@@ -1,4 +1,4 @@
-package pluginhost
+package host
 
 import (
 	"strings"
@@ -35,7 +35,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			s := &session{maxOutput: 1 << 20}
+			s := &Session{maxOutput: 1 << 20}
 			a := &assembly{key: [2]string{"east", "b"}, seen: map[snapshot.ID]bool{}, accepted: accepted}
 			err := s.addResources(a, []*snapshotv1.Resource{{Id: snapshot.IDToProto(tc.id), Body: []byte(tc.body)}})
 			switch {

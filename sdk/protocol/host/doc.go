@@ -1,0 +1,24 @@
+// Package host is the host's side of the translator protocol
+// (proto/translator/v1): one [Session] per Translate stream sends each
+// [Update] — the fleet view in full, then only what changed — split into
+// parts of about protocol.PartBytes, and checks and assembles the answer
+// into a [Result].
+//
+// An answer is refused, with an error wrapping [ErrProtocol], when it
+// breaks the protocol: an output that is not a Kubernetes object matching
+// its identity, twice the same object, an output for a cluster not in the
+// view the session sent or for a backend the plugin did not describe, a
+// (cluster, backend) set over the session's byte limit, parts out of order
+// or a Done for another update. Such outputs are never passed on, not even
+// as empty sets. A plugin that answers but cannot translate gives an error
+// wrapping [ErrPluginFailed], and the session stays usable.
+//
+//	d, err := host.Describe(ctx, client)
+//	s, err := host.Open(client, d.GetName(), d.GetBackends(), host.DefaultMaxOutputBytes)
+//	defer s.Close()
+//	res, err := s.Translate(ctx, host.Update{Full: true, Clusters: ...})
+//
+// The server runs it through core/pluginhost, which adds processes,
+// restarts and timeouts around it; sdk/sdktest runs the same code, so a
+// plugin's tests refuse what the server would refuse.
+package host
