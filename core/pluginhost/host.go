@@ -77,11 +77,12 @@ func (h *Host) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Watch checks every idle plugin's health each Options.HealthInterval
+// Watch checks every running plugin's health each Options.HealthInterval
 // until ctx ends, and kills one that does not answer within
-// Options.HealthTimeout: a plugin that hangs while no translation calls it
-// is replaced before the next change needs it. A plugin busy with a call
-// is left to Options.CallTimeout.
+// Options.HealthTimeout: a plugin that stops or freezes is replaced
+// within seconds, whether or not a translation is calling it. A plugin
+// that answers its health check but not a call is left to
+// Options.CallTimeout.
 func (h *Host) Watch(ctx context.Context) {
 	t := time.NewTicker(h.opts.HealthInterval)
 	defer t.Stop()

@@ -395,10 +395,7 @@ func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() { h.Watch(ctx); close(watched) }()
-	t.Cleanup(func() { cancel(); <-watched })
+	watch(t, h)
 	waitGone(t, pid)
 	if healthy.Pid() != healthyPid || healthy.Starts() != 1 {
 		t.Errorf("the healthy plugin was restarted: pid %d (was %d), %d starts", healthy.Pid(), healthyPid, healthy.Starts())
@@ -407,6 +404,86 @@ func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 		t.Fatalf("Translate(delta) after the watch killed the plugin = %v, want ErrNeedFull", err)
 	}
 	works(t, stopped)
+}
+
+// TestWatchKillsPluginStoppedDuringCall stops a plugin while a call
+// waits on it: the watch's health check, which gRPC serves beside the
+// call, finds it long before the call timeout, kills it and the call
+// returns saying why.
+func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	opts := testOptions()
+	opts.CallTimeout = 10 * time.Minute
+	opts.HealthInterval, opts.HealthTimeout = 100*time.Millisecond, time.Second
+	h := newHost(t, dir, opts, nil)
+	p := mustPlugin(t, h, "faulty")
+	works(t, p)
+	pid := p.Pid()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Translate(context.Background(), update(false, "hang"))
+		done <- err
+	}()
+	waitCallInFlight(t, p)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	watch(t, h)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "failed its health check during the call") {
+			t.Fatalf("Translate on a plugin stopped during the call = %v, want the health check's kill", err)
+		}
+		t.Logf("error: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the call on a stopped plugin did not end within a minute")
+	}
+	waitGone(t, pid)
+	works(t, p)
+}
+
+// TestWatchLeavesBusyPluginToCallTimeout runs the watch beside a call that
+// hangs in a plugin that is alive: the plugin answers its health checks,
+// so only the call timeout ends the call.
+func TestWatchLeavesBusyPluginToCallTimeout(t *testing.T) {
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	opts := testOptions()
+	opts.CallTimeout = 2 * time.Second
+	opts.HealthInterval, opts.HealthTimeout = 50*time.Millisecond, time.Second
+	h := newHost(t, dir, opts, nil)
+	p := mustPlugin(t, h, "faulty")
+	works(t, p)
+	watch(t, h)
+	_, err := p.Translate(context.Background(), update(false, "hang"))
+	if err == nil || !strings.Contains(err.Error(), "no answer within 2s") {
+		t.Fatalf("Translate(hang) with the watch running = %v, want the call timeout", err)
+	}
+}
+
+// watch runs h.Watch until the test ends.
+func watch(t *testing.T, h *Host) {
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { h.Watch(ctx); close(watched) }()
+	t.Cleanup(func() { cancel(); <-watched })
+}
+
+// waitCallInFlight waits until a call holds p.
+func waitCallInFlight(t *testing.T, p *Plugin) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for p.mu.TryLock() {
+		p.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no call started within 15s")
+		}
+		<-tick.C
+	}
 }
 
 func TestRefusedOutputs(t *testing.T) {

@@ -16,7 +16,7 @@ type Options struct {
 	// CallTimeout bounds one Translate call. A plugin that does not answer in
 	// time is taken as hung: it is killed and restarted.
 	CallTimeout time.Duration
-	// HealthInterval is how often an idle plugin's health is checked, and
+	// HealthInterval is how often a plugin's health is checked, and
 	// HealthTimeout how long the check may take before the plugin is taken
 	// as hung and killed (see [Host.Watch]).
 	HealthInterval, HealthTimeout time.Duration
@@ -46,7 +46,7 @@ func DefaultOptions() Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StartTimeout, "plugin-start-timeout", o.StartTimeout, "how long a plugin may take to start")
 	fs.DurationVar(&o.CallTimeout, "plugin-call-timeout", o.CallTimeout, "how long one translation may take before the plugin is killed and restarted")
-	fs.DurationVar(&o.HealthInterval, "plugin-health-interval", o.HealthInterval, "how often an idle plugin's health is checked")
+	fs.DurationVar(&o.HealthInterval, "plugin-health-interval", o.HealthInterval, "how often each plugin's health is checked, also during a call")
 	fs.DurationVar(&o.HealthTimeout, "plugin-health-timeout", o.HealthTimeout, "how long a plugin's health check may take before the plugin is killed and restarted")
 	fs.DurationVar(&o.BackoffBase, "plugin-backoff", o.BackoffBase, "first wait before restarting a failed plugin; doubles up to --plugin-backoff-max")
 	fs.DurationVar(&o.BackoffMax, "plugin-backoff-max", o.BackoffMax, "longest wait before restarting a failed plugin")

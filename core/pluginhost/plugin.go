@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshrelay/meshrelay/sdk/protocol/host"
@@ -23,9 +24,12 @@ type Plugin struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu       sync.Mutex
-	closed   bool
-	proc     *process
+	mu     sync.Mutex
+	closed bool
+	proc   *process
+	// running is proc, readable without mu by the health watch while a
+	// call holds mu.
+	running  atomic.Pointer[process]
 	sess     *host.Session
 	needFull bool
 	failures int
@@ -130,6 +134,9 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 		}
 		proc := p.proc
 		p.crashed(err.Error()) // kills the process and waits for its output
+		if proc.unhealthy.Load() {
+			return Result{}, fmt.Errorf("plugin %q failed its health check during the call (no answer within %s); killed it, it restarts on the next full update: %w", p.entry.Name, p.opts.HealthTimeout, err)
+		}
 		if out := lastLines(proc.stderr.String(), 10); out != "" {
 			return Result{}, fmt.Errorf("plugin %q crashed: %w; its stderr ends with:\n%s", p.entry.Name, err, out)
 		}
@@ -175,7 +182,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %q: the binary describes itself as %q", p.entry.Name, proc.desc.GetName())
 	}
 	p.logger.Info("plugin started", "protocol", proc.version)
-	p.proc = proc
+	p.setProc(proc)
 	p.needFull = true
 	return nil
 }
@@ -191,7 +198,7 @@ func (p *Plugin) crashed(why string) {
 	if p.proc != nil {
 		p.logger.Warn("plugin stopped", "reason", why)
 		p.proc.forceKill()
-		p.proc = nil
+		p.setProc(nil)
 	}
 	p.failed()
 }
@@ -214,14 +221,35 @@ func (p *Plugin) Check(ctx context.Context) error {
 	return p.checkLocked(ctx)
 }
 
-// probe checks the plugin when no call is in flight; a call in flight is
-// bounded by Options.CallTimeout instead.
+func (p *Plugin) setProc(proc *process) {
+	p.proc = proc
+	p.running.Store(proc)
+}
+
+// probe checks the plugin's health. A plugin busy with a call answers
+// its health service all the same (gRPC serves it beside the call); one
+// that does not (stopped, frozen) is killed, which ends the call with an
+// error, and the call cleans up. A call that runs long on a healthy
+// plugin is left to Options.CallTimeout.
 func (p *Plugin) probe(ctx context.Context) error {
-	if !p.mu.TryLock() {
+	if p.mu.TryLock() {
+		defer p.mu.Unlock()
+		return p.checkLocked(ctx)
+	}
+	proc := p.running.Load()
+	if proc == nil {
 		return nil
 	}
-	defer p.mu.Unlock()
-	return p.checkLocked(ctx)
+	pingCtx, cancel := context.WithTimeout(ctx, p.opts.HealthTimeout)
+	defer cancel()
+	err := proc.ping(pingCtx)
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	p.logger.Error("plugin failed its health check during a call; killing it", "error", err)
+	proc.unhealthy.Store(true)
+	proc.signalKill()
+	return fmt.Errorf("plugin %q: health check during a call: %w", p.entry.Name, err)
 }
 
 func (p *Plugin) checkLocked(ctx context.Context) error {
@@ -254,6 +282,6 @@ func (p *Plugin) Close() {
 	p.resetSession()
 	if p.proc != nil {
 		p.proc.kill()
-		p.proc = nil
+		p.setProc(nil)
 	}
 }

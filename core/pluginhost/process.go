@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-plugin"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
@@ -36,6 +37,9 @@ type process struct {
 	desc    *translatorv1.DescribeResponse
 	stderr  *tail
 	version int
+	// unhealthy is set when the health watch killed the process during a
+	// call, so that the call's error says why.
+	unhealthy atomic.Bool
 }
 
 // fileSHA256 returns the hex SHA-256 of a file.
@@ -175,10 +179,15 @@ func (p *process) kill() { p.client.Kill() }
 // waits for its answer: a stopped or frozen process never answers, and the
 // host would wait forever.
 func (p *process) forceKill() {
+	p.signalKill()
+	p.client.Kill()
+}
+
+// signalKill sends SIGKILL to the process and returns at once.
+func (p *process) signalKill() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
-	p.client.Kill()
 }
 
 func (p *process) exited() bool { return p.client.Exited() }

@@ -56,13 +56,19 @@ var FaultKinds = []string{
 }
 
 // The soak's timing: heartbeats every chaosHeartbeat both ways, agents
-// leave a silent server after chaosServerTimeout, a plugin call times out
-// after chaosPluginCallTimeout.
+// leave a silent server after chaosServerTimeout, each replica checks its
+// plugins' health every chaosPluginHealth and kills one that does not
+// answer within as long (stopped or frozen, busy or not), and a stopped
+// plugin is given chaosHangLimit to be killed. A call may take
+// chaosPluginCallTimeout: long enough for a whole-fleet translation on a
+// loaded machine, since a call timeout shorter than that kills a healthy
+// plugin over and over.
 const (
 	chaosHeartbeat         = 3 * time.Second
 	chaosServerTimeout     = 10 * time.Second
-	chaosPluginCallTimeout = 10 * time.Second
+	chaosPluginCallTimeout = 2 * time.Minute
 	chaosPluginHealth      = 2 * time.Second
+	chaosHangLimit         = 15 * time.Second
 	redisDowntime          = 3 * time.Second
 	replicaDowntime        = 5 * time.Second
 	cutDowntime            = 15 * time.Second
@@ -570,9 +576,8 @@ func (c *chaosRun) restartAgent(s *sim, fresh bool) error {
 
 // pluginFault kills (crash) or stops (hang) the Istio plugin process of p:
 // the simulated clusters run Istio only, so the other plugins are never
-// called and a fault in them goes unnoticed. A stopped plugin gets the
-// plugin call timeout and some to be replaced by its host (a call in
-// flight times out; an idle plugin fails its health check); one still
+// called and a fault in them goes unnoticed. A stopped plugin gets
+// chaosHangLimit to be killed by its host's health checks; one still
 // there then fails the run, and is let run again.
 func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool) (target, note string, err error) {
 	pid := 0
@@ -591,12 +596,11 @@ func (c *chaosRun) pluginFault(ctx context.Context, p *serverProcess, hang bool)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return target, "", err
 	}
-	sleepCtx(ctx, chaosPluginCallTimeout+5*time.Second)
+	sleepCtx(ctx, chaosHangLimit)
 	if !alive(pid) {
 		return target, "killed by its host", nil
 	}
-	err = fmt.Errorf("not killed by its host %s after it stopped (the plugin call timeout is %s); resumed",
-		chaosPluginCallTimeout+5*time.Second, chaosPluginCallTimeout)
+	err = fmt.Errorf("not killed by its host %s after it stopped (health checks every %s); resumed", chaosHangLimit, chaosPluginHealth)
 	return target, "", errors.Join(err, syscall.Kill(pid, syscall.SIGCONT))
 }
 
