@@ -1,0 +1,184 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// assembly collects the parts of one output set.
+type assembly struct {
+	key  [2]string
+	out  ClusterOutput
+	size int
+	seen map[snapshot.ID]bool
+	// accepted is the host's current output for key, whose resources
+	// need no check again; nil for none.
+	accepted *snapshot.Snapshot
+}
+
+func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool, accepted func(cluster, backend string) *snapshot.Snapshot) (Result, error) {
+	var (
+		res     Result
+		pending *assembly
+		done    = map[[2]string]bool{}
+	)
+	for {
+		msg, err := s.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return Result{}, fmt.Errorf("plugin closed the session before answering update %d", gen)
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			return Result{}, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", ErrProtocol, gen, err)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("receive answer to update %d: %w", gen, s.streamErr(ctx, err))
+		}
+		switch m := msg.GetMsg().(type) {
+		case *translatorv1.TranslateResponse_Output:
+			o := m.Output
+			key := [2]string{o.GetCluster(), o.GetBackend()}
+			if pending == nil {
+				if err := s.checkTarget(key, view, done); err != nil {
+					return Result{}, err
+				}
+				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}}
+				if accepted != nil {
+					pending.accepted = accepted(key[0], key[1])
+				}
+			} else if pending.key != key {
+				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
+					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
+			}
+			if err := s.addResources(pending, o.GetResources()); err != nil {
+				return Result{}, err
+			}
+			if !o.GetMore() {
+				done[key] = true
+				res.Outputs = append(res.Outputs, pending.out)
+				pending = nil
+			}
+		case *translatorv1.TranslateResponse_Diagnostic:
+			res.Diagnostics = append(res.Diagnostics, s.diagnosticFromProto(m.Diagnostic))
+		case *translatorv1.TranslateResponse_Done:
+			if g := m.Done.GetGeneration(); g != gen {
+				return Result{}, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
+			}
+			if e := m.Done.GetError(); e != "" {
+				return Result{}, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
+			}
+			if pending != nil {
+				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", ErrProtocol, pending.key[0], pending.key[1])
+			}
+			slices.SortFunc(res.Outputs, func(a, b ClusterOutput) int {
+				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
+			})
+			return res, nil
+		default:
+			return Result{}, fmt.Errorf("%w: unknown answer %T", ErrProtocol, m)
+		}
+	}
+}
+
+func (s *Session) checkTarget(key [2]string, view map[string]bool, done map[[2]string]bool) error {
+	switch {
+	case !view[key[0]]:
+		return fmt.Errorf("%w: output for cluster %q, which is not in the fleet view", ErrProtocol, key[0])
+	case !slices.Contains(s.backends, key[1]):
+		return fmt.Errorf("%w: output for backend %q, which the plugin does not serve (%v)", ErrProtocol, key[1], s.backends)
+	case done[key]:
+		return fmt.Errorf("%w: two output sets for cluster %q backend %q", ErrProtocol, key[0], key[1])
+	}
+	return nil
+}
+
+// addResources validates resources and adds them to the set.
+func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
+	for _, p := range rs {
+		id, err := snapshot.IDFromProto(p.GetId())
+		if err != nil {
+			return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
+		}
+		// checkBody's decode validates the whole body, so the resource is
+		// built without snapshot.ResourceFromProto's separate json.Valid
+		// pass: outputs are the host's largest input.
+		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
+		if !a.unchanged(r) {
+			if err := checkBody(r); err != nil {
+				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
+			}
+		}
+		if a.seen[r.ID] {
+			return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], r.ID)
+		}
+		a.seen[r.ID] = true
+		a.size += len(r.Body)
+		if a.size > s.maxOutput {
+			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
+		}
+		a.out.Resources = append(a.out.Resources, r)
+	}
+	return nil
+}
+
+// unchanged reports whether r is, byte for byte, a resource of the output
+// the host already accepted for the set.
+func (a *assembly) unchanged(r snapshot.Resource) bool {
+	if a.accepted == nil {
+		return false
+	}
+	old, ok := a.accepted.Get(r.ID)
+	return ok && old.Hash == r.Hash
+}
+
+// checkBody checks that a body is a Kubernetes object matching its ID.
+func checkBody(r snapshot.Resource) error {
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(r.Body, &obj); err != nil {
+		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
+			return fmt.Errorf("%s: body is not valid JSON: %w", r.ID, err)
+		}
+		return fmt.Errorf("%s: body is not an object: %w", r.ID, err)
+	}
+	switch {
+	case obj.Kind != r.ID.Kind:
+		return fmt.Errorf("%s: body has kind %q", r.ID, obj.Kind)
+	case obj.Metadata.Name != r.ID.Name:
+		return fmt.Errorf("%s: body has metadata.name %q", r.ID, obj.Metadata.Name)
+	case obj.Metadata.Namespace != r.ID.Namespace:
+		return fmt.Errorf("%s: body has metadata.namespace %q", r.ID, obj.Metadata.Namespace)
+	case obj.APIVersion != r.ID.APIVersion():
+		return fmt.Errorf("%s: body has apiVersion %q", r.ID, obj.APIVersion)
+	}
+	return nil
+}
+
+func (s *Session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
+	sev := SeverityError
+	if d.GetSeverity() == translatorv1.Diagnostic_SEVERITY_WARNING {
+		sev = SeverityWarning
+	}
+	p := d.GetPolicy()
+	return Diagnostic{
+		Severity: sev, Summary: d.GetSummary(), Detail: d.GetDetail(), Path: d.GetPath(), Cluster: d.GetCluster(), Plugin: s.plugin,
+		Policy: PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetCluster()},
+	}
+}
