@@ -29,16 +29,19 @@ type Session struct {
 	updates int
 	prev    *Fixture
 	sets    map[[2]string][]sdk.Output
-	diags   []sdk.Diagnostic
-	sent    [][2]string
-	targets []string
-	scoped  bool
+	// accepted holds each set as the host's Update.Accepted reads it,
+	// as the engine holds the outputs it accepted.
+	accepted map[[2]string]*snapshot.Snapshot
+	diags    []sdk.Diagnostic
+	sent     [][2]string
+	targets  []string
+	scoped   bool
 }
 
 // NewSession opens a session with t served in process. It ends with the test.
 func NewSession(tb testing.TB, t sdk.Translator) *Session {
 	tb.Helper()
-	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}}
+	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}, accepted: map[[2]string]*snapshot.Snapshot{}}
 	if tt, ok := t.(sdk.TargetTranslator); ok {
 		s.counter = &counter{TargetTranslator: tt}
 		t = s.counter
@@ -86,16 +89,27 @@ func (s *Session) translate(f *Fixture) error {
 	if s.counter != nil {
 		s.counter.reset()
 	}
+	u.Accepted = func(cluster, backend string) *snapshot.Snapshot { return s.accepted[[2]string{cluster, backend}] }
 	res, err := s.host.Translate(context.Background(), u)
 	if err != nil {
 		return err
 	}
 	s.prev = f
+	return s.keep(res, f)
+}
+
+// keep records an answer: the sets it carried, the complete outputs they
+// add up to without the clusters f no longer has, and its diagnostics.
+func (s *Session) keep(res host.Result, f *Fixture) error {
 	s.sent = s.sent[:0]
 	for _, set := range res.Outputs {
 		key := [2]string{set.Cluster, set.Backend}
+		snap, err := snapshot.New(0, set.Resources)
+		if err != nil {
+			return fmt.Errorf("output of cluster %q backend %q: %w", set.Cluster, set.Backend, err)
+		}
+		s.accepted[key], s.sets[key] = snap, outputsOf(set)
 		s.sent = append(s.sent, key)
-		s.sets[key] = outputsOf(set)
 	}
 	present := map[string]bool{}
 	for _, c := range f.Clusters {
@@ -104,6 +118,7 @@ func (s *Session) translate(f *Fixture) error {
 	for k := range s.sets {
 		if !present[k[0]] {
 			delete(s.sets, k)
+			delete(s.accepted, k)
 		}
 	}
 	s.diags = diagnosticsOf(res.Diagnostics)
