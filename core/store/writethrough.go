@@ -67,10 +67,13 @@ func (o *WriteThroughOptions) setDefaults() {
 // writes through to a backing (Redis) store, as docs/architecture.md
 // describes.
 //
-// Every method acts on the primary and returns at once; writes are then
-// queued for the backing store, coalesced per key (only the latest value of
-// an input, output, registry record or the CA is written, read from the
-// primary when it is flushed). Run flushes the queue in order, retries with
+// Reads (GetInput, ListInputs, GetOutput, ListOutputs, GetCluster,
+// ListClusters, GetCA) are the primary's, as they are. Writes act on the
+// primary and return at once; they are then queued for the backing store,
+// coalesced per key (only the latest value of an input, output, registry
+// record or the CA is written, read from the primary when it is flushed).
+// CompareAndPutCluster and the trust state go to the backing store first
+// (see those methods). Run flushes the queue in order, retries with
 // backoff when the backing store fails, and reports HealthDegraded until it
 // succeeds again. Run also follows the backing store's change feed: other
 // replicas' writes are copied into the primary before they are passed on to

@@ -100,7 +100,7 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// PutInput implements store.Store.
+// PutInput implements store.Inputs.
 func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -124,7 +124,7 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	return nil
 }
 
-// GetInput implements store.Store.
+// GetInput implements store.Inputs.
 func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapsho
 	return snap, nil
 }
 
-// ListInputs implements store.Store.
+// ListInputs implements store.Inputs.
 func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, 
 	return maps.Clone(s.data.inputs), nil
 }
 
-// DeleteInput implements store.Store.
+// DeleteInput implements store.Inputs.
 func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -164,7 +164,7 @@ func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// PutOutput implements store.Store.
+// PutOutput implements store.Outputs.
 func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -191,7 +191,7 @@ func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *sn
 	return nil
 }
 
-// GetOutput implements store.Store.
+// GetOutput implements store.Outputs.
 func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -205,7 +205,7 @@ func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapsh
 	return snap, nil
 }
 
-// ListOutputs implements store.Store.
+// ListOutputs implements store.Outputs.
 func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*sn
 	return out, nil
 }
 
-// DeleteOutputs implements store.Store.
+// DeleteOutputs implements store.Outputs.
 func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -235,7 +235,7 @@ func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// PutCluster implements store.Store.
+// PutCluster implements store.Registry.
 func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -251,7 +251,7 @@ func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	return nil
 }
 
-// CompareAndPutCluster implements store.Store.
+// CompareAndPutCluster implements store.Registry.
 func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Cluster{}, err
@@ -276,7 +276,7 @@ func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (stor
 	return c.Clone(), nil
 }
 
-// GetCluster implements store.Store.
+// GetCluster implements store.Registry.
 func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Cluster{}, err
@@ -290,7 +290,7 @@ func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, err
 	return c.Clone(), nil
 }
 
-// ListClusters implements store.Store.
+// ListClusters implements store.Registry.
 func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	return out, nil
 }
 
-// DeleteCluster implements store.Store.
+// DeleteCluster implements store.Registry.
 func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -321,7 +321,7 @@ func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 	return nil
 }
 
-// PutCA implements store.Store.
+// PutCA implements store.CA.
 func (s *Store) PutCA(ctx context.Context, certPEM, keyPEM []byte) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -335,7 +335,7 @@ func (s *Store) PutCA(ctx context.Context, certPEM, keyPEM []byte) error {
 	return nil
 }
 
-// GetCA implements store.Store.
+// GetCA implements store.CA.
 func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	if err := s.check(ctx); err != nil {
 		return nil, nil, err
@@ -348,7 +348,7 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	return slices.Clone(s.data.caCert), slices.Clone(s.data.caKey), nil
 }
 
-// PutTrust implements store.Store.
+// PutTrust implements store.Trust.
 func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -365,7 +365,7 @@ func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
 	return nil
 }
 
-// GetTrust implements store.Store.
+// GetTrust implements store.Trust.
 func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -379,7 +379,7 @@ func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
 	return slices.Clone(data), nil
 }
 
-// Watch implements store.Store: it delivers writes made through handles with
+// Watch implements store.Watcher: it delivers writes made through handles with
 // another replica ID (see Replica).
 func (s *Store) Watch(ctx context.Context) (<-chan store.Event, error) {
 	if err := s.check(ctx); err != nil {

@@ -216,7 +216,7 @@ redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 `
 
-// PutInput implements store.Store. The version check and the write are one
+// PutInput implements store.Inputs. The version check and the write are one
 // Lua script, so racing replicas cannot store an older snapshot over a
 // newer one.
 func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
@@ -248,7 +248,7 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	return nil
 }
 
-// GetInput implements store.Store.
+// GetInput implements store.Inputs.
 func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -276,7 +276,7 @@ func (s *Store) decodeFields(v, h, d any) (*snapshot.Snapshot, error) {
 	return s.codec.decode([]byte(ds), vs, []byte(hs))
 }
 
-// ListInputs implements store.Store. It reads the index, fetches every
+// ListInputs implements store.Inputs. It reads the index, fetches every
 // input in one pipeline and decodes them in parallel.
 func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
 	if err := s.check(); err != nil {
@@ -330,7 +330,7 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// DeleteInput implements store.Store.
+// DeleteInput implements store.Inputs.
 func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
 	if err := s.check(); err != nil {
 		return err
@@ -345,7 +345,7 @@ func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// PutOutput implements store.Store.
+// PutOutput implements store.Outputs.
 func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) error {
 	if err := s.check(); err != nil {
 		return err
@@ -370,7 +370,7 @@ func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *sn
 	return nil
 }
 
-// GetOutput implements store.Store.
+// GetOutput implements store.Outputs.
 func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -386,7 +386,7 @@ func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapsh
 	return snap, nil
 }
 
-// ListOutputs implements store.Store.
+// ListOutputs implements store.Outputs.
 func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -410,7 +410,7 @@ func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*sn
 	return out, nil
 }
 
-// DeleteOutputs implements store.Store.
+// DeleteOutputs implements store.Outputs.
 func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 	if err := s.check(); err != nil {
 		return err
@@ -438,7 +438,7 @@ type clusterRecord struct {
 	Version       uint64    `json:"version,omitempty"`
 }
 
-// PutCluster implements store.Store.
+// PutCluster implements store.Registry.
 func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	if err := s.check(); err != nil {
 		return err
@@ -457,7 +457,7 @@ func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	return nil
 }
 
-// CompareAndPutCluster implements store.Store: the version check and the
+// CompareAndPutCluster implements store.Registry: the version check and the
 // write are one Lua script.
 func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
 	if err := s.check(); err != nil {
@@ -492,7 +492,7 @@ func decodeCluster(name, data string) (store.Cluster, error) {
 	return store.Cluster(r), nil
 }
 
-// GetCluster implements store.Store.
+// GetCluster implements store.Registry.
 func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
 	if err := s.check(); err != nil {
 		return store.Cluster{}, err
@@ -511,7 +511,7 @@ func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, err
 	return c, nil
 }
 
-// ListClusters implements store.Store.
+// ListClusters implements store.Registry.
 func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -532,7 +532,7 @@ func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	return out, nil
 }
 
-// DeleteCluster implements store.Store.
+// DeleteCluster implements store.Registry.
 func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 	if err := s.check(); err != nil {
 		return err
@@ -544,7 +544,7 @@ func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 	return nil
 }
 
-// PutCA implements store.Store.
+// PutCA implements store.CA.
 func (s *Store) PutCA(ctx context.Context, certPEM, keyPEM []byte) error {
 	if err := s.check(); err != nil {
 		return err
@@ -558,7 +558,7 @@ func (s *Store) PutCA(ctx context.Context, certPEM, keyPEM []byte) error {
 	return nil
 }
 
-// GetCA implements store.Store.
+// GetCA implements store.CA.
 func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	if err := s.check(); err != nil {
 		return nil, nil, err
@@ -575,7 +575,7 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	return []byte(cert), []byte(key), nil
 }
 
-// PutTrust implements store.Store.
+// PutTrust implements store.Trust.
 func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
 	if err := s.check(); err != nil {
 		return err
@@ -589,7 +589,7 @@ func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
 	return nil
 }
 
-// GetTrust implements store.Store.
+// GetTrust implements store.Trust.
 func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err

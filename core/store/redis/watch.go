@@ -16,7 +16,7 @@ import (
 // Resync once it is.
 const subscribeWait = 5 * time.Second
 
-// Watch implements store.Store. The store holds one subscription to the
+// Watch implements store.Watcher. The store holds one subscription to the
 // event channel, started by the first Watch and kept until Close; messages
 // from this store's own replica ID are dropped. Each time the subscription
 // is (re)established after a failure, every watcher registered while it was
