@@ -253,8 +253,10 @@ func (q *writeQueue) writeUnlessRevoked(ctx, octx context.Context, cluster strin
 
 // writeCluster copies a registry record from memory to the backing store
 // (a backing store that restarted empty is refilled this way), unless the
-// backing store holds the same or a newer version, which it copies into
-// memory instead: another replica's revocation must survive.
+// backing store holds a newer version, which it copies into memory
+// instead: another replica's revocation must survive. A record of the same
+// version is written: only PutCluster makes two records of one version
+// differ, and it replaces the record as given.
 func (q *writeQueue) writeCluster(ctx, octx context.Context, name string) error {
 	c, err := q.primary.GetCluster(ctx, name)
 	if errors.Is(err, ErrNotFound) {
@@ -265,7 +267,7 @@ func (q *writeQueue) writeCluster(ctx, octx context.Context, name string) error 
 	}
 	cur, err := q.backing.GetCluster(octx, name)
 	switch {
-	case err == nil && cur.Version >= c.Version:
+	case err == nil && cur.Version > c.Version:
 		return q.copyCluster(ctx, cur)
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return err

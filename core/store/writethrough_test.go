@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,6 +177,29 @@ func TestWriteThroughLoad(t *testing.T) {
 		got, err := backing.GetInput(ctx, name)
 		if err != nil || got.Version() != want {
 			t.Errorf("backing GetInput(%q) after Flush = %v, %v; want version %d", name, got, err, want)
+		}
+	}
+}
+
+// TestWriteThroughPutClusterReplaces: PutCluster replaces a record as
+// given, also when the backing store already holds the record's version.
+// The flush of the replacement writes it, and does not copy the backing
+// store's older content of the same version back into memory.
+func TestWriteThroughPutClusterReplaces(t *testing.T) {
+	ctx := t.Context()
+	backing := memory.New()
+	wt := store.NewWriteThrough(memory.New(), backing.Replica("wt"), store.WriteThroughOptions{})
+	defer wt.Close()
+	first := store.Cluster{Name: "east", Revoked: true, Serials: []string{"1a"}}
+	must(t, wt.PutCluster(ctx, first))
+	must(t, wt.Flush(ctx))
+	replaced := store.Cluster{Name: "east", Serials: []string{"2b"}}
+	must(t, wt.PutCluster(ctx, replaced))
+	must(t, wt.Flush(ctx))
+	for name, s := range map[string]store.Store{"write-through": wt, "backing": backing} {
+		got, err := s.GetCluster(ctx, "east")
+		if err != nil || got.Revoked || !slices.Equal(got.Serials, replaced.Serials) {
+			t.Errorf("%s GetCluster(east) after the replacement = %+v, %v; want %+v", name, got, err, replaced)
 		}
 	}
 }
