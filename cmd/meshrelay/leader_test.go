@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
@@ -85,7 +84,7 @@ spec:
 	st := memory.New()
 	opts := server.DefaultOptions()
 	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", filepath.Join(work, "server")
-	srv, err := server.New(ctx, opts, server.Deps{Store: st, Translators: []engine.Translator{tr}, Policies: server.NewDirPolicies(policies, nil)})
+	srv, err := server.New(ctx, opts, server.Deps{Store: st, Translators: []pluginhost.Translator{tr}, Policies: server.NewDirPolicies(policies, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store"
@@ -96,7 +95,7 @@ func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, ui
 	}
 	defer st.Close()
 
-	var translators []engine.Translator
+	var translators []pluginhost.Translator
 	if pluginDir != "" {
 		host, err := pluginhost.New(pluginDir, logger, popts)
 		if err != nil {

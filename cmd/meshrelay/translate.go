@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/internal/offline"
 	"github.com/spf13/cobra"
@@ -46,7 +45,7 @@ failed.`,
 			if err := host.Start(cmd.Context()); err != nil {
 				return err
 			}
-			var ts []engine.Translator
+			var ts []pluginhost.Translator
 			for _, p := range host.Plugins() {
 				ts = append(ts, p)
 			}

@@ -15,6 +15,9 @@
 // on an empty output because a translator broke. Its failure shows in
 // [Engine.Status] and it is retried with backoff.
 //
-// The engine talks to translators through its own small [Translator]
-// interface; core/pluginhost's plugins and in-process translators satisfy it.
+// The engine talks to translators through [pluginhost.Translator], which
+// plugin processes and in-process translators implement alike. Whether a
+// translator's session still holds the view is the session's to know: it
+// answers [pluginhost.ErrNeedFull] to a delta it cannot apply, and the
+// engine resends everything.
 package engine

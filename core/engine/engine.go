@@ -17,18 +17,6 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Translator is what the engine needs from a translator plugin.
-type Translator interface {
-	// Name is the plugin's name.
-	Name() string
-	// Backends are the backends the translator produces outputs for.
-	Backends() []string
-	// Translate sends one update of the translator's session and returns the
-	// outputs that changed. It returns pluginhost.ErrNeedFull when the
-	// session was lost and the update must be resent in full.
-	Translate(ctx context.Context, u pluginhost.Update) (pluginhost.Result, error)
-}
-
 // OutputKey names one output: a backend's resources for one cluster.
 type OutputKey struct {
 	Cluster, Backend string
@@ -104,12 +92,11 @@ type clusterState struct {
 
 // translatorState is what one translator has seen and said.
 type translatorState struct {
-	t        Translator
+	t        pluginhost.Translator
 	seen     map[string]clusterState // what the translator's session holds
 	policies *snapshot.Snapshot
 	// scope is the target list the translator's session last answered for.
 	scope    []string
-	needFull bool
 	diags    []pluginhost.Diagnostic
 	lastErr  error
 	failedAt time.Time
@@ -138,7 +125,7 @@ type Engine struct {
 }
 
 // New returns an engine over translators.
-func New(translators []Translator, opts Options) *Engine {
+func New(translators []pluginhost.Translator, opts Options) *Engine {
 	opts.defaults()
 	e := &Engine{
 		opts:     opts,
@@ -149,7 +136,7 @@ func New(translators []Translator, opts Options) *Engine {
 		wake:     make(chan struct{}, 1),
 	}
 	for _, t := range translators {
-		e.translators = append(e.translators, &translatorState{t: t, seen: map[string]clusterState{}, policies: snapshot.Empty, needFull: true})
+		e.translators = append(e.translators, &translatorState{t: t, seen: map[string]clusterState{}, policies: snapshot.Empty})
 	}
 	return e
 }
@@ -350,8 +337,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 			callStart := time.Now()
 			res, err := ts.t.Translate(ctx, u)
 			if errors.Is(err, pluginhost.ErrNeedFull) && !u.Full {
-				ts.needFull = true
-				u, changed = ts.update(view, policies, e.opts.Scoped, scope)
+				u, changed = ts.updateFull(view, policies, e.opts.Scoped, scope)
 				u.Accepted = e.accepted
 				res, err = ts.t.Translate(ctx, u)
 			}
@@ -372,8 +358,8 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 		}
 		ts.lastCall = oc.took
 		if oc.err != nil {
-			// The session may hold a partial update: resend everything next time.
-			ts.needFull = true
+			// The session may hold a partial update: the retry resends
+			// everything (see update).
 			ts.lastErr = oc.err
 			ts.failedAt = time.Now()
 			ts.backoff = min(max(ts.backoff*2, e.opts.RetryBackoff), time.Minute)
@@ -446,10 +432,25 @@ func (e *Engine) accepted(cluster, backend string) *snapshot.Snapshot {
 	return nil
 }
 
-// update builds the translator's next update from the view. It reports how
-// many clusters it carries.
+// update builds the translator's next update from the view: what changed
+// since its session last saw the view, or everything when the last call
+// failed (the session may hold part of that update). Whether the session
+// itself still holds a view is the translator's to say: it answers
+// pluginhost.ErrNeedFull, and the caller sends updateFull. It reports how
+// many clusters the update carries.
 func (ts *translatorState) update(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) (pluginhost.Update, int) {
-	u := pluginhost.Update{Full: ts.needFull, Scoped: scoped, Targets: scope}
+	if ts.lastErr != nil {
+		return ts.updateFull(view, policies, scoped, scope)
+	}
+	return ts.build(pluginhost.Update{Scoped: scoped, Targets: scope}, view, policies)
+}
+
+// updateFull builds an update that replaces the session's whole view.
+func (ts *translatorState) updateFull(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) (pluginhost.Update, int) {
+	return ts.build(pluginhost.Update{Full: true, Scoped: scoped, Targets: scope}, view, policies)
+}
+
+func (ts *translatorState) build(u pluginhost.Update, view map[string]clusterState, policies *snapshot.Snapshot) (pluginhost.Update, int) {
 	seen := ts.seen
 	basePolicies := ts.policies
 	if u.Full {
@@ -486,7 +487,6 @@ func (ts *translatorState) commit(view map[string]clusterState, policies *snapsh
 	ts.seen = maps.Clone(view)
 	ts.policies = policies
 	ts.scope = scope
-	ts.needFull = false
 }
 
 // Meshes returns the mesh types found in a cluster's inputs, from the Mesh

@@ -153,7 +153,7 @@ func TestOnlyChangedOutputsAreHandedOn(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
 	var rec recorder
-	e := New([]Translator{tr}, Options{OnOutput: rec.record})
+	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.SetInput("west", input(t, 1, "istio", "b"))
 	e.Cycle(ctx)
@@ -187,7 +187,7 @@ func TestOnlyChangedOutputsAreHandedOn(t *testing.T) {
 func TestRunCoalescesChanges(t *testing.T) {
 	tr := newCounter("istio")
 	var rec recorder
-	e := New([]Translator{tr}, Options{OnOutput: rec.record, Debounce: 200 * time.Millisecond})
+	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record, Debounce: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- e.Run(ctx) }()
@@ -208,7 +208,7 @@ func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
 	var rec recorder
-	e := New([]Translator{tr}, Options{OnOutput: rec.record, RetryBackoff: time.Millisecond})
+	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record, RetryBackoff: time.Millisecond})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.Cycle(ctx)
 	before, _ := e.Output(OutputKey{"east", "istio"})
@@ -260,7 +260,7 @@ func (n *needFull) Translate(ctx context.Context, u pluginhost.Update) (pluginho
 func TestNeedFullResendsEverything(t *testing.T) {
 	ctx := context.Background()
 	tr := &needFull{counter: newCounter("istio")}
-	e := New([]Translator{tr}, Options{})
+	e := New([]pluginhost.Translator{tr}, Options{})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.SetInput("west", input(t, 1, "istio", "b"))
 	e.Cycle(ctx)
@@ -277,7 +277,7 @@ func TestNeedFullResendsEverything(t *testing.T) {
 func TestTranslatorsRunOnlyForTheirMeshes(t *testing.T) {
 	ctx := context.Background()
 	istio, cilium, custom := newCounter("istio"), newCounter("cilium"), newCounter("netpol")
-	e := New([]Translator{istio, cilium, custom}, Options{})
+	e := New([]pluginhost.Translator{istio, cilium, custom}, Options{})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.Cycle(ctx)
 	if len(istio.calls()) != 1 || len(cilium.calls()) != 0 || len(custom.calls()) != 1 {
@@ -288,7 +288,7 @@ func TestTranslatorsRunOnlyForTheirMeshes(t *testing.T) {
 func TestDeterministicAcrossEngines(t *testing.T) {
 	ctx := context.Background()
 	hashes := func() map[string]snapshot.Hash {
-		e := New([]Translator{newCounter("istio")}, Options{})
+		e := New([]pluginhost.Translator{newCounter("istio")}, Options{})
 		e.SetInput("west", input(t, 1, "istio", "x", "y"))
 		e.SetInput("east", input(t, 1, "istio", "a"))
 		e.Cycle(ctx)
@@ -307,7 +307,7 @@ func TestDeterministicAcrossEngines(t *testing.T) {
 func TestRemovedClusterLosesOutputs(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	e := New([]Translator{tr}, Options{})
+	e := New([]pluginhost.Translator{tr}, Options{})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.SetInput("west", input(t, 1, "istio", "b"))
 	e.Cycle(ctx)
@@ -326,7 +326,7 @@ func TestRemovedClusterLosesOutputs(t *testing.T) {
 func TestStaleClusterStaysInView(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	e := New([]Translator{tr}, Options{})
+	e := New([]pluginhost.Translator{tr}, Options{})
 	e.SetInput("east", input(t, 1, "istio", "a"))
 	e.Cycle(ctx)
 	e.SetStale("east", true)
@@ -355,7 +355,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
 	var gens []uint64
 	var mu sync.Mutex
-	e := New([]Translator{newCounter("istio")}, Options{Debounce: time.Millisecond, OnCycle: func(c CycleStats) {
+	e := New([]pluginhost.Translator{newCounter("istio")}, Options{Debounce: time.Millisecond, OnCycle: func(c CycleStats) {
 		mu.Lock()
 		gens = append(gens, c.Generation)
 		mu.Unlock()
@@ -375,7 +375,7 @@ func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
 
 func TestScopedEngineComputesOnlyItsTargets(t *testing.T) {
 	c := newCounter("istio")
-	e := New([]Translator{c}, Options{Scoped: true})
+	e := New([]pluginhost.Translator{c}, Options{Scoped: true})
 	ctx := context.Background()
 	e.SetInput("a", input(t, 1, "istio", "s1"))
 	e.SetInput("b", input(t, 1, "istio", "s1", "s2"))

@@ -23,10 +23,11 @@ type Linked struct {
 	stop     func()
 	logger   *slog.Logger
 
-	mu       sync.Mutex
-	sess     *host.Session
-	needFull bool
-	closed   bool
+	mu sync.Mutex
+	// sess is the Translate session; nil until a Full update opens one,
+	// and after it broke.
+	sess   *host.Session
+	closed bool
 }
 
 var _ Translator = (*Linked)(nil)
@@ -46,7 +47,7 @@ func InProcess(t sdk.Translator, logger *slog.Logger) (*Linked, error) {
 	slices.Sort(backends)
 	return &Linked{
 		name: d.Name, backends: backends, client: translatorv1.NewTranslatorClient(conn), stop: stop,
-		logger: logger.With("plugin", d.Name, "version", d.Version), needFull: true,
+		logger: logger.With("plugin", d.Name, "version", d.Version),
 	}, nil
 }
 
@@ -63,7 +64,7 @@ func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
 	if l.closed {
 		return Result{}, fmt.Errorf("translator %q is closed", l.name)
 	}
-	if l.needFull && !u.Full {
+	if l.sess.NeedFull() && !u.Full {
 		return Result{}, fmt.Errorf("translator %q: %w", l.name, ErrNeedFull)
 	}
 	if l.sess == nil {
@@ -77,11 +78,10 @@ func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
 	if err != nil {
 		if !errors.Is(err, ErrPluginFailed) {
 			l.sess.Close()
-			l.sess, l.needFull = nil, true
+			l.sess = nil
 		}
 		return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
 	}
-	l.needFull = false
 	return res, nil
 }
 

@@ -29,9 +29,10 @@ type Plugin struct {
 	proc   *process
 	// running is proc, readable without mu by the health watch while a
 	// call holds mu.
-	running  atomic.Pointer[process]
+	running atomic.Pointer[process]
+	// sess is the Translate session of proc; nil until a Full update
+	// opens one, and after the process or its session broke.
 	sess     *host.Session
-	needFull bool
 	failures int
 	retryAt  time.Time
 	starts   int
@@ -89,7 +90,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	if p.proc != nil && p.proc.exited() {
 		p.crashed("plugin process exited")
 	}
-	if p.needFull && !u.Full {
+	if p.sess.NeedFull() && !u.Full {
 		return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
 	}
 	if p.proc == nil {
@@ -98,10 +99,6 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 		}
 	}
 	if p.sess == nil {
-		if !u.Full {
-			p.needFull = true
-			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
-		}
 		s, err := host.Open(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
 		if err != nil {
 			p.crashed(err.Error())
@@ -114,7 +111,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	res, err := p.sess.Translate(callCtx, u)
 	switch {
 	case err == nil:
-		p.needFull, p.failures = false, 0
+		p.failures = 0
 		return res, nil
 	case errors.Is(err, ErrPluginFailed):
 		return Result{}, err
@@ -183,7 +180,6 @@ func (p *Plugin) start(ctx context.Context) error {
 	}
 	p.logger.Info("plugin started", "protocol", proc.version)
 	p.setProc(proc)
-	p.needFull = true
 	return nil
 }
 
@@ -208,7 +204,6 @@ func (p *Plugin) resetSession() {
 		p.sess.Close()
 		p.sess = nil
 	}
-	p.needFull = true
 }
 
 // Check pings a running plugin's health service, within

@@ -15,7 +15,6 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/store"
@@ -142,7 +141,7 @@ func startServerDeps(t *testing.T, st store.Store, dir string, deps func(*Deps),
 		m(&opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := Deps{Store: st, Translators: []engine.Translator{newEcho()}}
+	d := Deps{Store: st, Translators: []pluginhost.Translator{newEcho()}}
 	if deps != nil {
 		deps(&d)
 	}

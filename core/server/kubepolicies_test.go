@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +50,7 @@ func TestKubePolicyStatusRoundTrip(t *testing.T) {
 	opts := DefaultOptions()
 	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", t.TempDir()
 	opts.Heartbeat = 200 * time.Millisecond
-	s, err := New(ctx, opts, Deps{Store: memory.New(), Translators: []engine.Translator{newEcho()}, Policies: kp})
+	s, err := New(ctx, opts, Deps{Store: memory.New(), Translators: []pluginhost.Translator{newEcho()}, Policies: kp})
 	if err != nil {
 		t.Fatal(err)
 	}

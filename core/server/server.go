@@ -22,6 +22,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/catalog"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,7 @@ type Deps struct {
 	// Store keeps the fleet; usually a store.WriteThrough over Redis, or memory.
 	Store store.Store
 	// Translators are the loaded plugins.
-	Translators []engine.Translator
+	Translators []pluginhost.Translator
 	// Policies is the management policy source; nil for none.
 	Policies PolicySource
 	// Discovery, when set, receives the fleet's discovery objects after

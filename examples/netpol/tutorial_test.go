@@ -12,7 +12,6 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store"
@@ -59,7 +58,7 @@ func TestTutorial(t *testing.T) {
 	if err := host.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var translators []engine.Translator
+	var translators []pluginhost.Translator
 	for _, p := range host.Plugins() {
 		translators = append(translators, p)
 	}

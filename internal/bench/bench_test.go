@@ -138,7 +138,7 @@ func BenchmarkEngineFanout(b *testing.B) {
 }
 
 func benchmarkFanout(b *testing.B, tr, change string) {
-	var t engine.Translator
+	var t pluginhost.Translator
 	switch tr {
 	case "istio":
 		l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
@@ -151,7 +151,7 @@ func benchmarkFanout(b *testing.B, tr, change string) {
 		t = newMirror()
 	}
 	var last engine.CycleStats
-	e := engine.New([]engine.Translator{t}, engine.Options{OnCycle: func(c engine.CycleStats) { last = c }})
+	e := engine.New([]pluginhost.Translator{t}, engine.Options{OnCycle: func(c engine.CycleStats) { last = c }})
 	clusters := make([]*Cluster, fleetClusters)
 	for i := range clusters {
 		c, err := NewCluster(i, 50)
@@ -207,7 +207,7 @@ type testServer struct {
 	actx  context.Context
 }
 
-func startTestServer(b *testing.B, translators ...engine.Translator) *testServer {
+func startTestServer(b *testing.B, translators ...pluginhost.Translator) *testServer {
 	b.Helper()
 	opts := server.DefaultOptions()
 	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", b.TempDir()
@@ -433,7 +433,7 @@ func BenchmarkOutOfProcessRatio(b *testing.B) {
 	update := fullUpdate(b, clusters)
 	for _, mode := range []string{"inprocess", "process"} {
 		b.Run(mode, func(b *testing.B) {
-			var t engine.Translator
+			var t pluginhost.Translator
 			if mode == "inprocess" {
 				l, err := pluginhost.InProcess(istio.New(), nil)
 				if err != nil {

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/internal/tcpproxy"
 	"golang.org/x/sync/errgroup"
@@ -332,7 +331,7 @@ func (c *chaosRun) checkerPlugins(ctx context.Context) (*pluginhost.Host, error)
 		host.Close()
 		return nil, fmt.Errorf("checker plugins: %w", err)
 	}
-	var ts []engine.Translator
+	var ts []pluginhost.Translator
 	for _, p := range host.Plugins() {
 		ts = append(ts, p)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
-	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/internal/offline"
 )
 
@@ -27,7 +27,7 @@ type checker struct {
 	want    map[string]map[string]*snapshot.Snapshot // by cluster, backend
 }
 
-func newChecker(translators []engine.Translator, logger *slog.Logger) *checker {
+func newChecker(translators []pluginhost.Translator, logger *slog.Logger) *checker {
 	return &checker{model: offline.NewModel(translators, logger), changed: true}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/plugins/istio"
 )
@@ -29,7 +28,7 @@ func newCheckerFixture(t *testing.T) *checkerFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
-	f := &checkerFixture{ch: newChecker([]engine.Translator{l}, nil)}
+	f := &checkerFixture{ch: newChecker([]pluginhost.Translator{l}, nil)}
 	if f.cluster, err = NewCluster(0, 3); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestChangesReachTheirOutputs(t *testing.T) {
 	}
 	defer l.Close()
 	var handed []engine.Output
-	e := engine.New([]engine.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
+	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
 	clusters := make([]*Cluster, 3)
 	for i := range clusters {
 		c, err := NewCluster(i, 4)
@@ -172,7 +172,7 @@ func TestGlobalChangesReachTheirOutputs(t *testing.T) {
 	}
 	defer l.Close()
 	var handed []engine.Output
-	e := engine.New([]engine.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
+	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
 	clusters := make([]*Cluster, 3)
 	for i := range clusters {
 		c, err := NewGlobalCluster(i, 4)

@@ -138,7 +138,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	go host.Watch(ctx)
-	var translators []engine.Translator
+	var translators []pluginhost.Translator
 	for _, p := range host.Plugins() {
 		translators = append(translators, p)
 	}

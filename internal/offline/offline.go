@@ -21,7 +21,7 @@ type Options struct {
 	ClustersDir string
 	// PoliciesDir holds policies as YAML; empty for none besides those in clusters.
 	PoliciesDir string
-	Translators []engine.Translator
+	Translators []pluginhost.Translator
 	Logger      *slog.Logger
 }
 
@@ -82,7 +82,7 @@ type Model struct {
 }
 
 // NewModel returns an empty model translating with translators.
-func NewModel(translators []engine.Translator, logger *slog.Logger) *Model {
+func NewModel(translators []pluginhost.Translator, logger *slog.Logger) *Model {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/plugins/cilium"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
@@ -21,9 +20,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func translators(t *testing.T) []engine.Translator {
+func translators(t *testing.T) []pluginhost.Translator {
 	t.Helper()
-	var out []engine.Translator
+	var out []pluginhost.Translator
 	for _, tr := range []sdk.Translator{istio.New(), envoy.New(), cilium.New()} {
 		l, err := pluginhost.InProcess(tr, nil)
 		if err != nil {

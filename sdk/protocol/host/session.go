@@ -24,7 +24,16 @@ type Session struct {
 	generation uint64
 	// view holds the clusters the plugin knows of.
 	view map[string]bool
+	// holds is set once the plugin answered an update of this session: it
+	// holds a view a delta applies to.
+	holds bool
 }
+
+// NeedFull reports whether the next update on s must be Full: s is nil (no
+// session runs), or the plugin has not answered an update of it yet. The
+// session is the one place that knows what the plugin holds; hosts ask it
+// before sending a delta.
+func (s *Session) NeedFull() bool { return s == nil || !s.holds }
 
 // Open starts a Translate stream on client with the plugin of that name,
 // which serves backends (as it described them) and may answer at most
@@ -66,7 +75,7 @@ func (s *Session) Translate(ctx context.Context, u Update) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	s.view = view
+	s.view, s.holds = view, true
 	return res, nil
 }
 
