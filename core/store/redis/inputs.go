@@ -1,0 +1,143 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/store"
+)
+
+// PutInput implements store.Inputs. The version check and the write are one
+// Lua script, so racing replicas cannot store an older snapshot over a
+// newer one.
+func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if cluster == "" {
+		return errors.New("redis: put input: empty cluster name")
+	}
+	if snap == nil {
+		return fmt.Errorf("redis: put input %q: nil snapshot", cluster)
+	}
+	data, err := s.codec.encode(snap)
+	if err != nil {
+		return fmt.Errorf("redis: put input %q: %w", cluster, err)
+	}
+	h := snap.Hash()
+	// The index entry goes first: a crash between the two leaves an index
+	// entry without a key, which List skips, never a key List cannot see.
+	if err := s.client.SAdd(ctx, s.keys.inputs(), cluster).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
+	}
+	ev := s.message(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
+	err = s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster)},
+		versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev).Err()
+	if err != nil {
+		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
+	}
+	return nil
+}
+
+// GetInput implements store.Inputs.
+func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	vals, err := s.client.HMGet(ctx, s.keys.input(cluster), "v", "h", "d").Result()
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("get input %q", cluster), err)
+	}
+	snap, err := s.decodeFields(vals[0], vals[1], vals[2])
+	if err != nil {
+		return nil, fmt.Errorf("redis: get input %q: %w", cluster, err)
+	}
+	return snap, nil
+}
+
+// decodeFields decodes a snapshot from its version, hash and data fields as
+// HMGET returns them; a missing field is store.ErrNotFound.
+func (s *Store) decodeFields(v, h, d any) (*snapshot.Snapshot, error) {
+	vs, ok1 := v.(string)
+	hs, ok2 := h.(string)
+	ds, ok3 := d.(string)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, store.ErrNotFound
+	}
+	return s.codec.decode([]byte(ds), vs, []byte(hs))
+}
+
+// ListInputs implements store.Inputs. It reads the index, fetches every
+// input in one pipeline and decodes them in parallel.
+func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	names, err := s.client.SMembers(ctx, s.keys.inputs()).Result()
+	if err != nil {
+		return nil, s.wrap("list inputs", err)
+	}
+	cmds := make([]*goredis.SliceCmd, len(names))
+	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.HMGet(ctx, s.keys.input(name), "v", "h", "d")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("list inputs", err)
+	}
+	snaps := make([]*snapshot.Snapshot, len(names))
+	errs := make([]error, len(names))
+	parallel(len(names), func(i int) {
+		vals := cmds[i].Val()
+		snaps[i], errs[i] = s.decodeFields(vals[0], vals[1], vals[2])
+	})
+	out := make(map[string]*snapshot.Snapshot, len(names))
+	for i, name := range names {
+		switch {
+		case errors.Is(errs[i], store.ErrNotFound):
+			// An index entry whose input is being written or was deleted.
+		case errs[i] != nil:
+			return nil, fmt.Errorf("redis: list inputs: %q: %w", name, errs[i])
+		default:
+			out[name] = snaps[i]
+		}
+	}
+	return out, nil
+}
+
+// parallel calls f(0..n-1) on up to GOMAXPROCS goroutines.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// DeleteInput implements store.Inputs.
+func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ev := s.message(store.Event{Kind: store.EventInput, Cluster: cluster, Deleted: true})
+	if err := s.scripts.deleteKey.Run(ctx, s.client, []string{s.keys.input(cluster)}, s.keys.events(), ev).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("delete input %q", cluster), err)
+	}
+	if err := s.client.SRem(ctx, s.keys.inputs(), cluster).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("delete input %q", cluster), err)
+	}
+	return nil
+}

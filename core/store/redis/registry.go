@@ -1,0 +1,138 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/meshrelay/meshrelay/core/store"
+)
+
+// clusterRecord is a registry record's stored JSON.
+type clusterRecord struct {
+	Name          string    `json:"name"`
+	TokenHash     []byte    `json:"tokenHash,omitempty"`
+	TokenExpires  time.Time `json:"tokenExpires"`
+	Registered    time.Time `json:"registered"`
+	Serials       []string  `json:"serials,omitempty"`
+	Revoked       bool      `json:"revoked,omitempty"`
+	RevokedAt     time.Time `json:"revokedAt"`
+	LastSeen      time.Time `json:"lastSeen"`
+	Replica       string    `json:"replica,omitempty"`
+	TokenReusable bool      `json:"tokenReusable,omitempty"`
+	SharedToken   bool      `json:"sharedToken,omitempty"`
+	Version       uint64    `json:"version,omitempty"`
+}
+
+// PutCluster implements store.Registry.
+func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if c.Name == "" {
+		return errors.New("redis: put cluster: empty cluster name")
+	}
+	b, err := json.Marshal(clusterRecord(c))
+	if err != nil {
+		return fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+	}
+	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	if err := s.scripts.putField.Run(ctx, s.client, []string{s.keys.clusters()}, c.Name, b, s.keys.events(), ev).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("put cluster %q", c.Name), err)
+	}
+	return nil
+}
+
+// CompareAndPutCluster implements store.Registry: the version check and the
+// write are one Lua script.
+func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return store.Cluster{}, err
+	}
+	if c.Name == "" {
+		return store.Cluster{}, errors.New("redis: put cluster: empty cluster name")
+	}
+	next := c.Clone()
+	next.Version = c.Version + 1
+	b, err := json.Marshal(clusterRecord(next))
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+	}
+	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	n, err := s.scripts.casCluster.Run(ctx, s.client, []string{s.keys.clusters()},
+		c.Name, strconv.FormatUint(c.Version, 10), b, s.keys.events(), ev).Int()
+	if err != nil {
+		return store.Cluster{}, s.wrap(fmt.Sprintf("put cluster %q", c.Name), err)
+	}
+	if n == 0 {
+		return store.Cluster{}, fmt.Errorf("redis: put cluster %q at version %d: %w", c.Name, c.Version, store.ErrConflict)
+	}
+	return next, nil
+}
+
+func decodeCluster(name, data string) (store.Cluster, error) {
+	var r clusterRecord
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		return store.Cluster{}, fmt.Errorf("decode cluster %q: %w", name, err)
+	}
+	return store.Cluster(r), nil
+}
+
+// GetCluster implements store.Registry.
+func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return store.Cluster{}, err
+	}
+	data, err := s.client.HGet(ctx, s.keys.clusters(), name).Result()
+	if errors.Is(err, goredis.Nil) {
+		return store.Cluster{}, fmt.Errorf("redis: get cluster %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Cluster{}, s.wrap(fmt.Sprintf("get cluster %q", name), err)
+	}
+	c, err := decodeCluster(name, data)
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("redis: get cluster: %w", err)
+	}
+	return c, nil
+}
+
+// ListClusters implements store.Registry.
+func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	all, err := s.client.HGetAll(ctx, s.keys.clusters()).Result()
+	if err != nil {
+		return nil, s.wrap("list clusters", err)
+	}
+	out := make([]store.Cluster, 0, len(all))
+	for name, data := range all {
+		c, err := decodeCluster(name, data)
+		if err != nil {
+			return nil, fmt.Errorf("redis: list clusters: %w", err)
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b store.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteCluster implements store.Registry.
+func (s *Store) DeleteCluster(ctx context.Context, name string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: name, Deleted: true})
+	if err := s.scripts.deleteField.Run(ctx, s.client, []string{s.keys.clusters()}, name, s.keys.events(), ev).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("delete cluster %q", name), err)
+	}
+	return nil
+}
