@@ -13,6 +13,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
@@ -150,7 +151,7 @@ func (tr *translation) routeEnvoyConfig(svc *corev1.Service, tps []*policyv1alph
 func encodeAll(ms []proto.Message) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(ms))
 	for _, m := range ms {
-		raw, err := envoyroute.JSON(m)
+		raw, err := xds.JSON(m)
 		if err != nil {
 			return nil, err
 		}

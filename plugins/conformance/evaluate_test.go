@@ -17,6 +17,7 @@ import (
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetworkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/cilium"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/plugins/internal/rbaceval"
@@ -248,10 +249,10 @@ func envoyListeners(t *testing.T, res *sdktest.Result) map[string]map[string]*li
 	t.Helper()
 	out := map[string]map[string]*listenerv3.Listener{}
 	for _, o := range res.Outputs {
-		if o.Kind != envoy.KindListener {
+		if o.Kind != xds.KindListener {
 			continue
 		}
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/meshrelay/meshrelay/api/xds"
 )
 
 // CheckNode checks one node group's resources as its consumers need them:
@@ -22,7 +23,7 @@ import (
 // has a load balancing weight of at least 1; a socket Listener (of an Envoy
 // node group, or inbound) has an HTTP connection manager or ends with a TCP
 // proxy. It returns every problem found.
-func CheckNode(rs []Resource) error {
+func CheckNode(rs []xds.Resource) error {
 	byType := map[string][]types.Resource{}
 	var errs []error
 	for _, r := range rs {

@@ -15,6 +15,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
@@ -85,7 +86,7 @@ type upstream struct {
 // vdCluster ensures the Cluster of a VirtualDestination port and returns its name.
 func (b *nodeBuilder) vdCluster(vh *virtualHost, vp policyv1alpha1.VirtualPort) string {
 	name := VirtualClusterName(vh.vd.Spec.Hostname, vp.Number)
-	if b.set.has(ClusterType, name) {
+	if b.set.has(xds.ClusterType, name) {
 		return name
 	}
 	target := cmp.Or(vp.TargetPort, vp.Number)
@@ -110,7 +111,7 @@ func (b *nodeBuilder) vdCluster(vh *virtualHost, vp policyv1alpha1.VirtualPort) 
 // name; warnings about its endpoints go to owner at path.
 func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort, owner policyv1alpha1.Policy, path string) string {
 	name := ServiceClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port)
-	if !b.set.has(ClusterType, name) {
+	if !b.set.has(xds.ClusterType, name) {
 		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, owner: owner, path: path})
 	}
 	return name
@@ -120,7 +121,7 @@ func (b *nodeBuilder) serviceCluster(d sdk.Destination, sp corev1.ServicePort, o
 // subset and returns its name.
 func (b *nodeBuilder) subsetCluster(d sdk.Destination, sp corev1.ServicePort, subset map[string]string, owner policyv1alpha1.Policy, path string) string {
 	name := SubsetClusterName(d.Cluster.Name, d.Service.Namespace, d.Service.Name, sp.Port, subset)
-	if !b.set.has(ClusterType, name) {
+	if !b.set.has(xds.ClusterType, name) {
 		b.addUpstream(upstream{name: name, members: []member{{dest: d, port: sp}}, subset: subset, owner: owner, path: path})
 	}
 	return name
@@ -251,8 +252,8 @@ func (b *nodeBuilder) addUpstream(u upstream) {
 			MaxEjectionPercent: wrapperspb.UInt32(uint32(od.MaxEjectionPercent)),
 		}
 	}
-	b.set.add(ClusterType, c, u.parents...)
-	b.set.add(EndpointType, b.loadAssignment(u), u.parents...)
+	b.set.add(xds.ClusterType, c, u.parents...)
+	b.set.add(xds.EndpointType, b.loadAssignment(u), u.parents...)
 }
 
 // localityKey groups endpoints into one LocalityLbEndpoints.

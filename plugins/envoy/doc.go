@@ -14,15 +14,16 @@
 // what every node group was before the label existed; when a group's
 // workloads disagree it is "envoy".
 //
-// Every xDS resource travels as a Kubernetes-shaped wrapper [Object]:
+// Every xDS resource travels as a Kubernetes-shaped wrapper (api/xds, the
+// codec the agent's xDS server shares):
 //
 //	apiVersion: xds.meshrelay.io/v1alpha1
 //	kind: Listener | RouteConfiguration | Cluster | ClusterLoadAssignment
 //	metadata: {name: <xDS resource name>, namespace: <node ID>}
 //	spec: {resource: <protobuf JSON of the resource, with "@type">}
 //
-// [Encode] builds one, [Decode] reads and validates one; the agent's xDS
-// server uses Decode. What the translator builds for a node group:
+// xds.Encode builds one, xds.Decode reads and validates one; the agent's
+// xDS server uses Decode. What the translator builds for a node group:
 //
 //   - outbound routes per VirtualDestination port, for "hostname:port":
 //     the rules of the TrafficPolicies selecting a backing Service

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +28,12 @@ func (idx *index) encode(m proto.Message) (json.RawMessage, error) {
 	if spec, ok := idx.encoded[m]; ok {
 		return spec, nil
 	}
-	spec, err := encodeResource(m)
+	spec, err := xds.JSON(m)
 	if err != nil {
 		return nil, err
 	}
 	if spec, err = canonicalJSON(spec); err != nil {
-		return nil, fmt.Errorf("encode %s %q: %w", kindOf(m), ResourceName(m), err)
+		return nil, fmt.Errorf("encode %s %q: %w", xds.KindOf(m), xds.ResourceName(m), err)
 	}
 	idx.encoded[m] = spec
 	return spec, nil
@@ -64,8 +65,8 @@ type emitted struct {
 // newEmitted wraps an encoded resource for node group nodeID.
 func newEmitted(nodeID string, m proto.Message, resource json.RawMessage) *emitted {
 	return &emitted{
-		TypeMeta:   metav1.TypeMeta{APIVersion: APIVersion, Kind: kindOf(m)},
-		ObjectMeta: metav1.ObjectMeta{Name: ResourceName(m), Namespace: nodeID},
+		TypeMeta:   metav1.TypeMeta{APIVersion: xds.APIVersion, Kind: xds.KindOf(m)},
+		ObjectMeta: metav1.ObjectMeta{Name: xds.ResourceName(m), Namespace: nodeID},
 		resource:   resource,
 	}
 }

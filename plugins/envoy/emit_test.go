@@ -9,6 +9,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/sdk"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 	"google.golang.org/protobuf/proto"
@@ -36,7 +37,7 @@ func TestEmittedIsObject(t *testing.T) {
 	}}
 	for _, name := range []string{"access", "diagnostics", "traffic", "virtualdestination"} {
 		for _, o := range sdktest.Run(t, New(), filepath.Join("testdata", name+".yaml")).Outputs {
-			r, err := Decode(o.Body)
+			r, err := xds.Decode(o.Body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +47,7 @@ func TestEmittedIsObject(t *testing.T) {
 	vd := &policyv1alpha1.VirtualDestination{ObjectMeta: metav1.ObjectMeta{Name: "reviews-global", Namespace: "shop"}}
 	tp := &policyv1alpha1.TrafficPolicy{ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: "shop"}}
 	for _, m := range msgs {
-		spec, err := encodeResource(m)
+		spec, err := xds.JSON(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func TestEmittedIsObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, parents := range [][]policyv1alpha1.Policy{nil, {vd}, {tp, vd}} {
-			want := emitOne(t, wrap("node", m, spec), parents)
+			want := emitOne(t, xds.Wrap("node", m, spec), parents)
 			got := emitOne(t, newEmitted("node", m, canonical), parents)
 			if got.Kind != want.Kind || got.Name != want.Name || got.Namespace != want.Namespace || !bytes.Equal(got.Body, want.Body) {
 				t.Errorf("emitted %s %q:\n%s\nwant (as an Object)\n%s", got.Kind, got.Name, got.Body, want.Body)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -50,12 +51,12 @@ func TestGolden(t *testing.T) {
 // node group's set with CheckNode.
 func checkResult(t *testing.T, got *sdktest.Result) {
 	t.Helper()
-	nodes := map[string][]envoy.Resource{}
+	nodes := map[string][]xds.Resource{}
 	for _, o := range got.Outputs {
 		if o.Backend != envoy.Backend {
 			t.Errorf("output %s/%s has backend %q", o.Kind, o.Name, o.Backend)
 		}
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Errorf("Decode(%s %s/%s) = %v", o.Kind, o.Namespace, o.Name, err)
 			continue

@@ -20,6 +20,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
@@ -101,7 +102,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 				hcmFilters = filters
 			}
 			addr := net.JoinHostPort(ep.Address, portString(port))
-			b.set.add(ListenerType, &listenerv3.Listener{
+			b.set.add(xds.ListenerType, &listenerv3.Listener{
 				Name:             InboundListenerPrefix + addr,
 				Address:          socketAddress(ep.Address, uint32(port)),
 				TrafficDirection: corev3.TrafficDirection_INBOUND,
@@ -110,7 +111,7 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			added = true
 		}
 		if added && !tcp && !b.envoy {
-			b.set.add(RouteType, &routev3.RouteConfiguration{
+			b.set.add(xds.RouteType, &routev3.RouteConfiguration{
 				Name: routeName,
 				VirtualHosts: []*routev3.VirtualHost{{
 					Name:    "inbound",
@@ -182,7 +183,7 @@ func (b *nodeBuilder) envoyHCMFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.
 // it speaks upstream the HTTP version requests came in with.
 func (b *nodeBuilder) inboundCluster(port int32) string {
 	name := InboundClusterName(port)
-	if b.set.has(ClusterType, name) {
+	if b.set.has(xds.ClusterType, name) {
 		return name
 	}
 	c := &clusterv3.Cluster{
@@ -199,7 +200,7 @@ func (b *nodeBuilder) inboundCluster(port int32) string {
 	if b.envoy {
 		c = withDownstreamProtocol(c)
 	}
-	b.set.add(ClusterType, c)
+	b.set.add(xds.ClusterType, c)
 	return name
 }
 

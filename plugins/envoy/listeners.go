@@ -11,6 +11,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"github.com/meshrelay/meshrelay/sdk"
 	corev1 "k8s.io/api/core/v1"
@@ -147,7 +148,7 @@ func apiListeners(set resourceSet, hosts []*outboundHost) {
 			names = append(names, h.hostname)
 		}
 		for _, name := range names {
-			set.add(ListenerType, &listenerv3.Listener{
+			set.add(xds.ListenerType, &listenerv3.Listener{
 				Name:        name,
 				ApiListener: &listenerv3.ApiListener{ApiListener: envoyroute.Any(hcm)},
 			}, h.parents...)
@@ -201,8 +202,8 @@ func socketListeners(set resourceSet, hosts []*outboundHost) {
 			}},
 			HttpFilters: envoyroute.HTTPFilters(fault),
 		}
-		set.add(RouteType, rc, parents...)
-		set.add(ListenerType, &listenerv3.Listener{
+		set.add(xds.RouteType, rc, parents...)
+		set.add(xds.ListenerType, &listenerv3.Listener{
 			Name:             OutboundListenerName(port),
 			Address:          socketAddress("0.0.0.0", uint32(port)),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,

@@ -10,6 +10,7 @@ import (
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
@@ -21,10 +22,10 @@ func inboundRBAC(t *testing.T, res *sdktest.Result) map[string]*rbacfilterv3.RBA
 	t.Helper()
 	out := map[string]*rbacfilterv3.RBAC{}
 	for _, o := range res.Outputs {
-		if o.Kind != envoy.KindListener {
+		if o.Kind != xds.KindListener {
 			continue
 		}
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -20,11 +21,11 @@ import (
 // nodeResources decodes a result's outputs by node ID, checking each
 // resource with its Validate rules and each node's set with
 // go-control-plane's snapshot consistency check.
-func nodeResources(t *testing.T, res *sdktest.Result) map[string][]envoy.Resource {
+func nodeResources(t *testing.T, res *sdktest.Result) map[string][]xds.Resource {
 	t.Helper()
-	out := map[string][]envoy.Resource{}
+	out := map[string][]xds.Resource{}
 	for _, o := range res.Outputs {
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

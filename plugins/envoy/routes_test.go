@@ -7,6 +7,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -17,7 +18,7 @@ func routeConfigs(t *testing.T, res *sdktest.Result) map[string]*routev3.RouteCo
 	t.Helper()
 	out := map[string]*routev3.RouteConfiguration{}
 	for _, o := range res.Outputs {
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -15,7 +16,7 @@ func subsetAddresses(t *testing.T, res *sdktest.Result, node string) map[string]
 	t.Helper()
 	out := map[string][]string{}
 	for _, o := range res.Outputs {
-		r, err := envoy.Decode(o.Body)
+		r, err := xds.Decode(o.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

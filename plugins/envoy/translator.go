@@ -12,6 +12,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +44,8 @@ func (*Translator) Describe() sdk.Description {
 			"apps/DaemonSet", discoveryapi.Group + "/Mesh",
 		},
 		OutputKinds: []string{
-			Group + "/" + KindListener, Group + "/" + KindRouteConfiguration,
-			Group + "/" + KindCluster, Group + "/" + KindClusterLoadAssignment,
+			xds.Group + "/" + xds.KindListener, xds.Group + "/" + xds.KindRouteConfiguration,
+			xds.Group + "/" + xds.KindCluster, xds.Group + "/" + xds.KindClusterLoadAssignment,
 		},
 	}
 }
@@ -149,7 +150,7 @@ func (s resourceSet) has(typeURL, name string) bool {
 }
 
 func (s resourceSet) add(typeURL string, msg proto.Message, parents ...policyv1alpha1.Policy) {
-	name := ResourceName(msg)
+	name := xds.ResourceName(msg)
 	key := typeURL + "\x00" + name
 	if r, ok := s[key]; ok {
 		r.parents = appendParents(r.parents, parents...)

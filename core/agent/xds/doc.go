@@ -4,7 +4,7 @@
 //
 // The agent hands it outputs through [Server.Apply] like any other sink.
 // Each output resource is an xds.meshrelay.io wrapper (see
-// plugins/envoy.Decode) whose namespace is the xDS node ID it is for. Apply
+// api/xds.Decode) whose namespace is the xDS node ID it is for. Apply
 // decodes and validates every resource, builds one snapshot per node,
 // drops what would leave a node's snapshot inconsistent (a
 // ClusterLoadAssignment no Cluster uses, a Listener whose RouteConfiguration

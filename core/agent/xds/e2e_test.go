@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	xdsapi "github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
@@ -229,7 +230,7 @@ func TestEndToEnd(t *testing.T) {
 		bad := badListener(t, "frontend", "nack.test")
 		apply(fleet(false), bad...)
 		client.send(t, "xds:///nack.test /shop.Reviews/Get 1")
-		want := fmt.Sprintf("frontend %s [nack.test]", envoy.ListenerType)
+		want := fmt.Sprintf("frontend %s [nack.test]", xdsapi.ListenerType)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			nackMu.Lock()

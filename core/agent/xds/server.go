@@ -28,7 +28,7 @@ import (
 	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/plugins/envoy"
+	xdsapi "github.com/meshrelay/meshrelay/api/xds"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -160,7 +160,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 type entry struct {
 	id   snapshot.ID
 	hash snapshot.Hash
-	res  envoy.Resource
+	res  xdsapi.Resource
 }
 
 // nodeResources are a node's entries by type URL and name.
@@ -183,11 +183,11 @@ func (s *Server) Apply(ctx context.Context, backend string, desired *snapshot.Sn
 	errs := map[snapshot.ID]error{}
 	byNode := map[string]nodeResources{}
 	for r := range desired.All() {
-		if r.ID.Group != envoy.Group {
-			errs[r.ID] = fmt.Errorf("%s: %w", r.ID, envoy.ErrNotXDS)
+		if r.ID.Group != xdsapi.Group {
+			errs[r.ID] = fmt.Errorf("%s: %w", r.ID, xdsapi.ErrNotXDS)
 			continue
 		}
-		res, err := envoy.Decode(r.Body)
+		res, err := xdsapi.Decode(r.Body)
 		if err != nil {
 			errs[r.ID] = err
 			continue
@@ -279,7 +279,7 @@ func (s *Server) nodeSnapshot(node string) (*cachev3.Snapshot, error) {
 		}
 	}
 	snap := &cachev3.Snapshot{}
-	for _, typeURL := range []string{envoy.ListenerType, envoy.RouteType, envoy.ClusterType, envoy.EndpointType} {
+	for _, typeURL := range []string{xdsapi.ListenerType, xdsapi.RouteType, xdsapi.ClusterType, xdsapi.EndpointType} {
 		byName := merged[typeURL]
 		h := sha256.New()
 		items := make([]types.Resource, 0, len(byName))
@@ -315,41 +315,41 @@ func dropInconsistent(nr nodeResources, errs map[snapshot.ID]error) {
 		delete(nr[typeURL], name)
 	}
 	usedEndpoints := map[string]bool{}
-	for _, name := range slices.Sorted(maps.Keys(nr[envoy.ClusterType])) {
-		c := nr[envoy.ClusterType][name].res.Message.(*clusterv3.Cluster)
+	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.ClusterType])) {
+		c := nr[xdsapi.ClusterType][name].res.Message.(*clusterv3.Cluster)
 		if c.GetType() != clusterv3.Cluster_EDS {
 			continue
 		}
 		eds := cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
-		if _, ok := nr[envoy.EndpointType][eds]; !ok {
-			drop(envoy.ClusterType, name, fmt.Errorf("its ClusterLoadAssignment %q is missing or invalid", eds))
+		if _, ok := nr[xdsapi.EndpointType][eds]; !ok {
+			drop(xdsapi.ClusterType, name, fmt.Errorf("its ClusterLoadAssignment %q is missing or invalid", eds))
 			continue
 		}
 		usedEndpoints[eds] = true
 	}
 	usedRoutes := map[string]bool{}
-	for _, name := range slices.Sorted(maps.Keys(nr[envoy.ListenerType])) {
-		l := nr[envoy.ListenerType][name].res.Message.(*listenerv3.Listener)
+	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.ListenerType])) {
+		l := nr[xdsapi.ListenerType][name].res.Message.(*listenerv3.Listener)
 		var missing []string
 		for _, route := range routeNames(l) {
-			if _, ok := nr[envoy.RouteType][route]; ok {
+			if _, ok := nr[xdsapi.RouteType][route]; ok {
 				usedRoutes[route] = true
 			} else {
 				missing = append(missing, route)
 			}
 		}
 		if len(missing) > 0 {
-			drop(envoy.ListenerType, name, fmt.Errorf("its RouteConfigurations %q are missing or invalid", missing))
+			drop(xdsapi.ListenerType, name, fmt.Errorf("its RouteConfigurations %q are missing or invalid", missing))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(nr[envoy.EndpointType])) {
+	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.EndpointType])) {
 		if !usedEndpoints[name] {
-			drop(envoy.EndpointType, name, errors.New("no Cluster of its node uses it"))
+			drop(xdsapi.EndpointType, name, errors.New("no Cluster of its node uses it"))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(nr[envoy.RouteType])) {
+	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.RouteType])) {
 		if !usedRoutes[name] {
-			drop(envoy.RouteType, name, errors.New("no Listener of its node uses it"))
+			drop(xdsapi.RouteType, name, errors.New("no Listener of its node uses it"))
 		}
 	}
 }
@@ -424,7 +424,7 @@ func sotwNames(rs []*anypb.Any) []string {
 		if err != nil {
 			continue
 		}
-		if name := envoy.ResourceName(m); name != "" {
+		if name := xdsapi.ResourceName(m); name != "" {
 			names = append(names, name)
 		}
 	}

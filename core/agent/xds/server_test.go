@@ -18,6 +18,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	xdsapi "github.com/meshrelay/meshrelay/api/xds"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -32,7 +33,7 @@ import (
 
 func resourceOf(t *testing.T, node string, m proto.Message) snapshot.Resource {
 	t.Helper()
-	obj, err := envoy.Encode(node, m)
+	obj, err := xdsapi.Encode(node, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestApplyReportsBadResources(t *testing.T) {
 	if len(errs) != 3 {
 		t.Errorf("Apply() = %d errors (%v), want 3", len(errs), errs)
 	}
-	if !errors.Is(errs[notXDS.ID], envoy.ErrNotXDS) {
+	if !errors.Is(errs[notXDS.ID], xdsapi.ErrNotXDS) {
 		t.Errorf("Apply() error for a ConfigMap = %v, want ErrNotXDS", errs[notXDS.ID])
 	}
 }
@@ -191,7 +192,7 @@ func TestStateOfTheWorldAndNack(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := &corev3.Node{Id: "frontend"}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: envoy.ClusterType}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.Recv()
@@ -209,7 +210,7 @@ func TestStateOfTheWorldAndNack(t *testing.T) {
 	}
 	// NACK the response.
 	if err := stream.Send(&discoveryv3.DiscoveryRequest{
-		TypeUrl: envoy.ClusterType, ResponseNonce: resp.GetNonce(),
+		TypeUrl: xdsapi.ClusterType, ResponseNonce: resp.GetNonce(),
 		ErrorDetail: &statuspb.Status{Code: 3, Message: "bad cluster"},
 	}); err != nil {
 		t.Fatal(err)
@@ -220,7 +221,7 @@ func TestStateOfTheWorldAndNack(t *testing.T) {
 		got := append([]nack(nil), nacks...)
 		mu.Unlock()
 		if len(got) == 1 {
-			want := nack{"frontend", envoy.ClusterType, []string{"vd|ratings.global|80", "vd|reviews.global|9080"}}
+			want := nack{"frontend", xdsapi.ClusterType, []string{"vd|ratings.global|80", "vd|reviews.global|9080"}}
 			if got[0].node != want.node || got[0].typeURL != want.typeURL || strings.Join(got[0].names, ",") != strings.Join(want.names, ",") {
 				t.Errorf("NACK = %+v, want %+v", got[0], want)
 			}
@@ -240,7 +241,7 @@ func TestStateOfTheWorldAndNack(t *testing.T) {
 	if resp.GetVersionInfo() != first {
 		t.Errorf("version after re-applying the same content = %q, want %q", resp.GetVersionInfo(), first)
 	}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: envoy.ClusterType, ResponseNonce: resp.GetNonce(), VersionInfo: first}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ClusterType, ResponseNonce: resp.GetNonce(), VersionInfo: first}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -287,7 +288,7 @@ func TestDelta(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{
-		Node: &corev3.Node{Id: "frontend"}, TypeUrl: envoy.EndpointType,
+		Node: &corev3.Node{Id: "frontend"}, TypeUrl: xdsapi.EndpointType,
 		ResourceNamesSubscribe: []string{"vd|reviews.global|9080"},
 	}); err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func fetchClusters(ctx context.Context, t *testing.T, conn *grpc.ClientConn, nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: envoy.ClusterType}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.Recv()

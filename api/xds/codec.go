@@ -1,6 +1,7 @@
-package envoy
+package xds
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,13 +10,12 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"github.com/meshrelay/meshrelay/plugins/internal/envoyroute"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	// The filter configurations the translator embeds in typed_config
-	// fields; registering them lets protojson encode and decode those Anys.
+	// The filter configurations translators embed in typed_config fields;
+	// registering them lets protojson encode and decode those Anys.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -115,7 +115,9 @@ func ResourceName(m proto.Message) string {
 	return ""
 }
 
-func kindOf(m proto.Message) string {
+// KindOf returns the wrapper kind of one of the four resource types, or ""
+// for another message.
+func KindOf(m proto.Message) string {
 	switch m.(type) {
 	case *listenerv3.Listener:
 		return KindListener
@@ -133,7 +135,7 @@ func kindOf(m proto.Message) string {
 // be a Listener, RouteConfiguration, Cluster or ClusterLoadAssignment with
 // a name.
 func Encode(nodeID string, m proto.Message) (Object, error) {
-	kind, name := kindOf(m), ResourceName(m)
+	kind, name := KindOf(m), ResourceName(m)
 	switch {
 	case kind == "":
 		return Object{}, fmt.Errorf("encode %T: not an xds resource type", m)
@@ -142,25 +144,42 @@ func Encode(nodeID string, m proto.Message) (Object, error) {
 	case nodeID == "":
 		return Object{}, fmt.Errorf("encode %s %q: no node id", kind, name)
 	}
-	spec, err := encodeResource(m)
+	spec, err := JSON(m)
 	if err != nil {
 		return Object{}, fmt.Errorf("encode %s %q: %w", kind, name, err)
 	}
-	return wrap(nodeID, m, spec), nil
+	return Wrap(nodeID, m, spec), nil
 }
 
-// wrap builds the wrapper of an encoded resource.
-func wrap(nodeID string, m proto.Message, spec json.RawMessage) Object {
+// Wrap builds the wrapper of a resource already encoded by [JSON].
+func Wrap(nodeID string, m proto.Message, spec json.RawMessage) Object {
 	return Object{
 		APIVersion: APIVersion,
-		Kind:       kindOf(m),
+		Kind:       KindOf(m),
 		Metadata:   Metadata{Name: ResourceName(m), Namespace: nodeID},
 		Spec:       Spec{Resource: spec},
 	}
 }
 
-// encodeResource returns the protobuf JSON of m as an Any, with "@type".
-func encodeResource(m proto.Message) (json.RawMessage, error) { return envoyroute.JSON(m) }
+// JSON returns the protobuf JSON of m as an Any, with "@type" and proto
+// field names, compacted: protojson's output is not byte-stable, and equal
+// resources must give equal bytes. Messages in typed_config fields must
+// have their types linked in.
+func JSON(m proto.Message) (json.RawMessage, error) {
+	a, err := anypb.New(m)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 // ErrNotXDS is returned by Decode for an object that is not an xDS wrapper.
 var ErrNotXDS = errors.New("not an xds.meshrelay.io object")

@@ -1,4 +1,4 @@
-package envoy_test
+package xds_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/google/go-cmp/cmp"
-	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/api/xds"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -19,26 +19,26 @@ func TestEncodeDecode(t *testing.T) {
 		ClusterName: "vd|reviews.global|9080",
 		Endpoints:   []*endpointv3.LocalityLbEndpoints{{LoadBalancingWeight: wrapperspb.UInt32(2)}},
 	}
-	obj, err := envoy.Encode("frontend", cla)
+	obj, err := xds.Encode("frontend", cla)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if obj.APIVersion != envoy.APIVersion || obj.Kind != envoy.KindClusterLoadAssignment ||
+	if obj.APIVersion != xds.APIVersion || obj.Kind != xds.KindClusterLoadAssignment ||
 		obj.Metadata.Name != cla.ClusterName || obj.Metadata.Namespace != "frontend" {
 		t.Errorf("Encode() = %+v, want a ClusterLoadAssignment wrapper named %q in frontend", obj, cla.ClusterName)
 	}
-	if !strings.Contains(string(obj.Spec.Resource), `"@type":"`+envoy.EndpointType+`"`) {
+	if !strings.Contains(string(obj.Spec.Resource), `"@type":"`+xds.EndpointType+`"`) {
 		t.Errorf("spec.resource = %s, want its @type", obj.Spec.Resource)
 	}
 	body, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := envoy.Decode(body)
+	got, err := xds.Decode(body)
 	if err != nil {
 		t.Fatalf("Decode() = %v", err)
 	}
-	if got.NodeID != "frontend" || got.Name != cla.ClusterName || got.TypeURL != envoy.EndpointType {
+	if got.NodeID != "frontend" || got.Name != cla.ClusterName || got.TypeURL != xds.EndpointType {
 		t.Errorf("Decode() = %+v", got)
 	}
 	if diff := cmp.Diff(cla, got.Message, protocmp.Transform()); diff != "" {
@@ -48,7 +48,7 @@ func TestEncodeDecode(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	good := func() map[string]any {
-		obj, err := envoy.Encode("n", &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}})
+		obj, err := xds.Encode("n", &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestDecodeErrors(t *testing.T) {
 		"other group":      {edit: func(m map[string]any) { m["apiVersion"] = "v1" }, notXDS: true},
 		"unknown kind":     {edit: func(m map[string]any) { m["kind"] = "Secret" }, notXDS: true},
 		"no node":          {edit: func(m map[string]any) { m["metadata"].(map[string]any)["namespace"] = "" }, want: "node id"},
-		"kind mismatch":    {edit: func(m map[string]any) { m["kind"] = envoy.KindListener }, want: "@type"},
+		"kind mismatch":    {edit: func(m map[string]any) { m["kind"] = xds.KindListener }, want: "@type"},
 		"name mismatch":    {edit: func(m map[string]any) { m["metadata"].(map[string]any)["name"] = "d" }, want: "named"},
 		"no resource":      {edit: func(m map[string]any) { delete(m, "spec") }, want: "empty"},
 		"unknown field":    {edit: func(m map[string]any) { spec(m)["bogus"] = 1 }, want: "bogus"},
@@ -76,11 +76,11 @@ func TestDecodeErrors(t *testing.T) {
 			m := good()
 			tc.edit(m)
 			body, _ := json.Marshal(m)
-			_, err := envoy.Decode(body)
+			_, err := xds.Decode(body)
 			switch {
 			case err == nil:
 				t.Fatalf("Decode() = nil error, want one")
-			case tc.notXDS != errors.Is(err, envoy.ErrNotXDS):
+			case tc.notXDS != errors.Is(err, xds.ErrNotXDS):
 				t.Errorf("Decode() = %v, ErrNotXDS %v", err, tc.notXDS)
 			case !strings.Contains(err.Error(), tc.want):
 				t.Errorf("Decode() = %v, want it to mention %q", err, tc.want)
@@ -94,16 +94,16 @@ func spec(m map[string]any) map[string]any {
 }
 
 func FuzzDecode(f *testing.F) {
-	obj, _ := envoy.Encode("n", &clusterv3.Cluster{Name: "c"})
+	obj, _ := xds.Encode("n", &clusterv3.Cluster{Name: "c"})
 	seed, _ := json.Marshal(obj)
 	f.Add(seed)
 	f.Add([]byte(`{"apiVersion":"xds.meshrelay.io/v1alpha1","kind":"Listener","metadata":{"name":"a","namespace":"b"},"spec":{"resource":{}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := envoy.Decode(data)
+		r, err := xds.Decode(data)
 		if err != nil {
 			return
 		}
-		if r.NodeID == "" || r.Name == "" || envoy.ResourceName(r.Message) != r.Name {
+		if r.NodeID == "" || r.Name == "" || xds.ResourceName(r.Message) != r.Name {
 			t.Errorf("Decode(%q) = %+v without an error", data, r)
 		}
 	})
