@@ -1,4 +1,4 @@
-package discovery
+package manifest
 
 import (
 	"bufio"
@@ -23,26 +23,85 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
-// DefaultDirResync is the shortest time a watched [Dir] goes without reading
+// DefaultResync is the shortest time a watched [Dir] goes without reading
 // its directory when no change is notified, in case a notification was lost
 // (a full kernel queue, a network file system, a file reached through a
 // symbolic link from outside the tree).
-const DefaultDirResync = 30 * time.Second
+const DefaultResync = 30 * time.Second
 
-// MaxDirFileSize is the largest file [Dir] reads, in bytes; a larger one is
+// DefaultDebounce is how long a watched [Dir] waits after the first change
+// it is told of before it reads, so that a burst of changes becomes one read.
+const DefaultDebounce = 100 * time.Millisecond
+
+// DefaultPollInterval is how often [Dir] reads a directory it cannot watch
+// (and the least interval of its safety-net resync when it can).
+const DefaultPollInterval = time.Second
+
+// MaxFileSize is the largest file [Dir] reads, in bytes; a larger one is
 // logged and skipped like a malformed one.
-const MaxDirFileSize = 32 << 20
+const MaxFileSize = 32 << 20
 
-// MaxDirFiles is the most manifest files [Dir] reads below its directory. A
+// MaxFiles is the most manifest files [Dir] reads below its directory. A
 // tree with more is an error naming the first file over the limit; Run logs
 // it and keeps its last snapshot.
-const MaxDirFiles = 10_000
+const MaxFiles = 10_000
 
-// Dir discovers a "cluster" kept as a directory of YAML or JSON files, for
-// development, demos and tests. Make one with NewDir.
+// Options configures [Dir].
+type Options struct {
+	// Interval is how often a directory that cannot be watched is read,
+	// and the least interval of the resync of a watched one;
+	// DefaultPollInterval when zero.
+	Interval time.Duration
+	// Logger receives the reader's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Object turns each decoded object into a resource and says whether
+	// the snapshot keeps it; an error skips the object with a log line.
+	// Nil: [snapshot.FromObject] of [snapshot.Normalize], every object
+	// kept. Objects not kept still reach Assemble.
+	Object func(obj map[string]any) (res snapshot.Resource, keep bool, err error)
+	// Assemble builds the snapshot at version from the kept resources and
+	// all of them (for what a caller derives from objects it leaves out).
+	// Nil: the kept resources.
+	Assemble func(version uint64, kept, all []snapshot.Resource) (*snapshot.Snapshot, error)
+}
+
+func (o *Options) setDefaults() {
+	if o.Interval <= 0 {
+		o.Interval = DefaultPollInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Object == nil {
+		o.Object = func(obj map[string]any) (snapshot.Resource, bool, error) {
+			r, err := snapshot.FromObject(snapshot.Normalize(obj))
+			return r, true, err
+		}
+	}
+	if o.Assemble == nil {
+		o.Assemble = func(version uint64, kept, _ []snapshot.Resource) (*snapshot.Snapshot, error) {
+			s, err := snapshot.New(version, kept)
+			if err != nil {
+				return nil, fmt.Errorf("build snapshot: %w", err)
+			}
+			return s, nil
+		}
+	}
+}
+
+// Validate reports whether the options can be used.
+func (o Options) Validate() error {
+	if o.Interval < 0 {
+		return fmt.Errorf("poll interval %v is negative", o.Interval)
+	}
+	return nil
+}
+
+// Dir reads a directory tree of Kubernetes manifests (YAML or JSON) into
+// snapshots, once or watching it. Make one with NewDir.
 type Dir struct {
 	path string
-	opts DirOptions
+	opts Options
 	log  *slog.Logger
 
 	// files caches what each file held when last read, by path.
@@ -71,7 +130,7 @@ type dirObject struct {
 	kept bool
 }
 
-// NewDir returns a source reading the directory at path and every directory
+// NewDir returns a reader of the directory at path and every directory
 // below it. Files ending in .yaml, .yml or .json are read; each may hold
 // several documents separated by "---" lines, and a document of a kind
 // ending in "List" stands for its items. Files and directories whose names
@@ -80,11 +139,11 @@ type dirObject struct {
 //
 // Run watches the directories it reads for changes (inotify, kqueue, …) and
 // reads again [DefaultDebounce] after the first change it is told of, and
-// in any case every opts.Interval or [DefaultDirResync], whichever is
+// in any case every opts.Interval or [DefaultResync], whichever is
 // longer. Where the directory cannot be watched — it does not exist yet, it
 // is not a directory, or the system refuses a watch (for example at the
 // inotify watch limit) — Run reads it every opts.Interval instead.
-func NewDir(path string, opts DirOptions) *Dir {
+func NewDir(path string, opts Options) *Dir {
 	opts.setDefaults()
 	return &Dir{
 		path:        path,
@@ -93,9 +152,9 @@ func NewDir(path string, opts DirOptions) *Dir {
 		files:       map[string]dirFile{},
 		newWatcher:  fsnotify.NewWatcher,
 		debounce:    DefaultDebounce,
-		resync:      max(opts.Interval, DefaultDirResync),
-		maxFileSize: MaxDirFileSize,
-		maxFiles:    MaxDirFiles,
+		resync:      max(opts.Interval, DefaultResync),
+		maxFileSize: MaxFileSize,
+		maxFiles:    MaxFiles,
 	}
 }
 
@@ -103,13 +162,8 @@ func NewDir(path string, opts DirOptions) *Dir {
 // on each change (see [NewDir] for when), publishing when the meaning of
 // what it holds changed. Malformed files and documents are logged and
 // skipped. A directory that does not exist is an empty cluster until it is
-// created. Run returns an error only for invalid options, and nil when ctx
-// ends.
+// created. Run returns nil when ctx ends.
 func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
-	f, err := d.opts.Filter.compile()
-	if err != nil {
-		return fmt.Errorf("dir discovery %s: %w", d.path, err)
-	}
 	if w, err := d.newWatcher(); err != nil {
 		d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", err)
 	} else {
@@ -154,7 +208,7 @@ func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 			changed = true
 		case <-timer.C:
 			debouncing = false
-			s, err := d.read(f, version+1)
+			s, err := d.read(version + 1)
 			if err != nil {
 				d.log.Error("read directory", "err", err)
 			} else if last == nil || !s.Equal(last) {
@@ -245,17 +299,13 @@ func (w *dirWatch) abort() {
 
 // Snapshot reads the directory once and returns its snapshot at version 1.
 func (d *Dir) Snapshot() (*snapshot.Snapshot, error) {
-	f, err := d.opts.Filter.compile()
-	if err != nil {
-		return nil, fmt.Errorf("dir discovery %s: %w", d.path, err)
-	}
-	return d.read(f, 1)
+	return d.read(1)
 }
 
 // read builds the directory's snapshot, parsing only files whose content
 // changed since the last read, and watching each directory it lists when
 // Run watches.
-func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
+func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
 	var (
 		paths   []string
 		tooMany string
@@ -320,7 +370,7 @@ func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
 		sum := sha256.Sum256(data)
 		df, ok := d.files[path]
 		if !ok || df.sum != sum {
-			df = dirFile{sum: sum, objects: d.parse(path, data, f)}
+			df = dirFile{sum: sum, objects: d.parse(path, data)}
 			d.files[path] = df
 		}
 		for _, o := range df.objects {
@@ -340,7 +390,7 @@ func (d *Dir) read(f filter, version uint64) (*snapshot.Snapshot, error) {
 			delete(d.files, path)
 		}
 	}
-	return assemble(version, kept, all)
+	return d.opts.Assemble(version, kept, all)
 }
 
 // readFile reads one manifest file of at most maxFileSize bytes. It does
@@ -373,28 +423,28 @@ func (d *Dir) readFile(path string) ([]byte, error) {
 
 // parse decodes the objects in one file, logging and skipping documents
 // that are not Kubernetes objects.
-func (d *Dir) parse(path string, data []byte, f filter) []dirObject {
+func (d *Dir) parse(path string, data []byte) []dirObject {
 	var out []dirObject
-	for i, doc := range splitDocuments(data) {
-		objs, err := decodeDocument(doc)
+	for i, doc := range SplitDocuments(data) {
+		objs, err := DecodeDocument(doc)
 		if err != nil {
 			d.log.Warn("skip malformed document", "file", path, "document", i, "err", err)
 			continue
 		}
 		for _, obj := range objs {
-			res, err := resourceOf(obj)
+			res, keep, err := d.opts.Object(obj)
 			if err != nil {
 				d.log.Warn("skip malformed object", "file", path, "document", i, "err", err)
 				continue
 			}
-			out = append(out, dirObject{res: res, kept: f.keepsObject(obj) && !derivedOnly(res.ID)})
+			out = append(out, dirObject{res: res, kept: keep})
 		}
 	}
 	return out
 }
 
-// splitDocuments splits a YAML stream at "---" lines.
-func splitDocuments(data []byte) [][]byte {
+// SplitDocuments splits a YAML stream at "---" lines.
+func SplitDocuments(data []byte) [][]byte {
 	var (
 		docs [][]byte
 		cur  bytes.Buffer
@@ -415,9 +465,9 @@ func splitDocuments(data []byte) [][]byte {
 	return docs
 }
 
-// decodeDocument decodes one YAML or JSON document into its objects: none
+// DecodeDocument decodes one YAML or JSON document into its objects: none
 // for an empty document, the items of a List, or the object itself.
-func decodeDocument(doc []byte) ([]map[string]any, error) {
+func DecodeDocument(doc []byte) ([]map[string]any, error) {
 	j, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("decode yaml: %w", err)

@@ -1,4 +1,4 @@
-package discovery
+package manifest
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // account is a manifest of one ServiceAccount in namespace default.
@@ -39,9 +40,9 @@ func accounts(s *snapshot.Snapshot) string {
 
 // waitAccounts waits for a snapshot whose ServiceAccounts are exactly want
 // (comma-separated, sorted).
-func (c *collector) waitAccounts(t *testing.T, what, want string) {
+func waitAccounts(t *testing.T, c *testutil.Collector, what, want string) {
 	t.Helper()
-	c.waitFor(t, what+": accounts "+want, func(s *snapshot.Snapshot) bool { return accounts(s) == want })
+	c.WaitFor(t, what+": accounts "+want, func(s *snapshot.Snapshot) bool { return accounts(s) == want })
 }
 
 // writeInPlace rewrites a file through the same inode, as `echo >` does.
@@ -76,18 +77,18 @@ func (b *syncBuffer) String() string {
 func TestDirWatchSeesChanges(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	writeFile(t, a, account("a"))
-	c := runSource(t, NewDir(dir, DirOptions{Interval: time.Hour, Logger: quietLogger()}))
-	c.waitAccounts(t, "first read", "a")
+	testutil.WriteFile(t, a, account("a"))
+	c := testutil.RunSource(t, NewDir(dir, Options{Interval: time.Hour, Logger: quietLogger()}))
+	waitAccounts(t, c, "first read", "a")
 
 	writeInPlace(t, a, account("a2"))
-	c.waitAccounts(t, "edit in place", "a2")
+	waitAccounts(t, c, "edit in place", "a2")
 
 	writeInPlace(t, b, account("b"))
-	c.waitAccounts(t, "new file", "a2,b")
+	waitAccounts(t, c, "new file", "a2,b")
 
-	writeFile(t, b, account("b2")) // a temporary file renamed into place
-	c.waitAccounts(t, "atomic rename", "a2,b2")
+	testutil.WriteFile(t, b, account("b2")) // a temporary file renamed into place
+	waitAccounts(t, c, "atomic rename", "a2,b2")
 
 	// vim without backupcopy: move the old file aside, write, delete.
 	if err := os.Rename(a, a+"~"); err != nil {
@@ -97,43 +98,43 @@ func TestDirWatchSeesChanges(t *testing.T) {
 	if err := os.Remove(a + "~"); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "vim-style write", "a3,b2")
+	waitAccounts(t, c, "vim-style write", "a3,b2")
 
 	if err := os.Remove(b); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "removal", "a3")
+	waitAccounts(t, c, "removal", "a3")
 
 	// A new directory tree is watched as it is read.
 	deep := filepath.Join(dir, "sub", "deeper", "d.yaml")
-	writeFile(t, deep, account("d"))
-	c.waitAccounts(t, "file in a new directory", "a3,d")
+	testutil.WriteFile(t, deep, account("d"))
+	waitAccounts(t, c, "file in a new directory", "a3,d")
 	writeInPlace(t, deep, account("d2"))
-	c.waitAccounts(t, "edit in the new directory", "a3,d2")
+	waitAccounts(t, c, "edit in the new directory", "a3,d2")
 
 	// A directory moved in from elsewhere, then away.
 	other := t.TempDir()
-	writeFile(t, filepath.Join(other, "moved", "e.yaml"), account("e"))
+	testutil.WriteFile(t, filepath.Join(other, "moved", "e.yaml"), account("e"))
 	if err := os.Rename(filepath.Join(other, "moved"), filepath.Join(dir, "moved")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "directory moved in", "a3,d2,e")
+	waitAccounts(t, c, "directory moved in", "a3,d2,e")
 	writeInPlace(t, filepath.Join(dir, "moved", "e.yaml"), account("e2"))
-	c.waitAccounts(t, "edit in the moved directory", "a3,d2,e2")
+	waitAccounts(t, c, "edit in the moved directory", "a3,d2,e2")
 	if err := os.Rename(filepath.Join(dir, "moved"), filepath.Join(other, "gone")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(dir, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "directories gone", "a3")
+	waitAccounts(t, c, "directories gone", "a3")
 
 	// Files that are not manifests do not make snapshots.
-	n := c.count()
+	n := c.Count()
 	writeInPlace(t, filepath.Join(dir, "notes.txt"), "x")
 	writeInPlace(t, filepath.Join(dir, "z.yaml"), account("z"))
-	c.waitAccounts(t, "marker", "a3,z")
-	if got := c.count(); got != n+1 {
+	waitAccounts(t, c, "marker", "a3,z")
+	if got := c.Count(); got != n+1 {
 		t.Errorf("snapshots after notes.txt and marker = %d, want %d", got, n+1)
 	}
 }
@@ -143,7 +144,7 @@ func TestDirWatchSeesChanges(t *testing.T) {
 // renaming a new link over "..data".
 func TestDirWatchConfigMapSwap(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "..2026_01_01", "policy.yaml"), account("v1"))
+	testutil.WriteFile(t, filepath.Join(dir, "..2026_01_01", "policy.yaml"), account("v1"))
 	for _, l := range []struct{ target, name string }{
 		{"..2026_01_01", "..data"},
 		{filepath.Join("..data", "policy.yaml"), "policy.yaml"},
@@ -152,10 +153,10 @@ func TestDirWatchConfigMapSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := runSource(t, NewDir(dir, DirOptions{Interval: time.Hour, Logger: quietLogger()}))
-	c.waitAccounts(t, "first read", "v1")
+	c := testutil.RunSource(t, NewDir(dir, Options{Interval: time.Hour, Logger: quietLogger()}))
+	waitAccounts(t, c, "first read", "v1")
 
-	writeFile(t, filepath.Join(dir, "..2026_01_02", "policy.yaml"), account("v2"))
+	testutil.WriteFile(t, filepath.Join(dir, "..2026_01_02", "policy.yaml"), account("v2"))
 	if err := os.Symlink("..2026_01_02", filepath.Join(dir, "..data_tmp")); err != nil {
 		t.Fatal(err)
 	}
@@ -165,30 +166,30 @@ func TestDirWatchConfigMapSwap(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "..2026_01_01")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "swapped ..data", "v2")
+	waitAccounts(t, c, "swapped ..data", "v2")
 }
 
 func TestDirWatchMissingDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	src := NewDir(dir, DirOptions{Interval: 20 * time.Millisecond, Logger: quietLogger()})
+	src := NewDir(dir, Options{Interval: 20 * time.Millisecond, Logger: quietLogger()})
 	src.resync = time.Hour // a missing directory is polled; one that exists is only watched
-	c := runSource(t, src)
-	c.waitFor(t, "an empty cluster", func(s *snapshot.Snapshot) bool { return s.Len() == 0 })
+	c := testutil.RunSource(t, src)
+	c.WaitFor(t, "an empty cluster", func(s *snapshot.Snapshot) bool { return s.Len() == 0 })
 
-	writeFile(t, filepath.Join(dir, "a.yaml"), account("a"))
-	c.waitAccounts(t, "directory created", "a")
+	testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), account("a"))
+	waitAccounts(t, c, "directory created", "a")
 	writeInPlace(t, filepath.Join(dir, "a.yaml"), account("a2"))
-	c.waitAccounts(t, "edit once watched", "a2")
+	waitAccounts(t, c, "edit once watched", "a2")
 
 	// Removed and made again: polled while missing, then watched again.
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "directory removed", "")
-	writeFile(t, filepath.Join(dir, "b.yaml"), account("b"))
-	c.waitAccounts(t, "directory made again", "b")
+	waitAccounts(t, c, "directory removed", "")
+	testutil.WriteFile(t, filepath.Join(dir, "b.yaml"), account("b"))
+	waitAccounts(t, c, "directory made again", "b")
 	writeInPlace(t, filepath.Join(dir, "b.yaml"), account("b2"))
-	c.waitAccounts(t, "edit in the new directory", "b2")
+	waitAccounts(t, c, "edit in the new directory", "b2")
 }
 
 func TestDirWatchFallsBackToPolling(t *testing.T) {
@@ -206,15 +207,15 @@ func TestDirWatchFallsBackToPolling(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "a.yaml"), account("a"))
+			testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), account("a"))
 			var logs syncBuffer
-			src := NewDir(dir, DirOptions{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			src := NewDir(dir, Options{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			src.newWatcher = newWatcher
 			src.resync = time.Hour
-			c := runSource(t, src)
-			c.waitAccounts(t, "first read", "a")
+			c := testutil.RunSource(t, src)
+			waitAccounts(t, c, "first read", "a")
 			writeInPlace(t, filepath.Join(dir, "a.yaml"), account("a2"))
-			c.waitAccounts(t, "edit", "a2")
+			waitAccounts(t, c, "edit", "a2")
 			if !strings.Contains(logs.String(), "polling it") {
 				t.Errorf("logs do not say the directory is polled:\n%s", logs.String())
 			}
@@ -224,11 +225,11 @@ func TestDirWatchFallsBackToPolling(t *testing.T) {
 
 func TestDirLimits(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.yaml"), account("a"))
-	writeFile(t, filepath.Join(dir, "big.yaml"), account("big")+"\n# "+strings.Repeat("x", 200))
-	writeFile(t, filepath.Join(dir, "sub", "c.yaml"), account("c"))
+	testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), account("a"))
+	testutil.WriteFile(t, filepath.Join(dir, "big.yaml"), account("big")+"\n# "+strings.Repeat("x", 200))
+	testutil.WriteFile(t, filepath.Join(dir, "sub", "c.yaml"), account("c"))
 
-	src := NewDir(dir, DirOptions{Logger: quietLogger()})
+	src := NewDir(dir, Options{Logger: quietLogger()})
 	src.maxFileSize = 100
 	s, err := src.Snapshot()
 	if err != nil {
@@ -238,7 +239,7 @@ func TestDirLimits(t *testing.T) {
 		t.Errorf("accounts with a 100-byte limit = %q, want a,c (big.yaml skipped)", got)
 	}
 
-	src = NewDir(dir, DirOptions{Logger: quietLogger()})
+	src = NewDir(dir, Options{Logger: quietLogger()})
 	src.maxFiles = 2
 	_, err = src.Snapshot()
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "sub", "c.yaml")) {
@@ -250,18 +251,18 @@ func TestDirLimits(t *testing.T) {
 	}
 
 	// Over the limit, Run keeps its last snapshot until the tree shrinks.
-	src = NewDir(dir, DirOptions{Interval: time.Hour, Logger: quietLogger()})
+	src = NewDir(dir, Options{Interval: time.Hour, Logger: quietLogger()})
 	src.maxFiles = 3
-	c := runSource(t, src)
-	c.waitAccounts(t, "first read", "a,big,c")
-	n := c.count()
-	writeFile(t, filepath.Join(dir, "d.yaml"), account("d"))
-	writeFile(t, filepath.Join(dir, "a.yaml"), account("a2"))
+	c := testutil.RunSource(t, src)
+	waitAccounts(t, c, "first read", "a,big,c")
+	n := c.Count()
+	testutil.WriteFile(t, filepath.Join(dir, "d.yaml"), account("d"))
+	testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), account("a2"))
 	if err := os.Remove(filepath.Join(dir, "big.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitAccounts(t, "back under the limit", "a2,c,d")
-	if got := c.count(); got != n+1 {
+	waitAccounts(t, c, "back under the limit", "a2,c,d")
+	if got := c.Count(); got != n+1 {
 		t.Errorf("snapshots = %d, want %d: none while over the limit", got, n+1)
 	}
 }

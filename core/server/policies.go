@@ -12,7 +12,7 @@ import (
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/core/agent/discovery"
+	"github.com/meshrelay/meshrelay/core/manifest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,13 +33,13 @@ var policyKinds = map[string]schema.GroupVersionResource{
 
 // DirPolicies reads policies from a watched directory of YAML.
 type DirPolicies struct {
-	dir *discovery.Dir
+	dir *manifest.Dir
 }
 
 // NewDirPolicies returns a policy source over a directory. Files that do
 // not parse are logged and skipped; the rest count.
 func NewDirPolicies(path string, logger *slog.Logger) *DirPolicies {
-	return &DirPolicies{dir: discovery.NewDir(path, discovery.DirOptions{Logger: logger})}
+	return &DirPolicies{dir: manifest.NewDir(path, manifest.Options{Logger: logger})}
 }
 
 // Run publishes the directory's policies each time they change.

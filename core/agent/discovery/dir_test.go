@@ -8,21 +8,8 @@ import (
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
@@ -30,7 +17,7 @@ func copyFile(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, to, string(data))
+	testutil.WriteFile(t, to, string(data))
 }
 
 var reviewsSvc = snapshot.ID{Version: "v1", Kind: "Service", Name: "reviews"}
@@ -38,7 +25,7 @@ var reviewsSvc = snapshot.ID{Version: "v1", Kind: "Service", Name: "reviews"}
 func TestDirSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	copyFile(t, "testdata/bookinfo/bookinfo.yaml", filepath.Join(dir, "apps", "bookinfo.yaml"))
-	writeFile(t, filepath.Join(dir, "broken.yaml"), `
+	testutil.WriteFile(t, filepath.Join(dir, "broken.yaml"), `
 apiVersion: v1
 kind: Service
 metadata:
@@ -64,8 +51,8 @@ items:
     name: from-list
     namespace: default
 `)
-	writeFile(t, filepath.Join(dir, "notes.txt"), "not a manifest")
-	writeFile(t, filepath.Join(dir, "eastwest.json"), `{"apiVersion":"v1","kind":"Service","metadata":{"name":"eastwest","namespace":"istio-system","labels":{"istio":"eastwestgateway"}},
+	testutil.WriteFile(t, filepath.Join(dir, "notes.txt"), "not a manifest")
+	testutil.WriteFile(t, filepath.Join(dir, "eastwest.json"), `{"apiVersion":"v1","kind":"Service","metadata":{"name":"eastwest","namespace":"istio-system","labels":{"istio":"eastwestgateway"}},
 "spec":{"type":"LoadBalancer","ports":[{"name":"tls","port":15443}]},"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.7"}]}}}`)
 
 	s, err := NewDir(dir, DirOptions{Logger: quietLogger()}).Snapshot()
@@ -105,35 +92,35 @@ func TestDirRunPublishesOnChange(t *testing.T) {
 	dir := t.TempDir()
 	copyFile(t, "testdata/bookinfo/bookinfo.yaml", filepath.Join(dir, "bookinfo.yaml"))
 	src := NewDir(dir, DirOptions{Interval: 10 * time.Millisecond, Logger: quietLogger()})
-	c := runSource(t, src)
-	first := c.waitFor(t, "bookinfo is read", func(s *snapshot.Snapshot) bool { return has(s, reviewsSvc) })
+	c := testutil.RunSource(t, src)
+	first := c.WaitFor(t, "bookinfo is read", func(s *snapshot.Snapshot) bool { return has(s, reviewsSvc) })
 	if first.Version() != 1 {
 		t.Errorf("first Version() = %d, want 1", first.Version())
 	}
 
 	// Status only: no new snapshot. A later meaningful change must come
 	// alone in the next snapshot.
-	writeFile(t, filepath.Join(dir, "status.yaml"), `apiVersion: apps/v1
+	testutil.WriteFile(t, filepath.Join(dir, "status.yaml"), `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: churn, namespace: default, resourceVersion: "1"}
 spec: {replicas: 1}
 status: {replicas: 0}
 `)
-	second := c.waitFor(t, "churn appears", func(s *snapshot.Snapshot) bool {
+	second := c.WaitFor(t, "churn appears", func(s *snapshot.Snapshot) bool {
 		return has(s, snapshot.ID{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "default", Name: "churn"})
 	})
-	n := c.count()
-	writeFile(t, filepath.Join(dir, "status.yaml"), `apiVersion: apps/v1
+	n := c.Count()
+	testutil.WriteFile(t, filepath.Join(dir, "status.yaml"), `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: churn, namespace: default, resourceVersion: "2", managedFields: [{manager: kubectl}]}
 spec: {replicas: 1}
 status: {replicas: 1, readyReplicas: 1}
 `)
-	writeFile(t, filepath.Join(dir, "z-marker.yaml"), `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"marker","namespace":"default"}}`)
-	third := c.waitFor(t, "marker appears", func(s *snapshot.Snapshot) bool {
+	testutil.WriteFile(t, filepath.Join(dir, "z-marker.yaml"), `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"marker","namespace":"default"}}`)
+	third := c.WaitFor(t, "marker appears", func(s *snapshot.Snapshot) bool {
 		return has(s, snapshot.ID{Version: "v1", Kind: "ServiceAccount", Namespace: "default", Name: "marker"})
 	})
-	if got := c.count(); got != n+1 {
+	if got := c.Count(); got != n+1 {
 		t.Errorf("snapshots after status churn and marker = %d, want %d", got, n+1)
 	}
 	d := snapshot.Diff(second, third)
@@ -142,19 +129,19 @@ status: {replicas: 1, readyReplicas: 1}
 	}
 
 	// A broken edit keeps the rest; removing a file deletes its objects.
-	writeFile(t, filepath.Join(dir, "z-marker.yaml"), `{"apiVersion":`)
-	c.waitFor(t, "marker is gone", func(s *snapshot.Snapshot) bool {
+	testutil.WriteFile(t, filepath.Join(dir, "z-marker.yaml"), `{"apiVersion":`)
+	c.WaitFor(t, "marker is gone", func(s *snapshot.Snapshot) bool {
 		return !has(s, snapshot.ID{Version: "v1", Kind: "ServiceAccount", Namespace: "default", Name: "marker"}) && has(s, reviewsSvc)
 	})
 	if err := os.Remove(filepath.Join(dir, "bookinfo.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor(t, "bookinfo is gone", func(s *snapshot.Snapshot) bool { return !has(s, reviewsSvc) })
+	c.WaitFor(t, "bookinfo is gone", func(s *snapshot.Snapshot) bool { return !has(s, reviewsSvc) })
 }
 
 func TestDirFilter(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.yaml"), `apiVersion: v1
+	testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), `apiVersion: v1
 kind: Namespace
 metadata: {name: kept}
 ---

@@ -8,11 +8,12 @@
 //     ServiceAccounts, Namespaces, Nodes (name and topology labels only), and,
 //     once their CRDs exist, Istio networking and security resources and
 //     meshrelay policies. CRDs that appear or go away later are followed.
-//   - [Dir] reads a directory of YAML (multi-document, recursive) and
-//     watches it for changes (fsnotify), reading it again shortly after
-//     each one and every 30 seconds in case a notification was lost; it
-//     polls a directory it cannot watch, such as one that does not exist
-//     yet. A malformed file or document is logged and skipped.
+//   - [Dir] reads a directory of YAML (multi-document, recursive) with the
+//     manifest reader of core/manifest and watches it for changes
+//     (fsnotify), reading it again shortly after each one and every 30
+//     seconds in case a notification was lost; it polls a directory it
+//     cannot watch, such as one that does not exist yet. A malformed file
+//     or document is logged and skipped.
 //
 // Both strip noise before hashing ([Normalize] adds kind-specific stripping
 // to [snapshot.Normalize]: Node status and most labels, EndpointSlice

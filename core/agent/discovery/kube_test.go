@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/manifest"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -73,7 +76,7 @@ func (c *cluster) create(obj *unstructured.Unstructured) *unstructured.Unstructu
 
 func (c *cluster) createYAML(ns, y string) *unstructured.Unstructured {
 	c.t.Helper()
-	objs, err := decodeDocument([]byte(y))
+	objs, err := manifest.DecodeDocument([]byte(y))
 	if err != nil || len(objs) != 1 {
 		c.t.Fatalf("bad fixture: %v", err)
 	}
@@ -93,8 +96,8 @@ func (c *cluster) applyFile(path, ns string) map[string]int {
 		c.t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for _, doc := range splitDocuments(data) {
-		objs, err := decodeDocument(doc)
+	for _, doc := range manifest.SplitDocuments(data) {
+		objs, err := manifest.DecodeDocument(doc)
 		if err != nil {
 			c.t.Fatalf("%s: %v", path, err)
 		}
@@ -112,7 +115,7 @@ func (c *cluster) applyFile(path, ns string) map[string]int {
 	return counts
 }
 
-func startKube(t *testing.T, k *testenv.Kube, opts KubeOptions) *collector {
+func startKube(t *testing.T, k *testenv.Kube, opts KubeOptions) *testutil.Collector {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
@@ -124,7 +127,7 @@ func startKube(t *testing.T, k *testenv.Kube, opts KubeOptions) *collector {
 	if err != nil {
 		t.Fatalf("NewKube() error = %v", err)
 	}
-	return runSource(t, src)
+	return testutil.RunSource(t, src)
 }
 
 func TestKubeBookinfo(t *testing.T) {
@@ -138,7 +141,7 @@ func TestKubeBookinfo(t *testing.T) {
 	c.applyFile("testdata/bookinfo/destination-rule-reviews.yaml", ns)
 
 	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
-	s := col.waitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
+	s := col.WaitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
 		return countKind(s, "", "Service", ns) == counts["Service"] && countKind(s, "networking.istio.io", "DestinationRule", ns) == 1
 	})
 	for kind, group := range map[string]string{"Service": "", "Deployment": "apps", "ServiceAccount": ""} {
@@ -191,7 +194,7 @@ metadata:
 	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
 	ctx := context.Background()
 	svcID := snapshot.ID{Version: "v1", Kind: "Service", Namespace: ns, Name: "extra"}
-	base := col.waitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
+	base := col.WaitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
 		return countKind(s, "apps", "Deployment", ns) == 6 && has(s, snapshot.ID{Version: "v1", Kind: "Node", Name: ns})
 	})
 
@@ -201,7 +204,7 @@ kind: Service
 metadata: {name: extra, labels: {app: extra}}
 spec: {ports: [{port: 80}], selector: {app: extra}}
 `)
-	created := col.waitFor(t, "the Service is created", func(s *snapshot.Snapshot) bool { return has(s, svcID) })
+	created := col.WaitFor(t, "the Service is created", func(s *snapshot.Snapshot) bool { return has(s, svcID) })
 	if d := snapshot.Diff(base, created); len(d.Upserts) != 1 || len(d.Deletes) != 0 {
 		t.Errorf("Diff after create: %d upserts, %d deletes, want 1, 0", len(d.Upserts), len(d.Deletes))
 	}
@@ -215,7 +218,7 @@ spec: {ports: [{port: 80}], selector: {app: extra}}
 	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	updated := col.waitFor(t, "the Service is updated", func(s *snapshot.Snapshot) bool {
+	updated := col.WaitFor(t, "the Service is updated", func(s *snapshot.Snapshot) bool {
 		r, ok := s.Get(svcID)
 		return ok && indexOf(string(r.Body), `"tier":"front"`) >= 0
 	})
@@ -228,7 +231,7 @@ spec: {ports: [{port: 80}], selector: {app: extra}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := col.count()
+	n := col.Count()
 	if err := unstructured.SetNestedField(dep.Object, map[string]any{"replicas": int64(1), "readyReplicas": int64(1), "observedGeneration": int64(1)}, "status"); err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +263,8 @@ spec:
     spec: {containers: [{name: c, image: busybox}]}
 `)
 	markerID := snapshot.ID{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: marker.GetName()}
-	afterMarker := col.waitFor(t, "the marker appears", func(s *snapshot.Snapshot) bool { return has(s, markerID) })
-	if got := col.count(); got != n+1 {
+	afterMarker := col.WaitFor(t, "the marker appears", func(s *snapshot.Snapshot) bool { return has(s, markerID) })
+	if got := col.Count(); got != n+1 {
 		t.Errorf("snapshots after status churn and marker = %d, want %d", got, n+1)
 	}
 	if d := snapshot.Diff(updated, afterMarker); len(d.Upserts) != 1 || d.Upserts[0].ID != markerID || len(d.Deletes) != 0 {
@@ -272,7 +275,7 @@ spec:
 	if err := svcs.Delete(ctx, "extra", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deleted := col.waitFor(t, "the Service is deleted", func(s *snapshot.Snapshot) bool { return !has(s, svcID) })
+	deleted := col.WaitFor(t, "the Service is deleted", func(s *snapshot.Snapshot) bool { return !has(s, svcID) })
 	if d := snapshot.Diff(afterMarker, deleted); len(d.Deletes) != 1 || d.Deletes[0] != svcID || len(d.Upserts) != 0 {
 		t.Errorf("Diff after delete = %v upserts, %v deletes; want delete of %s", d.Upserts, d.Deletes, svcID)
 	}
@@ -284,7 +287,7 @@ func TestKubeOtelDemo(t *testing.T) {
 	ns := k.CreateNamespace(t)
 	counts := c.applyFile("testdata/otel-demo/opentelemetry-demo.yaml", ns)
 	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
-	s := col.waitFor(t, "the demo is discovered", func(s *snapshot.Snapshot) bool {
+	s := col.WaitFor(t, "the demo is discovered", func(s *snapshot.Snapshot) bool {
 		return countKind(s, "apps", "Deployment", ns) == counts["Deployment"] && countKind(s, "", "Service", ns) == counts["Service"]
 	})
 	for _, kk := range []struct{ group, kind string }{{"", "Service"}, {"apps", "Deployment"}, {"apps", "StatefulSet"}, {"", "ServiceAccount"}} {
@@ -340,7 +343,7 @@ spec:
 `)
 	meshID := snapshot.ID{Group: discoveryv1alpha1.Group, Version: discoveryv1alpha1.Version, Kind: "Mesh", Name: "istio"}
 	gwID := snapshot.ID{Group: discoveryv1alpha1.Group, Version: discoveryv1alpha1.Version, Kind: "Gateway", Namespace: istioNS, Name: "istio-eastwestgateway"}
-	s := col.waitFor(t, "the istio Mesh is computed", func(s *snapshot.Snapshot) bool { return has(s, meshID) && has(s, gwID) })
+	s := col.WaitFor(t, "the istio Mesh is computed", func(s *snapshot.Snapshot) bool { return has(s, meshID) && has(s, gwID) })
 	var mesh discoveryv1alpha1.Mesh
 	r, _ := s.Get(meshID)
 	if err := r.Decode(&mesh); err != nil {
@@ -360,7 +363,7 @@ spec:
 	if _, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(istioNS).UpdateStatus(ctx, gw, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	col.waitFor(t, "the Gateway has the address", func(s *snapshot.Snapshot) bool {
+	col.WaitFor(t, "the Gateway has the address", func(s *snapshot.Snapshot) bool {
 		r, ok := s.Get(gwID)
 		return ok && indexOf(string(r.Body), `"192.0.2.10"`) >= 0
 	})
@@ -376,24 +379,20 @@ spec:
   http: [{name: all, timeout: 2s}]
 `
 	var created *unstructured.Unstructured
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		objs, _ := decodeDocument([]byte(tp))
+	testutil.EventuallyWhy(t, "create TrafficPolicy", func() (bool, string) {
+		objs, _ := manifest.DecodeDocument([]byte(tp))
 		u := &unstructured.Unstructured{Object: objs[0]}
 		u.SetNamespace(polNS)
 		c.mapper.Reset()
 		created, err = c.dyn.Resource(schema.GroupVersionResource{Group: "policy.meshrelay.io", Version: "v1alpha1", Resource: "trafficpolicies"}).
 			Namespace(polNS).Create(ctx, u, metav1.CreateOptions{})
-		if err == nil {
-			break
-		}
-		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("create TrafficPolicy: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	polID := snapshot.ID{Group: "policy.meshrelay.io", Version: "v1alpha1", Kind: "TrafficPolicy", Namespace: polNS, Name: created.GetName()}
-	col.waitFor(t, "the TrafficPolicy is discovered", func(s *snapshot.Snapshot) bool { return has(s, polID) })
+	col.WaitFor(t, "the TrafficPolicy is discovered", func(s *snapshot.Snapshot) bool { return has(s, polID) })
 }
 
 // TestKubeCiliumEnvoyConfig: the Cilium Mesh says whether Cilium's Envoy
@@ -441,7 +440,7 @@ data: {enable-envoy-config: "true"}
 		}
 		return mesh.Spec.EnvoyConfig, true
 	}
-	col.waitFor(t, "the cilium Mesh without envoy config", func(s *snapshot.Snapshot) bool {
+	col.WaitFor(t, "the cilium Mesh without envoy config", func(s *snapshot.Snapshot) bool {
 		on, found := envoyConfig(s)
 		return found && !on
 	})
@@ -452,7 +451,7 @@ data: {enable-envoy-config: "true"}
 	if _, err := c.client(cfg).Update(context.Background(), cfg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := col.waitFor(t, "the cilium Mesh with envoy config", func(s *snapshot.Snapshot) bool {
+	s := col.WaitFor(t, "the cilium Mesh with envoy config", func(s *snapshot.Snapshot) bool {
 		on, _ := envoyConfig(s)
 		return on
 	})

@@ -6,17 +6,18 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshrelay/meshrelay/core/manifest"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // DefaultDebounce is how long a source waits after a change before it builds
 // a snapshot, so that a burst of changes becomes one snapshot.
-const DefaultDebounce = 100 * time.Millisecond
+const DefaultDebounce = manifest.DefaultDebounce
 
 // DefaultPollInterval is how often [Dir] reads a directory it cannot watch
 // (and the least interval of its safety-net resync when it can).
-const DefaultPollInterval = time.Second
+const DefaultPollInterval = manifest.DefaultPollInterval
 
 // DefaultCRDGroups are the API groups whose custom resources [Kube]
 // discovers when their CRDs exist.
@@ -155,15 +156,6 @@ type DirOptions struct {
 	Interval time.Duration
 	// Logger receives the source's logs; slog.Default() when nil.
 	Logger *slog.Logger
-}
-
-func (o *DirOptions) setDefaults() {
-	if o.Interval <= 0 {
-		o.Interval = DefaultPollInterval
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 }
 
 // Validate reports whether the options can be used.
