@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/pki"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/metadata"
@@ -205,7 +206,7 @@ func (s heardStream) Recv() (*relayv1.ServerMessage, error) {
 
 // session runs one Sync stream.
 func (a *Agent) session(ctx context.Context) error {
-	conn, err := a.dial(a.opts.Mode == "mtls")
+	conn, err := a.dial(a.opts.Mode == pki.ModeMTLS)
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ func (a *Agent) session(ctx context.Context) error {
 	heard := make(chan struct{}, 1)
 	go a.watchSilence(ctx, cancel, heard)
 	md := []string{"x-meshrelay-cluster", a.opts.Cluster}
-	if a.opts.Mode == "tls" || a.opts.Insecure {
+	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		// The token in the headers lets the server authenticate the stream
 		// before it reads the Hello.
 		if tok, err := a.token(); err == nil {
@@ -285,7 +286,7 @@ func (a *Agent) hello() *relayv1.AgentMessage {
 	for b := range a.sinks {
 		h.Capabilities = append(h.Capabilities, "sink:"+b)
 	}
-	if a.opts.Mode == "tls" || a.opts.Insecure {
+	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		h.Token, _ = a.token()
 	}
 	if a.acked != nil {

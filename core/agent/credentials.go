@@ -139,7 +139,7 @@ func (a *Agent) ensureCredentials(ctx context.Context) error {
 	a.creds.mu.Lock()
 	a.creds.roots = roots
 	a.creds.mu.Unlock()
-	if a.opts.Mode == "tls" {
+	if a.opts.Mode == pki.ModeTLS {
 		return nil
 	}
 	if cert, err := tls.LoadX509KeyPair(filepath.Join(a.opts.StateDir, certFile), filepath.Join(a.opts.StateDir, keyFile)); err == nil {
@@ -276,7 +276,7 @@ func (a *Agent) storeCertificate(keyPEM []byte, resp *relayv1.Certificate) error
 
 // renewLoop renews the certificate at two thirds of its life.
 func (a *Agent) renewLoop(ctx context.Context) error {
-	if a.opts.Insecure || a.opts.Mode == "tls" {
+	if a.opts.Insecure || a.opts.Mode == pki.ModeTLS {
 		return nil
 	}
 	retry := time.Second

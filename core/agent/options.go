@@ -48,7 +48,7 @@ func DefaultOptions() Options {
 	return Options{
 		Server:          "localhost:9900",
 		StateDir:        "meshrelay-agent",
-		Mode:            "mtls",
+		Mode:            pki.ModeMTLS,
 		Heartbeat:       10 * time.Second,
 		ServerTimeout:   30 * time.Second,
 		ReconnectMax:    30 * time.Second,
@@ -80,7 +80,7 @@ func (o *Options) Validate() error {
 	if o.Server == "" {
 		errs = append(errs, errors.New("--server is required"))
 	}
-	if o.Mode != "mtls" && o.Mode != "tls" {
+	if o.Mode != pki.ModeMTLS && o.Mode != pki.ModeTLS {
 		errs = append(errs, fmt.Errorf("--mode must be mtls or tls, not %q", o.Mode))
 	}
 	if o.Insecure && !pki.IsLoopbackAddr(o.Server) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshrelay/meshrelay/core/pki"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -25,7 +26,7 @@ const trustCallTimeout = 30 * time.Second
 // call dials and runs fn with the stream headers the server authenticates.
 func (c *TrustClient) call(ctx context.Context, fn func(context.Context, relayv1.TrustClient) error) error {
 	a := c.a
-	conn, err := a.dial(a.opts.Mode == "mtls")
+	conn, err := a.dial(a.opts.Mode == pki.ModeMTLS)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
@@ -33,7 +34,7 @@ func (c *TrustClient) call(ctx context.Context, fn func(context.Context, relayv1
 	ctx, cancel := context.WithTimeout(ctx, trustCallTimeout)
 	defer cancel()
 	md := []string{"x-meshrelay-cluster", a.opts.Cluster}
-	if a.opts.Mode == "tls" || a.opts.Insecure {
+	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		tok, err := a.token()
 		if err != nil {
 			return err

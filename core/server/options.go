@@ -7,15 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/spf13/pflag"
 )
 
-// Modes of agent authentication.
+// Modes of agent authentication, the ones the agent knows (package pki
+// defines them for both).
 const (
 	// ModeMTLS: agents register with a token once, then use client certificates.
-	ModeMTLS = "mtls"
+	ModeMTLS = pki.ModeMTLS
 	// ModeTLS: server-authenticated TLS, and the token on every stream.
-	ModeTLS = "tls"
+	ModeTLS = pki.ModeTLS
 )
 
 // Options configure a Server.
