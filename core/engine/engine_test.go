@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // counter is an in-process translator for engine logic tests: it keeps the
@@ -194,7 +195,7 @@ func TestRunCoalescesChanges(t *testing.T) {
 	for i := range 20 {
 		e.SetInput("east", input(t, uint64(i+1), "istio", fmt.Sprint("svc-", i)))
 	}
-	waitFor(t, func() bool { return len(rec.keys()) == 1 })
+	testutil.Eventually(t, "the condition", func() bool { return len(rec.keys()) == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 	tr.mu.Lock()
 	tr.fail = nil
 	tr.mu.Unlock()
-	waitFor(t, func() bool { e.Cycle(ctx); return len(rec.keys()) == 2 })
+	testutil.Eventually(t, "the condition", func() bool { e.Cycle(ctx); return len(rec.keys()) == 2 })
 	calls := tr.calls()
 	if !calls[len(calls)-1].Full {
 		t.Errorf("retry after a failure must resend the full view")
@@ -341,17 +342,6 @@ func TestStaleClusterStaysInView(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
 	var gens []uint64
 	var mu sync.Mutex
@@ -366,7 +356,7 @@ func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	before := e.Generation()
 	e.Refresh()
-	waitFor(t, func() bool {
+	testutil.Eventually(t, "the condition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(gens) > 0 && gens[len(gens)-1] > before

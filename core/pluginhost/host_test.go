@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // installRaw puts a binary into dir under name with a lock entry, without
@@ -104,18 +105,7 @@ func mustPlugin(t *testing.T, h *Host, name string) *Plugin {
 // waitGone waits until the process has exited (or is a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if !alive(pid) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs", pid)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, fmt.Sprintf("process %d to exit", pid), func() bool { return !alive(pid) })
 }
 
 func alive(pid int) bool {

@@ -9,6 +9,7 @@ import (
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,7 +49,7 @@ func TestDiscoveryCRDs(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	waitFor(t, "the discovery objects", func() bool {
+	testutil.Eventually(t, "the discovery objects", func() bool {
 		return slices.Contains(names("Workload"), "reviews-v1.deployment.bookinfo.west") &&
 			slices.Contains(names("Destination"), "reviews.bookinfo.west") && slices.Equal(names("Mesh"), []string{"istio.west"})
 	})
@@ -67,7 +68,7 @@ func TestDiscoveryCRDs(t *testing.T) {
 	if err := dyn.Resource(kubeResources["Deployment"]).Namespace("bookinfo").Delete(ctx, "reviews-v2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "reviews-v2's Workload to go", func() bool {
+	testutil.Eventually(t, "reviews-v2's Workload to go", func() bool {
 		return !slices.Contains(names("Workload"), "reviews-v2.deployment.bookinfo.west")
 	})
 
@@ -76,7 +77,7 @@ func TestDiscoveryCRDs(t *testing.T) {
 	if _, err := admin.DeregisterCluster(ts.adminCtx(), &relayv1.DeregisterClusterRequest{Cluster: "west"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "west's discovery objects to go", func() bool {
+	testutil.Eventually(t, "west's discovery objects to go", func() bool {
 		return len(names("Workload"))+len(names("Destination"))+len(names("Mesh")) == 0
 	})
 }

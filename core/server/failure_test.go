@@ -16,6 +16,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
@@ -83,22 +84,22 @@ func TestRedisDownKeepsServing(t *testing.T) {
 	ts := startServer(t, redisStore(t, r, "r1"), "", withID("r1"))
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a", "b")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
 
 	r.Stop()
 	east.src.set(t, "a", "b", "c")
-	waitFor(t, "outputs while Redis is down", func() bool { return len(east.sink.names()) == 3 })
-	waitFor(t, "readiness to say degraded", func() bool { return strings.Contains(readyz(t, ts), "degraded") })
+	testutil.Eventually(t, "outputs while Redis is down", func() bool { return len(east.sink.names()) == 3 })
+	testutil.Eventually(t, "readiness to say degraded", func() bool { return strings.Contains(readyz(t, ts), "degraded") })
 
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
 	raw := rawRedis(t, r)
-	waitFor(t, "the input written while Redis was down to reach Redis", func() bool {
+	testutil.Eventually(t, "the input written while Redis was down to reach Redis", func() bool {
 		s, err := raw.GetInput(context.Background(), "east")
 		return err == nil && s.Len() == 3
 	})
-	waitFor(t, "readiness to recover", func() bool { return strings.HasPrefix(readyz(t, ts), "ok") })
+	testutil.Eventually(t, "readiness to recover", func() bool { return strings.HasPrefix(readyz(t, ts), "ok") })
 	if _, deletes := east.sink.counts(); deletes != 0 {
 		t.Errorf("the Redis outage caused %d deletes", deletes)
 	}
@@ -110,14 +111,14 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 	r := testenv.StartRedis(t)
 	raw := rawRedis(t, r)
 	ts1 := startServer(t, redisStore(t, r, "r1"), "", withID("r1"))
-	waitFor(t, "the CA to reach Redis", func() bool {
+	testutil.Eventually(t, "the CA to reach Redis", func() bool {
 		_, _, err := raw.GetCA(context.Background())
 		return err == nil
 	})
 	ts2 := startServer(t, redisStore(t, r, "r2"), "", withID("r2"))
 
 	eastTok, westTok := ts1.register("east"), ts1.register("west")
-	waitFor(t, "replica 2 to learn the registrations", func() bool {
+	testutil.Eventually(t, "replica 2 to learn the registrations", func() bool {
 		_, e := ts2.store.GetCluster(context.Background(), "east")
 		_, w := ts2.store.GetCluster(context.Background(), "west")
 		return e == nil && w == nil
@@ -131,7 +132,7 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 	west.src.set(t, "w1")
 	// Each replica translates with the whole fleet: east (on r1) learns of
 	// west (on r2) through Redis.
-	waitFor(t, "outputs with the whole fleet", func() bool {
+	testutil.Eventually(t, "outputs with the whole fleet", func() bool {
 		return cmp.Equal(east.sink.peers(), []string{"peer-west"}) && cmp.Equal(west.sink.peers(), []string{"peer-east"}) &&
 			len(east.sink.names()) == 2 && len(west.sink.names()) == 1
 	})
@@ -146,13 +147,13 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 	fullBefore := east.Stats.FullInputs.Load()
 
 	ts1.Stop() // dies without goodbyes
-	waitFor(t, "east to reconnect to replica 2", func() bool {
+	testutil.Eventually(t, "east to reconnect to replica 2", func() bool {
 		ts2.mu.Lock()
 		defer ts2.mu.Unlock()
 		return ts2.streams["east"] != nil
 	})
 	east.src.set(t, "e1", "e2", "e3")
-	waitFor(t, "east's change through replica 2", func() bool { return len(east.sink.names()) == 3 })
+	testutil.Eventually(t, "east's change through replica 2", func() bool { return len(east.sink.names()) == 3 })
 
 	if got := ts2.Engine().Outputs("east"); len(got) == 0 {
 		t.Error("replica 2 does not compute east's outputs after east moved to it")
@@ -182,9 +183,9 @@ func TestColdStartSafeMode(t *testing.T) {
 	west := startAgent(t, ts, "west", westTok)
 	east.src.set(t, "e1")
 	west.src.set(t, "w1")
-	waitFor(t, "outputs with the whole fleet", func() bool { return cmp.Equal(east.sink.peers(), []string{"peer-west"}) })
+	testutil.Eventually(t, "outputs with the whole fleet", func() bool { return cmp.Equal(east.sink.peers(), []string{"peer-west"}) })
 	raw := rawRedis(t, r)
-	waitFor(t, "inputs in Redis", func() bool {
+	testutil.Eventually(t, "inputs in Redis", func() bool {
 		_, e := raw.GetInput(context.Background(), "east")
 		_, w := raw.GetInput(context.Background(), "west")
 		return e == nil && w == nil
@@ -204,7 +205,7 @@ func TestColdStartSafeMode(t *testing.T) {
 	}
 
 	ts2 := startServer(t, redisStore(t, r, "r1b"), dir, withID("r1b"), func(o *Options) { o.ListenAddr = addr })
-	waitFor(t, "east to reconnect", func() bool {
+	testutil.Eventually(t, "east to reconnect", func() bool {
 		ts2.mu.Lock()
 		defer ts2.mu.Unlock()
 		return ts2.streams["east"] != nil
@@ -218,7 +219,7 @@ func TestColdStartSafeMode(t *testing.T) {
 	}
 	// East's new output lacks west (the view is partial) but must not prune.
 	east.src.set(t, "e1", "e2")
-	waitFor(t, "east's output from the partial view", func() bool { return len(east.sink.names()) == 2 })
+	testutil.Eventually(t, "east's output from the partial view", func() bool { return len(east.sink.names()) == 2 })
 	if _, deletes := east.sink.counts(); deletes != 0 || !cmp.Equal(east.sink.peers(), []string{"peer-west"}) {
 		t.Fatalf("safe mode pruned: %d deletes, peers %v", deletes, east.sink.peers())
 	}
@@ -226,8 +227,8 @@ func TestColdStartSafeMode(t *testing.T) {
 	// Tokens are single-use: the new agent of west gets a new one.
 	west2 := startAgent(t, ts2, "west", ts2.register("west"))
 	west2.src.set(t, "w1")
-	waitFor(t, "safe mode to end", func() bool { return ts2.pruneAllowed() })
-	waitFor(t, "east to get an output allowed to prune", func() bool {
+	testutil.Eventually(t, "safe mode to end", func() bool { return ts2.pruneAllowed() })
+	testutil.Eventually(t, "east to get an output allowed to prune", func() bool {
 		east.sink.mu.Lock()
 		defer east.sink.mu.Unlock()
 		return len(east.sink.prunes) > 0 && east.sink.prunes[len(east.sink.prunes)-1]
@@ -249,7 +250,7 @@ func TestSafeStartWindowEnds(t *testing.T) {
 	if ts2.pruneAllowed() {
 		t.Fatal("a cold start with registered clusters and no inputs must start in safe mode")
 	}
-	waitFor(t, "the safe-start window to end", func() bool { return ts2.pruneAllowed() })
+	testutil.Eventually(t, "the safe-start window to end", func() bool { return ts2.pruneAllowed() })
 }
 
 // Agent disconnects: its last input stays in the view, marked stale; other
@@ -260,11 +261,11 @@ func TestAgentDisconnectKeepsItsInputs(t *testing.T) {
 	west := startAgent(t, ts, "west", ts.register("west"))
 	east.src.set(t, "e1")
 	west.src.set(t, "w1")
-	waitFor(t, "outputs", func() bool { return cmp.Equal(east.sink.peers(), []string{"peer-west"}) })
+	testutil.Eventually(t, "outputs", func() bool { return cmp.Equal(east.sink.peers(), []string{"peer-west"}) })
 	before, _ := ts.Engine().Output(engineKey("east"))
 
 	west.cancel()
-	waitFor(t, "west to be stale", func() bool {
+	testutil.Eventually(t, "west to be stale", func() bool {
 		for _, c := range ts.Engine().Clusters() {
 			if c.Name == "west" {
 				return c.Stale
@@ -273,7 +274,7 @@ func TestAgentDisconnectKeepsItsInputs(t *testing.T) {
 		return false
 	})
 	east.src.set(t, "e1", "e2")
-	waitFor(t, "east's change", func() bool { return len(east.sink.names()) == 2 })
+	testutil.Eventually(t, "east's change", func() bool { return len(east.sink.names()) == 2 })
 	if !cmp.Equal(east.sink.peers(), []string{"peer-west"}) {
 		t.Errorf("east lost west's peer when west disconnected: %v", east.sink.peers())
 	}

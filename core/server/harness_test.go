@@ -413,18 +413,6 @@ func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src a
 	return ta
 }
 
-// waitFor polls cond until it holds or 15 seconds pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // agentErr waits for an agent's Run to return.
 func (ta *testAgent) err(t *testing.T) error {
 	t.Helper()

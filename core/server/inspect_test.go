@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -138,7 +139,7 @@ func TestInspectKubeFleet(t *testing.T) {
 		}
 		return resp
 	}
-	waitFor(t, "west's workloads", func() bool {
+	testutil.Eventually(t, "west's workloads", func() bool {
 		return len(list(&relayv1.ListRequest{Kind: "workloads", Namespace: "bookinfo"}).GetWorkloads()) == 2
 	})
 
@@ -174,7 +175,7 @@ func TestInspectKubeFleet(t *testing.T) {
 		t.Errorf("clusters = %v", cs)
 	}
 	// Outputs follow the input after the engine's next cycle.
-	waitFor(t, "the echo ConfigMap for reviews, with its body", func() bool {
+	testutil.Eventually(t, "the echo ConfigMap for reviews, with its body", func() bool {
 		outs := list(&relayv1.ListRequest{Kind: "outputs", Cluster: "west", Bodies: true}).GetOutputs()
 		return slices.ContainsFunc(outs, func(o *relayv1.OutputResource) bool {
 			return o.GetName() == "reviews" && o.GetBackend() == "test" && strings.Contains(o.GetBody(), `"cluster":"west"`)

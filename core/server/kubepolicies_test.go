@@ -10,6 +10,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -69,7 +70,7 @@ func TestKubePolicyStatusRoundTrip(t *testing.T) {
 		diags, _ := st["diagnostics"].([]any)
 		return s, diags
 	}
-	waitFor(t, "status written back", func() bool {
+	testutil.Eventually(t, "status written back", func() bool {
 		g, _ := state("reviews-split")
 		b, _ := state("reviews-bad-weights")
 		return g == "Accepted" && b == "Invalid"
@@ -92,7 +93,7 @@ func TestKubePolicyStatusRoundTrip(t *testing.T) {
 	if _, err := dyn.Resource(gvr).Namespace("bookinfo").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fixed policy to be accepted", func() bool {
+	testutil.Eventually(t, "the fixed policy to be accepted", func() bool {
 		s, _ := state("reviews-bad-weights")
 		return s == "Accepted"
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	"google.golang.org/grpc/codes"
@@ -27,7 +28,7 @@ func TestGoodPath(t *testing.T) {
 	ts := startServer(t, nil, "")
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a", "b", "c")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 3 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 3 })
 	if diff := cmp.Diff([]string{"a", "b", "c"}, east.sink.names()); diff != "" {
 		t.Errorf("east applied (-want +got):\n%s", diff)
 	}
@@ -46,7 +47,7 @@ func TestOutputsGoOnlyToTheirCluster(t *testing.T) {
 	west := startAgent(t, ts, "west", ts.register("west"))
 	east.src.set(t, "e1")
 	west.src.set(t, "w1", "w2")
-	waitFor(t, "outputs", func() bool { return len(east.sink.names()) == 1 && len(west.sink.names()) == 2 })
+	testutil.Eventually(t, "outputs", func() bool { return len(east.sink.names()) == 1 && len(west.sink.names()) == 2 })
 	got, _ := east.Received("test")
 	for r := range got.All() {
 		if r.ID.Namespace == "meshrelay" {
@@ -192,7 +193,7 @@ func TestStreamAuthorization(t *testing.T) {
 		if err := ts.store.PutCluster(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "certificate expiry", func() bool { return time.Now().After(notAfter) })
+		testutil.Eventually(t, "certificate expiry", func() bool { return time.Now().After(notAfter) })
 		keyPEM, _ := pki.KeyPEM(key)
 		cert, err := tls.X509KeyPair(chain, keyPEM)
 		if err != nil {
@@ -214,7 +215,7 @@ func TestDeregisterClosesStreamAndRevokes(t *testing.T) {
 	ts := startServer(t, nil, "")
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
 	certPEM, keyPEM := readState(t, east)
 
 	if _, err := relayv1.NewAdminClient(ts.dial(nil)).DeregisterCluster(ts.adminCtx(), &relayv1.DeregisterClusterRequest{Cluster: "east"}); err != nil {
@@ -243,16 +244,16 @@ func TestRenewalBeforeExpiry(t *testing.T) {
 	ts := startServer(t, nil, "", func(o *Options) { o.CertTTL = 3 * time.Second })
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
 	first, _ := readState(t, east)
-	waitFor(t, "a renewed certificate", func() bool {
+	testutil.Eventually(t, "a renewed certificate", func() bool {
 		now, _ := readState(t, east)
 		return string(now) != string(first)
 	})
 	// Still connected and working after the first certificate expired.
-	waitFor(t, "first certificate to expire", func() bool { return time.Now().After(notAfter(t, first)) })
+	testutil.Eventually(t, "first certificate to expire", func() bool { return time.Now().After(notAfter(t, first)) })
 	east.src.set(t, "a", "b")
-	waitFor(t, "outputs after renewal", func() bool { return len(east.sink.names()) == 2 })
+	testutil.Eventually(t, "outputs after renewal", func() bool { return len(east.sink.names()) == 2 })
 }
 
 func TestResumeWithoutFullResend(t *testing.T) {
@@ -263,7 +264,7 @@ func TestResumeWithoutFullResend(t *testing.T) {
 		names = append(names, fmt.Sprintf("svc-%04d", i))
 	}
 	east.src.set(t, names...)
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 1000 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1000 })
 	fullBytes := east.Stats.InputBytes.Load()
 
 	// Drop the connection from the server side.
@@ -271,14 +272,14 @@ func TestResumeWithoutFullResend(t *testing.T) {
 	st := ts.streams["east"]
 	ts.mu.Unlock()
 	st.cancel(errors.New("test drops the stream"))
-	waitFor(t, "reconnect", func() bool { return east.Stats.Connects.Load() == 2 })
-	waitFor(t, "resume to finish", func() bool {
+	testutil.Eventually(t, "reconnect", func() bool { return east.Stats.Connects.Load() == 2 })
+	testutil.Eventually(t, "resume to finish", func() bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		return ts.streams["east"] != nil && ts.streams["east"] != st
 	})
 	east.src.set(t, append(names, "svc-new")...)
-	waitFor(t, "the change", func() bool { return len(east.sink.names()) == 1001 })
+	testutil.Eventually(t, "the change", func() bool { return len(east.sink.names()) == 1001 })
 
 	if n := east.Stats.FullInputs.Load(); n != 1 {
 		t.Errorf("agent sent %d full inputs, want 1 (resume must not resend in full)", n)
@@ -353,7 +354,7 @@ func TestServerRestartAgentReconnects(t *testing.T) {
 	addr := ts.Addr()
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a", "b")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
 	ts.stop()
 
 	// The agent keeps discovering while the server is away and keeps what
@@ -363,8 +364,8 @@ func TestServerRestartAgentReconnects(t *testing.T) {
 		t.Fatalf("the outage caused %d deletes", deletes)
 	}
 	ts2 := startServer(t, st, dir, func(o *Options) { o.ListenAddr = addr })
-	waitFor(t, "reconnect to the new server", func() bool { return east.Stats.Connects.Load() >= 2 })
-	waitFor(t, "the change made during the outage to arrive", func() bool { return len(east.sink.names()) == 3 })
+	testutil.Eventually(t, "reconnect to the new server", func() bool { return east.Stats.Connects.Load() >= 2 })
+	testutil.Eventually(t, "the change made during the outage to arrive", func() bool { return len(east.sink.names()) == 3 })
 	if n := east.Stats.FullInputs.Load(); n != 1 {
 		t.Errorf("agent sent %d full inputs across the restart, want 1 (a delta from what the store holds)", n)
 	}
@@ -379,7 +380,7 @@ func TestTLSOnlyModeNeedsTokenOnEveryStream(t *testing.T) {
 	tok := ts.register("east")
 	east := startAgent(t, ts, "east", tok, func(o *agent.Options) { o.Mode = "tls" })
 	east.src.set(t, "a")
-	waitFor(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
 
 	_, _, err := syncWith(t, ts, nil, &relayv1.Hello{Cluster: "east", Token: "mrt_wrong"})
 	if status.Code(err) != codes.Unauthenticated {

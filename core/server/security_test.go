@@ -19,6 +19,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
@@ -84,7 +85,7 @@ func TestUnauthenticatedPeerIsBounded(t *testing.T) {
 			}
 			defer c.Close()
 		}
-		waitFor(t, "two connections admitted", func() bool {
+		testutil.Eventually(t, "two connections admitted", func() bool {
 			ts.gate.mu.Lock()
 			defer ts.gate.mu.Unlock()
 			return ts.gate.open == 2
@@ -239,7 +240,7 @@ func TestCertificateCheckedOnEveryCall(t *testing.T) {
 		if err != nil || first.GetWelcome() == nil {
 			t.Fatalf("Sync = %v, %v", first, err)
 		}
-		waitFor(t, "expiry", func() bool { return time.Now().After(notAfter) })
+		testutil.Eventually(t, "expiry", func() bool { return time.Now().After(notAfter) })
 		if err := renewOn(conn); status.Code(err) != codes.Unauthenticated {
 			t.Fatalf("Renew with an expired certificate on an open connection = %v, want Unauthenticated", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -235,7 +236,7 @@ func TestMeshTrustWritesCacerts(t *testing.T) {
 	east := startTrustCluster(t, ts, "east")
 	pols.set(t, meshTrustYAML([]string{"east"}, ""))
 
-	waitFor(t, "the cacerts Secret", func() bool { _ = east.step(t); return east.secret(t) != nil })
+	testutil.Eventually(t, "the cacerts Secret", func() bool { _ = east.step(t); return east.secret(t) != nil })
 	s := east.secret(t)
 	for _, k := range []string{trust.KeyCACert, trust.KeyCAKey, trust.KeyRootCert, trust.KeyCertChain} {
 		if len(s.Data[k]) == 0 {
@@ -246,7 +247,7 @@ func TestMeshTrustWritesCacerts(t *testing.T) {
 		t.Fatalf("a workload leaf does not verify up to root-cert.pem: %v", err)
 	}
 	roots, _ := pki.ParseCertificatesPEM(s.Data[trust.KeyRootCert])
-	waitFor(t, "east's report in the status", func() bool {
+	testutil.Eventually(t, "east's report in the status", func() bool {
 		_ = east.step(t)
 		c := clusterStatus(t, ts, "east")
 		return c != nil && c.GetPhase() == policyv1alpha1.TrustPhaseActive
@@ -307,7 +308,7 @@ func TestMeshTrustRotationAcrossClusters(t *testing.T) {
 	east, west := startTrustCluster(t, ts, "east"), startTrustCluster(t, ts, "west")
 	clusters := []*trustCluster{east, west}
 	pols.set(t, meshTrustYAML([]string{"east", "west"}, ""))
-	waitFor(t, "both clusters active", func() bool {
+	testutil.Eventually(t, "both clusters active", func() bool {
 		stepAll(t, clusters)
 		for _, c := range clusters {
 			if cs := clusterStatus(t, ts, c.name); cs == nil || cs.GetPhase() != policyv1alpha1.TrustPhaseActive {
@@ -320,7 +321,7 @@ func TestMeshTrustRotationAcrossClusters(t *testing.T) {
 
 	pols.set(t, meshTrustYAML([]string{"east", "west"}, "  rotation: {generation: 2}"))
 	seen := map[string]bool{}
-	waitFor(t, "the rotation to end on a new root", func() bool {
+	testutil.Eventually(t, "the rotation to end on a new root", func() bool {
 		for _, c := range clusters {
 			_ = c.step(t)
 			checkCrossTrust(t, east, west)
@@ -391,18 +392,18 @@ func TestMeshTrustServerAwayDuringRotation(t *testing.T) {
 	east, west := startTrustCluster(t, ts, "east"), startTrustCluster(t, ts, "west")
 	clusters := []*trustCluster{east, west}
 	pols.set(t, meshTrustYAML([]string{"east", "west"}, ""))
-	waitFor(t, "both clusters active", func() bool {
+	testutil.Eventually(t, "both clusters active", func() bool {
 		stepAll(t, clusters)
 		e, w := clusterStatus(t, ts, "east"), clusterStatus(t, ts, "west")
 		return e != nil && w != nil && e.GetPhase() == policyv1alpha1.TrustPhaseActive && w.GetPhase() == policyv1alpha1.TrustPhaseActive
 	})
 	pols.set(t, meshTrustYAML([]string{"east", "west"}, "  rotation: {generation: 2}"))
-	waitFor(t, "the new intermediates phase", func() bool {
+	testutil.Eventually(t, "the new intermediates phase", func() bool {
 		stepAll(t, clusters)
 		return trustStatus(t, ts).GetPhase() == policyv1alpha1.TrustPhaseReissuing
 	})
 	// east gets its new intermediate; then the server is gone.
-	waitFor(t, "east's new intermediate", func() bool {
+	testutil.Eventually(t, "east's new intermediate", func() bool {
 		_ = east.step(t)
 		return clusterStatus(t, ts, "east").GetPhase() == policyv1alpha1.TrustPhaseReissuing
 	})
@@ -429,14 +430,14 @@ func TestMeshTrustServerAwayDuringRotation(t *testing.T) {
 		c.mgr = trust.New(trust.Options{Cluster: c.name, Now: c.clock.Now}, c.agent.TrustClient(), trust.KubeSecrets{Client: c.kube}, c.kube, discardLogger())
 	}
 	pols.set(t, meshTrustYAML([]string{"east", "west"}, "  rotation: {generation: 2}"))
-	waitFor(t, "the second server to resume the rotation", func() bool {
+	testutil.Eventually(t, "the second server to resume the rotation", func() bool {
 		ms := trustStatus(t, ts2)
 		return ms != nil && ms.GetPhase() != ""
 	})
 	if p := trustStatus(t, ts2).GetPhase(); p != policyv1alpha1.TrustPhaseReissuing {
 		t.Fatalf("the second server is in phase %s, want it to resume %s", p, policyv1alpha1.TrustPhaseReissuing)
 	}
-	waitFor(t, "the rotation to finish", func() bool {
+	testutil.Eventually(t, "the rotation to finish", func() bool {
 		for _, c := range clusters {
 			_ = c.step(t)
 			checkCrossTrust(t, east, west)
@@ -454,7 +455,7 @@ func TestMeshTrustRefusesBadRequests(t *testing.T) {
 	pols.set(t, meshTrustYAML([]string{"east"}, ""))
 	east := startAgent(t, ts, "east", ts.register("east"))
 	client := east.TrustClient()
-	waitFor(t, "the plan", func() bool {
+	testutil.Eventually(t, "the plan", func() bool {
 		plan, err := client.Report(context.Background(), &relayv1.TrustReport{})
 		return err == nil && plan.GetPolicy() == "meshrelay/fleet"
 	})
@@ -479,7 +480,7 @@ func TestMeshTrustRenewsIntermediates(t *testing.T) {
 	ts := startServerDeps(t, nil, "", withPolicies(pols))
 	east := startTrustCluster(t, ts, "east")
 	pols.set(t, meshTrustYAML([]string{"east"}, "  intermediate: {ttl: 2h, renewBefore: 1h}"))
-	waitFor(t, "the cacerts Secret", func() bool { _ = east.step(t); return east.secret(t) != nil })
+	testutil.Eventually(t, "the cacerts Secret", func() bool { _ = east.step(t); return east.secret(t) != nil })
 	first := east.secret(t)
 
 	east.mgr = trust.New(trust.Options{Cluster: "east", Now: east.clock.Now}, east.agent.TrustClient(), trust.KubeSecrets{Client: east.kube}, east.kube, discardLogger())

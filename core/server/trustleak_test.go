@@ -26,6 +26,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/trust"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -206,7 +207,7 @@ func TestMeshTrustKeyNeverLeavesTheCluster(t *testing.T) {
 	})
 	// Wait on the server, not the Secret: this process must not read the
 	// key before its heap is searched.
-	waitFor(t, "east's intermediate in the status", func() bool {
+	testutil.Eventually(t, "east's intermediate in the status", func() bool {
 		c := clusterStatus(t, ts, "east")
 		return c != nil && c.GetPhase() == policyv1alpha1.TrustPhaseActive
 	})

@@ -11,6 +11,7 @@ import (
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,14 +39,14 @@ func TestMeshTrustRootFromFiles(t *testing.T) {
 	ts := startServerDeps(t, nil, "", withPolicies(pols))
 	east := startTrustCluster(t, ts, "east")
 	pols.set(t, meshTrustYAML([]string{"east"}, files))
-	waitFor(t, "east under the brought root", func() bool {
+	testutil.Eventually(t, "east under the brought root", func() bool {
 		_ = east.step(t)
 		s := east.secret(t)
 		return s != nil && slices.Equal(rootsOf(t, s), []string{first})
 	})
 
 	second := saveRoot()
-	waitFor(t, "the rotation to the new files", func() bool {
+	testutil.Eventually(t, "the rotation to the new files", func() bool {
 		_ = east.step(t)
 		s := east.secret(t)
 		ms := trustStatus(t, ts)
@@ -100,7 +101,7 @@ func TestMeshTrustKubeStatusAndSecretRoot(t *testing.T) {
 	ts := startServerDeps(t, nil, "", withPolicies(kp))
 	east := startTrustCluster(t, ts, "east")
 	want := pki.Fingerprint(root.Certificate())
-	waitFor(t, "the MeshTrust's status in the management cluster", func() bool {
+	testutil.Eventually(t, "the MeshTrust's status in the management cluster", func() bool {
 		_ = east.step(t)
 		u, err := dyn.Resource(gvr).Namespace("meshrelay").Get(ctx, "fleet", metav1.GetOptions{})
 		if err != nil {

@@ -17,27 +17,11 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/storetest"
 	"github.com/meshrelay/meshrelay/internal/tcpproxy"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // waitTimeout bounds every wait for a condition in these tests.
 const waitTimeout = 30 * time.Second
-
-// eventually polls cond until it holds, failing the test after waitTimeout
-// with the last reason cond gave.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v: %s", what, waitTimeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // startWriteThrough loads and runs a WriteThrough over a fresh memory store
 // and backing, stopping it when the test ends.
@@ -269,7 +253,7 @@ func testRedisDown(t *testing.T, opts []testenv.RedisOption) {
 		put(fmt.Sprintf("before-%d", i), 1)
 	}
 	must(t, a.PutCluster(ctx, store.Cluster{Name: "before-0", Replica: "a"}))
-	eventually(t, "inputs reach Redis", inRedis(observer))
+	testutil.EventuallyWhy(t, "inputs reach Redis", inRedis(observer))
 
 	server.Stop()
 	for i := range 10 {
@@ -289,7 +273,7 @@ func testRedisDown(t *testing.T, opts []testenv.RedisOption) {
 	if err != nil || len(list) != len(want) {
 		t.Fatalf("ListInputs while Redis is down = %d inputs, %v; want %d", len(list), err, len(want))
 	}
-	eventually(t, "health degraded while Redis is down", func() (bool, string) {
+	testutil.EventuallyWhy(t, "health degraded while Redis is down", func() (bool, string) {
 		state, err := a.Health()
 		return state == store.HealthDegraded && err != nil, fmt.Sprintf("Health() = %q, %v", state, err)
 	})
@@ -303,16 +287,16 @@ func testRedisDown(t *testing.T, opts []testenv.RedisOption) {
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every input back in Redis", inRedis(observer))
-	eventually(t, "health ok after Redis returns", func() (bool, string) {
+	testutil.EventuallyWhy(t, "every input back in Redis", inRedis(observer))
+	testutil.EventuallyWhy(t, "health ok after Redis returns", func() (bool, string) {
 		state, err := a.Health()
 		return state == store.HealthOK && a.QueueLen() == 0, fmt.Sprintf("Health() = %q, %v; QueueLen() = %d", state, err, a.QueueLen())
 	})
-	eventually(t, "registry back in Redis", func() (bool, string) {
+	testutil.EventuallyWhy(t, "registry back in Redis", func() (bool, string) {
 		cs, err := observer.ListClusters(ctx)
 		return err == nil && len(cs) == 2, fmt.Sprintf("ListClusters() = %v, %v", cs, err)
 	})
-	eventually(t, "replica b has every input", inRedis(b))
+	testutil.EventuallyWhy(t, "replica b has every input", inRedis(b))
 }
 
 // TestWriteThroughFollowsOtherReplica checks that b serves a's writes from
@@ -369,17 +353,17 @@ func TestWriteThroughCutOffKeepsDeregistration(t *testing.T) {
 	must(t, err)
 	must(t, a.PutInput(ctx, "east", storetest.Snap(t, 1, "east-1", 3)))
 	must(t, a.PutOutput(ctx, "east", "istio", storetest.Snap(t, 1, "out-1", 3)))
-	eventually(t, "east's input in Redis", func() (bool, string) {
+	testutil.EventuallyWhy(t, "east's input in Redis", func() (bool, string) {
 		_, err := observer.GetInput(ctx, "east")
 		return err == nil, fmt.Sprint(err)
 	})
-	eventually(t, "a knows east's record", func() (bool, string) {
+	testutil.EventuallyWhy(t, "a knows east's record", func() (bool, string) {
 		_, err := a.GetCluster(ctx, "east")
 		return err == nil, fmt.Sprint(err)
 	})
 
 	proxy.Cut()
-	eventually(t, "a degraded", func() (bool, string) {
+	testutil.EventuallyWhy(t, "a degraded", func() (bool, string) {
 		state, _ := a.Health()
 		return state == store.HealthDegraded, state
 	})
@@ -390,7 +374,7 @@ func TestWriteThroughCutOffKeepsDeregistration(t *testing.T) {
 	must(t, err)
 	must(t, b.DeleteInput(ctx, "east"))
 	must(t, b.DeleteOutputs(ctx, "east"))
-	eventually(t, "the deregistration in Redis", func() (bool, string) {
+	testutil.EventuallyWhy(t, "the deregistration in Redis", func() (bool, string) {
 		_, err := observer.GetInput(ctx, "east")
 		return errors.Is(err, store.ErrNotFound), fmt.Sprint(err)
 	})
@@ -398,11 +382,11 @@ func TestWriteThroughCutOffKeepsDeregistration(t *testing.T) {
 	must(t, a.PutOutput(ctx, "east", "istio", storetest.Snap(t, 2, "out-2", 3)))
 
 	proxy.Restore()
-	eventually(t, "a healthy with nothing queued", func() (bool, string) {
+	testutil.EventuallyWhy(t, "a healthy with nothing queued", func() (bool, string) {
 		state, _ := a.Health()
 		return state == store.HealthOK && a.QueueLen() == 0, fmt.Sprintf("%s, %d queued", state, a.QueueLen())
 	})
-	eventually(t, "a dropped east from memory", func() (bool, string) {
+	testutil.EventuallyWhy(t, "a dropped east from memory", func() (bool, string) {
 		_, ierr := a.GetInput(ctx, "east")
 		outs, oerr := a.ListOutputs(ctx, "east")
 		return errors.Is(ierr, store.ErrNotFound) && oerr == nil && len(outs) == 0, fmt.Sprintf("input: %v; outputs %d, %v", ierr, len(outs), oerr)

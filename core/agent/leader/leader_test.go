@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -58,15 +60,6 @@ func campaign(t *testing.T, k *testenv.Kube, ns, name string, events *[]string, 
 	return e
 }
 
-func wait(t *testing.T, what string, ch <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("%s: not within %v", what, waitTimeout)
-	}
-}
-
 func TestFailover(t *testing.T) {
 	k := testenv.SharedKube(t)
 	ns := k.CreateNamespace(t)
@@ -77,22 +70,15 @@ func TestFailover(t *testing.T) {
 	// The lease is long enough that a takeover within it can only come
 	// from the release, not from expiry.
 	a := campaign(t, k, ns, "a", &events, &mu, 30*time.Second, 10*time.Second)
-	wait(t, "a leads", a.leading)
+	testutil.Receive(t, "a leads", a.leading)
 	b := campaign(t, k, ns, "b", &events, &mu, 30*time.Second, 10*time.Second)
 
 	// b follows while a leads: the Lease names a.
 	cs := kubernetes.NewForConfigOrDie(k.Config())
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testutil.EventuallyWhy(t, "the Lease is held by a", func() (bool, string) {
 		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), "agent", metav1.GetOptions{})
-		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "a" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Lease not held by a: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "a", fmt.Sprint(err)
+	})
 	select {
 	case <-b.leading:
 		t.Fatal("b leads while a holds the Lease")
@@ -106,7 +92,7 @@ func TestFailover(t *testing.T) {
 	if err := <-a.done; err != nil {
 		t.Errorf("a: Run() = %v, want nil after cancel", err)
 	}
-	wait(t, "b leads after a stops", b.leading)
+	testutil.Receive(t, "b leads after a stops", b.leading)
 	if took := time.Since(start); took >= 30*time.Second {
 		t.Errorf("takeover took %v, want well under the lease duration", took)
 	}
@@ -133,7 +119,7 @@ func TestLostLeadership(t *testing.T) {
 		events []string
 	)
 	a := campaign(t, k, ns, "a", &events, &mu, 3*time.Second, 2*time.Second)
-	wait(t, "a leads", a.leading)
+	testutil.Receive(t, "a leads", a.leading)
 
 	// Someone else takes the Lease: a's run is cancelled and Run says so.
 	cs := kubernetes.NewForConfigOrDie(k.Config())
@@ -151,7 +137,7 @@ func TestLostLeadership(t *testing.T) {
 			break
 		}
 	}
-	wait(t, "a's run is cancelled", a.stopped)
+	testutil.Receive(t, "a's run is cancelled", a.stopped)
 	select {
 	case err := <-a.done:
 		if !errors.Is(err, ErrLost) {

@@ -19,11 +19,10 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-const waitTimeout = 60 * time.Second
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -138,18 +137,6 @@ func get(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, n
 		t.Fatalf("get %s %s/%s: %v", gvr.Resource, ns, name, err)
 	}
 	return u
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func weightOf(u *unstructured.Unstructured) int64 {
@@ -316,7 +303,7 @@ func TestKubeDriftCorrected(t *testing.T) {
 		t.Fatalf("Apply() errors = %v", errs)
 	}
 	// Wait until the sink watches VirtualServices, then edit by hand.
-	eventually(t, "the sink watches VirtualServices", func() bool {
+	testutil.Eventually(t, "the sink watches VirtualServices", func() bool {
 		_, ok := s.cached(vsGVR, ns, "reviews")
 		return ok
 	})
@@ -334,24 +321,24 @@ func TestKubeDriftCorrected(t *testing.T) {
 	if _, err := dyn.Resource(vsGVR).Namespace(ns).Update(ctx, vs, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the edit is reverted", func() bool {
+	testutil.Eventually(t, "the edit is reverted", func() bool {
 		u := get(t, dyn, vsGVR, ns, "reviews")
 		return u != nil && weightOf(u) == 80
 	})
 	// The counter moves once the correcting apply returned.
-	eventually(t, "the correction to be counted", func() bool { return driftCount(t, reg) >= 1 })
+	testutil.Eventually(t, "the correction to be counted", func() bool { return driftCount(t, reg) >= 1 })
 
 	// Deleted by hand: recreated.
 	before := driftCount(t, reg)
 	if err := dyn.Resource(vsGVR).Namespace(ns).Delete(ctx, "reviews", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted object is recreated", func() bool { return get(t, dyn, vsGVR, ns, "reviews") != nil })
-	eventually(t, "the recreation to be counted", func() bool { return driftCount(t, reg) > before })
+	testutil.Eventually(t, "the deleted object is recreated", func() bool { return get(t, dyn, vsGVR, ns, "reviews") != nil })
+	testutil.Eventually(t, "the recreation to be counted", func() bool { return driftCount(t, reg) > before })
 
 	// Applying the same snapshot again writes nothing: no drift either.
 	rv := get(t, dyn, vsGVR, ns, "reviews").GetResourceVersion()
-	eventually(t, "the watch sees the recreated object", func() bool {
+	testutil.Eventually(t, "the watch sees the recreated object", func() bool {
 		u, ok := s.cached(vsGVR, ns, "reviews")
 		return ok && u.GetResourceVersion() == rv
 	})
@@ -408,15 +395,15 @@ spec:
 			t.Errorf("delete CRD: %v", err)
 			return
 		}
-		eventually(t, "the CRD to be gone", func() bool {
+		testutil.Eventually(t, "the CRD to be gone", func() bool {
 			_, err := crds.Get(context.Background(), name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		})
 	})
-	eventually(t, "the TrafficPolicy is applied after its CRD is installed", func() bool {
+	testutil.Eventually(t, "the TrafficPolicy is applied after its CRD is installed", func() bool {
 		return get(t, dyn, tpGVR, ns, "reviews-timeout") != nil
 	})
-	eventually(t, "the success is reported", func() bool {
+	testutil.Eventually(t, "the success is reported", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(reports) > 0 && reports[len(reports)-1] == nil

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	xdsapi "github.com/meshrelay/meshrelay/api/xds"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -231,23 +233,12 @@ func TestEndToEnd(t *testing.T) {
 		apply(fleet(false), bad...)
 		client.send(t, "xds:///nack.test /shop.Reviews/Get 1")
 		want := fmt.Sprintf("frontend %s [nack.test]", xdsapi.ListenerType)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testutil.EventuallyWhy(t, "the NACK "+want, func() (bool, string) {
 			nackMu.Lock()
 			got := append([]string(nil), nacks...)
 			nackMu.Unlock()
-			found := false
-			for _, n := range got {
-				found = found || n == want
-			}
-			if found {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("NACKs = %q, want %q", got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return slices.Contains(got, want), fmt.Sprintf("NACKs = %q", got)
+		})
 		var r callResult
 		client.read(t, &r, 30*time.Second)
 	})
@@ -543,17 +534,13 @@ func (p *proc) call(t *testing.T, cmd string) callResult {
 // await repeats cmd until ok accepts its result, for at most a minute.
 func (p *proc) await(ctx context.Context, t *testing.T, cmd string, ok func(callResult) bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.EventuallyWhy(t, fmt.Sprintf("%q", cmd), func() (bool, string) {
 		r := p.call(t, cmd)
-		if ok(r) {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			t.Fatalf("%q: last result %+v", cmd, r)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok(r), fmt.Sprintf("last result %+v", r)
+	})
 }
 
 type syncBuffer struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
@@ -215,22 +217,16 @@ func TestStateOfTheWorldAndNack(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got []nack
+	testutil.EventuallyWhy(t, "one NACK", func() (bool, string) {
 		mu.Lock()
-		got := append([]nack(nil), nacks...)
+		got = append([]nack(nil), nacks...)
 		mu.Unlock()
-		if len(got) == 1 {
-			want := nack{"frontend", xdsapi.ClusterType, []string{"vd|ratings.global|80", "vd|reviews.global|9080"}}
-			if got[0].node != want.node || got[0].typeURL != want.typeURL || strings.Join(got[0].names, ",") != strings.Join(want.names, ",") {
-				t.Errorf("NACK = %+v, want %+v", got[0], want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("NACKs = %+v, want one", got)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(got) == 1, fmt.Sprintf("NACKs = %+v", got)
+	})
+	want := nack{"frontend", xdsapi.ClusterType, []string{"vd|ratings.global|80", "vd|reviews.global|9080"}}
+	if got[0].node != want.node || got[0].typeURL != want.typeURL || strings.Join(got[0].names, ",") != strings.Join(want.names, ",") {
+		t.Errorf("NACK = %+v, want %+v", got[0], want)
 	}
 
 	// The server answers a NACK with what it has; acknowledge that.

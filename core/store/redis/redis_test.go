@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // newStore connects a store to server with the given replica ID and closes
@@ -61,17 +63,10 @@ func TestWatchResyncAfterRestart(t *testing.T) {
 	waitFor(t, events, func(e store.Event) bool { return e.Kind == store.EventResync })
 	// b's connection pool recovers by itself; retry its write until Redis
 	// accepts it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyWhy(t, "PutInput after restart", func() (bool, string) {
 		err := b.PutInput(ctx, "east", storetest.Snap(t, 1, "x", 1))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PutInput after restart: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	waitFor(t, events, func(e store.Event) bool {
 		return e.Kind == store.EventInput && e.Cluster == "east" && e.Replica == "b"
 	})
