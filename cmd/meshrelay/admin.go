@@ -2,21 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 )
 
 // maxAdminResponse bounds an admin API answer the CLI reads: large enough
@@ -43,39 +36,15 @@ func (f *adminFlags) add(cmd *cobra.Command) {
 
 // client connects to the admin API and returns a context carrying the token.
 func (f *adminFlags) client(ctx context.Context) (relayv1.AdminClient, context.Context, func(), error) {
-	tok, err := os.ReadFile(f.tokenFile)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read admin token: %w", err)
-	}
-	var creds credentials.TransportCredentials
-	if f.insecure {
-		if !pki.IsLoopbackAddr(f.server) {
-			return nil, nil, nil, fmt.Errorf("--insecure needs a loopback --server, not %q: the admin token would cross the network in plain text", f.server)
-		}
-		creds = insecure.NewCredentials()
-	} else {
-		data, err := os.ReadFile(f.caFile)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("read CA bundle: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, nil, nil, fmt.Errorf("CA bundle %s holds no certificate", f.caFile)
-		}
-		name := f.serverName
-		if name == "" {
-			name, _, _ = net.SplitHostPort(f.server)
-		}
-		creds = credentials.NewTLS(pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: name}))
-	}
-	conn, err := grpc.NewClient(f.server, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAdminResponse)))
+	c, err := adminclient.Dial(adminclient.Options{
+		Addr: f.server, CAFile: f.caFile, ServerName: f.serverName, TokenFile: f.tokenFile,
+		Insecure: f.insecure, MaxResponse: maxAdminResponse,
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	return relayv1.NewAdminClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+	ctx, cancel := context.WithTimeout(c.Context(ctx), f.timeout)
+	return c, ctx, func() { cancel(); c.Close() }, nil
 }
 
 func newClusterCommand() *cobra.Command {

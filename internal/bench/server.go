@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -17,13 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/store"
 	storeredis "github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // serverProcess is one `meshrelay server` child: a replica.
@@ -263,36 +258,23 @@ func (p *serverProcess) waitReady(ctx context.Context, timeout time.Duration) er
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the server was not ready within %s; see %s", timeout, p.logPath)
 		}
-		ca, err := os.ReadFile(p.caBundle)
-		if err != nil {
-			continue
-		}
-		tok, err := os.ReadFile(p.adminToken)
-		if err != nil || len(bytes.TrimSpace(tok)) == 0 {
-			continue
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			continue
-		}
-		conn, err := grpc.NewClient(p.relay,
-			grpc.WithTransportCredentials(credentials.NewTLS(
-				pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}))),
+		c, err := adminclient.Dial(adminclient.Options{
+			Addr: p.relay, CAFile: p.caBundle, ServerName: "127.0.0.1", TokenFile: p.adminToken,
 			// The fleet's status grows with the fleet.
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
+			MaxResponse: 1 << 30,
+		})
 		if err != nil {
-			return fmt.Errorf("dial server: %w", err)
+			continue // the token or the CA bundle is not written yet
 		}
-		actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		admin := relayv1.NewAdminClient(conn)
+		actx := c.Context(ctx)
 		cctx, cancel := context.WithTimeout(actx, 2*time.Second)
-		_, err = admin.GetStatus(cctx, &relayv1.GetStatusRequest{})
+		_, err = c.GetStatus(cctx, &relayv1.GetStatusRequest{})
 		cancel()
 		if err != nil {
-			conn.Close()
+			c.Close()
 			continue
 		}
-		p.admin, p.adminCtx, p.closeAdmin = admin, actx, func() { conn.Close() }
+		p.admin, p.adminCtx, p.closeAdmin = c, actx, func() { c.Close() }
 		return nil
 	}
 }

@@ -3,7 +3,6 @@ package demo
 import (
 	"cmp"
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,16 +23,13 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent/trust"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/meshrelay/meshrelay/core/engine"
-	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/ui"
+	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // Plugins are the translators the demo installs.
@@ -300,20 +296,11 @@ func pluginBinaries(ctx context.Context, opts Options, out string, say func(stri
 }
 
 func adminClient(ctx context.Context, srv *server.Server) (relayv1.AdminClient, context.Context, func(), error) {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(srv.CABundle())
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(
-		pki.ClientTLSConfig(pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}))))
+	c, err := adminclient.Dial(adminclient.Options{Addr: srv.Addr(), CABundle: srv.CABundle(), ServerName: "127.0.0.1", TokenFile: srv.AdminTokenPath()})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tok, err := os.ReadFile(srv.AdminTokenPath())
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, err
-	}
-	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	return relayv1.NewAdminClient(conn), actx, func() { conn.Close() }, nil
+	return c, c.Context(ctx), func() { c.Close() }, nil
 }
 
 type runner interface {

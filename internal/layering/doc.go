@@ -7,7 +7,8 @@
 //   - layers, lowest first: proto; api (and deploy); sdk and the test
 //     helpers internal/testenv, internal/testutil, internal/tcpproxy;
 //     core, plugins and examples; the tools internal/demo,
-//     internal/offline, internal/bench; cmd. Nothing imports a higher
+//     internal/offline, internal/bench and their admin API client
+//     internal/adminclient; cmd. Nothing imports a higher
 //     layer, and nothing imports cmd;
 //   - api imports only api and proto;
 //   - core never names a plugin package, and plugins and examples never

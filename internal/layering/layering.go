@@ -9,21 +9,22 @@ import (
 // layers ranks the module's packages by path prefix, lowest first; the
 // longest matching prefix counts.
 var layers = map[string]int{
-	"proto/":            0,
-	"api/":              1,
-	"deploy":            1,
-	"sdk":               2,
-	"internal/testenv":  2,
-	"internal/testutil": 2,
-	"internal/tcpproxy": 2,
-	"core/":             3,
-	"plugins/":          3,
-	"examples/":         3,
-	"internal/demo":     4,
-	"internal/offline":  4,
-	"internal/bench":    4,
-	"cmd/":              5,
-	"internal/layering": 5,
+	"proto/":               0,
+	"api/":                 1,
+	"deploy":               1,
+	"sdk":                  2,
+	"internal/testenv":     2,
+	"internal/testutil":    2,
+	"internal/tcpproxy":    2,
+	"core/":                3,
+	"plugins/":             3,
+	"examples/":            3,
+	"internal/demo":        4,
+	"internal/offline":     4,
+	"internal/bench":       4,
+	"internal/adminclient": 4,
+	"cmd/":                 5,
+	"internal/layering":    5,
 }
 
 // coreLayers ranks the packages inside core, lowest first.
