@@ -18,5 +18,9 @@
 //     engine; server and agent; ui. core/agent/... and core/server never
 //     import each other.
 //
-// [Check] applies the rules to one import; [Violations] to a graph.
+// [Check] applies the rules to one import; [Violations] to a graph. The
+// package's tests also check that CONTRIBUTING.md's layout table has a row
+// for every package and names only existing ones, and that every test
+// docs/architecture.md links (the failure contract's) exists in the file
+// it names.
 package layering
