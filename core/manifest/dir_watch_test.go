@@ -1,14 +1,12 @@
 package manifest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,24 +49,6 @@ func writeInPlace(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The poll interval and resync are an hour in these tests: only change
@@ -208,7 +188,7 @@ func TestDirWatchFallsBackToPolling(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			testutil.WriteFile(t, filepath.Join(dir, "a.yaml"), account("a"))
-			var logs syncBuffer
+			var logs testutil.Buffer
 			src := NewDir(dir, Options{Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			src.newWatcher = newWatcher
 			src.resync = time.Hour

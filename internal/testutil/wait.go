@@ -22,7 +22,12 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // [Timeout] with what it waited for and the last reason cond gave.
 func EventuallyWhy(t testing.TB, what string, cond func() (ok bool, why string)) {
 	t.Helper()
-	deadline := time.NewTimer(Timeout)
+	eventually(t, Timeout, what, cond)
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(PollInterval)
 	defer tick.Stop()
@@ -37,7 +42,7 @@ func EventuallyWhy(t testing.TB, what string, cond func() (ok bool, why string))
 			if why != "" {
 				why = ": " + why
 			}
-			t.Fatalf("%s: not within %v%s", what, Timeout, why)
+			t.Fatalf("%s: not within %v%s", what, timeout, why)
 		}
 	}
 }

@@ -462,7 +462,7 @@ func startHelper(ctx context.Context, t *testing.T, bin, bootstrapFile string, a
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "GRPC_XDS_BOOTSTRAP="+bootstrapFile, "GRPC_GO_LOG_SEVERITY_LEVEL=error")
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -541,23 +541,6 @@ func (p *proc) await(ctx context.Context, t *testing.T, cmd string, ok func(call
 		}
 		return ok(r), fmt.Sprintf("last result %+v", r)
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // testPKI holds the files of a throwaway CA, a server certificate for the
