@@ -209,18 +209,15 @@ func (r Resource) Object() (map[string]any, error) {
 }
 
 func idOf(obj map[string]any) (ID, error) {
-	apiVersion, _ := obj["apiVersion"].(string)
-	kind, _ := obj["kind"].(string)
+	var h Header
+	h.APIVersion, _ = obj["apiVersion"].(string)
+	h.Kind, _ = obj["kind"].(string)
 	meta, _ := obj["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	namespace, _ := meta["namespace"].(string)
-	if apiVersion == "" {
-		return ID{}, fmt.Errorf("object %q of kind %q has no apiVersion", name, kind)
+	h.Metadata.Name, _ = meta["name"].(string)
+	h.Metadata.Namespace, _ = meta["namespace"].(string)
+	if h.APIVersion == "" {
+		return ID{}, fmt.Errorf("object %q of kind %q has no apiVersion", h.Metadata.Name, h.Kind)
 	}
-	group, version, found := strings.Cut(apiVersion, "/")
-	if !found {
-		group, version = "", apiVersion
-	}
-	id := ID{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name}
+	id := h.ID()
 	return id, id.Validate()
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -196,25 +195,14 @@ func resourcesOf(objs []json.RawMessage) ([]snapshot.Resource, error) {
 // resourceOf returns a fixture's object as a resource, its body as
 // written.
 func resourceOf(obj json.RawMessage) (snapshot.Resource, error) {
-	var m struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(obj, &m); err != nil {
+	h, err := snapshot.DecodeHeader(obj)
+	if err != nil {
 		return snapshot.Resource{}, fmt.Errorf("decode object: %w", err)
 	}
-	if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
+	if h.APIVersion == "" || h.Kind == "" || h.Metadata.Name == "" {
 		return snapshot.Resource{}, fmt.Errorf("object needs apiVersion, kind and metadata.name: %s", obj)
 	}
-	group, version, ok := strings.Cut(m.APIVersion, "/")
-	if !ok {
-		group, version = "", m.APIVersion
-	}
-	id := snapshot.ID{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}
+	id := h.ID()
 	return snapshot.Resource{ID: id, Body: obj, Hash: sha256.Sum256(obj)}, nil
 }
 

@@ -144,15 +144,8 @@ func (a *assembly) unchanged(r snapshot.Resource) bool {
 
 // checkBody checks that a body is a Kubernetes object matching its ID.
 func checkBody(r snapshot.Resource) error {
-	var obj struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(r.Body, &obj); err != nil {
+	obj, err := snapshot.DecodeHeader(r.Body)
+	if err != nil {
 		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
 			return fmt.Errorf("%s: body is not valid JSON: %w", r.ID, err)
 		}
