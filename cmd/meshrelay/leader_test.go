@@ -16,6 +16,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/plugins/istio"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -153,21 +154,15 @@ spec:
 			t.Logf("agent %s log:\n%s", id, data)
 		}
 	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				dump()
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump()
 		}
-	}
+	})
 
 	a := start("a")
-	wait("agent a to lead", func() bool { return holder() == "a" })
-	wait("the leader to apply VirtualServices", func() bool { return len(owned()) > 0 })
+	testutil.Eventually(t, "agent a to lead", func() bool { return holder() == "a" })
+	testutil.Eventually(t, "the leader to apply VirtualServices", func() bool { return len(owned()) > 0 })
 	before := owned()
 	start("b")
 	// A follower does nothing but wait for the lease: it has not even
@@ -180,12 +175,12 @@ spec:
 	if err := a.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	wait("agent b to take over", func() bool { return holder() == "b" })
-	wait("the new leader to register", func() bool { _, err := os.Stat(bCert); return err == nil })
+	testutil.Eventually(t, "agent b to take over", func() bool { return holder() == "b" })
+	testutil.Eventually(t, "the new leader to register", func() bool { _, err := os.Stat(bCert); return err == nil })
 
 	// b applies what changes next.
 	writePolicy(strings.Replace(strings.Replace(traffic, "weight: 50", "weight: 40", 1), "weight: 50", "weight: 60", 1))
-	wait("b to apply the edited weights", func() bool {
+	testutil.Eventually(t, "b to apply the edited weights", func() bool {
 		list, err := dyn.Resource(vsGVR).Namespace("bookinfo").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false

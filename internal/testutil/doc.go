@@ -10,6 +10,7 @@
 //	s := c.WaitFor(t, "bookinfo is read", func(s *snapshot.Snapshot) bool { … })
 //
 // Every wait fails the test after [Timeout] (a minute: the machines that
-// run the tests may be busy) with what it waited for; none sleeps longer
-// than [PollInterval] between looks. Tests never wait a fixed time.
+// run the tests may be busy) with what it waited for; Eventually looks
+// again after [PollInterval], then less often, up to [MaxPollInterval].
+// Tests never wait a fixed time.
 package testutil

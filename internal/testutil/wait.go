@@ -8,8 +8,14 @@ import (
 // Timeout is how long a wait lasts before it fails the test.
 const Timeout = 60 * time.Second
 
-// PollInterval is how often Eventually looks at its condition.
-const PollInterval = 10 * time.Millisecond
+// PollInterval is how long Eventually first waits between looks at its
+// condition; the wait grows by half each look up to MaxPollInterval, so a
+// quick condition is seen at once and a slow one (a call to an API
+// server) does not load the machine.
+const (
+	PollInterval    = 10 * time.Millisecond
+	MaxPollInterval = 50 * time.Millisecond
+)
 
 // Eventually polls cond until it holds, failing the test after [Timeout]
 // with what it waited for.
@@ -29,7 +35,8 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(PollInterval)
+	interval := PollInterval
+	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	for {
 		ok, why := cond()
@@ -38,6 +45,8 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 		}
 		select {
 		case <-tick.C:
+			interval = min(interval*3/2, MaxPollInterval)
+			tick.Reset(interval)
 		case <-deadline.C:
 			if why != "" {
 				why = ": " + why
