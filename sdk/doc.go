@@ -74,6 +74,17 @@
 // splits large messages. Translate should be a pure function of the request:
 // the same fleet gives the same outputs.
 //
+// # What a translator declares
+//
+// [Description] says what the host and the agents obey. Meshes lists the
+// backends that need their mesh: such a backend has work only in clusters
+// where discovery found a mesh of the same name (the istio, envoy and
+// cilium plugins declare theirs), and the translator is not called while
+// no cluster has one; any other backend runs for every cluster. Every
+// mesh must be one of Backends, and OutputKinds must be "group/Kind"
+// (at most 256): [Serve] refuses a translator that declares otherwise,
+// and the host refuses a plugin that describes itself so.
+//
 // Optional capabilities are found by type assertion: a translator that also
 // implements [PolicyValidator] gets to refuse policies it cannot serve before
 // Translate sees them.

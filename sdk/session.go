@@ -643,7 +643,7 @@ func diagnosticToProto(d Diagnostic) *translatorv1.Diagnostic {
 
 // describeToProto converts a description.
 func describeToProto(d Description) *translatorv1.DescribeResponse {
-	return &translatorv1.DescribeResponse{Name: d.Name, Version: d.Version, Backends: d.Backends, InputKinds: d.InputKinds, OutputKinds: d.OutputKinds}
+	return &translatorv1.DescribeResponse{Name: d.Name, Version: d.Version, Backends: d.Backends, Meshes: d.Meshes, InputKinds: d.InputKinds, OutputKinds: d.OutputKinds}
 }
 
 // validateDescription checks what the host relies on.
@@ -659,6 +659,9 @@ func validateDescription(d Description) error {
 		if b == "" {
 			errs = append(errs, "empty backend name")
 		}
+	}
+	if err := protocol.CheckDeclaration(d.Backends, d.Meshes, d.OutputKinds); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid description of translator %q: %s", d.Name, strings.Join(errs, ", "))

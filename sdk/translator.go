@@ -33,13 +33,20 @@ type Description struct {
 	Name string
 	// Version is the plugin's own version.
 	Version string
-	// Backends are the backends the translator produces outputs for. A
-	// translator runs when some cluster of the fleet has one of them.
+	// Backends are the backends the translator produces outputs for.
 	Backends []string
+	// Meshes are those of Backends that need their mesh: such a backend
+	// has work only in clusters where discovery found a mesh of the same
+	// name (a discovery.meshrelay.io Mesh of that type, such as "istio"),
+	// and the translator is not called while no cluster has one. A
+	// backend not listed here (a plain NetworkPolicy backend, say) runs
+	// for every cluster.
+	Meshes []string
 	// InputKinds are the kinds the translator reads, as "group/Kind"
 	// ("/Service" for the core group). Informational.
 	InputKinds []string
-	// OutputKinds are the kinds the translator emits, as "group/Kind".
+	// OutputKinds are every kind the translator may emit, as "group/Kind"
+	// ("/Service" for the core group), at most 256.
 	OutputKinds []string
 }
 

@@ -321,7 +321,7 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	outcomes := make([]outcome, len(e.translators))
 	var g errgroup.Group
 	for i, ts := range e.translators {
-		if !runs(ts.t.Backends(), active) && len(ts.seen) == 0 {
+		if !runs(ts.t.Backends(), ts.t.Meshes(), active) && len(ts.seen) == 0 {
 			continue
 		}
 		if ts.lastErr != nil && time.Since(ts.failedAt) < ts.backoff {
@@ -506,9 +506,6 @@ func Meshes(s *snapshot.Snapshot) []string {
 	return slices.Compact(out)
 }
 
-// knownMeshes are the backends that run only where discovery finds their mesh.
-var knownMeshes = map[string]bool{discoveryapi.MeshIstio: true, discoveryapi.MeshCilium: true, discoveryapi.MeshEnvoy: true}
-
 func activeBackends(view map[string]clusterState) map[string]bool {
 	active := map[string]bool{}
 	for _, cs := range view {
@@ -520,11 +517,12 @@ func activeBackends(view map[string]clusterState) map[string]bool {
 }
 
 // runs reports whether a translator with these backends has work: one of
-// its backends is a mesh found in the fleet, or a backend that is not a
-// mesh (a custom backend such as plain NetworkPolicy runs everywhere).
-func runs(backends []string, active map[string]bool) bool {
+// its backends is a mesh found in the fleet, or a backend that does not
+// need its mesh (meshes lists those that do): a custom backend such as
+// plain NetworkPolicy runs everywhere.
+func runs(backends, meshes []string, active map[string]bool) bool {
 	for _, b := range backends {
-		if active[b] || !knownMeshes[b] {
+		if active[b] || !slices.Contains(meshes, b) {
 			return true
 		}
 	}

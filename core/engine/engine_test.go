@@ -36,6 +36,17 @@ func newCounter(backend string) *counter {
 func (c *counter) Name() string       { return "counter-" + c.backend }
 func (c *counter) Backends() []string { return []string{c.backend} }
 
+// Meshes declares the backend a mesh, as the Istio and Cilium translators
+// do, except the custom backend netpol, which runs for every cluster.
+func (c *counter) Meshes() []string {
+	if c.backend == "netpol" {
+		return nil
+	}
+	return []string{c.backend}
+}
+
+func (c *counter) OutputKinds() []string { return []string{"/ConfigMap"} }
+
 func (c *counter) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

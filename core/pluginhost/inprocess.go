@@ -19,6 +19,7 @@ import (
 type Linked struct {
 	name     string
 	backends []string
+	decl     declared
 	client   translatorv1.TranslatorClient
 	stop     func()
 	logger   *slog.Logger
@@ -45,10 +46,12 @@ func InProcess(t sdk.Translator, logger *slog.Logger) (*Linked, error) {
 	}
 	backends := slices.Clone(d.Backends)
 	slices.Sort(backends)
-	return &Linked{
+	l := &Linked{
 		name: d.Name, backends: backends, client: translatorv1.NewTranslatorClient(conn), stop: stop,
 		logger: logger.With("plugin", d.Name, "version", d.Version),
-	}, nil
+	}
+	l.decl.set(d.Meshes, d.OutputKinds)
+	return l, nil
 }
 
 // Name returns the translator's name.
@@ -56,6 +59,12 @@ func (l *Linked) Name() string { return l.name }
 
 // Backends returns the translator's backends.
 func (l *Linked) Backends() []string { return slices.Clone(l.backends) }
+
+// Meshes returns the backends the translator declares need their mesh.
+func (l *Linked) Meshes() []string { m, _ := l.decl.get(); return m }
+
+// OutputKinds returns the kinds the translator declares it emits.
+func (l *Linked) OutputKinds() []string { _, k := l.decl.get(); return k }
 
 // Translate sends the update; see [Translator].
 func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {

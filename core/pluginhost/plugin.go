@@ -23,6 +23,7 @@ type Plugin struct {
 	path   string
 	opts   Options
 	logger *slog.Logger
+	decl   declared
 
 	mu     sync.Mutex
 	closed bool
@@ -45,7 +46,9 @@ func newPlugin(dir string, e Entry, opts Options, logger *slog.Logger) *Plugin {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)
 	}
-	return &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version)}
+	p := &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version)}
+	p.decl.set(e.Meshes, e.OutputKinds)
+	return p
 }
 
 // Name returns the plugin's name from the lock file.
@@ -53,6 +56,35 @@ func (p *Plugin) Name() string { return p.entry.Name }
 
 // Backends returns the plugin's backends from the lock file.
 func (p *Plugin) Backends() []string { return slices.Clone(p.entry.Backends) }
+
+// Meshes returns the backends the plugin declares need their mesh: from
+// the lock file until the plugin starts, then from its Describe answer.
+// It never waits for a call in flight.
+func (p *Plugin) Meshes() []string { m, _ := p.decl.get(); return m }
+
+// OutputKinds returns the kinds the plugin declares it emits, from the
+// lock file until the plugin starts, then from its Describe answer. It
+// never waits for a call in flight.
+func (p *Plugin) OutputKinds() []string { _, k := p.decl.get(); return k }
+
+// declared holds what a plugin declares beside its backends, behind its
+// own lock so that reading it never waits for a translation.
+type declared struct {
+	mu            sync.Mutex
+	meshes, kinds []string
+}
+
+func (d *declared) set(meshes, kinds []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.meshes, d.kinds = sortedSet(meshes), sortedSet(kinds)
+}
+
+func (d *declared) get() (meshes, kinds []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.meshes), slices.Clone(d.kinds)
+}
 
 // Entry returns the plugin's lock file entry.
 func (p *Plugin) Entry() Entry { return p.entry }
@@ -179,6 +211,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %q: the binary describes itself as %q", p.entry.Name, proc.desc.GetName())
 	}
 	p.logger.Info("plugin started", "protocol", proc.version)
+	p.decl.set(proc.desc.GetMeshes(), proc.desc.GetOutputKinds())
 	p.setProc(proc)
 	return nil
 }

@@ -220,3 +220,10 @@ func (p *process) backends() []string {
 	slices.Sort(b)
 	return b
 }
+
+// sortedSet returns ss sorted, without duplicates, in a new slice.
+func sortedSet(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -25,6 +25,13 @@ type Translator interface {
 	Name() string
 	// Backends returns the backends the plugin produces outputs for.
 	Backends() []string
+	// Meshes returns those of the backends the plugin declares need their
+	// mesh: they have work only in clusters where discovery found a mesh
+	// of the same name.
+	Meshes() []string
+	// OutputKinds returns the kinds the plugin declares it emits, as
+	// "group/Kind".
+	OutputKinds() []string
 	// Translate sends an update and returns the outputs that changed and
 	// every current diagnostic. It returns ErrNeedFull (nothing was sent)
 	// when the update must be resent in full; an error wrapping

@@ -40,6 +40,10 @@ func newEcho() *echo {
 
 func (e *echo) Name() string       { return "echo" }
 func (e *echo) Backends() []string { return []string{"test"} }
+func (e *echo) Meshes() []string   { return nil }
+
+// OutputKinds declares nothing: the echoed inputs are of any kind.
+func (e *echo) OutputKinds() []string { return nil }
 
 func (e *echo) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	e.mu.Lock()

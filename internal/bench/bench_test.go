@@ -46,6 +46,10 @@ func newMirror() *mirror { return &mirror{inputs: map[string]map[snapshot.ID]sna
 
 func (m *mirror) Name() string       { return "mirror" }
 func (m *mirror) Backends() []string { return []string{"test"} }
+func (m *mirror) Meshes() []string   { return nil }
+
+// OutputKinds declares nothing: the mirrored inputs are of any kind.
+func (m *mirror) OutputKinds() []string { return nil }
 
 func (m *mirror) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	if u.Full {

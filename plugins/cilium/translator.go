@@ -29,6 +29,7 @@ func (*Translator) Describe() sdk.Description {
 		Name:       "cilium",
 		Version:    "0.1.0",
 		Backends:   []string{Backend},
+		Meshes:     []string{Backend},
 		InputKinds: []string{"/Service", "/Namespace", "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "discovery.k8s.io/EndpointSlice"},
 		OutputKinds: []string{
 			"cilium.io/" + KindNetworkPolicy, "cilium.io/" + KindClusterwidePolicy, "cilium.io/" + KindEnvoyConfig, "/Service",

@@ -39,6 +39,7 @@ func (*Translator) Describe() sdk.Description {
 		Name:     "envoy",
 		Version:  "0.1.0",
 		Backends: []string{Backend},
+		Meshes:   []string{Backend},
 		InputKinds: []string{
 			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "apps/Deployment", "apps/StatefulSet",
 			"apps/DaemonSet", discoveryapi.Group + "/Mesh",

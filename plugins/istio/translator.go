@@ -35,6 +35,7 @@ func (t *Translator) Describe() sdk.Description {
 		Name:     Name,
 		Version:  Version,
 		Backends: []string{Backend},
+		Meshes:   []string{Backend},
 		InputKinds: []string{
 			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "/ServiceAccount",
 			"apps/Deployment", "apps/StatefulSet", "apps/DaemonSet",

@@ -122,8 +122,13 @@ type DescribeResponse struct {
 	Backends []string `protobuf:"bytes,3,rep,name=backends,proto3" json:"backends,omitempty"`
 	// input_kinds are the kinds the plugin reads, as "group/Kind" ("/Service" for core).
 	InputKinds []string `protobuf:"bytes,4,rep,name=input_kinds,json=inputKinds,proto3" json:"input_kinds,omitempty"`
-	// output_kinds are the kinds the plugin emits.
-	OutputKinds   []string `protobuf:"bytes,5,rep,name=output_kinds,json=outputKinds,proto3" json:"output_kinds,omitempty"`
+	// output_kinds are every kind the plugin may emit, as "group/Kind", at
+	// most 256.
+	OutputKinds []string `protobuf:"bytes,5,rep,name=output_kinds,json=outputKinds,proto3" json:"output_kinds,omitempty"`
+	// meshes are those of the backends that have work only in clusters where
+	// discovery found a mesh of the same name; the others run for every
+	// cluster.
+	Meshes        []string `protobuf:"bytes,6,rep,name=meshes,proto3" json:"meshes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,6 +194,13 @@ func (x *DescribeResponse) GetInputKinds() []string {
 func (x *DescribeResponse) GetOutputKinds() []string {
 	if x != nil {
 		return x.OutputKinds
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetMeshes() []string {
+	if x != nil {
+		return x.Meshes
 	}
 	return nil
 }
@@ -957,14 +969,15 @@ var File_translator_v1_translator_proto protoreflect.FileDescriptor
 const file_translator_v1_translator_proto_rawDesc = "" +
 	"\n" +
 	"\x1etranslator/v1/translator.proto\x12\x17meshrelay.translator.v1\x1a\x1asnapshot/v1/snapshot.proto\"\x11\n" +
-	"\x0fDescribeRequest\"\xa0\x01\n" +
+	"\x0fDescribeRequest\"\xb8\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bbackends\x18\x03 \x03(\tR\bbackends\x12\x1f\n" +
 	"\vinput_kinds\x18\x04 \x03(\tR\n" +
 	"inputKinds\x12!\n" +
-	"\foutput_kinds\x18\x05 \x03(\tR\voutputKinds\"\x94\x02\n" +
+	"\foutput_kinds\x18\x05 \x03(\tR\voutputKinds\x12\x16\n" +
+	"\x06meshes\x18\x06 \x03(\tR\x06meshes\"\x94\x02\n" +
 	"\x10TranslateRequest\x126\n" +
 	"\x05begin\x18\x01 \x01(\v2\x1e.meshrelay.translator.v1.BeginH\x00R\x05begin\x12A\n" +
 	"\acluster\x18\x02 \x01(\v2%.meshrelay.translator.v1.ClusterInputH\x00R\acluster\x12C\n" +

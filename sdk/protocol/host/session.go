@@ -152,7 +152,7 @@ func idsToProto(ids []snapshot.ID) []*snapshotv1.ResourceID {
 }
 
 // Describe asks a plugin what it is, and refuses an answer without a name
-// or backends.
+// or backends, or with a declaration CheckDeclaration refuses.
 func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*translatorv1.DescribeResponse, error) {
 	d, err := client.Describe(ctx, &translatorv1.DescribeRequest{})
 	if err != nil {
@@ -160,6 +160,9 @@ func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*trans
 	}
 	if d.GetName() == "" || len(d.GetBackends()) == 0 {
 		return nil, fmt.Errorf("describe: %w: the plugin gave no name or no backends", ErrProtocol)
+	}
+	if err := protocol.CheckDeclaration(d.GetBackends(), d.GetMeshes(), d.GetOutputKinds()); err != nil {
+		return nil, fmt.Errorf("describe: %w: plugin %q declares %w", ErrProtocol, d.GetName(), err)
 	}
 	return d, nil
 }

@@ -12,6 +12,10 @@
 // that is not JSON), noname (an output without a name), ghost (an output
 // for a cluster not in the view), huge (one 70 MB message), big-N (N MB of
 // outputs, split into parts).
+//
+// A raw plugin named "meshy" declares its backend a mesh and ConfigMap
+// its output kind; one named "baddecl" declares an output kind that is not
+// "group/Kind".
 package main
 
 import (
@@ -71,7 +75,7 @@ func main() {
 type translator struct{}
 
 func (translator) Describe() sdk.Description {
-	return sdk.Description{Name: name, Version: "1.0.0", Backends: []string{"test"}}
+	return sdk.Description{Name: name, Version: "1.0.0", Backends: []string{"test"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
 func (translator) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
@@ -104,7 +108,14 @@ type server struct {
 }
 
 func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*translatorv1.DescribeResponse, error) {
-	return &translatorv1.DescribeResponse{Name: name, Version: "1.0.0", Backends: []string{"test"}}, nil
+	d := &translatorv1.DescribeResponse{Name: name, Version: "1.0.0", Backends: []string{"test"}}
+	switch name {
+	case "meshy":
+		d.Meshes, d.OutputKinds = []string{"test"}, []string{"/ConfigMap"}
+	case "baddecl":
+		d.OutputKinds = []string{"/ConfigMap", "apps/v1/Deployment"}
+	}
+	return d, nil
 }
 
 func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error {
