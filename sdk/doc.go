@@ -80,7 +80,11 @@
 // backends that need their mesh: such a backend has work only in clusters
 // where discovery found a mesh of the same name (the istio, envoy and
 // cilium plugins declare theirs), and the translator is not called while
-// no cluster has one; any other backend runs for every cluster. Every
+// no cluster has one; any other backend runs for every cluster.
+// OutputKinds lists every kind the translator may emit: the server sends
+// them to the agents with the outputs, and an agent prunes the objects it
+// owns of those kinds, also those left before it restarted (it keeps the
+// kinds in its state directory). Every
 // mesh must be one of Backends, and OutputKinds must be "group/Kind"
 // (at most 256): [Serve] refuses a translator that declares otherwise,
 // and the host refuses a plugin that describes itself so.

@@ -46,7 +46,11 @@ type Description struct {
 	// ("/Service" for the core group). Informational.
 	InputKinds []string
 	// OutputKinds are every kind the translator may emit, as "group/Kind"
-	// ("/Service" for the core group), at most 256.
+	// ("/Service" for the core group), at most 256. The agents prune by
+	// them: an agent looks for the objects of these kinds that it owns and
+	// no longer desires, also those left before it restarted, resolving
+	// each kind to a version its cluster serves. A kind left out is pruned
+	// only while the agent that applied it runs.
 	OutputKinds []string
 }
 

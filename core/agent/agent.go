@@ -65,6 +65,7 @@ type Agent struct {
 	nextVer  uint64
 	appliers map[string]*applier
 	received map[string]*snapshot.Snapshot // outputs as received, by backend
+	kinds    map[string][]string           // declared output kinds, by backend
 	queue    chan<- *relayv1.AgentMessage  // the current stream's send queue
 }
 
@@ -95,6 +96,7 @@ func New(opts Options, source Source, sinks map[string]Sink, logger *slog.Logger
 		nextVer:  uint64(time.Now().UnixMicro()),
 		appliers: map[string]*applier{},
 		received: map[string]*snapshot.Snapshot{},
+		kinds:    map[string][]string{},
 	}, nil
 }
 
@@ -103,6 +105,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.ensureCredentials(ctx); err != nil {
 		return err
 	}
+	a.loadKinds()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.source.Run(ctx, a.publish) })
 	g.Go(func() error { return a.renewLoop(ctx) })
@@ -478,6 +481,8 @@ func (a *Agent) handleOutput(ctx context.Context, out *relayv1.OutputSnapshot, a
 	if !complete {
 		return
 	}
+	// The kinds ride on the last part; they hold even if the delta fails.
+	a.declareKinds(backend, out.GetOutputKinds(), true)
 	a.mu.Lock()
 	base := a.received[backend]
 	a.mu.Unlock()

@@ -256,22 +256,28 @@ func (a *Agent) storeCertificate(keyPEM []byte, resp *relayv1.Certificate) error
 	if a.opts.StateDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(a.opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("keep certificate: %w", err)
-	}
 	for name, data := range map[string][]byte{keyFile: keyPEM, certFile: resp.GetChain(), caFile: resp.GetCaBundle()} {
 		if len(data) == 0 {
 			continue
 		}
-		tmp := filepath.Join(a.opts.StateDir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			return fmt.Errorf("keep certificate: %w", err)
-		}
-		if err := os.Rename(tmp, filepath.Join(a.opts.StateDir, name)); err != nil {
+		if err := a.keepState(name, data); err != nil {
 			return fmt.Errorf("keep certificate: %w", err)
 		}
 	}
 	return nil
+}
+
+// keepState writes one file of the state directory atomically, readable
+// by the agent only.
+func (a *Agent) keepState(name string, data []byte) error {
+	if err := os.MkdirAll(a.opts.StateDir, 0o700); err != nil {
+		return err
+	}
+	tmp := filepath.Join(a.opts.StateDir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(a.opts.StateDir, name))
 }
 
 // renewLoop renews the certificate at two thirds of its life.

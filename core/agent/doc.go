@@ -10,6 +10,14 @@
 // election (core/agent/leader). The agent sees them through the small
 // [Source] and [Sink] interfaces defined here.
 //
+// The server sends, with a backend's outputs, the kinds the backend's
+// plugins declare they emit. The agent keeps them in its state directory
+// and tells every [KindSink] (the kube sink) at start, before the server
+// answers, and whenever they change, so that pruning finds owned objects
+// of those kinds left before a restart. Kinds that are not "group/Kind",
+// more than 256 of them, or those of more than 64 backends are refused
+// with a warning; no kinds leave the previous ones.
+//
 // When the server is unreachable the agent keeps what is applied, keeps
 // discovering, and resyncs on reconnect: it resumes with a delta from the
 // last version the server holds whenever it still has that snapshot, and

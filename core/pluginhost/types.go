@@ -30,7 +30,8 @@ type Translator interface {
 	// of the same name.
 	Meshes() []string
 	// OutputKinds returns the kinds the plugin declares it emits, as
-	// "group/Kind".
+	// "group/Kind": the server sends them to the agents, which prune by
+	// them.
 	OutputKinds() []string
 	// Translate sends an update and returns the outputs that changed and
 	// every current diagnostic. It returns ErrNeedFull (nothing was sent)

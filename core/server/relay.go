@@ -31,6 +31,8 @@ type relay struct {
 type sent struct {
 	snap  *snapshot.Snapshot
 	prune bool
+	// kinds are the output kinds last sent for the backend.
+	kinds []string
 }
 
 // stream is one agent's Sync stream on this replica.
@@ -457,6 +459,8 @@ func (st *stream) sendOutputs() error {
 		backend string
 		delta   snapshot.Delta
 		next    sent
+		// kinds are sent with the last part when they changed.
+		kinds []string
 	}
 	var out []pending
 	for _, b := range backends {
@@ -465,18 +469,23 @@ func (st *stream) sendOutputs() error {
 		if o, ok := current[b]; ok {
 			want = o.Snapshot
 		}
-		if had && prev.snap.Hash() == want.Hash() && prev.prune == prune {
+		kinds := s.outputKinds(b)
+		if had && prev.snap.Hash() == want.Hash() && prev.prune == prune && slices.Equal(prev.kinds, kinds) {
 			continue
+		}
+		var newKinds []string
+		if !slices.Equal(prev.kinds, kinds) {
+			newKinds = kinds
 		}
 		var d snapshot.Delta
 		if had {
 			next := want.WithVersion(prev.snap.Version() + 1)
 			d = snapshot.Diff(prev.snap, next)
-			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune}})
+			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune, kinds: kinds}, kinds: newKinds})
 		} else {
 			next := want.WithVersion(max(want.Version(), 1))
 			d = snapshot.FullDelta(next)
-			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune}})
+			out = append(out, pending{backend: b, delta: d, next: sent{snap: next, prune: prune, kinds: kinds}, kinds: newKinds})
 		}
 	}
 	for _, p := range out {
@@ -492,6 +501,9 @@ func (st *stream) sendOutputs() error {
 				Delta:        snapshot.DeltaToProto(part, i < len(parts)-1),
 				PruneAllowed: prune,
 			}}}
+			if i == len(parts)-1 {
+				msg.GetOutput().OutputKinds = p.kinds
+			}
 			if err := st.send(msg); err != nil {
 				return err
 			}

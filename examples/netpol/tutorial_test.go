@@ -62,22 +62,8 @@ func TestTutorial(t *testing.T) {
 	for _, p := range host.Plugins() {
 		translators = append(translators, p)
 	}
-	policies := filepath.Join(work, "policies")
-	if err := os.MkdirAll(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(policies, "api.yaml"), []byte(tutorialPolicy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st := memory.New()
-	opts := server.DefaultOptions()
-	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", filepath.Join(work, "server")
-	srv, err := server.New(ctx, opts, server.Deps{Store: st, Translators: translators, Policies: server.NewDirPolicies(policies, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- srv.Run(ctx) }()
+	srv, st, _ := startServer(ctx, t, work, translators, nil)
+	done := make(chan error, 1)
 
 	// Register east and run its agent over the example's cluster directory.
 	token := register(t, st, "east")
@@ -115,7 +101,36 @@ func TestTutorial(t *testing.T) {
 	}
 	cancel()
 	<-done
-	<-done
+}
+
+// startServer runs a server on the memory store with translators and the
+// tutorial's policy in work/policies until the test ends (ctx must end
+// first); mod, when set, changes its options. It returns the server, its
+// store and the policy's file.
+func startServer(ctx context.Context, t *testing.T, work string, translators []pluginhost.Translator, mod func(*server.Options)) (*server.Server, store.Store, string) {
+	t.Helper()
+	policies := filepath.Join(work, "policies")
+	if err := os.MkdirAll(policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	policyFile := filepath.Join(policies, "api.yaml")
+	if err := os.WriteFile(policyFile, []byte(tutorialPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New()
+	opts := server.DefaultOptions()
+	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", filepath.Join(work, "server")
+	if mod != nil {
+		mod(&opts)
+	}
+	srv, err := server.New(ctx, opts, server.Deps{Store: st, Translators: translators, Policies: server.NewDirPolicies(policies, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { <-done })
+	return srv, st, policyFile
 }
 
 // register records a cluster with a token in the store, as `meshrelay

@@ -5,7 +5,10 @@
 //     (meshrelay-agent, forcing conflicts), labels what it owns
 //     (app.kubernetes.io/managed-by=meshrelay and meshrelay.io/backend) and
 //     stamps the server that decided it (annotation meshrelay.io/server). It
-//     prunes what it owns and is no longer desired, only when asked to, and
+//     prunes what it owns and is no longer desired, only when asked to, in
+//     the kinds it applied and those declared to it ([Kube.DeclareKinds]:
+//     the kinds the backend's plugins declare they emit, each resolved to
+//     the version the cluster serves), and
 //     never touches an object it does not own: an existing object without
 //     the managed-by label is reported, not taken over. Its Run corrects
 //     drift (owned objects edited or deleted by someone else are re-applied

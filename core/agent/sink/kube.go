@@ -90,6 +90,9 @@ type backendState struct {
 	// kinds are the resources ever applied for this backend, where pruning
 	// looks.
 	kinds map[schema.GroupVersionResource]bool
+	// declared are the kinds the backend's plugins declare they emit,
+	// where pruning looks too.
+	declared []snapshot.GroupKind
 }
 
 // watcher watches owned objects of one resource.

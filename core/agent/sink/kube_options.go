@@ -3,34 +3,13 @@ package sink
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
-
-// DefaultPruneKinds are the kinds the translators emit. Prune looks for
-// owned objects of these kinds too, not only of kinds applied since the sink
-// started, so objects left by an agent before its restart are found.
-var DefaultPruneKinds = []schema.GroupVersionKind{
-	{Group: "networking.istio.io", Version: "v1", Kind: "VirtualService"},
-	{Group: "networking.istio.io", Version: "v1", Kind: "DestinationRule"},
-	{Group: "networking.istio.io", Version: "v1", Kind: "ServiceEntry"},
-	{Group: "networking.istio.io", Version: "v1", Kind: "Gateway"},
-	{Group: "networking.istio.io", Version: "v1", Kind: "Sidecar"},
-	{Group: "networking.istio.io", Version: "v1alpha3", Kind: "EnvoyFilter"},
-	{Group: "security.istio.io", Version: "v1", Kind: "AuthorizationPolicy"},
-	{Group: "security.istio.io", Version: "v1", Kind: "PeerAuthentication"},
-	{Group: "security.istio.io", Version: "v1", Kind: "RequestAuthentication"},
-	{Group: "cilium.io", Version: "v2", Kind: "CiliumNetworkPolicy"},
-	{Group: "cilium.io", Version: "v2", Kind: "CiliumClusterwideNetworkPolicy"},
-	{Group: "cilium.io", Version: "v2", Kind: "CiliumEnvoyConfig"},
-	{Group: "cilium.io", Version: "v2", Kind: "CiliumClusterwideEnvoyConfig"},
-}
 
 // KubeOptions configures [Kube].
 type KubeOptions struct {
@@ -46,10 +25,6 @@ type KubeOptions struct {
 	// Registerer receives the sink's metrics; they are not registered when
 	// nil.
 	Registerer prometheus.Registerer
-	// PruneKinds are kinds searched for objects to prune beside those
-	// applied since the sink started; DefaultPruneKinds when nil. Kinds the
-	// cluster does not serve are skipped.
-	PruneKinds []schema.GroupVersionKind
 	// Report, when set, is called from Run with the results of resources
 	// retried or re-applied after drift, so that the caller can update the
 	// status it reported for Apply. A nil error means success.
@@ -67,9 +42,6 @@ func (o *KubeOptions) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.PruneKinds == nil {
-		o.PruneKinds = slices.Clone(DefaultPruneKinds)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,24 +21,57 @@ func ownedSelector(backend string) string {
 	return ManagedByLabel + "=" + ManagedByValue + "," + BackendLabel + "=" + backend
 }
 
-// prune deletes backend's objects that are not desired, in every resource
-// the backend applied and of every PruneKinds kind the cluster serves. It
-// returns the objects it failed to delete.
-func (k *Kube) prune(ctx context.Context, backend string) map[snapshot.ID]error {
+// DeclareKinds tells the sink the kinds backend's plugins declare they
+// emit, replacing those declared before: pruning looks for backend's
+// objects of these kinds too, in the version the cluster serves, so that
+// objects left before the agent restarted are found. Kinds the cluster
+// does not serve are skipped.
+func (k *Kube) DeclareKinds(backend string, kinds []snapshot.GroupKind) error {
+	if err := checkBackend(backend); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.backend(backend).declared = slices.Clone(kinds)
+	return nil
+}
+
+// pruneResources returns the resources where backend's objects may be: the
+// ones it applied and those of its declared kinds. pending says a declared
+// kind could not be looked up (discovery failed), so the prune must be
+// done again.
+func (k *Kube) pruneResources(backend string) (gvrs []schema.GroupVersionResource, pending bool) {
 	k.mu.Lock()
 	st := k.backend(backend)
 	set := maps.Clone(st.kinds)
-	desired := st.desired
+	declared := st.declared
 	k.mu.Unlock()
-	for _, gvk := range k.opts.PruneKinds {
-		m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err == nil {
+	for _, gk := range declared {
+		m, err := k.mapper.RESTMapping(schema.GroupKind{Group: gk.Group, Kind: gk.Kind})
+		switch {
+		case err == nil:
 			set[m.Resource] = true
+		case meta.IsNoMatchError(err):
+			// Not served: the cluster holds no object of it.
+		default:
+			k.log.Warn("look up a declared kind to prune", "backend", backend, "kind", gk.String(), "err", err)
+			pending = true
 		}
 	}
-	gvrs := slices.SortedFunc(maps.Keys(set), func(a, b schema.GroupVersionResource) int {
+	return slices.SortedFunc(maps.Keys(set), func(a, b schema.GroupVersionResource) int {
 		return strings.Compare(a.String(), b.String())
-	})
+	}), pending
+}
+
+// prune deletes backend's objects that are not desired, in every resource
+// the backend applied and of every declared kind the cluster serves. It
+// returns the objects it failed to delete.
+func (k *Kube) prune(ctx context.Context, backend string) map[snapshot.ID]error {
+	gvrs, pending := k.pruneResources(backend)
+	k.mu.Lock()
+	st := k.backend(backend)
+	desired := st.desired
+	k.mu.Unlock()
 
 	wanted := make(map[snapshot.ID]bool, len(desired))
 	for id := range desired {
@@ -48,7 +82,6 @@ func (k *Kube) prune(ctx context.Context, backend string) map[snapshot.ID]error 
 		wanted[unversioned(id)] = true
 	}
 	errs := map[snapshot.ID]error{}
-	pending := false
 	for _, gvr := range gvrs {
 		for id, err := range k.releasePatches(ctx, backend, gvr, wanted) {
 			errs[id] = err

@@ -799,7 +799,15 @@ type OutputSnapshot struct {
 	Delta   *v1.Delta              `protobuf:"bytes,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	// prune_allowed is false while the server is in safe mode or the output was
 	// built from a partial fleet view: the agent applies but must not delete.
-	PruneAllowed  bool `protobuf:"varint,3,opt,name=prune_allowed,json=pruneAllowed,proto3" json:"prune_allowed,omitempty"`
+	PruneAllowed bool `protobuf:"varint,3,opt,name=prune_allowed,json=pruneAllowed,proto3" json:"prune_allowed,omitempty"`
+	// output_kinds are the kinds the backend's plugins declare they emit, as
+	// "group/Kind" (at most 256): the agent prunes its objects of these kinds
+	// too, not only of kinds it applied since it started, and keeps them in
+	// its state directory for after a restart. The server sets them on the
+	// last part of an output when they differ from what it last sent on the
+	// stream. Empty means unchanged: an agent keeps the kinds it had (a
+	// server older than this field sends none).
+	OutputKinds   []string `protobuf:"bytes,4,rep,name=output_kinds,json=outputKinds,proto3" json:"output_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -853,6 +861,13 @@ func (x *OutputSnapshot) GetPruneAllowed() bool {
 		return x.PruneAllowed
 	}
 	return false
+}
+
+func (x *OutputSnapshot) GetOutputKinds() []string {
+	if x != nil {
+		return x.OutputKinds
+	}
+	return nil
 }
 
 // Ack acknowledges or refuses one snapshot version.
@@ -3292,11 +3307,12 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"input_hash\x18\x03 \x01(\fR\tinputHash\x12L\n" +
 	"\x14certificate_renew_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12certificateRenewAt\"C\n" +
 	"\rInputSnapshot\x122\n" +
-	"\x05delta\x18\x01 \x01(\v2\x1c.meshrelay.snapshot.v1.DeltaR\x05delta\"\x83\x01\n" +
+	"\x05delta\x18\x01 \x01(\v2\x1c.meshrelay.snapshot.v1.DeltaR\x05delta\"\xa6\x01\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x122\n" +
 	"\x05delta\x18\x02 \x01(\v2\x1c.meshrelay.snapshot.v1.DeltaR\x05delta\x12#\n" +
-	"\rprune_allowed\x18\x03 \x01(\bR\fpruneAllowed\"\xa7\x02\n" +
+	"\rprune_allowed\x18\x03 \x01(\bR\fpruneAllowed\x12!\n" +
+	"\foutput_kinds\x18\x04 \x03(\tR\voutputKinds\"\xa7\x02\n" +
 	"\x03Ack\x129\n" +
 	"\asubject\x18\x01 \x01(\x0e2\x1f.meshrelay.relay.v1.Ack.SubjectR\asubject\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x18\n" +

@@ -123,7 +123,8 @@ type DescribeResponse struct {
 	// input_kinds are the kinds the plugin reads, as "group/Kind" ("/Service" for core).
 	InputKinds []string `protobuf:"bytes,4,rep,name=input_kinds,json=inputKinds,proto3" json:"input_kinds,omitempty"`
 	// output_kinds are every kind the plugin may emit, as "group/Kind", at
-	// most 256.
+	// most 256. The server sends them to the agents, which prune by them,
+	// also after a restart.
 	OutputKinds []string `protobuf:"bytes,5,rep,name=output_kinds,json=outputKinds,proto3" json:"output_kinds,omitempty"`
 	// meshes are those of the backends that have work only in clusters where
 	// discovery found a mesh of the same name; the others run for every

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+)
+
+// KindSink is a Sink that prunes by kind, such as the kube sink: the agent
+// tells it the kinds each backend's plugins declare they emit, so that it
+// finds the objects it owns of those kinds, also the ones left before the
+// agent restarted.
+type KindSink interface {
+	Sink
+	// DeclareKinds replaces the kinds declared for backend.
+	DeclareKinds(backend string, kinds []snapshot.GroupKind) error
+}
+
+// kindsFile keeps, in the state directory, the output kinds the server
+// declared for each backend, so that a restarted agent knows them before
+// the server answers.
+const kindsFile = "output-kinds.json"
+
+// maxKindBackends bounds how many backends' kinds the agent keeps.
+const maxKindBackends = 64
+
+// loadKinds reads the kinds kept in the state directory and tells the
+// sinks. A file that cannot be read is logged and left: the server sends
+// the kinds again with its outputs.
+func (a *Agent) loadKinds() {
+	if a.opts.StateDir == "" {
+		return
+	}
+	path := filepath.Join(a.opts.StateDir, kindsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var kept map[string][]string
+	if err == nil {
+		err = json.Unmarshal(data, &kept)
+	}
+	if err != nil {
+		a.log.Warn("cannot read the output kinds kept for pruning; waiting for the server's", "file", path, "error", err)
+		return
+	}
+	for _, backend := range slices.Sorted(maps.Keys(kept)) {
+		a.declareKinds(backend, kept[backend], false)
+	}
+}
+
+// declareKinds takes the output kinds declared for backend: those the
+// server sent with an output (keep: saved in the state directory), or
+// those read from there. No kinds means no change; kinds that are not
+// "group/Kind", or more than snapshot.MaxKinds, are refused with a
+// warning and the previous ones stay.
+func (a *Agent) declareKinds(backend string, raw []string, keep bool) {
+	if len(raw) == 0 {
+		return
+	}
+	kinds, err := snapshot.ParseGroupKinds(raw)
+	if err != nil {
+		a.log.Warn("refused the output kinds declared for a backend; keeping the previous ones", "backend", backend, "error", err)
+		return
+	}
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.String()
+	}
+	a.mu.Lock()
+	prev, known := a.kinds[backend]
+	if slices.Equal(prev, names) || !known && len(a.kinds) >= maxKindBackends {
+		a.mu.Unlock()
+		if !known {
+			a.log.Warn("refused the output kinds of one backend too many", "backend", backend, "max", maxKindBackends)
+		}
+		return
+	}
+	a.kinds[backend] = names
+	all := maps.Clone(a.kinds)
+	a.mu.Unlock()
+
+	if ks, ok := a.sinkFor(backend).(KindSink); ok {
+		if err := ks.DeclareKinds(backend, kinds); err != nil {
+			a.log.Warn("declare output kinds to the sink", "backend", backend, "error", err)
+		}
+	}
+	if !keep || a.opts.StateDir == "" {
+		return
+	}
+	data, err := json.Marshal(all)
+	if err == nil {
+		err = a.keepState(kindsFile, data)
+	}
+	if err != nil {
+		a.log.Warn("keep the output kinds for after a restart", "error", err)
+	}
+}
+
+// OutputKinds returns the output kinds declared for backend, as
+// "group/Kind", sorted.
+func (a *Agent) OutputKinds(backend string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.kinds[backend])
+}
+
+// DeclareKinds tells every sink of the tee that prunes by kind.
+func (t tee) DeclareKinds(backend string, kinds []snapshot.GroupKind) error {
+	var errs []error
+	for _, s := range t {
+		if ks, ok := s.(KindSink); ok {
+			errs = append(errs, ks.DeclareKinds(backend, kinds))
+		}
+	}
+	return errors.Join(errs...)
+}
