@@ -348,7 +348,10 @@ func (s *inputSender) next(force bool) []*relayv1.AgentMessage {
 		}
 		d = snapshot.Diff(s.base, cur)
 	}
+	// recvLoop reads base under a.mu to match acks.
+	s.a.mu.Lock()
 	s.base = cur
+	s.a.mu.Unlock()
 	parts := snapshot.Split(d, s.maxBytes)
 	msgs := make([]*relayv1.AgentMessage, len(parts))
 	for i, p := range parts {
