@@ -1,15 +1,25 @@
 // Package engine turns the fleet's inputs into per-cluster outputs.
 //
-// The server feeds it each cluster's latest input snapshot ([Engine.SetInput]),
-// marks clusters stale while their agents are away ([Engine.SetStale]), and
-// gives it the policies of the management source ([Engine.SetPolicies]).
+// The engine reads the fleet from a [View]: every cluster's latest input
+// snapshot and whether it is stale (its agent is away). The server's view
+// reads the store, the source of truth for inputs, and the server calls
+// [Engine.Changed] after each change; an engine used alone (offline
+// translation, tests) keeps its own view, fed with [Engine.SetInput],
+// [Engine.SetStale] and [Engine.RemoveCluster]. The server gives it the
+// policies of the management source ([Engine.SetPolicies]).
 // [Engine.Run] coalesces those changes over a debounce window, then calls
 // every translator whose backends run somewhere in the fleet with only what
 // changed since that translator last saw the fleet (or everything, after a
-// translator restart). Each translator answers with the complete output of
-// each (cluster, backend) that changed; the engine hashes it and hands on
-// only outputs whose hash differs from the last one handed on, through the
-// Options.OnOutput callback.
+// translator restart). The engine keeps only what each translator's session
+// has seen, and its last outputs. Each translator answers with the complete
+// output of each (cluster, backend) that changed; the engine hashes it and
+// hands on only outputs whose hash differs from the last one handed on.
+//
+// A cycle's result is data: [Engine.Step] returns it as a [Ready], and Run
+// sends it on Options.Ready for the caller to deliver (the server writes
+// the outputs to the store and sends them to agents). Without Ready, Run
+// and [Engine.Cycle] hand it on through the Options.OnOutput and
+// Options.OnCycle callbacks.
 //
 // A translator that fails keeps its last good outputs: the engine never hands
 // on an empty output because a translator broke. Its failure shows in

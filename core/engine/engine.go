@@ -42,10 +42,18 @@ type Options struct {
 	// RetryBackoff is the first delay before retrying a failed translator;
 	// it doubles up to a minute. Default 500ms.
 	RetryBackoff time.Duration
-	// OnOutput is called, from the engine's goroutine, with every output
-	// whose content changed.
+	// View is the fleet to translate. Unset, the engine keeps its own,
+	// fed with SetInput, SetStale and RemoveCluster.
+	View View
+	// Ready, when set, receives every cycle's result from Run, which then
+	// calls neither OnOutput nor OnCycle: the receiver delivers the
+	// outputs. Run waits for the receiver.
+	Ready chan<- Ready
+	// OnOutput is called by Cycle, and by Run without Ready, from the
+	// engine's goroutine, with every output whose content changed.
 	OnOutput func(Output)
-	// OnCycle is called after every translation cycle with its statistics.
+	// OnCycle is called after every translation cycle with its statistics
+	// (by Cycle, and by Run without Ready).
 	OnCycle func(CycleStats)
 	// Scoped makes the engine compute outputs only for the clusters made
 	// targets with SetTarget, as a server replica does for the clusters
@@ -64,6 +72,16 @@ type CycleStats struct {
 	// Outputs handed on and their total size in bytes.
 	Outputs, Bytes int
 	Failed         []string
+}
+
+// Ready is what one cycle produced, handed on as data.
+type Ready struct {
+	// Outputs are the outputs whose content changed, sorted by key.
+	Outputs []Output
+	Stats   CycleStats
+	// Retry is how long to wait before retrying failed translators; 0
+	// when every translator succeeded.
+	Retry time.Duration
 }
 
 func (o *Options) defaults() {
@@ -112,8 +130,12 @@ type Engine struct {
 
 	cycleMu sync.Mutex // serializes Cycle
 
+	view View
+	// mem is the engine's own view when Options.View is unset.
+	mem    *memView
+	meshes meshCache
+
 	mu          sync.Mutex
-	clusters    map[string]clusterState
 	policies    *snapshot.Snapshot
 	dirty       bool
 	translators []*translatorState
@@ -129,11 +151,16 @@ func New(translators []pluginhost.Translator, opts Options) *Engine {
 	opts.defaults()
 	e := &Engine{
 		opts:     opts,
-		clusters: map[string]clusterState{},
+		view:     opts.View,
+		meshes:   meshCache{byName: map[string]cachedMeshes{}},
 		policies: snapshot.Empty,
 		outputs:  map[OutputKey]Output{},
 		targets:  map[string]bool{},
 		wake:     make(chan struct{}, 1),
+	}
+	if e.view == nil {
+		e.mem = &memView{clusters: map[string]memCluster{}}
+		e.view = e.mem
 	}
 	for _, t := range translators {
 		e.translators = append(e.translators, &translatorState{t: t, seen: map[string]clusterState{}, policies: snapshot.Empty})
@@ -141,44 +168,43 @@ func New(translators []pluginhost.Translator, opts Options) *Engine {
 	return e
 }
 
-// SetInput records a cluster's latest input snapshot.
+// SetInput records a cluster's latest input snapshot in the engine's own
+// view. It panics on an engine that reads Options.View: that view's owner
+// changes it and calls Changed.
 func (e *Engine) SetInput(cluster string, s *snapshot.Snapshot) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	cs := e.clusters[cluster]
-	if cs.input != nil && cs.input.Hash() == s.Hash() {
-		cs.input = s
-		e.clusters[cluster] = cs
-		return
+	if e.ownView().set(cluster, s) {
+		e.Changed()
 	}
-	cs.input = s
-	cs.meshes = Meshes(s)
-	e.clusters[cluster] = cs
-	e.touch()
 }
 
-// SetStale marks a cluster's inputs as stale (its agent is away) or fresh.
-// Stale inputs stay in the fleet view.
+// SetStale marks a cluster's inputs as stale (its agent is away) or fresh
+// in the engine's own view. Stale inputs stay in the fleet view.
 func (e *Engine) SetStale(cluster string, stale bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	cs, ok := e.clusters[cluster]
-	if !ok || cs.stale == stale {
-		return
+	if e.ownView().setStale(cluster, stale) {
+		e.Changed()
 	}
-	cs.stale = stale
-	e.clusters[cluster] = cs
-	e.touch()
 }
 
-// RemoveCluster drops a cluster from the fleet view, as when it is deregistered.
+// RemoveCluster drops a cluster from the engine's own view, as when it is
+// deregistered.
 func (e *Engine) RemoveCluster(cluster string) {
+	if e.ownView().remove(cluster) {
+		e.Changed()
+	}
+}
+
+func (e *Engine) ownView() *memView {
+	if e.mem == nil {
+		panic("engine: SetInput, SetStale and RemoveCluster change the engine's own view; this engine reads Options.View")
+	}
+	return e.mem
+}
+
+// Changed tells the engine that its View changed: a cluster's input or
+// staleness, or the fleet's members. Run translates after the debounce.
+func (e *Engine) Changed() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.clusters[cluster]; !ok {
-		return
-	}
-	delete(e.clusters, cluster)
 	e.touch()
 }
 
@@ -283,17 +309,42 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		retry = nil
-		if d := e.Cycle(ctx); d > 0 {
-			retry = time.After(d)
+		r := e.Step(ctx)
+		if e.opts.Ready == nil {
+			e.handOn(r)
+		} else {
+			select {
+			case e.opts.Ready <- r:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if r.Retry > 0 {
+			retry = time.After(r.Retry)
 		}
 	}
 }
 
 // Cycle runs one translation over the current view and hands on changed
-// outputs. It returns how long to wait before retrying failed translators,
-// or 0 when every translator succeeded. Run calls it; tests may call it
-// directly.
+// outputs through OnOutput and OnCycle. It returns how long to wait before
+// retrying failed translators, or 0 when every translator succeeded.
 func (e *Engine) Cycle(ctx context.Context) time.Duration {
+	r := e.Step(ctx)
+	e.handOn(r)
+	return r.Retry
+}
+
+// handOn calls OnOutput with every output of r, then OnCycle.
+func (e *Engine) handOn(r Ready) {
+	for _, o := range r.Outputs {
+		e.opts.OnOutput(o)
+	}
+	e.opts.OnCycle(r.Stats)
+}
+
+// Step runs one translation over the current view and returns what it
+// produced; the caller delivers it. Run and Cycle call it.
+func (e *Engine) Step(ctx context.Context) Ready {
 	e.cycleMu.Lock()
 	defer e.cycleMu.Unlock()
 	start := time.Now()
@@ -301,7 +352,12 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	e.dirty = false
 	e.generation++
 	generation := e.generation
-	view := maps.Clone(e.clusters)
+	e.mu.Unlock()
+	// Read the view after the generation is taken: a change made before
+	// a later Generation call is seen by a cycle with a higher number.
+	view := e.read()
+	e.meshes.keep(view)
+	e.mu.Lock()
 	policies := e.policies
 	var scope []string
 	if e.opts.Scoped {
@@ -412,13 +468,9 @@ func (e *Engine) Cycle(ctx context.Context) time.Duration {
 	e.mu.Unlock()
 
 	slices.SortFunc(handOn, func(a, b Output) int { return cmp.Compare(a.Key.String(), b.Key.String()) })
-	for _, o := range handOn {
-		e.opts.OnOutput(o)
-	}
 	stats.Outputs = len(handOn)
 	stats.Duration = time.Since(start)
-	e.opts.OnCycle(stats)
-	return wait
+	return Ready{Outputs: handOn, Stats: stats, Retry: wait}
 }
 
 // accepted returns the output the engine holds for cluster and backend,
@@ -577,10 +629,8 @@ func (e *Engine) Diagnostics() []pluginhost.Diagnostic {
 // Clusters returns the names of the clusters in the view with their meshes
 // and staleness, sorted by name.
 func (e *Engine) Clusters() []ClusterInfo {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []ClusterInfo
-	for name, cs := range e.clusters {
+	for name, cs := range e.read() {
 		out = append(out, ClusterInfo{Name: name, Meshes: cs.meshes, Stale: cs.stale, InputVersion: cs.input.Version(), InputHash: cs.input.Hash(), Resources: cs.input.Len()})
 	}
 	slices.SortFunc(out, func(a, b ClusterInfo) int { return cmp.Compare(a.Name, b.Name) })

@@ -167,13 +167,12 @@ func (s *Server) Deregister(ctx context.Context, cluster string) error {
 func (s *Server) forgetCluster(_ context.Context, cluster string) {
 	s.mu.Lock()
 	st := s.streams[cluster]
-	delete(s.inputs, cluster)
 	ended := s.safe.forget(cluster)
 	s.mu.Unlock()
 	if st != nil {
 		st.goodbye(relayv1.Goodbye_REASON_DEREGISTERED, "cluster deregistered")
 	}
-	s.engine.RemoveCluster(cluster)
+	s.leave(cluster)
 	if ended {
 		s.safeModeEnded()
 	}

@@ -2,13 +2,21 @@
 // CA, the relay streams to agents, delivery of outputs, safe mode, and the
 // admin API.
 //
-// A Server holds the fleet in memory and writes it through to a
-// [store.Store]. Agents register with a relay identity token and a CSR
+// The fleet has one owner on its path: relay → store → engine → delivery.
+// Agents register with a relay identity token and a CSR
 // ([relayv1.RegistrationServer]), then keep one Sync stream each: inputs come
-// up as versioned deltas and are acked or nacked; outputs go down as deltas
-// computed per stream against what that agent last applied, so a one-resource
-// change costs one resource on the wire. The engine (core/engine) turns the
-// fleet's inputs and the policies of the management source into outputs.
+// up as versioned deltas, are applied to the input the [store.Store] holds
+// and written back to it (the source of truth for inputs and outputs), and
+// are acked, or nacked when they do not apply or the store refuses them.
+// The server keeps no copy of the inputs: only which clusters are in its
+// view, when it took each input and whether the agent is away (fleet.go).
+// The engine (core/engine) reads the fleet from the store through that view,
+// turns it and the policies of the management source into outputs, and
+// returns each cycle's changed outputs as data; the delivery step writes
+// every one to the store, whether or not its agent is connected, and wakes
+// the agent's stream. Outputs go down as deltas computed per stream against
+// what that agent last applied, so a one-resource change costs one resource
+// on the wire.
 //
 // Security: in mTLS mode (the default) every RPC except Register needs a
 // client certificate issued by the server's CA whose URI SAN names the

@@ -92,15 +92,15 @@ func FuzzAgentMessages(f *testing.F) {
 			cancel: cancel, wake: make(chan struct{}, 1), ctrl: make(chan *relayv1.ServerMessage, 64), sent: map[string]sent{},
 		}
 		_ = st.recvLoop(ctx)
+		in, _, ok := s.input(ctx, "east")
 		s.mu.Lock()
-		in, ok := s.inputs["east"]
-		delete(s.inputs, "east")
+		delete(s.fleet, "east")
 		s.mu.Unlock()
 		if !ok {
 			return
 		}
-		again, err := snapshot.New(in.snap.Version(), in.snap.Resources())
-		if err != nil || again.Hash() != in.snap.Hash() {
+		again, err := snapshot.New(in.Version(), in.Resources())
+		if err != nil || again.Hash() != in.Hash() {
 			t.Fatalf("accepted input is inconsistent: %v", err)
 		}
 	})

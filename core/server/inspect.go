@@ -54,13 +54,7 @@ func NormalizeKind(kind string) string {
 // Catalog returns the fleet's discovery objects, derived from every
 // cluster's current input.
 func (s *Server) Catalog() *catalog.Fleet {
-	s.mu.Lock()
-	inputs := make(map[string]*snapshot.Snapshot, len(s.inputs))
-	for name, in := range s.inputs {
-		inputs[name] = in.snap
-	}
-	s.mu.Unlock()
-	return s.catalog.Fleet(inputs)
+	return s.catalog.Fleet(s.inputs(context.Background()))
 }
 
 // listFilter is a List request's filter.

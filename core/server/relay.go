@@ -208,8 +208,8 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	s.mu.Lock()
 	old := s.streams[st.cluster]
 	s.streams[st.cluster] = st
-	in, hasInput := s.inputs[st.cluster]
 	s.mu.Unlock()
+	in, _, hasInput := s.input(st.srv.Context(), st.cluster)
 	if old != nil {
 		old.goodbye(relayv1.Goodbye_REASON_REBALANCING, "a newer stream of this cluster connected")
 	}
@@ -217,12 +217,12 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 
 	w := &relayv1.Welcome{ServerId: s.opts.ServerID}
 	if hasInput {
-		w.InputVersion = in.snap.Version()
-		h := in.snap.Hash()
+		w.InputVersion = in.Version()
+		h := in.Hash()
 		w.InputHash = h[:]
-		if string(hello.GetInputHash()) == string(h[:]) && hello.GetInputVersion() == in.snap.Version() {
+		if string(hello.GetInputHash()) == string(h[:]) && hello.GetInputVersion() == in.Version() {
 			// The agent resumes from what the store holds: fresh.
-			s.engine.SetStale(st.cluster, false)
+			s.setStale(st.cluster, false)
 			s.markFresh(st.cluster)
 		}
 	}
@@ -264,7 +264,7 @@ func (s *Server) detach(st *stream) {
 	s.m.connected.Set(float64(s.connectedCount()))
 	if current {
 		s.engine.SetTarget(st.cluster, false)
-		s.engine.SetStale(st.cluster, true)
+		s.setStale(st.cluster, true)
 		st.log.Info("agent disconnected; its inputs stay in the fleet view as stale")
 	}
 }
@@ -338,18 +338,18 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 	if !complete {
 		return
 	}
-	s.mu.Lock()
-	base := s.inputs[st.cluster].snap
-	s.mu.Unlock()
+	base, _, _ := s.input(ctx, st.cluster)
 	next, err := snapshot.Apply(base, d)
 	if err == nil {
 		err = s.checkInputSize(next)
+	}
+	if err == nil {
+		err = s.acceptInput(ctx, st.cluster, next)
 	}
 	if err != nil {
 		nack(d.Version, err)
 		return
 	}
-	s.acceptInput(ctx, st.cluster, next)
 	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 		Subject: relayv1.Ack_SUBJECT_INPUT, Version: d.Version,
 	}}})
@@ -366,19 +366,18 @@ func (s *Server) checkInputSize(snap *snapshot.Snapshot) error {
 	return nil
 }
 
-// acceptInput makes a cluster's new input current: in memory, in the
-// engine, and written through to the store.
-func (s *Server) acceptInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) {
-	s.mu.Lock()
-	s.inputs[cluster] = inputState{snap: snap, updated: time.Now()}
-	s.mu.Unlock()
-	s.engine.SetInput(cluster, snap)
-	s.engine.SetStale(cluster, false)
-	s.markFresh(cluster)
+// acceptInput makes a cluster's new input current: it writes it to the
+// store, the source of truth for inputs (a write-through store holds it in
+// memory at once and reaches Redis on its own), then tells the engine. An
+// input the store refused is nacked, so the agent resends it.
+func (s *Server) acceptInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
 	if err := s.deps.Store.PutInput(ctx, cluster, snap); err != nil {
-		// Memory already holds it; a write-through store retries on its own.
 		s.log.Warn("store input", "cluster", cluster, "version", snap.Version(), "error", err)
+		return fmt.Errorf("store input: %w", err)
 	}
+	s.join(cluster, snap, false)
+	s.markFresh(cluster)
+	return nil
 }
 
 // handleAck records the agent's result for an output version.
@@ -541,22 +540,6 @@ func (st *stream) control(m *relayv1.ServerMessage) {
 // goodbye ends the stream with a reason.
 func (st *stream) goodbye(reason relayv1.Goodbye_Reason, message string) {
 	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Goodbye{Goodbye: &relayv1.Goodbye{Reason: reason, Message: message}}})
-}
-
-// onOutput is the engine's callback: it wakes the stream of the output's cluster.
-func (s *Server) onOutput(o engine.Output) {
-	s.m.outputs.Inc()
-	s.mu.Lock()
-	st := s.streams[o.Key.Cluster]
-	s.mu.Unlock()
-	if st != nil {
-		st.notifyAll()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.deps.Store.PutOutput(ctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
-			s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
-		}
-	}
 }
 
 // messageSize is the size of a message on the wire, for metrics.

@@ -39,6 +39,6 @@ func TestResyncOfOwnFeedReloads(t *testing.T) {
 func hasInput(ts *testServer, cluster string) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	_, ok := ts.inputs[cluster]
+	_, ok := ts.fleet[cluster]
 	return ok
 }

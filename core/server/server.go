@@ -101,9 +101,10 @@ type Server struct {
 	// read with the large receive limit of --mode tls.
 	pendingHellos, unauthHellos chan struct{}
 
-	mu       sync.Mutex
-	streams  map[string]*stream
-	inputs   map[string]inputState
+	mu      sync.Mutex
+	streams map[string]*stream
+	// fleet are the clusters of the fleet view; their inputs are in the store.
+	fleet    map[string]member
 	acks     map[engine.OutputKey]ackState
 	policies *snapshot.Snapshot
 	safe     safeMode
@@ -117,11 +118,8 @@ type Server struct {
 	catalog catalog.Cache
 	// discoveryKick asks writeDiscovery to write the discovery objects.
 	discoveryKick chan struct{}
-}
-
-type inputState struct {
-	snap    *snapshot.Snapshot
-	updated time.Time
+	// ready carries the engine's cycles to deliver.
+	ready chan engine.Ready
 }
 
 // ackState is what an agent said about the last output it applied.
@@ -157,7 +155,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		log:      deps.Logger.With("server", opts.ServerID),
 		started:  time.Now(),
 		streams:  map[string]*stream{},
-		inputs:   map[string]inputState{},
+		fleet:    map[string]member{},
+		ready:    make(chan engine.Ready),
 		acks:     map[engine.OutputKey]ackState{},
 		policies: snapshot.Empty,
 		limiters: map[string]*rate.Limiter{},
@@ -170,8 +169,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	s.trust = newTrustManager(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
-		OnOutput: s.onOutput,
-		OnCycle:  s.cycleDone,
+		View:     fleetView{s},
+		Ready:    s.ready,
 		Scoped:   opts.Targets == TargetsConnected,
 		Logger:   s.log,
 	})
@@ -369,8 +368,6 @@ func (s *Server) loadFleet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load clusters: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	registered := map[string]store.Cluster{}
 	for _, c := range clusters {
 		if !c.Revoked {
@@ -381,10 +378,10 @@ func (s *Server) loadFleet(ctx context.Context) error {
 		if _, ok := registered[name]; !ok {
 			continue
 		}
-		s.inputs[name] = inputState{snap: snap, updated: time.Now()}
-		s.engine.SetInput(name, snap)
-		s.engine.SetStale(name, true)
+		s.join(name, snap, true)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.safe = newSafeMode(registered, inputs, s.opts, time.Now())
 	s.log.Info("fleet loaded", "clusters", len(registered), "inputs", len(inputs), "took", time.Since(start), "safe_mode", s.safe.on, "waiting_for", s.safe.waitingList())
 	return nil
@@ -477,6 +474,7 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return r.Run(ctx) })
 	}
 	g.Go(func() error { return s.engine.Run(ctx) })
+	g.Go(func() error { return s.deliver(ctx, s.ready) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
 	g.Go(func() error { return s.trust.run(ctx) })

@@ -76,7 +76,6 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 		}
 		s.mu.Lock()
 		_, local := s.streams[c.Name]
-		in, hasInput := s.inputs[c.Name]
 		acks := make(map[string]ackState)
 		for k, a := range s.acks {
 			if k.Cluster == c.Name {
@@ -88,11 +87,11 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 		if local {
 			cs.Replica = s.opts.ServerID
 		}
-		if hasInput {
-			cs.InputVersion = in.snap.Version()
-			cs.InputHash = in.snap.Hash().Short()
-			cs.InputUpdated = timestamppb.New(in.updated)
-			cs.InputResources = int32(in.snap.Len())
+		if in, m, ok := s.input(ctx, c.Name); ok {
+			cs.InputVersion = in.Version()
+			cs.InputHash = in.Hash().Short()
+			cs.InputUpdated = timestamppb.New(m.updated)
+			cs.InputResources = int32(in.Len())
 		}
 		if ci, ok := view[c.Name]; ok {
 			cs.Meshes, cs.Stale = ci.Meshes, ci.Stale
@@ -271,12 +270,12 @@ type policySource struct {
 func (s *Server) policySources() []policySource {
 	var sources []policySource
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for r := range s.policies.All() {
 		sources = append(sources, policySource{res: r})
 	}
-	for name, in := range s.inputs {
-		for r := range in.snap.All() {
+	s.mu.Unlock()
+	for name, in := range s.inputs(context.Background()) {
+		for r := range in.All() {
 			if r.ID.Group == policyv1alpha1.GroupName {
 				sources = append(sources, policySource{cluster: name, res: r})
 			}

@@ -63,8 +63,9 @@ func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
 	}
 }
 
-// reloadInput takes a cluster's input from the store when it is newer than
-// what this replica holds and the cluster's agent is not connected here.
+// reloadInput takes a cluster's input from the store into the fleet view
+// when it is not the one this replica last took and the cluster's agent is
+// not connected here.
 // A revoked cluster's input is not taken: a replica that was cut off from
 // the store may write it back for a moment before it learns of the
 // deregistration.
@@ -81,14 +82,11 @@ func (s *Server) reloadInput(ctx context.Context, cluster string) {
 	}
 	s.mu.Lock()
 	_, local := s.streams[cluster]
-	cur, has := s.inputs[cluster]
-	if local || (has && cur.snap.Hash() == snap.Hash()) {
-		s.mu.Unlock()
+	cur, has := s.fleet[cluster]
+	s.mu.Unlock()
+	if local || (has && cur.hash == snap.Hash()) {
 		return
 	}
-	s.inputs[cluster] = inputState{snap: snap, updated: time.Now()}
-	s.mu.Unlock()
-	s.engine.SetInput(cluster, snap)
-	s.engine.SetStale(cluster, false)
+	s.join(cluster, snap, false)
 	s.markFresh(cluster)
 }

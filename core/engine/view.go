@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+)
+
+// View is the fleet an engine translates: every cluster's current input
+// and whether it is stale. The server's View reads the store, the source of
+// truth for inputs; the engine keeps no copy of it, only what each
+// translator's session has seen. Implementations are safe for concurrent
+// use and cheap to call once per cluster and cycle.
+type View interface {
+	// Clusters returns the names of the clusters in the fleet.
+	Clusters() []string
+	// Input returns a cluster's input and whether it is stale (its agent
+	// is away; stale inputs still count). ok is false when the cluster is
+	// not in the fleet or has no input.
+	Input(cluster string) (in *snapshot.Snapshot, stale, ok bool)
+}
+
+// memView is the engine's own View when Options.View is unset: the inputs
+// given with SetInput, SetStale and RemoveCluster, for engines used alone
+// (offline translation, tests).
+type memView struct {
+	mu       sync.Mutex
+	clusters map[string]memCluster
+}
+
+type memCluster struct {
+	input *snapshot.Snapshot
+	stale bool
+}
+
+func (m *memView) Clusters() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Keys(m.clusters))
+}
+
+func (m *memView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.clusters[cluster]
+	return c.input, c.stale, ok
+}
+
+// set records a cluster's input; it reports whether the view changed.
+func (m *memView) set(cluster string, s *snapshot.Snapshot) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.clusters[cluster]
+	changed := c.input == nil || c.input.Hash() != s.Hash()
+	c.input = s
+	m.clusters[cluster] = c
+	return changed
+}
+
+// setStale marks a cluster stale or fresh; it reports whether the view changed.
+func (m *memView) setStale(cluster string, stale bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.clusters[cluster]
+	if !ok || c.stale == stale {
+		return false
+	}
+	c.stale = stale
+	m.clusters[cluster] = c
+	return true
+}
+
+// remove drops a cluster; it reports whether the view changed.
+func (m *memView) remove(cluster string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.clusters[cluster]
+	delete(m.clusters, cluster)
+	return ok
+}
+
+// meshCache remembers each cluster's meshes by input hash, so that a cycle
+// decodes a cluster's Mesh resources only when its input changed.
+type meshCache struct {
+	mu     sync.Mutex
+	byName map[string]cachedMeshes
+}
+
+type cachedMeshes struct {
+	hash   snapshot.Hash
+	meshes []string
+}
+
+func (c *meshCache) get(cluster string, in *snapshot.Snapshot) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.byName[cluster]; ok && m.hash == in.Hash() {
+		return m.meshes
+	}
+	m := cachedMeshes{hash: in.Hash(), meshes: Meshes(in)}
+	c.byName[cluster] = m
+	return m.meshes
+}
+
+// keep forgets the clusters not in view.
+func (c *meshCache) keep(view map[string]clusterState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.byName {
+		if _, ok := view[name]; !ok {
+			delete(c.byName, name)
+		}
+	}
+}
+
+// read takes the view's current fleet, with each cluster's meshes.
+func (e *Engine) read() map[string]clusterState {
+	names := e.view.Clusters()
+	view := make(map[string]clusterState, len(names))
+	for _, name := range names {
+		in, stale, ok := e.view.Input(name)
+		if !ok || in == nil {
+			continue
+		}
+		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.get(name, in)}
+	}
+	return view
+}

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/engine"
+)
+
+// member is a cluster of this replica's fleet view. Its input lives in the
+// store, the source of truth for inputs; a member says only what the store
+// does not: which input this replica last took, when, and whether the
+// cluster's agent is away.
+type member struct {
+	hash    snapshot.Hash
+	updated time.Time
+	stale   bool
+}
+
+// fleetView is the engine's view of the fleet: the members, with their
+// inputs read from the store (its memory layer, a map read).
+type fleetView struct{ s *Server }
+
+var _ engine.View = fleetView{}
+
+func (v fleetView) Clusters() []string {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return slices.Collect(maps.Keys(v.s.fleet))
+}
+
+func (v fleetView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
+	in, m, ok := v.s.input(context.Background(), cluster)
+	return in, m.stale, ok
+}
+
+// input returns a member's input from the store, with its membership.
+func (s *Server) input(ctx context.Context, cluster string) (*snapshot.Snapshot, member, bool) {
+	s.mu.Lock()
+	m, ok := s.fleet[cluster]
+	s.mu.Unlock()
+	if !ok {
+		return nil, member{}, false
+	}
+	in, err := s.deps.Store.GetInput(ctx, cluster)
+	if err != nil {
+		return nil, member{}, false
+	}
+	return in, m, true
+}
+
+// inputs returns every member's input from the store, by cluster.
+func (s *Server) inputs(ctx context.Context) map[string]*snapshot.Snapshot {
+	s.mu.Lock()
+	names := slices.Collect(maps.Keys(s.fleet))
+	s.mu.Unlock()
+	out := make(map[string]*snapshot.Snapshot, len(names))
+	for _, name := range names {
+		if in, _, ok := s.input(ctx, name); ok {
+			out[name] = in
+		}
+	}
+	return out
+}
+
+// join records that this replica took snap as a cluster's input, from its
+// agent or from the store, and tells the engine.
+func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
+	s.mu.Lock()
+	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
+	s.mu.Unlock()
+	s.engine.Changed()
+}
+
+// setStale marks a member stale (its agent left) or fresh.
+func (s *Server) setStale(cluster string, stale bool) {
+	s.mu.Lock()
+	m, ok := s.fleet[cluster]
+	changed := ok && m.stale != stale
+	if changed {
+		m.stale = stale
+		s.fleet[cluster] = m
+	}
+	s.mu.Unlock()
+	if changed {
+		s.engine.Changed()
+	}
+}
+
+// leave drops a cluster from the fleet view.
+func (s *Server) leave(cluster string) {
+	s.mu.Lock()
+	_, ok := s.fleet[cluster]
+	delete(s.fleet, cluster)
+	s.mu.Unlock()
+	if ok {
+		s.engine.Changed()
+	}
+}
+
+// deliver consumes the engine's cycles, off the engine's goroutine: it
+// writes every changed output to the store, whether or not its agent is
+// connected here, wakes the agent's stream, and records the cycle.
+func (s *Server) deliver(ctx context.Context, ready <-chan engine.Ready) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-ready:
+			for _, o := range r.Outputs {
+				s.deliverOutput(ctx, o)
+			}
+			s.cycleDone(r.Stats)
+		}
+	}
+}
+
+func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
+	s.m.outputs.Inc()
+	s.mu.Lock()
+	st := s.streams[o.Key.Cluster]
+	_, member := s.fleet[o.Key.Cluster]
+	s.mu.Unlock()
+	if !member {
+		return // left the fleet (deregistered) since the cycle read it
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
+		s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
+	}
+	if st != nil {
+		st.notifyAll()
+	}
+}
