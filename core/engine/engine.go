@@ -128,7 +128,9 @@ type translatorState struct {
 type Engine struct {
 	opts Options
 
-	cycleMu sync.Mutex // serializes Cycle
+	cycleMu sync.Mutex // serializes Step
+	// last is the view the last Step read; Step holds cycleMu.
+	last map[string]clusterState
 
 	view View
 	// mem is the engine's own view when Options.View is unset.
@@ -355,7 +357,8 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.mu.Unlock()
 	// Read the view after the generation is taken: a change made before
 	// a later Generation call is seen by a cycle with a higher number.
-	view := e.read()
+	view := e.read(e.last)
+	e.last = view
 	e.meshes.keep(view)
 	e.mu.Lock()
 	policies := e.policies
@@ -630,7 +633,7 @@ func (e *Engine) Diagnostics() []pluginhost.Diagnostic {
 // and staleness, sorted by name.
 func (e *Engine) Clusters() []ClusterInfo {
 	var out []ClusterInfo
-	for name, cs := range e.read() {
+	for name, cs := range e.read(nil) {
 		out = append(out, ClusterInfo{Name: name, Meshes: cs.meshes, Stale: cs.stale, InputVersion: cs.input.Version(), InputHash: cs.input.Hash(), Resources: cs.input.Len()})
 	}
 	slices.SortFunc(out, func(a, b ClusterInfo) int { return cmp.Compare(a.Name, b.Name) })

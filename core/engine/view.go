@@ -17,8 +17,9 @@ type View interface {
 	// Clusters returns the names of the clusters in the fleet.
 	Clusters() []string
 	// Input returns a cluster's input and whether it is stale (its agent
-	// is away; stale inputs still count). ok is false when the cluster is
-	// not in the fleet or has no input.
+	// is away; stale inputs still count). ok is false when the input
+	// cannot be read; a cluster the engine translated before keeps its
+	// last state then (it leaves the fleet only by leaving Clusters).
 	Input(cluster string) (in *snapshot.Snapshot, stale, ok bool)
 }
 
@@ -115,13 +116,19 @@ func (c *meshCache) keep(view map[string]clusterState) {
 	}
 }
 
-// read takes the view's current fleet, with each cluster's meshes.
-func (e *Engine) read() map[string]clusterState {
+// read takes the view's current fleet, with each cluster's meshes. A
+// cluster of the fleet whose input cannot be read keeps its state in prev
+// (the last cycle's view), so that a failed read neither removes it from
+// the translators' view nor prunes its outputs.
+func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
 	for _, name := range names {
 		in, stale, ok := e.view.Input(name)
 		if !ok || in == nil {
+			if cs, had := prev[name]; had {
+				view[name] = cs
+			}
 			continue
 		}
 		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.get(name, in)}
