@@ -6,6 +6,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // TestOutputsReachTheStoreWithoutTheirAgent: the delivery step writes every
@@ -33,7 +34,7 @@ func TestOutputsReachTheStoreWithoutTheirAgent(t *testing.T) {
 	// The write's event, delivered here: the server's watch may subscribe
 	// after the write.
 	ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: "west", Replica: "b"})
-	waitFor(t, "west's output in the store", func() bool {
+	testutil.Eventually(t, "west's output in the store", func() bool {
 		out, err := other.GetOutput(ctx, "west", "test")
 		return err == nil && out.Len() == 1
 	})
