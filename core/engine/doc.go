@@ -3,7 +3,7 @@
 // The engine reads the fleet from a [View]: every cluster's latest input
 // snapshot and whether it is stale (its agent is away). The server's view
 // reads the store, the source of truth for inputs, and the server calls
-// [Engine.Changed] after each change; an engine used alone (offline
+// [Engine.Refresh] after each change; an engine used alone (offline
 // translation, tests) keeps its own view, fed with [Engine.SetInput],
 // [Engine.SetStale] and [Engine.RemoveCluster]. The server gives it the
 // policies of the management source ([Engine.SetPolicies]).

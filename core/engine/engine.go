@@ -172,10 +172,10 @@ func New(translators []pluginhost.Translator, opts Options) *Engine {
 
 // SetInput records a cluster's latest input snapshot in the engine's own
 // view. It panics on an engine that reads Options.View: that view's owner
-// changes it and calls Changed.
+// changes it and calls Refresh.
 func (e *Engine) SetInput(cluster string, s *snapshot.Snapshot) {
 	if e.ownView().set(cluster, s) {
-		e.Changed()
+		e.Refresh()
 	}
 }
 
@@ -183,7 +183,7 @@ func (e *Engine) SetInput(cluster string, s *snapshot.Snapshot) {
 // in the engine's own view. Stale inputs stay in the fleet view.
 func (e *Engine) SetStale(cluster string, stale bool) {
 	if e.ownView().setStale(cluster, stale) {
-		e.Changed()
+		e.Refresh()
 	}
 }
 
@@ -191,7 +191,7 @@ func (e *Engine) SetStale(cluster string, stale bool) {
 // deregistered.
 func (e *Engine) RemoveCluster(cluster string) {
 	if e.ownView().remove(cluster) {
-		e.Changed()
+		e.Refresh()
 	}
 }
 
@@ -202,13 +202,6 @@ func (e *Engine) ownView() *memView {
 	return e.mem
 }
 
-// Changed tells the engine that its View changed: a cluster's input or
-// staleness, or the fleet's members. Run translates after the debounce.
-func (e *Engine) Changed() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.touch()
-}
 
 // SetTarget makes a cluster a target of a Scoped engine, or stops
 // computing its outputs; a cluster that stops being a target loses its
@@ -257,8 +250,10 @@ func (e *Engine) Generation() uint64 {
 	return e.generation
 }
 
-// Refresh asks for a cycle even when nothing changed, so that a caller can
-// wait for one that sees the current view.
+// Refresh asks for a cycle that reads the view again: the owner of
+// Options.View calls it after each change (a cluster's input or
+// staleness, the fleet's members), and a caller may call it when nothing
+// changed to wait for a cycle that sees the current view.
 func (e *Engine) Refresh() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -72,7 +72,7 @@ func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	s.mu.Lock()
 	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
 	s.mu.Unlock()
-	s.engine.Changed()
+	s.engine.Refresh()
 }
 
 // setStale marks a member stale (its agent left) or fresh.
@@ -86,7 +86,7 @@ func (s *Server) setStale(cluster string, stale bool) {
 	}
 	s.mu.Unlock()
 	if changed {
-		s.engine.Changed()
+		s.engine.Refresh()
 	}
 }
 
@@ -97,7 +97,7 @@ func (s *Server) leave(cluster string) {
 	delete(s.fleet, cluster)
 	s.mu.Unlock()
 	if ok {
-		s.engine.Changed()
+		s.engine.Refresh()
 	}
 }
 
