@@ -8,9 +8,9 @@
 //     prunes what it owns and is no longer desired, only when asked to, in
 //     the kinds it applied and those declared to it ([Kube.DeclareKinds]:
 //     the kinds the backend's plugins declare they emit, each resolved to
-//     the version the cluster serves), and
-//     never touches an object it does not own: an existing object without
-//     the managed-by label is reported, not taken over. Its Run corrects
+//     the version the cluster serves), and never touches an object it does
+//     not own: an existing object without the managed-by label is
+//     reported, not taken over. Its Run corrects
 //     drift (owned objects edited or deleted by someone else are re-applied
 //     and counted in meshrelay_agent_drift_corrections_total) and retries
 //     resources that failed, such as those whose CRD was missing, until they
