@@ -202,7 +202,6 @@ func (e *Engine) ownView() *memView {
 	return e.mem
 }
 
-
 // SetTarget makes a cluster a target of a Scoped engine, or stops
 // computing its outputs; a cluster that stops being a target loses its
 // outputs, so that it is computed afresh when it comes back.
