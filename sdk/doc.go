@@ -74,6 +74,13 @@
 // splits large messages. Translate should be a pure function of the request:
 // the same fleet gives the same outputs.
 //
+// [Diagnostic], [Severity], [PolicyRef] and the ownership labels
+// ([ManagedByLabel], [PoliciesAnnotation] and the rest) are the names of
+// package api/meta, which the server and the agents use too: the SDK's
+// names are aliases of them, so a diagnostic means the same on both sides
+// of the protocol. A Severity's value is what a policy's status shows
+// ("Error", "Warning"); it prints in lower case ("error").
+//
 // # What a translator declares
 //
 // [Description] says what the host and the agents obey. Meshes lists the

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 // SourceClusterAnnotation is set by the SDK on policies that were defined in
 // a workload cluster rather than in the management source; its value is the
 // cluster's name.
-const SourceClusterAnnotation = "meshrelay.io/source-cluster"
+const SourceClusterAnnotation = meta.SourceClusterAnnotation
 
 // Kinds of policies, as the fleet's read records name them.
 const (

@@ -9,69 +9,49 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Ownership labels and annotations the SDK stamps on every emitted object, so
-// an agent knows what it owns and a user can trace each object to its policies.
+// an agent knows what it owns and a user can trace each object to its
+// policies. They are defined in the vocabulary package, api/meta.
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "meshrelay"
-	PluginLabel    = "meshrelay.io/plugin"
+	ManagedByLabel = meta.ManagedByLabel
+	ManagedByValue = meta.ManagedByValue
+	PluginLabel    = meta.PluginLabel
 	// PolicyLabel names the first parent policy as "kind.name", cut to 63 characters.
-	PolicyLabel = "meshrelay.io/policy"
+	PolicyLabel = meta.PolicyLabel
 	// PoliciesAnnotation lists every parent policy as "Kind/namespace/name", comma separated.
-	PoliciesAnnotation = "meshrelay.io/policies"
+	PoliciesAnnotation = meta.PoliciesAnnotation
 )
 
-// Severity says how bad a diagnostic is.
-type Severity int
+// Severity says how bad a diagnostic is: [meta.Severity].
+type Severity = meta.Severity
 
 // Severities.
 const (
-	SeverityError Severity = iota + 1
-	SeverityWarning
+	SeverityError   = meta.SeverityError
+	SeverityWarning = meta.SeverityWarning
 )
 
-// String returns "error" or "warning".
-func (s Severity) String() string {
-	if s == SeverityWarning {
-		return "warning"
-	}
-	return "error"
-}
-
-// PolicyRef names a policy.
-type PolicyRef struct {
-	Kind, Namespace, Name string
-	// Cluster is where the policy was defined; empty for the management source.
-	Cluster string
-}
-
-// String returns "Kind/namespace/name", with "@cluster" when the policy
-// came from a workload cluster.
-func (r PolicyRef) String() string {
-	s := r.Kind + "/" + r.Namespace + "/" + r.Name
-	if r.Cluster != "" {
-		s += "@" + r.Cluster
-	}
-	return s
-}
+// PolicyRef names a policy and the cluster that defined it: [meta.PolicyRef].
+type PolicyRef = meta.PolicyRef
 
 // RefOf returns the reference of a policy.
 func RefOf(p policyv1alpha1.Policy) PolicyRef {
-	return PolicyRef{
+	return withKind(PolicyRef{
 		Kind:      p.GetObjectKind().GroupVersionKind().Kind,
 		Namespace: p.GetNamespace(),
 		Name:      p.GetName(),
 		Cluster:   p.GetAnnotations()[SourceClusterAnnotation],
-	}.withKind(p)
+	}, p)
 }
 
-// withKind fills Kind from the Go type when TypeMeta is empty.
-func (r PolicyRef) withKind(p policyv1alpha1.Policy) PolicyRef {
+// withKind fills r's Kind from the Go type of p when TypeMeta is empty.
+func withKind(r PolicyRef, p policyv1alpha1.Policy) PolicyRef {
 	if r.Kind != "" {
 		return r
 	}
@@ -86,17 +66,9 @@ func (r PolicyRef) withKind(p policyv1alpha1.Policy) PolicyRef {
 	return r
 }
 
-// Diagnostic is a problem a user can fix, reported on the policy that caused it.
-type Diagnostic struct {
-	Severity Severity
-	Summary  string
-	Detail   string
-	// Path is the field at fault, such as "spec.http[0].route[1].weight".
-	Path   string
-	Policy PolicyRef
-	// Cluster is set when the problem concerns one target cluster only.
-	Cluster string
-}
+// Diagnostic is a problem a user can fix, reported on the policy that
+// caused it: [meta.Diagnostic]. The host fills in Plugin.
+type Diagnostic = meta.Diagnostic
 
 // Errorf returns an error diagnostic on policy p at path.
 func Errorf(p policyv1alpha1.Policy, path, format string, args ...any) Diagnostic {
@@ -210,18 +182,18 @@ func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, err
 	}
 	apiVersion, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
-	meta, _ := m["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	namespace, _ := meta["namespace"].(string)
+	md, _ := m["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	namespace, _ := md["namespace"].(string)
 	if apiVersion == "" || kind == "" || name == "" {
 		return Output{}, fmt.Errorf("object needs apiVersion, kind and metadata.name (got %q, %q, %q)", apiVersion, kind, name)
 	}
 	// Encoders of typed objects write empty timestamps and status; they mean nothing.
-	delete(meta, "creationTimestamp")
+	delete(md, "creationTimestamp")
 	if st, ok := m["status"].(map[string]any); ok && len(st) == 0 {
 		delete(m, "status")
 	}
-	labels, _ := meta["labels"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
 	if labels == nil {
 		labels = map[string]any{}
 	}
@@ -230,15 +202,15 @@ func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, err
 		labels[k] = v
 	}
 	if stamp.policies != "" {
-		ann, _ := meta["annotations"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
 		if ann == nil {
 			ann = map[string]any{}
 		}
 		ann[PoliciesAnnotation] = stamp.policies
-		meta["annotations"] = ann
+		md["annotations"] = ann
 	}
-	meta["labels"] = labels
-	m["metadata"] = meta
+	md["labels"] = labels
+	m["metadata"] = md
 	body, err := json.Marshal(m)
 	if err != nil {
 		return Output{}, fmt.Errorf("encode object: %w", err)
@@ -307,14 +279,13 @@ func (r *Response) stamp(parents []policyv1alpha1.Policy) stamp {
 	}
 	refs := make([]string, 0, len(parents))
 	for _, p := range parents {
-		ref := RefOf(p)
-		refs = append(refs, ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
+		refs = append(refs, RefOf(p).Key())
 	}
 	slices.Sort(refs)
 	refs = slices.Compact(refs)
 	first := RefOf(parents[0])
 	s.labels[PolicyLabel] = labelValue(strings.ToLower(first.Kind) + "." + first.Name)
-	s.policies = strings.Join(refs, ",")
+	s.policies = meta.JoinPolicies(refs)
 	return s
 }
 

@@ -329,7 +329,7 @@ func (s *session) commit(ctx context.Context, send sender) error {
 // sendDiagnostics sends diagnostics sorted, without duplicates.
 func (s *session) sendDiagnostics(ds []Diagnostic, send sender) error {
 	for _, d := range sortDiagnostics(ds) {
-		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Diagnostic{Diagnostic: diagnosticToProto(d)}}); err != nil {
+		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Diagnostic{Diagnostic: meta.DiagnosticToProto(d)}}); err != nil {
 			return err
 		}
 	}
@@ -628,17 +628,6 @@ func splitOutputs(cluster, backend string, outs []Output, maxBytes int) []*trans
 		parts[i] = part
 	}
 	return parts
-}
-
-func diagnosticToProto(d Diagnostic) *translatorv1.Diagnostic {
-	sev := translatorv1.Diagnostic_SEVERITY_ERROR
-	if d.Severity == SeverityWarning {
-		sev = translatorv1.Diagnostic_SEVERITY_WARNING
-	}
-	return &translatorv1.Diagnostic{
-		Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster,
-		Policy: &translatorv1.PolicyRef{Kind: d.Policy.Kind, Namespace: d.Policy.Namespace, Name: d.Policy.Name, Cluster: d.Policy.Cluster},
-	}
 }
 
 // describeToProto converts a description.

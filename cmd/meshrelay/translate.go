@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
@@ -79,8 +78,8 @@ failed.`,
 			}
 			failed := false
 			for _, d := range res.Diagnostics {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s %s/%s: %s%s (%s)\n", strings.ToLower(d.Severity), d.Policy.Kind, d.Policy.Namespace, d.Policy.Name, pathPrefix(d.Path), d.Summary, d.Plugin)
-				failed = failed || strings.EqualFold(d.Severity, "error")
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s %s/%s: %s%s (%s)\n", d.Severity, d.Policy.Kind, d.Policy.Namespace, d.Policy.Name, pathPrefix(d.Path), d.Summary, d.Plugin)
+				failed = failed || d.Severity.IsError()
 			}
 			for _, p := range res.Failed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "plugin %s failed: %s\n", p.Name, p.Error)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"golang.org/x/sync/errgroup"
@@ -115,7 +115,7 @@ type translatorState struct {
 	policies *snapshot.Snapshot
 	// scope is the target list the translator's session last answered for.
 	scope    []string
-	diags    []pluginhost.Diagnostic
+	diags    []meta.Diagnostic
 	lastErr  error
 	failedAt time.Time
 	backoff  time.Duration
@@ -607,18 +607,18 @@ func (e *Engine) Status() []PluginStatus {
 
 // Diagnostics returns the latest diagnostics of every translator, with the
 // plugin name filled in, sorted by policy.
-func (e *Engine) Diagnostics() []pluginhost.Diagnostic {
+func (e *Engine) Diagnostics() []meta.Diagnostic {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []pluginhost.Diagnostic
+	var out []meta.Diagnostic
 	for _, ts := range e.translators {
 		for _, d := range ts.diags {
 			d.Plugin = cmp.Or(d.Plugin, ts.t.Name())
 			out = append(out, d)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b pluginhost.Diagnostic) int {
-		return cmp.Compare(fmt.Sprint(a.Policy), fmt.Sprint(b.Policy))
+	slices.SortStableFunc(out, func(a, b meta.Diagnostic) int {
+		return a.Policy.Compare(b.Policy)
 	})
 	return out
 }

@@ -53,14 +53,4 @@ type (
 	// ClusterOutput is the complete set of resources of one backend in
 	// one cluster.
 	ClusterOutput = host.ClusterOutput
-	// Diagnostic is a problem a user can fix.
-	Diagnostic = host.Diagnostic
-	// PolicyRef names a policy.
-	PolicyRef = host.PolicyRef
-)
-
-// Severities of diagnostics.
-const (
-	SeverityError   = host.SeverityError
-	SeverityWarning = host.SeverityWarning
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/catalog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,8 +64,8 @@ func (s *Server) kickDiscovery() {
 
 // Labels and names of the discovery objects in the management cluster.
 const (
-	managedByLabel  = "app.kubernetes.io/managed-by"
-	managedBy       = "meshrelay"
+	managedByLabel  = meta.ManagedByLabel
+	managedBy       = meta.ManagedByValue
 	hashAnnotation  = "discovery.meshrelay.io/hash"
 	discoveryFields = "meshrelay-discovery"
 )

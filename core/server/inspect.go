@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
@@ -163,14 +164,14 @@ func (s *Server) listDiscovery(kind string, f listFilter, resp *relayv1.ListResp
 // listPolicies returns the policies matching f: by namespace, labels, and
 // cluster (those that reach it or were defined in it).
 func (s *Server) listPolicies(f listFilter) []*relayv1.PolicyStatus {
-	meta := map[string]map[string]string{}
+	policyLabels := map[string]map[string]string{}
 	for _, src := range s.policySources() {
-		meta[src.cluster+"/"+src.res.ID.Kind+"/"+src.res.ID.Namespace+"/"+src.res.ID.Name] = objectLabels(src.res.Body)
+		policyLabels[src.cluster+"/"+src.res.ID.Kind+"/"+src.res.ID.Namespace+"/"+src.res.ID.Name] = objectLabels(src.res.Body)
 	}
 	var out []*relayv1.PolicyStatus
 	for _, ps := range s.policyStatuses() {
-		inCluster := f.cluster == "" || ps.ref.SourceCluster == f.cluster || slices.Contains(ps.targets, f.cluster)
-		l := meta[ps.ref.SourceCluster+"/"+ps.ref.key()]
+		inCluster := f.cluster == "" || ps.ref.Cluster == f.cluster || slices.Contains(ps.targets, f.cluster)
+		l := policyLabels[ps.ref.Cluster+"/"+ps.ref.Key()]
 		if inCluster && (f.namespace == "" || f.namespace == ps.ref.Namespace) && f.selector.Matches(labels.Set(l)) {
 			out = append(out, ps.proto())
 		}
@@ -234,10 +235,7 @@ func (s *Server) outputResources(scope outputScope, keep func(*relayv1.OutputRes
 func outputResource(cluster, backend string, r snapshot.Resource) *relayv1.OutputResource {
 	var m objectMeta
 	_ = json.Unmarshal(r.Body, &m)
-	var parents []string
-	if v := m.Metadata.Annotations[policiesAnnotation]; v != "" {
-		parents = strings.Split(v, ",")
-	}
+	parents := meta.SplitPolicies(m.Metadata.Annotations[meta.PoliciesAnnotation])
 	return &relayv1.OutputResource{
 		Cluster: cluster, Backend: backend, ApiVersion: r.ID.APIVersion(), Kind: r.ID.Kind,
 		Namespace: r.ID.Namespace, Name: r.ID.Name, Policies: parents, Labels: m.Metadata.Labels,
@@ -358,9 +356,9 @@ func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet *c
 	}
 	parents := map[string]bool{}
 	for _, ps := range s.policyStatuses() {
-		if selecting[ps.ref.SourceCluster+"/"+ps.ref.key()] {
+		if selecting[ps.ref.Cluster+"/"+ps.ref.Key()] {
 			desc.Policies = append(desc.Policies, ps.proto())
-			parents[ps.ref.key()] = true
+			parents[ps.ref.Key()] = true
 		}
 	}
 	// What was emitted for it: the outputs of the policies selecting it,
@@ -422,13 +420,9 @@ func selectsDestination(src policySource, namespace, name string, clusters map[s
 func (s *Server) diagnostics() []*relayv1.Diagnostic {
 	var out []*relayv1.Diagnostic
 	for _, d := range s.engine.Diagnostics() {
-		sev := "Warning"
-		if strings.EqualFold(d.Severity, "error") {
-			sev = "Error"
-		}
 		out = append(out, &relayv1.Diagnostic{
-			Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin,
-			Policy: d.Policy.Kind + "/" + d.Policy.Namespace + "/" + d.Policy.Name,
+			Severity: string(d.Severity), Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin,
+			Policy: d.Policy.Key(),
 		})
 	}
 	return out
@@ -447,7 +441,7 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 	var found []policyStatus
 	for _, ps := range s.policyStatuses() {
 		if ps.ref.Name == name && (kind == "" || strings.EqualFold(ps.ref.Kind, kind)) && (ns == "" || ps.ref.Namespace == ns) &&
-			(req.GetCluster() == "" || ps.ref.SourceCluster == req.GetCluster()) {
+			(req.GetCluster() == "" || ps.ref.Cluster == req.GetCluster()) {
 			found = append(found, ps)
 		}
 	}
@@ -457,9 +451,9 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 	case len(found) > 1:
 		var cands []string
 		for _, ps := range found {
-			c := ps.ref.key()
-			if ps.ref.SourceCluster != "" {
-				c += " (from cluster " + ps.ref.SourceCluster + ")"
+			c := ps.ref.Key()
+			if ps.ref.Cluster != "" {
+				c += " (from cluster " + ps.ref.Cluster + ")"
 			}
 			cands = append(cands, c)
 		}
@@ -468,14 +462,14 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 	ps := found[0]
 	desc := &relayv1.PolicyDescription{Status: ps.proto()}
 	for _, src := range s.policySources() {
-		if src.cluster == ps.ref.SourceCluster && policyKey(src.res.ID) == ps.ref.key() {
+		if src.cluster == ps.ref.Cluster && policyKey(src.res.ID) == ps.ref.Key() {
 			desc.Body = string(src.res.Body)
 		}
 	}
-	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.key()) }, true)
+	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
 	desc.Clusters = policyClusters(desc.Outputs)
 	for _, d := range s.diagnostics() {
-		if d.Policy == ps.ref.key() {
+		if d.Policy == ps.ref.Key() {
 			desc.Diagnostics = append(desc.Diagnostics, d)
 		}
 	}

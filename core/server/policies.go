@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/manifest"
@@ -159,18 +160,18 @@ func (k *KubePolicies) snapshot(version uint64) *snapshot.Snapshot {
 }
 
 // WriteStatus writes a policy's status subresource when it changed.
-func (k *KubePolicies) WriteStatus(ctx context.Context, ref PolicyRef, st policyv1alpha1.PolicyStatus) error {
+func (k *KubePolicies) WriteStatus(ctx context.Context, ref meta.PolicyRef, st policyv1alpha1.PolicyStatus) error {
 	return k.WriteStatusWith(ctx, ref, st, nil)
 }
 
 // WriteStatusWith writes a policy's status with fields of its kind's own
 // (a MeshTrust's phase, roots and meshes) next to the shared ones.
-func (k *KubePolicies) WriteStatusWith(ctx context.Context, ref PolicyRef, st policyv1alpha1.PolicyStatus, extra map[string]any) error {
+func (k *KubePolicies) WriteStatusWith(ctx context.Context, ref meta.PolicyRef, st policyv1alpha1.PolicyStatus, extra map[string]any) error {
 	gvr, ok := policyKinds[ref.Kind]
 	if !ok {
 		return nil
 	}
-	key := ref.key()
+	key := ref.Key()
 	k.mu.Lock()
 	inf := k.informer[ref.Kind]
 	k.mu.Unlock()

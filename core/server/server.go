@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
@@ -43,7 +44,7 @@ type PolicySource interface {
 // StatusWriter is an optional capability of a PolicySource: it writes a
 // policy's folded status back where the policy lives.
 type StatusWriter interface {
-	WriteStatus(ctx context.Context, ref PolicyRef, status policyv1alpha1.PolicyStatus) error
+	WriteStatus(ctx context.Context, ref meta.PolicyRef, status policyv1alpha1.PolicyStatus) error
 }
 
 // Deps are the parts a Server is built from.

@@ -6,28 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// policiesAnnotation lists an output object's parent policies as
-// "Kind/namespace/name", comma separated; the SDK stamps it.
-const policiesAnnotation = "meshrelay.io/policies"
-
-// PolicyRef names a policy and where it was defined.
-type PolicyRef struct {
-	Kind, Namespace, Name string
-	// SourceCluster is empty for the management source.
-	SourceCluster string
-}
-
-func (r PolicyRef) key() string { return r.Kind + "/" + r.Namespace + "/" + r.Name }
 
 // Status returns the fleet's status as the admin API reports it.
 func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
@@ -122,7 +109,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 
 // policyStatus is one policy's folded status.
 type policyStatus struct {
-	ref      PolicyRef
+	ref      meta.PolicyRef
 	state    policyv1alpha1.PolicyState
 	targets  []string
 	applied  []string
@@ -133,129 +120,230 @@ type policyStatus struct {
 
 func (p policyStatus) proto() *relayv1.PolicyStatus {
 	return &relayv1.PolicyStatus{
-		Kind: p.ref.Kind, Namespace: p.ref.Namespace, Name: p.ref.Name, SourceCluster: p.ref.SourceCluster,
+		Kind: p.ref.Kind, Namespace: p.ref.Namespace, Name: p.ref.Name, SourceCluster: p.ref.Cluster,
 		State: string(p.state), AppliedClusters: int32(len(p.applied)), TargetClusters: int32(len(p.targets)),
 		Errors: p.errors, Warnings: p.warnings,
 	}
 }
 
 // policyStatuses folds validation, the plugins' diagnostics and the agents'
-// apply results into each policy's status.
+// apply results into each policy's status, in three steps: collect what
+// the fold reads, fold each policy, order them.
 func (s *Server) policyStatuses() []policyStatus {
-	sources := s.policySources()
-	acks := s.ackStates()
-
-	// Which clusters' outputs each policy reaches, and where they applied.
-	type reach struct {
-		targets, failed map[string]bool
-		errors          []string
+	in := s.collectStatusInputs()
+	out := make([]policyStatus, 0, len(in.sources))
+	for _, src := range in.sources {
+		out = append(out, in.fold(src))
 	}
-	reaches := map[string]*reach{}
+	sortPolicyStatuses(out)
+	return out
+}
+
+// statusInputs is everything folding a policy's status reads.
+type statusInputs struct {
+	sources []policySource
+	// reaches are where each policy's outputs went, by [meta.PolicyRef.Key].
+	reaches reaches
+	// diags are the plugins' and core's diagnostics by policy, in the order
+	// they were reported.
+	diags map[meta.PolicyRef][]meta.Diagnostic
+	// trustReach returns the clusters a management MeshTrust selects and
+	// those where its roots are in place.
+	trustReach func(meta.PolicyRef) (targets, applied []string)
+}
+
+// collectStatusInputs gathers the policies, the outputs' reach and the
+// diagnostics once for every policy's fold.
+func (s *Server) collectStatusInputs() *statusInputs {
+	return &statusInputs{
+		sources:    s.policySources(),
+		reaches:    s.outputReaches(),
+		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.diagnostics()...)),
+		trustReach: s.trust.reach,
+	}
+}
+
+// diagnosticsByPolicy groups diagnostics by the policy they concern,
+// keeping their order.
+func diagnosticsByPolicy(diags []meta.Diagnostic) map[meta.PolicyRef][]meta.Diagnostic {
+	out := map[meta.PolicyRef][]meta.Diagnostic{}
+	for _, d := range diags {
+		out[d.Policy] = append(out[d.Policy], d)
+	}
+	return out
+}
+
+// reach is where one policy's outputs went: the clusters they target, those
+// where the agent has not applied them (yet), and the agents' apply errors.
+type reach struct {
+	targets, failed map[string]bool
+	errors          []string
+}
+
+// reaches holds each policy's reach by [meta.PolicyRef.Key].
+type reaches map[string]*reach
+
+// outputReaches follows every current output to its parent policies.
+func (s *Server) outputReaches() reaches {
+	acks := s.ackStates()
 	parents := s.parentIndex()
+	defer parents.done()
+	rs := reaches{}
 	for _, ci := range s.engine.Clusters() {
 		for backend, o := range s.engine.Outputs(ci.Name) {
 			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
-			current := acked && a.hash == o.Snapshot.Hash()
-			for r := range o.Snapshot.All() {
-				for _, parent := range parents.of(r) {
-					rc := reaches[parent]
-					if rc == nil {
-						rc = &reach{targets: map[string]bool{}, failed: map[string]bool{}}
-						reaches[parent] = rc
-					}
-					rc.targets[ci.Name] = true
-					if !current {
-						rc.failed[ci.Name] = true
-					} else if msg, bad := a.errors[r.ID]; bad {
-						rc.failed[ci.Name] = true
-						rc.errors = append(rc.errors, fmt.Sprintf("%s: apply %s %s/%s: %s", ci.Name, r.ID.Kind, r.ID.Namespace, r.ID.Name, msg))
-					}
-				}
-			}
+			rs.addOutput(ci.Name, o.Snapshot, acked && a.hash == o.Snapshot.Hash(), a.errors, parents.of)
 		}
 	}
-	parents.done()
-	diags := append(s.engine.Diagnostics(), s.trust.diagnostics()...)
+	return rs
+}
 
-	var out []policyStatus
-	for _, src := range sources {
-		ps := policyStatus{ref: PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, SourceCluster: src.cluster}}
-		var generation int64
-		policies, err := policyv1alpha1.Decode(src.res.Body)
-		switch {
-		case err != nil:
-			ps.errors = append(ps.errors, err.Error())
-		case len(policies) == 1:
-			generation = policies[0].GetGeneration()
-			for _, fe := range policies[0].Validate() {
-				ps.errors = append(ps.errors, fe.Error())
-				ps.status.Diagnostics = append(ps.status.Diagnostics, policyv1alpha1.Diagnostic{
-					Severity: policyv1alpha1.SeverityError, Summary: fe.ErrorBody(), Path: fe.Field})
-			}
+// addOutput records that each resource of one output set reaches cluster
+// for each of its parent policies. current says the agent acked this very
+// set; errs are its apply errors by resource.
+func (rs reaches) addOutput(cluster string, set *snapshot.Snapshot, current bool, errs map[snapshot.ID]string, parentsOf func(snapshot.Resource) []string) {
+	for r := range set.All() {
+		for _, parent := range parentsOf(r) {
+			rs.of(parent).record(cluster, r.ID, current, errs)
 		}
-		invalid := len(ps.errors) > 0
-		for _, d := range diags {
-			if d.Policy.Kind != ps.ref.Kind || d.Policy.Namespace != ps.ref.Namespace || d.Policy.Name != ps.ref.Name || d.Policy.Cluster != ps.ref.SourceCluster {
-				continue
-			}
-			text := d.Summary
-			if d.Path != "" {
-				text = d.Path + ": " + text
-			}
-			text += " (" + cmp.Or(d.Plugin, "engine") + ")"
-			sev := policyv1alpha1.SeverityWarning
-			if strings.EqualFold(d.Severity, "error") {
-				sev = policyv1alpha1.SeverityError
-				if !slices.Contains(ps.errors, text) {
-					ps.errors = append(ps.errors, text)
-				}
-			} else if !slices.Contains(ps.warnings, text) {
-				ps.warnings = append(ps.warnings, text)
-			}
-			ps.status.Diagnostics = append(ps.status.Diagnostics, policyv1alpha1.Diagnostic{
-				Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin})
-		}
-		if ps.ref.Kind == policyv1alpha1.KindMeshTrust && ps.ref.SourceCluster == "" {
-			ps.targets, ps.applied = s.trust.reach(ps.ref)
-		}
-		if rc := reaches[ps.ref.key()]; rc != nil {
-			for c := range rc.targets {
-				ps.targets = append(ps.targets, c)
-				if !rc.failed[c] {
-					ps.applied = append(ps.applied, c)
-				}
-			}
-			slices.Sort(ps.targets)
-			slices.Sort(ps.applied)
-			slices.Sort(rc.errors)
-			ps.errors = append(ps.errors, rc.errors...)
-		}
-		switch {
-		case invalid:
-			ps.state = policyv1alpha1.StateInvalid
-		case len(ps.errors) > 0:
-			ps.state = policyv1alpha1.StateFailed
-		case len(ps.targets) > 0 && len(ps.applied) < len(ps.targets):
-			ps.state = policyv1alpha1.StatePending
-		default:
-			ps.state = policyv1alpha1.StateAccepted
-		}
-		ps.status.ObservedGeneration = generation
-		ps.status.State = ps.state
-		for _, c := range ps.targets {
-			cr := policyv1alpha1.ClusterResult{Cluster: c}
-			if slices.Contains(ps.applied, c) {
-				cr.Applied = 1
-			}
-			ps.status.Clusters = append(ps.status.Clusters, cr)
-		}
-		out = append(out, ps)
 	}
-	slices.SortFunc(out, func(a, b policyStatus) int {
-		return cmp.Or(cmp.Compare(a.ref.Kind, b.ref.Kind), cmp.Compare(a.ref.Namespace, b.ref.Namespace),
-			cmp.Compare(a.ref.Name, b.ref.Name), cmp.Compare(a.ref.SourceCluster, b.ref.SourceCluster))
-	})
-	return out
+}
+
+func (rs reaches) of(policy string) *reach {
+	rc := rs[policy]
+	if rc == nil {
+		rc = &reach{targets: map[string]bool{}, failed: map[string]bool{}}
+		rs[policy] = rc
+	}
+	return rc
+}
+
+// record notes one resource of the policy in cluster: not applied unless
+// current, and failed with its apply error when it has one.
+func (rc *reach) record(cluster string, id snapshot.ID, current bool, errs map[snapshot.ID]string) {
+	rc.targets[cluster] = true
+	if !current {
+		rc.failed[cluster] = true
+	} else if msg, bad := errs[id]; bad {
+		rc.failed[cluster] = true
+		rc.errors = append(rc.errors, fmt.Sprintf("%s: apply %s %s/%s: %s", cluster, id.Kind, id.Namespace, id.Name, msg))
+	}
+}
+
+// fold computes one policy's status from its source and the inputs.
+func (in *statusInputs) fold(src policySource) policyStatus {
+	ps := policyStatus{ref: meta.PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, Cluster: src.cluster}}
+	generation := ps.validate(src.res.Body)
+	invalid := len(ps.errors) > 0
+	ps.diagnose(in.diags[ps.ref])
+	if ps.ref.Kind == policyv1alpha1.KindMeshTrust && ps.ref.Cluster == "" && in.trustReach != nil {
+		ps.targets, ps.applied = in.trustReach(ps.ref)
+	}
+	ps.addReach(in.reaches[ps.ref.Key()])
+	ps.state = decideState(invalid, ps.errors, ps.targets, ps.applied)
+	ps.fillStatus(generation)
+	return ps
+}
+
+// validate decodes and validates the policy, recording its errors, and
+// returns its generation (zero when it does not decode).
+func (ps *policyStatus) validate(body []byte) int64 {
+	policies, err := policyv1alpha1.Decode(body)
+	switch {
+	case err != nil:
+		ps.errors = append(ps.errors, err.Error())
+	case len(policies) == 1:
+		for _, fe := range policies[0].Validate() {
+			ps.errors = append(ps.errors, fe.Error())
+			ps.status.Diagnostics = append(ps.status.Diagnostics, policyv1alpha1.DiagnosticOf(meta.Diagnostic{
+				Severity: meta.SeverityError, Summary: fe.ErrorBody(), Path: fe.Field}))
+		}
+		return policies[0].GetGeneration()
+	}
+	return 0
+}
+
+// diagnose records the diagnostics on the policy: each error and warning
+// once as text, and every one as a row of the status.
+func (ps *policyStatus) diagnose(diags []meta.Diagnostic) {
+	for _, d := range diags {
+		text := diagnosticText(d)
+		if d.Severity.IsError() {
+			ps.errors = appendNew(ps.errors, text)
+		} else {
+			ps.warnings = appendNew(ps.warnings, text)
+		}
+		ps.status.Diagnostics = append(ps.status.Diagnostics, policyv1alpha1.DiagnosticOf(d))
+	}
+}
+
+// diagnosticText is how status lists a diagnostic: "path: summary (plugin)".
+func diagnosticText(d meta.Diagnostic) string {
+	text := d.Summary
+	if d.Path != "" {
+		text = d.Path + ": " + text
+	}
+	return text + " (" + cmp.Or(d.Plugin, "engine") + ")"
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// addReach adds the clusters the policy's outputs target, those where they
+// applied, and the agents' apply errors, each sorted.
+func (ps *policyStatus) addReach(rc *reach) {
+	if rc == nil {
+		return
+	}
+	for c := range rc.targets {
+		ps.targets = append(ps.targets, c)
+		if !rc.failed[c] {
+			ps.applied = append(ps.applied, c)
+		}
+	}
+	slices.Sort(ps.targets)
+	slices.Sort(ps.applied)
+	errs := slices.Sorted(slices.Values(rc.errors))
+	ps.errors = append(ps.errors, errs...)
+}
+
+// decideState says what a policy's state is: Invalid when it failed
+// validation, Failed with any other error, Pending until its outputs applied
+// in every cluster they target, else Accepted.
+func decideState(invalid bool, errs, targets, applied []string) policyv1alpha1.PolicyState {
+	switch {
+	case invalid:
+		return policyv1alpha1.StateInvalid
+	case len(errs) > 0:
+		return policyv1alpha1.StateFailed
+	case len(targets) > 0 && len(applied) < len(targets):
+		return policyv1alpha1.StatePending
+	default:
+		return policyv1alpha1.StateAccepted
+	}
+}
+
+// fillStatus sets the status written back to the policy's source.
+func (ps *policyStatus) fillStatus(generation int64) {
+	ps.status.ObservedGeneration = generation
+	ps.status.State = ps.state
+	for _, c := range ps.targets {
+		cr := policyv1alpha1.ClusterResult{Cluster: c}
+		if slices.Contains(ps.applied, c) {
+			cr.Applied = 1
+		}
+		ps.status.Clusters = append(ps.status.Clusters, cr)
+	}
+}
+
+// sortPolicyStatuses orders statuses by policy: kind, namespace, name and
+// source cluster.
+func sortPolicyStatuses(out []policyStatus) {
+	slices.SortFunc(out, func(a, b policyStatus) int { return a.ref.Compare(b.ref) })
 }
 
 // policySource is a policy as its source holds it: the management source
@@ -338,18 +426,14 @@ func parentsOf(r snapshot.Resource) []string {
 	if err := json.Unmarshal(r.Body, &obj); err != nil {
 		return nil
 	}
-	v := obj.Metadata.Annotations[policiesAnnotation]
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
+	return meta.SplitPolicies(obj.Metadata.Annotations[meta.PoliciesAnnotation])
 }
 
 // writeStatus writes one policy's status, with a MeshTrust's own fields
 // where the writer takes them.
 func (s *Server) writeStatus(ctx context.Context, w StatusWriter, ps policyStatus) error {
 	ew, ok := w.(interface {
-		WriteStatusWith(context.Context, PolicyRef, policyv1alpha1.PolicyStatus, map[string]any) error
+		WriteStatusWith(context.Context, meta.PolicyRef, policyv1alpha1.PolicyStatus, map[string]any) error
 	})
 	if ps.ref.Kind != policyv1alpha1.KindMeshTrust || !ok {
 		return w.WriteStatus(ctx, ps.ref, ps.status)
@@ -365,11 +449,11 @@ func (s *Server) writePolicyStatus(ctx context.Context) {
 		return
 	}
 	for _, ps := range s.policyStatuses() {
-		if ps.ref.SourceCluster != "" {
+		if ps.ref.Cluster != "" {
 			continue
 		}
 		if err := s.writeStatus(ctx, w, ps); err != nil {
-			s.log.Warn("write policy status", "policy", ps.ref.key(), "error", err)
+			s.log.Warn("write policy status", "policy", ps.ref.Key(), "error", err)
 		}
 	}
 }

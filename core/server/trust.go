@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pki"
-	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
@@ -126,7 +126,7 @@ type trustManager struct {
 	policies []*policyv1alpha1.MeshTrust
 	views    map[string]*trustView
 	owner    map[string]string // cluster → policy key
-	diags    []pluginhost.Diagnostic
+	diags    []meta.Diagnostic
 }
 
 func newTrustManager(s *Server) *trustManager {
@@ -199,14 +199,14 @@ func (t *trustManager) reconcile(ctx context.Context) {
 	}
 	views := map[string]*trustView{}
 	owner := map[string]string{}
-	var diags []pluginhost.Diagnostic
+	var diags []meta.Diagnostic
 	for _, p := range policies {
 		v := &trustView{policy: p, reports: map[string]trustReport{}}
 		views[trustKey(p)] = v
 		v.clusters, diags = selectTrustClusters(p, fleet, owner, diags)
 		if err := t.reconcileOne(ctx, v); err != nil {
 			v.err = err.Error()
-			diags = append(diags, trustDiag(p, pluginhost.SeverityError, "", err.Error(), ""))
+			diags = append(diags, trustDiag(p, meta.SeverityError, "", err.Error(), ""))
 		}
 	}
 	t.mu.Lock()
@@ -240,11 +240,11 @@ func (t *trustManager) fleet(ctx context.Context) (trustFleet, error) {
 
 // selectTrustClusters returns the clusters p selects that no earlier
 // policy owns, and records them in owner.
-func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[string]string, diags []pluginhost.Diagnostic) ([]string, []pluginhost.Diagnostic) {
+func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[string]string, diags []meta.Diagnostic) ([]string, []meta.Diagnostic) {
 	var out []string
 	for i, name := range p.Spec.Clusters {
 		if !slices.Contains(f.names, name) {
-			diags = append(diags, trustDiag(p, pluginhost.SeverityWarning, fmt.Sprintf("spec.clusters[%d]", i), fmt.Sprintf("cluster %q is not registered", name), name))
+			diags = append(diags, trustDiag(p, meta.SeverityWarning, fmt.Sprintf("spec.clusters[%d]", i), fmt.Sprintf("cluster %q is not registered", name), name))
 		}
 	}
 	for _, name := range f.names {
@@ -253,14 +253,14 @@ func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[st
 		case len(p.Spec.Clusters) > 0 && !slices.Contains(p.Spec.Clusters, name):
 			continue
 		case slices.Contains(meshes, "cilium"):
-			diags = append(diags, trustDiag(p, pluginhost.SeverityWarning, "", fmt.Sprintf(
+			diags = append(diags, trustDiag(p, meta.SeverityWarning, "", fmt.Sprintf(
 				"cluster %q runs Cilium: a Cilium cluster mesh needs the same Cilium CA (the cilium-ca Secret) in every cluster it joins; MeshTrust does not issue it, so install one CA in each cluster with Cilium's own tooling", name), name))
 		}
 		if len(p.Spec.Clusters) == 0 && !slices.Contains(meshes, "istio") {
 			continue
 		}
 		if prev, taken := owner[name]; taken {
-			diags = append(diags, trustDiag(p, pluginhost.SeverityError, "spec.clusters", fmt.Sprintf("cluster %q already shares the root of MeshTrust %s; a cluster belongs to one MeshTrust", name, prev), name))
+			diags = append(diags, trustDiag(p, meta.SeverityError, "spec.clusters", fmt.Sprintf("cluster %q already shares the root of MeshTrust %s; a cluster belongs to one MeshTrust", name, prev), name))
 			continue
 		}
 		owner[name] = trustKey(p)
@@ -269,10 +269,10 @@ func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[st
 	return out, diags
 }
 
-func trustDiag(p *policyv1alpha1.MeshTrust, severity, path, summary, cluster string) pluginhost.Diagnostic {
-	return pluginhost.Diagnostic{
+func trustDiag(p *policyv1alpha1.MeshTrust, severity meta.Severity, path, summary, cluster string) meta.Diagnostic {
+	return meta.Diagnostic{
 		Severity: severity, Summary: summary, Path: path, Cluster: cluster, Plugin: "trust",
-		Policy: pluginhost.PolicyRef{Kind: policyv1alpha1.KindMeshTrust, Namespace: p.Namespace, Name: p.Name},
+		Policy: meta.PolicyRef{Kind: policyv1alpha1.KindMeshTrust, Namespace: p.Namespace, Name: p.Name},
 	}
 }
 
@@ -600,7 +600,7 @@ func (ts *trustService) Sign(ctx context.Context, req *relayv1.TrustSignRequest)
 }
 
 // diagnostics returns the trust problems found by the last reconcile.
-func (t *trustManager) diagnostics() []pluginhost.Diagnostic {
+func (t *trustManager) diagnostics() []meta.Diagnostic {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.diags)
@@ -653,7 +653,7 @@ func issuerRoot(st *trustState, c *x509.Certificate) string {
 
 // reach returns the clusters a MeshTrust selects and those that completed
 // its current phase, as a policy's targets and where it is applied.
-func (t *trustManager) reach(ref PolicyRef) (targets, applied []string) {
+func (t *trustManager) reach(ref meta.PolicyRef) (targets, applied []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v := t.views[ref.Namespace+"/"+ref.Name]
@@ -670,7 +670,7 @@ func (t *trustManager) reach(ref PolicyRef) (targets, applied []string) {
 }
 
 // kubeStatus returns the MeshTrust-specific fields of a policy's status.
-func (t *trustManager) kubeStatus(ref PolicyRef) map[string]any {
+func (t *trustManager) kubeStatus(ref meta.PolicyRef) map[string]any {
 	for _, ms := range t.statuses() {
 		if ms.Namespace != ref.Namespace || ms.Name != ref.Name {
 			continue

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
-	"github.com/meshrelay/meshrelay/core/pluginhost"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,7 +25,7 @@ func TestSelectTrustClusters(t *testing.T) {
 	if strings.Join(got, ",") != "east,west" {
 		t.Errorf("default selection = %v, want the Istio clusters east,west", got)
 	}
-	if len(diags) != 1 || diags[0].Severity != pluginhost.SeverityWarning || diags[0].Cluster != "central" || !strings.Contains(diags[0].Summary, "Cilium CA") {
+	if len(diags) != 1 || diags[0].Severity != meta.SeverityWarning || diags[0].Cluster != "central" || !strings.Contains(diags[0].Summary, "Cilium CA") {
 		t.Errorf("diagnostics = %+v, want one warning that central's Cilium cluster mesh needs its own shared CA", diags)
 	}
 	got, diags = selectTrustClusters(mt("b", "west", "north"), fleet, owner, nil)
@@ -34,7 +34,7 @@ func TestSelectTrustClusters(t *testing.T) {
 	}
 	var summaries []string
 	for _, d := range diags {
-		summaries = append(summaries, d.Severity+": "+d.Summary)
+		summaries = append(summaries, d.Severity.String()+": "+d.Summary)
 	}
 	want := []string{`warning: cluster "north" is not registered`, `error: cluster "west" already shares the root of MeshTrust meshrelay/a; a cluster belongs to one MeshTrust`}
 	if strings.Join(summaries, "|") != strings.Join(want, "|") {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
@@ -29,7 +30,7 @@ type Options struct {
 type Result struct {
 	// Outputs are keyed by cluster and backend.
 	Outputs     map[engine.OutputKey]*snapshot.Snapshot
-	Diagnostics []pluginhost.Diagnostic
+	Diagnostics []meta.Diagnostic
 	// Failed lists translators that failed, with their errors.
 	Failed []engine.PluginStatus
 }

@@ -206,19 +206,13 @@ func resourceOf(obj json.RawMessage) (snapshot.Resource, error) {
 	return snapshot.Resource{ID: id, Body: obj, Hash: sha256.Sum256(obj)}, nil
 }
 
-// diagnosticsOf returns the host's diagnostics as the SDK's.
-func diagnosticsOf(ds []host.Diagnostic) []sdk.Diagnostic {
+// diagnosticsOf returns the host's diagnostics as the plugin sent them,
+// without the plugin's name the host adds.
+func diagnosticsOf(ds []sdk.Diagnostic) []sdk.Diagnostic {
 	var out []sdk.Diagnostic
 	for _, d := range ds {
-		sev := sdk.SeverityError
-		if d.Severity == host.SeverityWarning {
-			sev = sdk.SeverityWarning
-		}
-		p := d.Policy
-		out = append(out, sdk.Diagnostic{
-			Severity: sev, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster,
-			Policy: sdk.PolicyRef{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name, Cluster: p.Cluster},
-		})
+		d.Plugin = ""
+		out = append(out, d)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"github.com/meshrelay/meshrelay/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -100,21 +101,10 @@ const (
 	StateFailed PolicyState = "Failed"
 )
 
-// Severity is how serious a Diagnostic is.
-// +kubebuilder:validation:Enum=Error;Warning;Info
-type Severity string
-
-// Diagnostic severities.
-const (
-	SeverityError   Severity = "Error"
-	SeverityWarning Severity = "Warning"
-	SeverityInfo    Severity = "Info"
-)
-
 // Diagnostic is a problem with a policy that its author can act on.
 type Diagnostic struct {
 	// Severity of the problem.
-	Severity Severity `json:"severity"`
+	Severity meta.Severity `json:"severity"`
 	// Summary is a one-line description.
 	Summary string `json:"summary"`
 	// Detail explains the problem and how to fix it.
@@ -129,6 +119,12 @@ type Diagnostic struct {
 	// Plugin (translator) that reported the problem, if any.
 	// +optional
 	Plugin string `json:"plugin,omitempty"`
+}
+
+// DiagnosticOf returns d as a row of its policy's status. The policy is the
+// object whose status holds the row, so d.Policy is not kept.
+func DiagnosticOf(d meta.Diagnostic) Diagnostic {
+	return Diagnostic{Severity: d.Severity, Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin}
 }
 
 // ClusterResult is the outcome of a policy in one cluster for one backend.

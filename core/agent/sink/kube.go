@@ -19,14 +19,15 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
+	meshmeta "github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // Ownership labels and annotations. ManagedByLabel and ManagedByValue are
-// the ones the SDK stamps on every emitted object.
+// the ones the SDK stamps on every emitted object (api/meta).
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "meshrelay"
+	ManagedByLabel = meshmeta.ManagedByLabel
+	ManagedByValue = meshmeta.ManagedByValue
 	// BackendLabel names the backend whose desired state an object belongs
 	// to; pruning one backend never touches another's objects.
 	BackendLabel = "meshrelay.io/backend"

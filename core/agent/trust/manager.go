@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/pki"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -160,7 +161,7 @@ func (m *Manager) report(cur *corev1.Secret) *relayv1.TrustReport {
 // new one; the plan's roots in any case.
 func (m *Manager) want(ctx context.Context, plan *relayv1.TrustPlan, cur *corev1.Secret) (*material, error) {
 	base := m.desired
-	if base == nil && cur != nil && cur.Labels[LabelManaged] == "meshrelay" {
+	if base == nil && cur != nil && cur.Labels[LabelManaged] == meta.ManagedByValue {
 		base = fromSecret(cur) // after a restart: adopt what this agent wrote before
 	}
 	if base != nil && !m.due(plan, base) {
@@ -211,7 +212,7 @@ func (m *Manager) issue(ctx context.Context, plan *relayv1.TrustPlan) (*material
 // write puts want into the Secret when it holds something else.
 func (m *Manager) write(ctx context.Context, want *material, cur *corev1.Secret) error {
 	m.desired = want
-	if want.equal(cur) && cur.Labels[LabelManaged] == "meshrelay" && cur.Annotations[AnnChain] == want.chainID() {
+	if want.equal(cur) && cur.Labels[LabelManaged] == meta.ManagedByValue && cur.Annotations[AnnChain] == want.chainID() {
 		return nil
 	}
 	s := secretFor(m.plan.GetNamespace(), m.plan.GetPolicy(), want, cur, m.opts.Now())

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,7 @@ const (
 	KeyCAKey      = "ca-key.pem"
 	KeyRootCert   = "root-cert.pem"
 	KeyCertChain  = "cert-chain.pem"
-	LabelManaged  = "app.kubernetes.io/managed-by"
+	LabelManaged  = meta.ManagedByLabel
 	AnnChain      = "meshrelay.io/mesh-trust-chain"
 	AnnChainSince = "meshrelay.io/mesh-trust-chain-since"
 	AnnPolicy     = "meshrelay.io/mesh-trust"
@@ -221,7 +222,7 @@ func secretFor(namespace, policy string, m *material, prev *corev1.Secret, now t
 			since = prev.Annotations[AnnChainSince]
 		}
 	}
-	s.Labels[LabelManaged] = "meshrelay"
+	s.Labels[LabelManaged] = meta.ManagedByValue
 	s.Annotations[AnnPolicy] = policy
 	s.Annotations[AnnChain] = m.chainID()
 	s.Annotations[AnnChainSince] = since

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
@@ -70,7 +71,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool,
 				pending = nil
 			}
 		case *translatorv1.TranslateResponse_Diagnostic:
-			res.Diagnostics = append(res.Diagnostics, s.diagnosticFromProto(m.Diagnostic))
+			res.Diagnostics = append(res.Diagnostics, meta.DiagnosticFromProto(m.Diagnostic, s.plugin))
 		case *translatorv1.TranslateResponse_Done:
 			if g := m.Done.GetGeneration(); g != gen {
 				return Result{}, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
@@ -162,16 +163,4 @@ func checkBody(r snapshot.Resource) error {
 		return fmt.Errorf("%s: body has apiVersion %q", r.ID, obj.APIVersion)
 	}
 	return nil
-}
-
-func (s *Session) diagnosticFromProto(d *translatorv1.Diagnostic) Diagnostic {
-	sev := SeverityError
-	if d.GetSeverity() == translatorv1.Diagnostic_SEVERITY_WARNING {
-		sev = SeverityWarning
-	}
-	p := d.GetPolicy()
-	return Diagnostic{
-		Severity: sev, Summary: d.GetSummary(), Detail: d.GetDetail(), Path: d.GetPath(), Cluster: d.GetCluster(), Plugin: s.plugin,
-		Policy: PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetCluster()},
-	}
 }

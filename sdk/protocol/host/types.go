@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
@@ -63,7 +64,7 @@ type Result struct {
 	Outputs []ClusterOutput
 	// Diagnostics are every current diagnostic of the translator, in the
 	// order it sent them.
-	Diagnostics []Diagnostic
+	Diagnostics []meta.Diagnostic
 }
 
 // ClusterOutput is the complete set of resources of one backend in one
@@ -71,32 +72,4 @@ type Result struct {
 type ClusterOutput struct {
 	Cluster, Backend string
 	Resources        []snapshot.Resource
-}
-
-// Severities of diagnostics.
-const (
-	SeverityError   = "error"
-	SeverityWarning = "warning"
-)
-
-// Diagnostic is a problem a user can fix.
-type Diagnostic struct {
-	// Severity is SeverityError or SeverityWarning.
-	Severity string
-	Summary  string
-	Detail   string
-	// Path is the field at fault, such as "spec.http[0].route[1].weight".
-	Path   string
-	Policy PolicyRef
-	// Cluster is set when the problem concerns one target cluster only.
-	Cluster string
-	// Plugin is the plugin that reported the problem.
-	Plugin string
-}
-
-// PolicyRef names a policy.
-type PolicyRef struct {
-	Kind, Namespace, Name string
-	// Cluster is where the policy was defined; empty for the management source.
-	Cluster string
 }
