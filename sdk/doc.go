@@ -81,6 +81,11 @@
 // of the protocol. A Severity's value is what a policy's status shows
 // ("Error", "Warning"); it prints in lower case ("error").
 //
+// An [Output] and an [Object] carry their identity as an embedded
+// snapshot.ID (package api/snapshot: group, version, kind, namespace,
+// name), the identity the server and the agents key resources by; a
+// [ServiceKey] ([Destination.Key]) names a Service in one cluster.
+//
 // # What a translator declares
 //
 // [Description] says what the host and the agents obey. Meshes lists the

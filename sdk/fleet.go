@@ -10,6 +10,7 @@ import (
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -26,16 +27,6 @@ const (
 	kindAccessPolicy       = "AccessPolicy"
 	kindVirtualDestination = "VirtualDestination"
 )
-
-// objectKey identifies an object in a cluster's inputs.
-type objectKey struct {
-	Group, Version, Kind, Namespace, Name string
-}
-
-func (k objectKey) compare(o objectKey) int {
-	return cmp.Or(cmp.Compare(k.Group, o.Group), cmp.Compare(k.Kind, o.Kind),
-		cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name), cmp.Compare(k.Version, o.Version))
-}
 
 // fleetData is one state of the fleet, shared by every view of it.
 type fleetData struct {
@@ -134,6 +125,28 @@ type Destination struct {
 	Service *corev1.Service
 }
 
+// Key returns the name of d's Service in its cluster.
+func (d Destination) Key() ServiceKey {
+	return ServiceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+}
+
+// ServiceKey names a Service in one cluster of the fleet. It is comparable,
+// so translators may key maps with it.
+type ServiceKey struct {
+	Cluster, Namespace, Name string
+}
+
+// String returns "cluster/namespace/name".
+func (k ServiceKey) String() string { return k.Cluster + "/" + k.Namespace + "/" + k.Name }
+
+// InCluster returns "namespace/name in cluster", as a sentence names a Service.
+func (k ServiceKey) InCluster() string { return k.Namespace + "/" + k.Name + " in " + k.Cluster }
+
+// Compare orders keys by cluster, namespace and name.
+func (k ServiceKey) Compare(o ServiceKey) int {
+	return cmp.Or(cmp.Compare(k.Cluster, o.Cluster), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
+}
+
 // Select returns the Services of every cluster matching any of the
 // selectors, sorted by cluster, namespace and name. An empty selector list
 // matches nothing; an empty selector matches every Service.
@@ -217,7 +230,7 @@ type clusterData struct {
 	name    string
 	stale   bool
 	meshes  []string
-	objects map[objectKey][]byte
+	objects map[snapshot.ID][]byte
 
 	mu    sync.Mutex
 	cache map[string]any
@@ -368,9 +381,11 @@ func (c *Cluster) Gateways() []*discoveryapi.Gateway {
 	return decodeKind[discoveryapi.Gateway](c.d, discoveryapi.Group, "Gateway")
 }
 
-// Object is an input of a kind the SDK has no type for.
+// Object is an input of a kind the SDK has no type for: its identity (the
+// fields Group, Version, Kind, Namespace and Name of [snapshot.ID]) and its
+// body.
 type Object struct {
-	Group, Version, Kind, Namespace, Name string
+	snapshot.ID
 	// Raw is the object's canonical JSON.
 	Raw json.RawMessage
 }
@@ -381,7 +396,7 @@ func (c *Cluster) Objects(group, kind string) []Object {
 	c.readKind(group, kind)
 	var out []Object
 	for _, k := range c.d.keys(group, kind) {
-		out = append(out, Object{Group: k.Group, Version: k.Version, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Raw: c.d.objects[k]})
+		out = append(out, Object{ID: k, Raw: c.d.objects[k]})
 	}
 	return out
 }
@@ -478,14 +493,14 @@ func (cd *clusterData) selectServices(sels []policyv1alpha1.DestinationSelector)
 	return out
 }
 
-func (cd *clusterData) keys(group, kind string) []objectKey {
-	var ks []objectKey
+func (cd *clusterData) keys(group, kind string) []snapshot.ID {
+	var ks []snapshot.ID
 	for k := range cd.objects {
 		if k.Group == group && k.Kind == kind {
 			ks = append(ks, k)
 		}
 	}
-	slices.SortFunc(ks, objectKey.compare)
+	slices.SortFunc(ks, snapshot.ID.Compare)
 	return ks
 }
 
@@ -534,7 +549,7 @@ func findNamed[T namedObject](objs []T, namespace, name string) (T, bool) {
 
 // newClusterData builds a cluster from its raw inputs. objects is owned by
 // the result and must not change afterwards.
-func newClusterData(name string, stale bool, meshes []string, objects map[objectKey][]byte) *clusterData {
+func newClusterData(name string, stale bool, meshes []string, objects map[snapshot.ID][]byte) *clusterData {
 	ms := slices.Clone(meshes)
 	slices.Sort(ms)
 	return &clusterData{name: name, stale: stale, meshes: slices.Compact(ms), objects: objects}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -16,7 +17,7 @@ import (
 // portsCluster builds a cluster "east" from YAML documents.
 func portsCluster(t *testing.T, docs ...string) *clusterData {
 	t.Helper()
-	objects := map[objectKey][]byte{}
+	objects := map[snapshot.ID][]byte{}
 	for _, doc := range docs {
 		raw, err := yaml.YAMLToJSON([]byte(doc))
 		if err != nil {
@@ -34,7 +35,7 @@ func portsCluster(t *testing.T, docs ...string) *clusterData {
 		if !ok {
 			group, version = "", m.APIVersion
 		}
-		objects[objectKey{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = raw
+		objects[snapshot.ID{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = raw
 	}
 	return newClusterData("east", false, nil, objects)
 }

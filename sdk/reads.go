@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
@@ -145,7 +146,7 @@ func (rs *readSet) clusters() (names []string, global bool) {
 // objectChange is one input object that an update changed. old or new is
 // nil when the object was absent.
 type objectChange struct {
-	key      objectKey
+	key      snapshot.ID
 	old, new []byte
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -80,10 +81,12 @@ func Warningf(p policyv1alpha1.Policy, path, format string, args ...any) Diagnos
 	return Diagnostic{Severity: SeverityWarning, Summary: fmt.Sprintf(format, args...), Path: path, Policy: RefOf(p)}
 }
 
-// Output is one emitted object, encoded.
+// Output is one emitted object, encoded: where it goes, its identity (the
+// fields Group, Version, Kind, Namespace and Name of [snapshot.ID]) and its
+// body.
 type Output struct {
-	Cluster, Backend                      string
-	Group, Version, Kind, Namespace, Name string
+	Cluster, Backend string
+	snapshot.ID
 	// Body is the object's JSON.
 	Body []byte
 }
@@ -145,9 +148,7 @@ func (r *Response) Diagnose(ds ...Diagnostic) { r.diags = append(r.diags, ds...)
 func (r *Response) Outputs() []Output {
 	out := slices.Clone(r.outputs)
 	slices.SortFunc(out, func(a, b Output) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend),
-			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace),
-			cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), a.ID.Compare(b.ID))
 	})
 	return out
 }
@@ -258,11 +259,9 @@ func (r *Response) encodeTyped(obj typedObject, parents []policyv1alpha1.Policy)
 }
 
 func outputOf(apiVersion, kind, namespace, name string, body []byte) Output {
-	group, version, found := strings.Cut(apiVersion, "/")
-	if !found {
-		group, version = "", apiVersion
-	}
-	return Output{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name, Body: body}
+	h := snapshot.Header{APIVersion: apiVersion, Kind: kind}
+	h.Metadata.Name, h.Metadata.Namespace = name, namespace
+	return Output{ID: h.ID(), Body: body}
 }
 
 // stamp is what the SDK adds to every emitted object.

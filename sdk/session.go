@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
@@ -26,8 +27,8 @@ const policyGroup = "policy.meshrelay.io"
 type clusterState struct {
 	stale    bool
 	meshes   []string
-	objects  map[objectKey][]byte
-	policies map[objectKey][]byte
+	objects  map[snapshot.ID][]byte
+	policies map[snapshot.ID][]byte
 	// built is the cluster given to the last translation; it is reused
 	// while the cluster's inputs do not change, so its decode cache
 	// survives. It shares objects until the next change (borrowed).
@@ -40,7 +41,7 @@ type clusterState struct {
 // policySource identifies a policy: where it was defined and its key.
 type policySource struct {
 	cluster string
-	key     objectKey
+	key     snapshot.ID
 }
 
 // decodedPolicy caches the decoding and validation of one raw policy.
@@ -60,7 +61,7 @@ type session struct {
 	desc Description
 
 	clusters map[string]*clusterState
-	mgmt     map[objectKey][]byte
+	mgmt     map[snapshot.ID][]byte
 	decoded  map[policySource]*decodedPolicy
 	policies []policyv1alpha1.Policy
 	diags    []Diagnostic
@@ -84,7 +85,7 @@ func newSession(t Translator, desc Description) *session {
 	s := &session{
 		t: t, desc: desc,
 		clusters: map[string]*clusterState{},
-		mgmt:     map[objectKey][]byte{},
+		mgmt:     map[snapshot.ID][]byte{},
 		decoded:  map[policySource]*decodedPolicy{},
 		sent:     map[outKey][sha256.Size]byte{},
 	}
@@ -149,21 +150,13 @@ func (s *session) begin(b *translatorv1.Begin) error {
 	if s.full {
 		for _, cs := range s.clusters {
 			cs.seen = false
-			cs.objects, cs.borrowed = map[objectKey][]byte{}, false
-			cs.policies = map[objectKey][]byte{}
+			cs.objects, cs.borrowed = map[snapshot.ID][]byte{}, false
+			cs.policies = map[snapshot.ID][]byte{}
 		}
-		s.mgmt = map[objectKey][]byte{}
+		s.mgmt = map[snapshot.ID][]byte{}
 		s.policiesTouched = true
 	}
 	return nil
-}
-
-func keyOf(id *snapshotv1.ResourceID) (objectKey, error) {
-	k := objectKey{Group: id.GetGroup(), Version: id.GetVersion(), Kind: id.GetKind(), Namespace: id.GetNamespace(), Name: id.GetName()}
-	if k.Kind == "" || k.Version == "" || k.Name == "" {
-		return k, fmt.Errorf("resource id %v needs version, kind and name", id)
-	}
-	return k, nil
 }
 
 func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
@@ -181,7 +174,7 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 	}
 	cs, ok := s.clusters[name]
 	if !ok {
-		cs = &clusterState{objects: map[objectKey][]byte{}, policies: map[objectKey][]byte{}}
+		cs = &clusterState{objects: map[snapshot.ID][]byte{}, policies: map[snapshot.ID][]byte{}}
 		s.clusters[name] = cs
 	}
 	cs.seen = true
@@ -193,7 +186,7 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		cs.meshes = append(cs.meshes, in.GetMeshes()...)
 	}
 	for _, r := range in.GetUpserts() {
-		k, err := keyOf(r.GetId())
+		k, err := snapshot.IDFromProto(r.GetId())
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", name, err)
 		}
@@ -211,7 +204,7 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		s.recordObject(name, objectChange{key: k, old: old, new: r.GetBody()})
 	}
 	for _, id := range in.GetDeletes() {
-		k, err := keyOf(id)
+		k, err := snapshot.IDFromProto(id)
 		if err != nil {
 			return fmt.Errorf("cluster %q: %w", name, err)
 		}
@@ -264,7 +257,7 @@ func (s *session) removeCluster(name string, cs *clusterState) {
 }
 
 // policyChanged records that a policy of k's kind changed.
-func (s *session) policyChanged(k objectKey) {
+func (s *session) policyChanged(k snapshot.ID) {
 	s.policiesTouched = true
 	s.change.policyKinds[k.Kind] = true
 }
@@ -272,7 +265,7 @@ func (s *session) policyChanged(k objectKey) {
 func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 	s.policiesTouched = true
 	for _, r := range pc.GetUpserts() {
-		k, err := keyOf(r.GetId())
+		k, err := snapshot.IDFromProto(r.GetId())
 		if err != nil {
 			return fmt.Errorf("policy change: %w", err)
 		}
@@ -280,7 +273,7 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 		s.policyChanged(k)
 	}
 	for _, id := range pc.GetDeletes() {
-		k, err := keyOf(id)
+		k, err := snapshot.IDFromProto(id)
 		if err != nil {
 			return fmt.Errorf("policy change: %w", err)
 		}
@@ -489,7 +482,7 @@ func (s *session) rebuildPolicies() {
 	}
 	s.policies, s.diags = nil, nil
 	srcs := slices.SortedFunc(maps.Keys(live), func(a, b policySource) int {
-		return cmp.Or(cmp.Compare(a.cluster, b.cluster), a.key.compare(b.key))
+		return cmp.Or(cmp.Compare(a.cluster, b.cluster), a.key.Compare(b.key))
 	})
 	for _, src := range srcs {
 		raw := live[src]
@@ -565,8 +558,7 @@ func groupOutputs(fleet *fleetData, backends []string, outs []Output) (map[outKe
 		}
 		if i > 0 {
 			p := outs[i-1]
-			if p.Cluster == o.Cluster && p.Backend == o.Backend && p.Group == o.Group && p.Version == o.Version &&
-				p.Kind == o.Kind && p.Namespace == o.Namespace && p.Name == o.Name {
+			if p.Cluster == o.Cluster && p.Backend == o.Backend && p.ID == o.ID {
 				return nil, fmt.Errorf("emitted %s %s/%s to cluster %q twice", o.Kind, o.Namespace, o.Name, o.Cluster)
 			}
 		}
@@ -621,7 +613,7 @@ func splitOutputs(cluster, backend string, outs []Output, maxBytes int) []*trans
 		part := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend, More: i < len(groups)-1, Resources: make([]*snapshotv1.Resource, 0, len(g))}
 		for _, o := range g {
 			part.Resources = append(part.Resources, &snapshotv1.Resource{
-				Id:   &snapshotv1.ResourceID{Group: o.Group, Version: o.Version, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name},
+				Id:   snapshot.IDToProto(o.ID),
 				Body: o.Body,
 			})
 		}

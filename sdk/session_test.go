@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 )
@@ -298,7 +299,7 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 	}
 	var outs []Output
 	for i := range 25 {
-		outs = append(outs, Output{Cluster: "c", Backend: "b", Version: "v1", Kind: "ConfigMap", Name: fmt.Sprint(i), Body: make([]byte, 100<<10)})
+		outs = append(outs, Output{Cluster: "c", Backend: "b", ID: snapshot.ID{Version: "v1", Kind: "ConfigMap", Name: fmt.Sprint(i)}, Body: make([]byte, 100<<10)})
 	}
 	parts := splitOutputs("c", "b", outs, 1<<20)
 	if len(parts) != 3 {

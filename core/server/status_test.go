@@ -65,6 +65,15 @@ func outputSet(t *testing.T, names ...string) *snapshot.Snapshot {
 	return s
 }
 
+// testOutput is one output set of ConfigMaps (names) the agent of cluster
+// acked (current) or not, with apply errors by name.
+type testOutput struct {
+	cluster string
+	names   []string
+	current bool
+	failed  map[string]string
+}
+
 // Folding one policy: validation, diagnostics, reach and state, each step
 // on its own inputs.
 func TestFoldPolicyStatus(t *testing.T) {
@@ -74,7 +83,7 @@ func TestFoldPolicyStatus(t *testing.T) {
 	tests := map[string]struct {
 		body    string
 		cluster string
-		reaches func(t *testing.T) reaches
+		outputs []testOutput
 		diags   []meta.Diagnostic
 		// want
 		state              policyv1alpha1.PolicyState
@@ -84,34 +93,19 @@ func TestFoldPolicyStatus(t *testing.T) {
 		observedGeneration int64
 	}{
 		"applied everywhere": {
-			body: validAccess,
-			reaches: func(t *testing.T) reaches {
-				rs := reaches{}
-				rs.addOutput("east", outputSet(t, "a"), true, nil, parentsOf)
-				rs.addOutput("west", outputSet(t, "a"), true, nil, parentsOf)
-				return rs
-			},
-			state: policyv1alpha1.StateAccepted, targets: []string{"east", "west"}, applied: []string{"east", "west"}, observedGeneration: 3,
+			body:    validAccess,
+			outputs: []testOutput{{cluster: "east", names: []string{"a"}, current: true}, {cluster: "west", names: []string{"a"}, current: true}},
+			state:   policyv1alpha1.StateAccepted, targets: []string{"east", "west"}, applied: []string{"east", "west"}, observedGeneration: 3,
 		},
 		"not acked in one cluster": {
-			body: validAccess,
-			reaches: func(t *testing.T) reaches {
-				rs := reaches{}
-				rs.addOutput("west", outputSet(t, "a"), false, nil, parentsOf)
-				rs.addOutput("east", outputSet(t, "a"), true, nil, parentsOf)
-				return rs
-			},
-			state: policyv1alpha1.StatePending, targets: []string{"east", "west"}, applied: []string{"east"}, observedGeneration: 3,
+			body:    validAccess,
+			outputs: []testOutput{{cluster: "west", names: []string{"a"}}, {cluster: "east", names: []string{"a"}, current: true}},
+			state:   policyv1alpha1.StatePending, targets: []string{"east", "west"}, applied: []string{"east"}, observedGeneration: 3,
 		},
 		"apply errors": {
-			body: validAccess,
-			reaches: func(t *testing.T) reaches {
-				rs := reaches{}
-				bad := map[snapshot.ID]string{{Version: "v1", Kind: "ConfigMap", Namespace: "bookinfo", Name: "b"}: "denied"}
-				rs.addOutput("east", outputSet(t, "a", "b"), true, bad, parentsOf)
-				return rs
-			},
-			state: policyv1alpha1.StateFailed, targets: []string{"east"},
+			body:    validAccess,
+			outputs: []testOutput{{cluster: "east", names: []string{"a", "b"}, current: true, failed: map[string]string{"b": "denied"}}},
+			state:   policyv1alpha1.StateFailed, targets: []string{"east"},
 			errors: []string{"east: apply ConfigMap bookinfo/b: denied"}, observedGeneration: 3,
 		},
 		"diagnostics once each, warnings apart": {
@@ -128,8 +122,12 @@ func TestFoldPolicyStatus(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			in := &statusInputs{reaches: reaches{}, diags: diagnosticsByPolicy(tc.diags)}
-			if tc.reaches != nil {
-				in.reaches = tc.reaches(t)
+			for _, o := range tc.outputs {
+				errs := map[snapshot.ID]string{}
+				for name, msg := range o.failed {
+					errs[snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "bookinfo", Name: name}] = msg
+				}
+				in.reaches.addOutput(o.cluster, outputSet(t, o.names...), o.current, errs, parentsOf)
 			}
 			ps := in.fold(policySourceOf(t, tc.cluster, tc.body))
 			if ps.ref != ref {

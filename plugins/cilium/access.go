@@ -32,7 +32,7 @@ type namespacedRule struct {
 // with ingress rules turns on default-deny for the endpoints it selects,
 // which is the AccessPolicy's own semantics: an Allow policy becomes rules
 // admitting its clients, a DenyAll policy rules admitting nothing.
-func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map[serviceKey]*globalService) {
+func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map[sdk.ServiceKey]*globalService) {
 	deny := ap.Spec.Action == policyv1alpha1.ActionDenyAll
 	var clients []selector
 	if !deny {
@@ -65,7 +65,7 @@ func (tr *translation) accessPolicy(ap *policyv1alpha1.AccessPolicy, globals map
 		}
 		if len(svc.Spec.Selector) == 0 {
 			tr.diags.add(sdk.Warningf(ap, "spec.destinationSelectors",
-				"Service %s has no selector: Cilium selects endpoints by their labels, so the policy does not protect it", key),
+				"Service %s has no selector: Cilium selects endpoints by their labels, so the policy does not protect it", key.InCluster()),
 				key.Cluster, "")
 			continue
 		}
@@ -206,7 +206,7 @@ func (tr *translation) allowRule(ap *policyv1alpha1.AccessPolicy, svc *corev1.Se
 // httpOnly, only TCP ports are kept: HTTP rules need TCP.
 func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, svc *corev1.Service, httpOnly bool) []portProtocol {
 	cluster := tr.target.Name
-	key := serviceKey{Cluster: cluster, Namespace: svc.Namespace, Name: svc.Name}
+	key := sdk.ServiceKey{Cluster: cluster, Namespace: svc.Namespace, Name: svc.Name}
 	resolved, problems := tr.target.TargetPorts(svc, ap.Spec.Ports)
 	path := "spec.ports"
 	if len(ap.Spec.Ports) == 0 {
@@ -242,7 +242,7 @@ func (tr *translation) targetPorts(ap *policyv1alpha1.AccessPolicy, svc *corev1.
 			path = "spec.paths"
 		}
 		tr.diags.add(sdk.Warningf(ap, path,
-			"HTTP rules need TCP: the policy admits nothing on ports %s of Service %s", list(notTCP), key), cluster, "")
+			"HTTP rules need TCP: the policy admits nothing on ports %s of Service %s", list(notTCP), key.InCluster()), cluster, "")
 	}
 	slices.SortFunc(out, func(a, b portProtocol) int {
 		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(len(a.Port), len(b.Port)), cmp.Compare(a.Port, b.Port))

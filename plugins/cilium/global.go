@@ -19,7 +19,7 @@ const virtualKeyPrefix = "cilium/virtual-destination/"
 // globalService is a Service of the target that backs VirtualDestinations,
 // made a ClusterMesh global service.
 type globalService struct {
-	key      serviceKey
+	key      sdk.ServiceKey
 	vds      []*policyv1alpha1.VirtualDestination
 	affinity string
 }
@@ -37,8 +37,8 @@ type globalService struct {
 // — the clusters of its other backends and the warnings about it as a
 // whole — comes from its shared facts, read only when the target has a
 // backend of it.
-func (tr *translation) globalServices() map[serviceKey]*globalService {
-	out := map[serviceKey]*globalService{}
+func (tr *translation) globalServices() map[sdk.ServiceKey]*globalService {
+	out := map[sdk.ServiceKey]*globalService{}
 	for _, vd := range tr.fleet.VirtualDestinations() {
 		backends := tr.backends(vd)
 		if len(backends) == 0 {
@@ -61,16 +61,16 @@ func (tr *translation) globalServices() map[serviceKey]*globalService {
 				first := g.vds[0]
 				tr.diags.add(sdk.Warningf(vd, "spec.failover",
 					"Service %s also backs VirtualDestination %s/%s, whose failover gives it affinity %q: it keeps that affinity, not %q",
-					b.key, first.Namespace, first.Name, g.affinity, aff), b.key.Cluster, "")
+					b.key.InCluster(), first.Namespace, first.Name, g.affinity, aff), b.key.Cluster, "")
 			}
 			g.vds = append(g.vds, vd)
 		}
 	}
-	keys := make([]serviceKey, 0, len(out))
+	keys := make([]sdk.ServiceKey, 0, len(out))
 	for k := range out {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, serviceKey.compare)
+	slices.SortFunc(keys, sdk.ServiceKey.Compare)
 	for _, k := range keys {
 		g := out[k]
 		parents := make([]policyv1alpha1.Policy, 0, len(g.vds))
@@ -99,19 +99,19 @@ func servicePatchOf(g *globalService) *servicePatch {
 
 // backend is a Service backing a VirtualDestination.
 type backend struct {
-	key serviceKey
+	key sdk.ServiceKey
 	svc *corev1.Service
 }
 
 // backendList collects backends, each once.
 type backendList struct {
-	seen map[serviceKey]bool
+	seen map[sdk.ServiceKey]bool
 	list []backend
 }
 
-func (l *backendList) add(k serviceKey, svc *corev1.Service) {
+func (l *backendList) add(k sdk.ServiceKey, svc *corev1.Service) {
 	if l.seen == nil {
-		l.seen = map[serviceKey]bool{}
+		l.seen = map[sdk.ServiceKey]bool{}
 	}
 	if !l.seen[k] {
 		l.seen[k] = true
@@ -121,7 +121,7 @@ func (l *backendList) add(k serviceKey, svc *corev1.Service) {
 
 // sorted returns the backends sorted by cluster, namespace and name.
 func (l *backendList) sorted() []backend {
-	slices.SortFunc(l.list, func(a, b backend) int { return a.key.compare(b.key) })
+	slices.SortFunc(l.list, func(a, b backend) int { return a.key.Compare(b.key) })
 	return l.list
 }
 
@@ -135,11 +135,11 @@ func (tr *translation) backends(vd *policyv1alpha1.VirtualDestination) []backend
 		if s.Cluster != tr.target.Name {
 			continue
 		}
-		k := serviceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}
+		k := sdk.ServiceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}
 		svc, ok := tr.target.Service(s.Namespace, s.Name)
 		if !ok {
 			tr.diags.add(sdk.Warningf(vd, fmt.Sprintf("spec.services[%d]", i),
-				"Service %s does not exist: it is not made a global service", k), s.Cluster, "")
+				"Service %s does not exist: it is not made a global service", k.InCluster()), s.Cluster, "")
 			continue
 		}
 		l.add(k, svc)
@@ -158,7 +158,7 @@ func (tr *translation) diagnoseBackendPorts(vd *policyv1alpha1.VirtualDestinatio
 		for _, b := range backends {
 			if !slices.ContainsFunc(b.svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == port }) {
 				tr.diags.add(sdk.Warningf(vd, fmt.Sprintf("spec.ports[%d]", i),
-					"Service %s has no port %d", b.key, port), b.key.Cluster, "")
+					"Service %s has no port %d", b.key.InCluster(), port), b.key.Cluster, "")
 			}
 		}
 	}
@@ -252,11 +252,11 @@ func fleetBackends(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) []backen
 			continue
 		}
 		if svc, ok := c.Service(s.Namespace, s.Name); ok {
-			l.add(serviceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}, svc)
+			l.add(sdk.ServiceKey{Cluster: s.Cluster, Namespace: s.Namespace, Name: s.Name}, svc)
 		}
 	}
 	for _, d := range ciliumDestinations(f, vd.Spec.DestinationSelectors) {
-		l.add(serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}, d.Service)
+		l.add(d.Key(), d.Service)
 	}
 	return l.sorted()
 }
@@ -282,7 +282,7 @@ func (ds *diagnostics) virtual(vd *policyv1alpha1.VirtualDestination, backends [
 		var without []string
 		for _, c := range cilium {
 			if !slices.ContainsFunc(backends, func(b backend) bool {
-				return b.key == serviceKey{Cluster: c, Namespace: ns, Name: name}
+				return b.key == sdk.ServiceKey{Cluster: c, Namespace: ns, Name: name}
 			}) {
 				without = append(without, c)
 			}

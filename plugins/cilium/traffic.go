@@ -78,7 +78,7 @@ func trafficWarnings(f *sdk.Fleet, tp *policyv1alpha1.TrafficPolicy) diagnostics
 		if d.Cluster.HasMesh(discoveryapi.MeshIstio) {
 			continue
 		}
-		name := serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}.String()
+		name := d.Key().InCluster()
 		if envoyConfigEnabled(d.Cluster) {
 			withEnvoy[d.Cluster.Name] = true
 			envoyServices = append(envoyServices, name)

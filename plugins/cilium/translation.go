@@ -1,7 +1,6 @@
 package cilium
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,18 +9,6 @@ import (
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 )
-
-// serviceKey names a Service in one cluster.
-type serviceKey struct {
-	Cluster, Namespace, Name string
-}
-
-func (k serviceKey) compare(o serviceKey) int {
-	return cmp.Or(cmp.Compare(k.Cluster, o.Cluster), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
-}
-
-// String returns "namespace/name in cluster".
-func (k serviceKey) String() string { return k.Namespace + "/" + k.Name + " in " + k.Cluster }
 
 // output is one object to emit to the target and the policies it derives
 // from.
@@ -74,8 +61,8 @@ func runsCilium(f *sdk.Fleet, name string) bool {
 }
 
 // key returns the key of a Service of the target.
-func (tr *translation) key(d sdk.Destination) serviceKey {
-	return serviceKey{Cluster: tr.target.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+func (tr *translation) key(d sdk.Destination) sdk.ServiceKey {
+	return sdk.ServiceKey{Cluster: tr.target.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
 }
 
 // ciliumDestinations returns the Services of the fleet the selectors select

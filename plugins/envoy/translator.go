@@ -181,13 +181,6 @@ func appendParents(ps []policyv1alpha1.Policy, more ...policyv1alpha1.Policy) []
 	return ps
 }
 
-// serviceKey names a Service in a cluster.
-type serviceKey struct{ cluster, namespace, name string }
-
-func (k serviceKey) compare(o serviceKey) int {
-	return cmp.Or(cmp.Compare(k.cluster, o.cluster), cmp.Compare(k.namespace, o.namespace), cmp.Compare(k.name, o.name))
-}
-
 // virtualHost is a VirtualDestination resolved against the fleet.
 type virtualHost struct {
 	vd       *policyv1alpha1.VirtualDestination

@@ -72,11 +72,8 @@ func virtualDestinationWarnings(f *sdk.Fleet) []sdk.Diagnostic {
 func backendsOf(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) []backend {
 	listed, _ := listedServices(f, vd)
 	dests := append(listed, f.Select(vd.Spec.DestinationSelectors)...)
-	keyOf := func(d sdk.Destination) serviceKey {
-		return serviceKey{d.Cluster.Name, d.Service.Namespace, d.Service.Name}
-	}
-	slices.SortStableFunc(dests, func(a, b sdk.Destination) int { return keyOf(a).compare(keyOf(b)) })
-	dests = slices.CompactFunc(dests, func(a, b sdk.Destination) bool { return keyOf(a) == keyOf(b) })
+	slices.SortStableFunc(dests, func(a, b sdk.Destination) int { return a.Key().Compare(b.Key()) })
+	dests = slices.CompactFunc(dests, func(a, b sdk.Destination) bool { return a.Key() == b.Key() })
 	out := make([]backend, 0, len(dests))
 	for _, d := range dests {
 		out = append(out, backend{

@@ -76,8 +76,8 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 	}
 	facts := sdk.Shared(t.fleet, accessKey, computeAccess)
 	out.diagnose(facts.Diags...)
-	strict := map[serviceKey][]policyv1alpha1.Policy{}
-	selectors := map[serviceKey]map[string]string{}
+	strict := map[sdk.ServiceKey][]policyv1alpha1.Policy{}
+	selectors := map[sdk.ServiceKey]map[string]string{}
 	for _, ap := range aps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translate access policies: %w", err)
@@ -85,11 +85,11 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 		s := newStaged(ap)
 		var dests []destination
 		for _, d := range t.cluster.Select(ap.Spec.DestinationSelectors) {
-			k := serviceKey{Cluster: t.name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+			k := sdk.ServiceKey{Cluster: t.name, Namespace: d.Service.Namespace, Name: d.Service.Name}
 			dests = append(dests, destination{key: k, svc: d.Service})
 			selectors[k] = d.Service.Spec.Selector
 		}
-		var protected []serviceKey
+		var protected []sdk.ServiceKey
 		if ap.Spec.Action == policyv1alpha1.ActionDenyAll {
 			protected = denyAll(t, ap, s, dests)
 		} else {
@@ -101,7 +101,7 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 			}
 		}
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(strict), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(strict), sdk.ServiceKey.Compare) {
 		pa := &clientsecurity.PeerAuthentication{
 			TypeMeta:   peerAuthnType,
 			ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, "strict"), Namespace: k.Namespace},
@@ -120,8 +120,8 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 // workloadPorts). A destination for which none of them resolves gets a
 // policy without rules: it admits nothing, and the workloads stay
 // default-deny.
-func allow(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sources []*clientSource) []serviceKey {
-	var protected []serviceKey
+func allow(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination, sources []*clientSource) []sdk.ServiceKey {
+	var protected []sdk.ServiceKey
 	for _, d := range dests {
 		if len(d.svc.Spec.Selector) == 0 {
 			s.warnf(d.key.Cluster, "spec.destinationSelectors", "service %s has no selector, so its workloads cannot be protected", d.key)
@@ -172,12 +172,12 @@ func workloadPorts(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, d dest
 // denyAll stages the AuthorizationPolicies that deny every request to the
 // target's destinations: one with an empty spec for a namespace whose
 // Services are all selected, else one without rules per Service.
-func denyAll(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination) []serviceKey {
+func denyAll(t *target, ap *policyv1alpha1.AccessPolicy, s *staged, dests []destination) []sdk.ServiceKey {
 	selected := map[string][]destination{}
 	for _, d := range dests {
 		selected[d.key.Namespace] = append(selected[d.key.Namespace], d)
 	}
-	var protected []serviceKey
+	var protected []sdk.ServiceKey
 	for _, namespace := range slices.Sorted(maps.Keys(selected)) {
 		all := 0
 		for _, svc := range t.cluster.Services() {

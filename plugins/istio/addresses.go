@@ -92,7 +92,7 @@ func allocateGlobalAddresses(p *trafficPlan, tps []*policyv1alpha1.TrafficPolicy
 				}
 			}
 			for _, d := range serviceDestinations(pol) {
-				claim(remoteHost(serviceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name}), r)
+				claim(remoteHost(sdk.ServiceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name}), r)
 			}
 		case *policyv1alpha1.VirtualDestination:
 			facts := p.Virtual[sdk.RefOf(pol)]

@@ -37,11 +37,11 @@ func TestGlobalAddressesInRange(t *testing.T) {
 
 // collidingHosts returns two Services of namespace ns in cluster whose
 // remote hosts ask for the same slot.
-func collidingHosts(t *testing.T, cluster string) (a, b serviceKey) {
+func collidingHosts(t *testing.T, cluster string) (a, b sdk.ServiceKey) {
 	t.Helper()
-	seen := map[uint32]serviceKey{}
+	seen := map[uint32]sdk.ServiceKey{}
 	for i := range 100000 {
-		k := serviceKey{Cluster: cluster, Namespace: "ns", Name: fmt.Sprintf("s%d", i)}
+		k := sdk.ServiceKey{Cluster: cluster, Namespace: "ns", Name: fmt.Sprintf("s%d", i)}
 		slot := globalSlot(remoteHost(k))
 		if prev, ok := seen[slot]; ok {
 			return prev, k
@@ -58,12 +58,12 @@ func collidingHosts(t *testing.T, cluster string) (a, b serviceKey) {
 // address.
 func TestGlobalAddressCollision(t *testing.T) {
 	a, b := collidingHosts(t, "east")
-	policy := func(name string, age int, k serviceKey) *policyv1alpha1.TrafficPolicy {
+	policy := func(name string, age int, k sdk.ServiceKey) *policyv1alpha1.TrafficPolicy {
 		return &policyv1alpha1.TrafficPolicy{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(time.Unix(int64(1000+age), 0)),
 		}}
 	}
-	for _, older := range []serviceKey{a, b} {
+	for _, older := range []sdk.ServiceKey{a, b} {
 		younger := a
 		if older == a {
 			younger = b
@@ -149,7 +149,7 @@ func TestGlobalServiceEntriesHaveAddresses(t *testing.T) {
 // (Services a and b, whose remote hosts ask for one slot, behind an
 // east-west gateway), with a TrafficPolicy per Service named: "pa" for a,
 // created first, and "pb" for b, created after.
-func collisionFleet(t *testing.T, a, b serviceKey, policies ...string) *sdktest.Fixture {
+func collisionFleet(t *testing.T, a, b sdk.ServiceKey, policies ...string) *sdktest.Fixture {
 	t.Helper()
 	raw := func(s string) json.RawMessage {
 		var v any
@@ -162,7 +162,7 @@ func collisionFleet(t *testing.T, a, b serviceKey, policies ...string) *sdktest.
 		return raw(`{"apiVersion":"discovery.meshrelay.io/v1alpha1","kind":"Mesh","metadata":{"name":"istio","namespace":"istio-system"},` +
 			`"spec":{"type":"istio","namespace":"istio-system","network":"network-` + c + `"}}`)
 	}
-	service := func(k serviceKey) json.RawMessage {
+	service := func(k sdk.ServiceKey) json.RawMessage {
 		return raw(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + k.Name + `","namespace":"` + k.Namespace + `"},` +
 			`"spec":{"selector":{"app":"` + k.Name + `"},"ports":[{"name":"tcp","port":5000}]}}`)
 	}
@@ -173,7 +173,7 @@ func collisionFleet(t *testing.T, a, b serviceKey, policies ...string) *sdktest.
 				`"spec":{"mesh":"istio","addresses":["203.0.113.20"],"port":15443,"network":"network-west"}}`)}},
 	}}
 	created := map[string]string{"pa": "2026-01-01T00:00:00Z", "pb": "2026-01-02T00:00:00Z"}
-	target := map[string]serviceKey{"pa": a, "pb": b}
+	target := map[string]sdk.ServiceKey{"pa": a, "pb": b}
 	for _, p := range policies {
 		f.Policies = append(f.Policies, raw(`{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"TrafficPolicy",`+
 			`"metadata":{"name":"`+p+`","namespace":"ns","creationTimestamp":"`+created[p]+`"},`+

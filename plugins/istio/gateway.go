@@ -45,7 +45,7 @@ var defaultGatewaySelector = map[string]string{"istio": "eastwestgateway"}
 func crossNetworkGateways(t *target, plan *trafficPlan, remote *remoteServices, out *outputs) {
 	var parents []policyv1alpha1.Policy
 	hosts := map[string]bool{}
-	for _, k := range slices.SortedFunc(maps.Keys(remote.exports), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(remote.exports), sdk.ServiceKey.Compare) {
 		hosts[globalHosts] = true
 		for _, p := range remote.exports[k].parents {
 			if !slices.Contains(parents, p) {
@@ -56,7 +56,7 @@ func crossNetworkGateways(t *target, plan *trafficPlan, remote *remoteServices, 
 	if plan.Multi {
 		for _, vd := range t.fleet.VirtualDestinations() {
 			facts := plan.Virtual[sdk.RefOf(vd)]
-			if facts == nil || !facts.Accepted || !slices.ContainsFunc(facts.Backing, func(k serviceKey) bool { return k.Cluster == t.name }) {
+			if facts == nil || !facts.Accepted || !slices.ContainsFunc(facts.Backing, func(k sdk.ServiceKey) bool { return k.Cluster == t.name }) {
 				continue
 			}
 			if strings.HasSuffix(vd.Spec.Hostname, "."+remoteHostSuffix) {

@@ -49,7 +49,7 @@ type trafficFacts struct {
 
 // trafficDest is a destination of a TrafficPolicy.
 type trafficDest struct {
-	Key serviceKey
+	Key sdk.ServiceKey
 	// Reach says whether clients in other clusters reach it.
 	Reach reach
 }
@@ -95,7 +95,7 @@ type virtualFacts struct {
 	Accepted bool
 	// Backing are the existing backing Services in clusters that run
 	// Istio, sorted.
-	Backing []serviceKey
+	Backing []sdk.ServiceKey
 }
 
 // planOf returns the fleet's plan, computed once and shared by the targets.
@@ -127,7 +127,7 @@ func computePlan(f *sdk.Fleet) *trafficPlan {
 // the older policies shaping its destinations, and whether its
 // DestinationRules take names already taken.
 func planTraffic(v *view, p *trafficPlan, istio []string, tps []*policyv1alpha1.TrafficPolicy, taken claims) {
-	shapers := map[serviceKey][]*policyv1alpha1.TrafficPolicy{}
+	shapers := map[sdk.ServiceKey][]*policyv1alpha1.TrafficPolicy{}
 	for _, tp := range byAge(tps) {
 		facts := &trafficFacts{}
 		p.Traffic[sdk.RefOf(tp)] = facts
@@ -188,9 +188,9 @@ func plannedRules(tp *policyv1alpha1.TrafficPolicy, facts *trafficFacts, istio [
 	if collide && len(clients) > 0 {
 		return nil, false
 	}
-	services := slices.SortedFunc(maps.Keys(subsets), serviceKey.compare)
+	services := slices.SortedFunc(maps.Keys(subsets), sdk.ServiceKey.Compare)
 	var keys []outputKey
-	exported := map[serviceKey]bool{}
+	exported := map[sdk.ServiceKey]bool{}
 	for _, client := range clients {
 		for _, k := range services {
 			if client == k.Cluster {
@@ -212,13 +212,13 @@ func plannedRules(tp *policyv1alpha1.TrafficPolicy, facts *trafficFacts, istio [
 // policySubsets returns the subsets the policy's routes and mirrors go to,
 // per Service: name -> labels, the last of one name winning. collide is
 // true when two different label sets get the same name.
-func policySubsets(tp *policyv1alpha1.TrafficPolicy) (subsets map[serviceKey]map[string]map[string]string, collide bool) {
-	subsets = map[serviceKey]map[string]map[string]string{}
+func policySubsets(tp *policyv1alpha1.TrafficPolicy) (subsets map[sdk.ServiceKey]map[string]map[string]string, collide bool) {
+	subsets = map[sdk.ServiceKey]map[string]map[string]string{}
 	for _, d := range serviceDestinations(tp) {
 		if len(d.Subset) == 0 {
 			continue
 		}
-		k := serviceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name}
+		k := sdk.ServiceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name}
 		if subsets[k] == nil {
 			subsets[k] = map[string]map[string]string{}
 		}

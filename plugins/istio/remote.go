@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/sdk"
 	networking "istio.io/api/networking/v1alpha3"
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,12 +39,12 @@ func (e *remoteEntry) add(p policyv1alpha1.Policy, subset map[string]string) {
 // own cluster (the same host, resolved to its workloads, for the gateway
 // to route to).
 type remoteServices struct {
-	imports map[serviceKey]*remoteEntry
-	exports map[serviceKey]*remoteEntry
+	imports map[sdk.ServiceKey]*remoteEntry
+	exports map[sdk.ServiceKey]*remoteEntry
 }
 
 func newRemoteServices() *remoteServices {
-	return &remoteServices{imports: map[serviceKey]*remoteEntry{}, exports: map[serviceKey]*remoteEntry{}}
+	return &remoteServices{imports: map[sdk.ServiceKey]*remoteEntry{}, exports: map[sdk.ServiceKey]*remoteEntry{}}
 }
 
 // add records the remote Services the target's clients use through p.
@@ -54,13 +55,13 @@ func (r *remoteServices) add(p policyv1alpha1.Policy, uses []remoteUse) {
 }
 
 // export records the target's Services that other clusters use through p.
-func (r *remoteServices) export(p policyv1alpha1.Policy, services []serviceKey) {
+func (r *remoteServices) export(p policyv1alpha1.Policy, services []sdk.ServiceKey) {
 	for _, k := range services {
 		entryOf(r.exports, k).add(p, nil)
 	}
 }
 
-func entryOf(m map[serviceKey]*remoteEntry, k serviceKey) *remoteEntry {
+func entryOf(m map[sdk.ServiceKey]*remoteEntry, k sdk.ServiceKey) *remoteEntry {
 	e, ok := m[k]
 	if !ok {
 		e = &remoteEntry{subsetKeys: map[string]bool{}}
@@ -71,7 +72,7 @@ func entryOf(m map[serviceKey]*remoteEntry, k serviceKey) *remoteEntry {
 
 // emit adds the target's ServiceEntries to out.
 func (r *remoteServices) emit(t *target, plan *trafficPlan, out *outputs) {
-	for _, k := range slices.SortedFunc(maps.Keys(r.imports), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(r.imports), sdk.ServiceKey.Compare) {
 		e := r.imports[k]
 		svc, ok := t.service(k)
 		if !ok {
@@ -79,7 +80,7 @@ func (r *remoteServices) emit(t *target, plan *trafficPlan, out *outputs) {
 		}
 		out.putShared(t.name, importEntry(t.view, k, svc, e.subsetKeys, plan.globalAddress(remoteHost(k))), e.parents)
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(r.exports), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(r.exports), sdk.ServiceKey.Compare) {
 		svc, ok := t.service(k)
 		if !ok {
 			continue
@@ -94,7 +95,7 @@ func (r *remoteServices) emit(t *target, plan *trafficPlan, out *outputs) {
 // subset labels of k's workloads, so that subsets select it. Its network
 // is left empty on purpose: a client's istiod knows no gateway of another
 // cluster's network and would drop such endpoints.
-func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[string]bool, address string) *clientnetworking.ServiceEntry {
+func importEntry(v *view, k sdk.ServiceKey, svc *corev1.Service, subsetKeys map[string]bool, address string) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
@@ -144,7 +145,7 @@ func importEntry(v *view, k serviceKey, svc *corev1.Service, subsetKeys map[stri
 // exportEntry is the ServiceEntry, in the Service's own cluster, that gives
 // the remote host of k, with the same virtual IP as in every cluster, the
 // Service's workloads as endpoints.
-func exportEntry(k serviceKey, svc *corev1.Service, address string) *clientnetworking.ServiceEntry {
+func exportEntry(k sdk.ServiceKey, svc *corev1.Service, address string) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},

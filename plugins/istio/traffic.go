@@ -27,7 +27,7 @@ var defaultRetryOn = []string{"5xx", "connect-failure", "refused-stream", "reset
 // policy first (then by namespace and name). Which policies are valid and
 // accepted, the plan decided for the whole fleet.
 func translateTraffic(ctx context.Context, t *target, plan *trafficPlan, out *outputs, remote *remoteServices) error {
-	shapers := map[serviceKey][]*trafficTranslation{}
+	shapers := map[sdk.ServiceKey][]*trafficTranslation{}
 	for _, tp := range byAge(t.fleet.TrafficPolicies()) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translate traffic policies: %w", err)
@@ -38,8 +38,8 @@ func translateTraffic(ctx context.Context, t *target, plan *trafficPlan, out *ou
 		}
 		tr := &trafficTranslation{
 			t: t, tp: tp, facts: facts, s: newStaged(tp),
-			subsets: map[serviceKey]map[string]map[string]string{},
-			routes:  map[serviceKey][]*networking.HTTPRoute{},
+			subsets: map[sdk.ServiceKey]map[string]map[string]string{},
+			routes:  map[sdk.ServiceKey][]*networking.HTTPRoute{},
 		}
 		for _, d := range facts.Dests {
 			tr.virtualServiceRoutes(d)
@@ -57,7 +57,7 @@ func translateTraffic(ctx context.Context, t *target, plan *trafficPlan, out *ou
 			remote.export(tp, tr.exported(plan.Multi))
 		}
 	}
-	for _, d := range slices.SortedFunc(maps.Keys(shapers), serviceKey.compare) {
+	for _, d := range slices.SortedFunc(maps.Keys(shapers), sdk.ServiceKey.Compare) {
 		virtualService(out, t.name, d, shapers[d])
 	}
 	return nil
@@ -66,7 +66,7 @@ func translateTraffic(ctx context.Context, t *target, plan *trafficPlan, out *ou
 // virtualService emits the VirtualService of destination d for clients in
 // cluster client, with the rules of the policies shaping it, in order. It
 // is named after the oldest of them.
-func virtualService(out *outputs, client string, d serviceKey, shapers []*trafficTranslation) {
+func virtualService(out *outputs, client string, d sdk.ServiceKey, shapers []*trafficTranslation) {
 	var (
 		parents []policyv1alpha1.Policy
 		routes  []*networking.HTTPRoute
@@ -104,7 +104,7 @@ func virtualService(out *outputs, client string, d serviceKey, shapers []*traffi
 
 // checkShadowing reports the rules of tp that an older policy shaping
 // destination d would shadow.
-func checkShadowing(s *staged, tp, older *policyv1alpha1.TrafficPolicy, d serviceKey) {
+func checkShadowing(s *staged, tp, older *policyv1alpha1.TrafficPolicy, d sdk.ServiceKey) {
 	matches := map[string]int{}
 	for i := range older.Spec.HTTP {
 		rule := &older.Spec.HTTP[i]
@@ -138,7 +138,7 @@ func matchKey(m *policyv1alpha1.HTTPMatch) string {
 // remoteUse is a client reaching a Service of another cluster, optionally
 // one subset of it.
 type remoteUse struct {
-	Service serviceKey
+	Service sdk.ServiceKey
 	subset  map[string]string
 }
 
@@ -150,11 +150,11 @@ type trafficTranslation struct {
 	facts *trafficFacts
 	s     *staged
 	// subsets are the subsets routed to, per Service: name -> labels.
-	subsets map[serviceKey]map[string]map[string]string
+	subsets map[sdk.ServiceKey]map[string]map[string]string
 	// uses are the remote Services the target's clients reach.
 	uses []remoteUse
 	// routes are the policy's HTTP routes per destination.
-	routes map[serviceKey][]*networking.HTTPRoute
+	routes map[sdk.ServiceKey][]*networking.HTTPRoute
 }
 
 // validate checks the policy's destinations against the fleet; multi is
@@ -188,7 +188,7 @@ func validateDestination(v *view, tp *policyv1alpha1.TrafficPolicy, s *staged, m
 		return
 	}
 	ref := d.Service
-	k := serviceKey{Cluster: ref.Cluster, Namespace: ref.Namespace, Name: ref.Name}
+	k := sdk.ServiceKey{Cluster: ref.Cluster, Namespace: ref.Namespace, Name: ref.Name}
 	if _, ok := v.fleet.Cluster(ref.Cluster); !ok {
 		s.errorf("", path+".service.cluster", "unknown cluster %q", ref.Cluster)
 		return
@@ -350,7 +350,7 @@ func (tr *trafficTranslation) destination(client string, d *policyv1alpha1.Desti
 		return out
 	}
 	ref := d.Service
-	k := serviceKey{Cluster: ref.Cluster, Namespace: ref.Namespace, Name: ref.Name}
+	k := sdk.ServiceKey{Cluster: ref.Cluster, Namespace: ref.Namespace, Name: ref.Name}
 	out := &networking.Destination{Host: hostFrom(client, k)}
 	if ref.Port != 0 {
 		out.Port = &networking.PortSelector{Number: uint32(ref.Port)}
@@ -379,7 +379,7 @@ func (tr *trafficTranslation) destination(client string, d *policyv1alpha1.Desti
 // subsets too.
 func (tr *trafficTranslation) destinationRules(multi bool) {
 	client := tr.t.name
-	for _, k := range slices.SortedFunc(maps.Keys(tr.subsets), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(tr.subsets), sdk.ServiceKey.Compare) {
 		subsets := tr.subsets[k]
 		if client == k.Cluster {
 			tr.s.add(client, destinationRule(objectName(tr.tp.Name, k.Name), k.Namespace, localHost(k.Namespace, k.Name), subsets, false))
@@ -391,7 +391,7 @@ func (tr *trafficTranslation) destinationRules(multi bool) {
 		return
 	}
 	exports, _ := policySubsets(tr.tp)
-	for _, k := range slices.SortedFunc(maps.Keys(exports), serviceKey.compare) {
+	for _, k := range slices.SortedFunc(maps.Keys(exports), sdk.ServiceKey.Compare) {
 		if k.Cluster == client {
 			tr.s.add(client, destinationRule(objectName(tr.tp.Name, k.Name, k.Cluster), k.Namespace, remoteHost(k), exports[k], false))
 		}
@@ -401,9 +401,9 @@ func (tr *trafficTranslation) destinationRules(multi bool) {
 // exported returns the target's Services that clients of other clusters
 // reach through the policy: destinations they reach, and Services its
 // rules route or mirror to.
-func (tr *trafficTranslation) exported(multi bool) []serviceKey {
+func (tr *trafficTranslation) exported(multi bool) []sdk.ServiceKey {
 	client := tr.t.name
-	var out []serviceKey
+	var out []sdk.ServiceKey
 	for _, d := range tr.facts.Dests {
 		if d.Key.Cluster == client && d.Reach == reachable && multi {
 			out = append(out, d.Key)
@@ -412,7 +412,7 @@ func (tr *trafficTranslation) exported(multi bool) []serviceKey {
 	if tr.facts.translatedElsewhere(client, multi) {
 		for _, d := range serviceDestinations(tr.tp) {
 			if d.Service.Cluster == client {
-				out = append(out, serviceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name})
+				out = append(out, sdk.ServiceKey{Cluster: d.Service.Cluster, Namespace: d.Service.Namespace, Name: d.Service.Name})
 			}
 		}
 	}

@@ -29,20 +29,9 @@ const (
 	tlsModeLabel = "security.istio.io/tlsMode"
 )
 
-// serviceKey names a Service in one cluster.
-type serviceKey struct {
-	Cluster, Namespace, Name string
-}
-
-func (k serviceKey) String() string { return k.Cluster + "/" + k.Namespace + "/" + k.Name }
-
-func (k serviceKey) compare(o serviceKey) int {
-	return cmp.Or(cmp.Compare(k.Cluster, o.Cluster), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
-}
-
 // destination is a Service selected in a cluster that runs Istio.
 type destination struct {
-	key serviceKey
+	key sdk.ServiceKey
 	svc *corev1.Service
 }
 
@@ -139,7 +128,7 @@ func (v *view) gateways(cluster string) []gatewayAddress {
 }
 
 // service returns a Service of the fleet.
-func (v *view) service(k serviceKey) (*corev1.Service, bool) {
+func (v *view) service(k sdk.ServiceKey) (*corev1.Service, bool) {
 	c, ok := v.fleet.Cluster(k.Cluster)
 	if !ok {
 		return nil, false
@@ -153,7 +142,7 @@ func selectIstio(v *view, selectors []policyv1alpha1.DestinationSelector) []dest
 	var out []destination
 	for _, d := range v.fleet.Select(selectors) {
 		if d.Cluster.HasMesh(discoveryapi.MeshIstio) {
-			k := serviceKey{Cluster: d.Cluster.Name, Namespace: d.Service.Namespace, Name: d.Service.Name}
+			k := d.Key()
 			out = append(out, destination{key: k, svc: d.Service})
 		}
 	}
@@ -163,7 +152,7 @@ func selectIstio(v *view, selectors []policyv1alpha1.DestinationSelector) []dest
 // sharedWorkloadLabels returns workloadLabels of the Service k as a value
 // that targets share: a target depends on the label sets, not on every
 // workload of k's cluster. Values that targets share must not call it.
-func (v *view) sharedWorkloadLabels(k serviceKey) []map[string]string {
+func (v *view) sharedWorkloadLabels(k sdk.ServiceKey) []map[string]string {
 	return sdk.Shared(v.fleet, "istio/workloads/"+k.String(), func(f *sdk.Fleet) []map[string]string {
 		v := newView(f)
 		svc, ok := v.service(k)
@@ -177,7 +166,7 @@ func (v *view) sharedWorkloadLabels(k serviceKey) []map[string]string {
 // workloadLabels returns the pod template labels of the workloads
 // (Deployments, StatefulSets, DaemonSets) that a Service selects, sorted and
 // without duplicates.
-func (v *view) workloadLabels(k serviceKey, svc *corev1.Service) []map[string]string {
+func (v *view) workloadLabels(k sdk.ServiceKey, svc *corev1.Service) []map[string]string {
 	c, ok := v.fleet.Cluster(k.Cluster)
 	if !ok || len(svc.Spec.Selector) == 0 {
 		return nil
@@ -215,14 +204,14 @@ func containsLabels(labels, want map[string]string) bool {
 // locality returns the Istio locality of the Service k (see localityOf) as
 // a value that targets share: a target depends on the locality, not on the
 // endpoints it comes from. Values that targets share must not call it.
-func (v *view) locality(k serviceKey) string {
+func (v *view) locality(k sdk.ServiceKey) string {
 	return sdk.Shared(v.fleet, "istio/locality/"+k.String(), func(f *sdk.Fleet) string { return localityOf(f, k) })
 }
 
 // localityOf returns the Istio locality ("region" or "region/zone") shared
 // by the ready endpoints of a Service or, when discovery knows none, by the
 // nodes of its cluster; empty when they have none in common.
-func localityOf(f *sdk.Fleet, k serviceKey) string {
+func localityOf(f *sdk.Fleet, k sdk.ServiceKey) string {
 	c, ok := f.Cluster(k.Cluster)
 	if !ok {
 		return ""
@@ -271,12 +260,12 @@ func localHost(namespace, name string) string {
 
 // remoteHost is the hostname by which other clusters reach a Service of
 // cluster; the Service's own cluster serves it too, for its east-west gateway.
-func remoteHost(k serviceKey) string {
+func remoteHost(k sdk.ServiceKey) string {
 	return fmt.Sprintf("%s.%s.svc.%s.%s", k.Name, k.Namespace, k.Cluster, remoteHostSuffix)
 }
 
 // hostFrom is the hostname clients in cluster client use for the Service k.
-func hostFrom(client string, k serviceKey) string {
+func hostFrom(client string, k sdk.ServiceKey) string {
 	if client == k.Cluster {
 		return localHost(k.Namespace, k.Name)
 	}

@@ -58,11 +58,11 @@ func virtualNamespace(v *view, vd *policyv1alpha1.VirtualDestination, client str
 
 // backingServices returns the existing backing Services in clusters that
 // run Istio, sorted, and warns about the others.
-func backingServices(v *view, vd *policyv1alpha1.VirtualDestination, s *staged) []serviceKey {
-	var out []serviceKey
+func backingServices(v *view, vd *policyv1alpha1.VirtualDestination, s *staged) []sdk.ServiceKey {
+	var out []sdk.ServiceKey
 	for i, b := range vd.Spec.Services {
 		path := fmt.Sprintf("spec.services[%d]", i)
-		k := serviceKey{Cluster: b.Cluster, Namespace: b.Namespace, Name: b.Name}
+		k := sdk.ServiceKey{Cluster: b.Cluster, Namespace: b.Namespace, Name: b.Name}
 		switch _, ok := v.fleet.Cluster(b.Cluster); {
 		case !ok:
 			s.warnf("", path+".cluster", "unknown cluster %q; the service gets no traffic", b.Cluster)
@@ -79,7 +79,7 @@ func backingServices(v *view, vd *policyv1alpha1.VirtualDestination, s *staged) 
 	for _, d := range selectIstio(v, vd.Spec.DestinationSelectors) {
 		out = append(out, d.key)
 	}
-	slices.SortFunc(out, serviceKey.compare)
+	slices.SortFunc(out, sdk.ServiceKey.Compare)
 	return slices.Compact(out)
 }
 
@@ -89,7 +89,7 @@ func portName(p policyv1alpha1.VirtualPort) string {
 }
 
 // virtualServiceEntry builds the ServiceEntry of vd for clients in cluster client.
-func virtualServiceEntry(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, client string, backing []serviceKey) *clientnetworking.ServiceEntry {
+func virtualServiceEntry(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, client string, backing []sdk.ServiceKey) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(vd.Name)},
@@ -134,7 +134,7 @@ func virtualServiceEntry(v *view, vd *policyv1alpha1.VirtualDestination, s *stag
 // localEndpoints are the endpoints of a backing Service for clients in its
 // own cluster: its ready endpoints with their localities, or its cluster DNS
 // name when discovery knows none.
-func localEndpoints(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, k serviceKey, svc *corev1.Service) []*networking.WorkloadEntry {
+func localEndpoints(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, k sdk.ServiceKey, svc *corev1.Service) []*networking.WorkloadEntry {
 	c, _ := v.fleet.Cluster(k.Cluster)
 	servicePorts := make([]*corev1.ServicePort, len(vd.Spec.Ports))
 	for i, p := range vd.Spec.Ports {
@@ -220,7 +220,7 @@ func hasVirtualDestinationRule(vd *policyv1alpha1.VirtualDestination) bool {
 // Istio orders endpoints by locality relative to each client, so Priority
 // [c1, c2, ...] becomes failover from the region of c1 to that of c2, and
 // so on: clients keep their own locality first, then follow the chain.
-func failover(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, backing []serviceKey) {
+func failover(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, backing []sdk.ServiceKey) {
 	f := vd.Spec.Failover
 	if f == nil || f.Mode != policyv1alpha1.FailoverPriority {
 		return
@@ -228,7 +228,7 @@ func failover(v *view, vd *policyv1alpha1.VirtualDestination, s *staged, backing
 	regions := make([]string, len(f.Priority))
 	for i, c := range f.Priority {
 		path := fmt.Sprintf("spec.failover.priority[%d]", i)
-		idx := slices.IndexFunc(backing, func(k serviceKey) bool { return k.Cluster == c })
+		idx := slices.IndexFunc(backing, func(k sdk.ServiceKey) bool { return k.Cluster == c })
 		if idx < 0 {
 			s.warnf(c, path, "cluster %q has no backing service of this VirtualDestination", c)
 			continue

@@ -148,8 +148,7 @@ func outputsOf(set host.ClusterOutput) []sdk.Output {
 	for i, r := range set.Resources {
 		outs[i] = sdk.Output{
 			Cluster: set.Cluster, Backend: set.Backend,
-			Group: r.ID.Group, Version: r.ID.Version, Kind: r.ID.Kind, Namespace: r.ID.Namespace, Name: r.ID.Name,
-			Body: r.Body,
+			ID: r.ID, Body: r.Body,
 		}
 	}
 	return outs
