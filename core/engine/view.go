@@ -94,9 +94,8 @@ type cachedMeshes struct {
 	meshes []string
 }
 
-func (c *meshCache) get(cluster string, in *snapshot.Snapshot) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// getLocked returns a cluster's meshes. Callers hold c.mu.
+func (c *meshCache) getLocked(cluster string, in *snapshot.Snapshot) []string {
 	if m, ok := c.byName[cluster]; ok && m.hash == in.Hash() {
 		return m.meshes
 	}
@@ -121,8 +120,13 @@ func (c *meshCache) keep(view map[string]clusterState) {
 // (the last cycle's view), so that a failed read neither removes it from
 // the translators' view nor prunes its outputs.
 func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
+	if e.mem != nil {
+		return e.readOwn()
+	}
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
+	e.meshes.mu.Lock()
+	defer e.meshes.mu.Unlock()
 	for _, name := range names {
 		in, stale, ok := e.view.Input(name)
 		if !ok || in == nil {
@@ -131,7 +135,20 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 			}
 			continue
 		}
-		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.get(name, in)}
+		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+	}
+	return view
+}
+
+// readOwn reads the engine's own view under one lock.
+func (e *Engine) readOwn() map[string]clusterState {
+	e.mem.mu.Lock()
+	defer e.mem.mu.Unlock()
+	e.meshes.mu.Lock()
+	defer e.meshes.mu.Unlock()
+	view := make(map[string]clusterState, len(e.mem.clusters))
+	for name, c := range e.mem.clusters {
+		view[name] = clusterState{input: c.input, stale: c.stale, meshes: e.meshes.getLocked(name, c.input)}
 	}
 	return view
 }
