@@ -127,17 +127,7 @@ func TestFailedRegistrationsAreRateLimited(t *testing.T) {
 // syncWith opens a raw Sync stream with a certificate and sends a Hello.
 func syncWith(t *testing.T, ts *testServer, cert *tls.Certificate, hello *relayv1.Hello) (relayv1.Relay_SyncClient, *relayv1.ServerMessage, error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: hello}}); err != nil {
-		return nil, nil, err
-	}
-	first, err := stream.Recv()
-	return stream, first, err
+	return syncWithConn(t, ts.dial(cert), hello)
 }
 
 func TestStreamAuthorization(t *testing.T) {
