@@ -372,12 +372,17 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		took    time.Duration
 	}
 	outcomes := make([]outcome, len(e.translators))
+	var wait time.Duration // until the first failed translator's retry
 	var g errgroup.Group
 	for i, ts := range e.translators {
 		if !runs(ts.t.Backends(), ts.t.Meshes(), active) && len(ts.seen) == 0 {
 			continue
 		}
-		if ts.lastErr != nil && time.Since(ts.failedAt) < ts.backoff {
+		if left := ts.backoff - time.Since(ts.failedAt); ts.lastErr != nil && left > 0 {
+			// Still backing off. This cycle must ask for its retry all the
+			// same: Run waits for the retry this cycle returns, not for one
+			// an earlier cycle asked for.
+			wait = sooner(wait, left)
 			continue
 		}
 		g.Go(func() error {
@@ -401,7 +406,6 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	_ = g.Wait()
 
 	stats := CycleStats{Generation: generation}
-	var wait time.Duration
 	var handOn []Output
 	e.mu.Lock()
 	for _, oc := range outcomes {
@@ -416,7 +420,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			ts.lastErr = oc.err
 			ts.failedAt = time.Now()
 			ts.backoff = min(max(ts.backoff*2, e.opts.RetryBackoff), time.Minute)
-			wait = cmp.Or(min(wait, ts.backoff), ts.backoff)
+			wait = sooner(wait, ts.backoff)
 			stats.Failed = append(stats.Failed, ts.t.Name())
 			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", oc.err, "retry_in", ts.backoff)
 			continue
@@ -642,4 +646,12 @@ type ClusterInfo struct {
 	InputVersion uint64
 	InputHash    snapshot.Hash
 	Resources    int
+}
+
+// sooner returns the shorter of two waits, where 0 is no wait asked.
+func sooner(wait, d time.Duration) time.Duration {
+	if wait == 0 {
+		return d
+	}
+	return min(wait, d)
 }

@@ -254,6 +254,32 @@ func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 	}
 }
 
+// TestRetryOutlivesCyclesDuringBackoff fails a translator, then runs a
+// cycle for another change while it backs off, then changes nothing
+// more: its retry must still come, or its clusters keep stale outputs
+// until the next change.
+func TestRetryOutlivesCyclesDuringBackoff(t *testing.T) {
+	ctx := context.Background()
+	tr := newCounter("istio")
+	e := New([]pluginhost.Translator{tr}, Options{RetryBackoff: time.Minute})
+	e.SetInput("east", input(t, 1, "istio", "a"))
+	e.Cycle(ctx)
+	tr.mu.Lock()
+	tr.fail = errors.New("plugin crashed")
+	tr.mu.Unlock()
+	e.SetInput("east", input(t, 2, "istio", "a", "b"))
+	if wait := e.Cycle(ctx); wait <= 0 {
+		t.Fatalf("Cycle after a failure asks no retry")
+	}
+	e.SetInput("west", input(t, 1, "istio", "c"))
+	if wait := e.Cycle(ctx); wait <= 0 || wait > time.Minute {
+		t.Errorf("a cycle while the failed translator backs off asks a retry in %s, want one within its backoff (1m)", wait)
+	}
+	if n := len(tr.calls()); n != 2 {
+		t.Errorf("the translator was called %d times, want 2: none while it backs off", n)
+	}
+}
+
 // needFull answers ErrNeedFull to the first delta after a restart, as a
 // restarted plugin does.
 type needFull struct {
