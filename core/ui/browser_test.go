@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,18 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Minute))
 }
 
+// clickLive clicks the element sel selects once it exists, finding and
+// clicking it in one step in the page: the live view redraws as the fleet
+// changes, and a node found in one step may be gone by the next.
+func clickLive(sel string) chromedp.Action[chromedp.Void] {
+	return waitJS(`(() => {
+		const e = document.querySelector(` + strconv.Quote(sel) + `);
+		if (!e) return false;
+		if (e.click) e.click(); else e.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true, view: window}));
+		return true;
+	})()`)
+}
+
 // attr returns an element's attribute.
 func attr(t *testing.T, ctx context.Context, sel, name string) string {
 	t.Helper()
@@ -256,7 +269,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("destination and outputs", func(t *testing.T) {
 		do(t, ctx, "open reviews from the graph",
-			chromedp.Click(chromedp.CSS(`g.destination[data-destination="west/bookinfo/reviews"]`)),
+			clickLive(`g.destination[data-destination="west/bookinfo/reviews"]`),
 			chromedp.WaitVisible(chromedp.CSS(`#destination[data-destination="bookinfo/reviews"]`)),
 		)
 		for _, sel := range []string{
@@ -269,9 +282,9 @@ func TestBrowser(t *testing.T) {
 		}
 		screenshot(t, ctx, "destination")
 		do(t, ctx, "open east's istio outputs",
-			chromedp.Click(chromedp.CSS(`#services tr[data-cluster="east"] a`)),
+			clickLive(`#services tr[data-cluster="east"] a`),
 			chromedp.WaitVisible(chromedp.CSS(`#cluster[data-cluster="east"]`)),
-			chromedp.Click(chromedp.CSS(`#outputs tr[data-backend="istio"] a`)),
+			clickLive(`#outputs tr[data-backend="istio"] a`),
 			chromedp.WaitVisible(chromedp.CSS(`#output[data-cluster="east"][data-backend="istio"] pre`)),
 		)
 		yaml := text(t, ctx, "#output pre")
@@ -281,7 +294,7 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 		screenshot(t, ctx, "outputs")
-		do(t, ctx, "back to the fleet", chromedp.Click(chromedp.CSS(`#nav a[href="#/"]`)), chromedp.WaitVisible(chromedp.CSS("#policies")))
+		do(t, ctx, "back to the fleet", clickLive(`#nav a[href="#/"]`), chromedp.WaitVisible(chromedp.CSS("#policies")))
 	})
 
 	t.Run("live policy status", func(t *testing.T) {
