@@ -32,7 +32,8 @@
 // plugin's hclog output arrives in the host's *slog.Logger with a plugin
 // attribute and its levels, and anything it writes to stdout is logged
 // (before the handshake it is a clear start error). Every call has a
-// timeout; a plugin that crashes or hangs is killed and started again with
+// timeout, and [Host.Watch] checks each plugin's health on a timer, busy or
+// idle; a plugin that crashes or hangs is killed and started again with
 // exponential backoff, and the next call that is not a full update returns
 // [ErrNeedFull]. Answers that break the protocol — invalid JSON, objects
 // without kind or name, outputs for clusters not in the view or for

@@ -401,14 +401,7 @@ func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 // call, finds it long before the call timeout, kills it and the call
 // returns saying why.
 func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
-	dir := t.TempDir()
-	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
-	opts := testOptions()
-	opts.CallTimeout = 10 * time.Minute
-	opts.HealthInterval, opts.HealthTimeout = 100*time.Millisecond, time.Second
-	h := newHost(t, dir, opts, nil)
-	p := mustPlugin(t, h, "faulty")
-	works(t, p)
+	h, p := watchedFaulty(t, 10*time.Minute, 100*time.Millisecond)
 	pid := p.Pid()
 	done := make(chan error, 1)
 	go func() {
@@ -438,19 +431,27 @@ func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
 // hangs in a plugin that is alive: the plugin answers its health checks,
 // so only the call timeout ends the call.
 func TestWatchLeavesBusyPluginToCallTimeout(t *testing.T) {
-	dir := t.TempDir()
-	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
-	opts := testOptions()
-	opts.CallTimeout = 2 * time.Second
-	opts.HealthInterval, opts.HealthTimeout = 50*time.Millisecond, time.Second
-	h := newHost(t, dir, opts, nil)
-	p := mustPlugin(t, h, "faulty")
-	works(t, p)
+	h, p := watchedFaulty(t, 2*time.Second, 50*time.Millisecond)
 	watch(t, h)
 	_, err := p.Translate(context.Background(), update(false, "hang"))
 	if err == nil || !strings.Contains(err.Error(), "no answer within 2s") {
 		t.Fatalf("Translate(hang) with the watch running = %v, want the call timeout", err)
 	}
+}
+
+// watchedFaulty starts the faulty plugin on a host with the given call
+// timeout and health interval (each check may take a second).
+func watchedFaulty(t *testing.T, callTimeout, healthInterval time.Duration) (*Host, *Plugin) {
+	t.Helper()
+	dir := t.TempDir()
+	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
+	opts := testOptions()
+	opts.CallTimeout = callTimeout
+	opts.HealthInterval, opts.HealthTimeout = healthInterval, time.Second
+	h := newHost(t, dir, opts, nil)
+	p := mustPlugin(t, h, "faulty")
+	works(t, p)
+	return h, p
 }
 
 // watch runs h.Watch until the test ends.

@@ -19,40 +19,8 @@ import (
 // reaches its own cluster's Istio output and no other, and a policy edit
 // reaches every cluster's, each carrying its marker.
 func TestChangesReachTheirOutputs(t *testing.T) {
-	l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var handed []engine.Output
-	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
-	clusters := make([]*Cluster, 3)
-	for i := range clusters {
-		c, err := NewCluster(i, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := c.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clusters[i] = c
-		e.SetInput(c.Name, s)
-	}
+	e, clusters, cycle := istioFleet(t, NewCluster)
 	e.SetPolicies(policies(t, "p0"))
-	cycle := func() map[string]*snapshot.Snapshot {
-		t.Helper()
-		handed = nil
-		e.Cycle(context.Background())
-		out := map[string]*snapshot.Snapshot{}
-		for _, o := range handed {
-			if o.Key.Backend != "istio" {
-				t.Errorf("output for backend %q, want istio", o.Key.Backend)
-			}
-			out[o.Key.Cluster] = o.Snapshot
-		}
-		return out
-	}
 	contains := func(s *snapshot.Snapshot, marker string) bool {
 		for r := range s.All() {
 			if strings.Contains(string(r.Body), marker) {
@@ -166,26 +134,7 @@ func TestEndpointAddressIsUnique(t *testing.T) {
 // every other cluster's gateway, and an endpoint change reaches its own
 // cluster's Istio output.
 func TestGlobalChangesReachTheirOutputs(t *testing.T) {
-	l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var handed []engine.Output
-	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
-	clusters := make([]*Cluster, 3)
-	for i := range clusters {
-		c, err := NewGlobalCluster(i, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := c.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clusters[i] = c
-		e.SetInput(c.Name, s)
-	}
+	e, clusters, cycle := istioFleet(t, NewGlobalCluster)
 	vd, err := snapshot.FromYAML(GlobalPolicyYAML())
 	if err != nil {
 		t.Fatal(err)
@@ -199,16 +148,6 @@ func TestGlobalChangesReachTheirOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetPolicies(pol)
-	cycle := func() map[string]*snapshot.Snapshot {
-		t.Helper()
-		handed = nil
-		e.Cycle(context.Background())
-		out := map[string]*snapshot.Snapshot{}
-		for _, o := range handed {
-			out[o.Key.Cluster] = o.Snapshot
-		}
-		return out
-	}
 	serviceEntry := func(s *snapshot.Snapshot) string {
 		for r := range s.All() {
 			if r.ID.Kind == "ServiceEntry" && strings.Contains(string(r.Body), `"svc-000.bench.global"`) {
@@ -245,4 +184,46 @@ func TestGlobalChangesReachTheirOutputs(t *testing.T) {
 	if out := got[clusters[1].Name]; out == nil || !strings.Contains(serviceEntry(out), `"`+addr+`"`) {
 		t.Errorf("after ChangeEndpoint in %s, its ServiceEntry lacks the address %s", clusters[1].Name, addr)
 	}
+}
+
+// istioFleet returns an engine over the in-process Istio translator with
+// three clusters of 4 services made by newCluster as its inputs, and a
+// cycle that runs it and returns the Istio outputs it handed on, by
+// cluster.
+func istioFleet(t *testing.T, newCluster func(i, services int) (*Cluster, error)) (*engine.Engine, []*Cluster, func() map[string]*snapshot.Snapshot) {
+	t.Helper()
+	l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var handed []engine.Output
+	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
+	clusters := make([]*Cluster, 3)
+	for i := range clusters {
+		c, err := newCluster(i, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusters[i] = c
+		e.SetInput(c.Name, s)
+	}
+	cycle := func() map[string]*snapshot.Snapshot {
+		t.Helper()
+		handed = nil
+		e.Cycle(context.Background())
+		out := map[string]*snapshot.Snapshot{}
+		for _, o := range handed {
+			if o.Key.Backend != "istio" {
+				t.Errorf("output for backend %q, want istio", o.Key.Backend)
+			}
+			out[o.Key.Cluster] = o.Snapshot
+		}
+		return out
+	}
+	return e, clusters, cycle
 }
