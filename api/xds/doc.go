@@ -8,11 +8,12 @@
 //	metadata: {name: <xDS resource name>, namespace: <node ID>}
 //	spec: {resource: <protobuf JSON of the resource, with "@type">}
 //
-// The envoy translator (plugins/envoy) builds them with [Encode] (or
-// [JSON] and [Wrap]); the agent's xDS server (core/agent/xds) reads and
-// validates them with [Decode], which returns an error wrapping
-// [ErrNotXDS] for an object of another kind. Both import this package, so
-// neither imports the other.
+// A translator — the envoy one (plugins/envoy), or a user's plugin under
+// any backend name — builds them with [Encode] (or [JSON] and [Wrap]);
+// the agent routes them by their [Group] to its xDS server
+// (core/agent/xds), which reads and validates them with [Decode], which
+// returns an error wrapping [ErrNotXDS] for an object of another kind.
+// Both import this package, so neither imports the other.
 //
 // The package links in the Envoy filter configurations translators embed
 // in typed_config fields, so that protojson can encode and decode them.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
@@ -55,6 +54,10 @@ token on first start, discovers its cluster and applies what the server sends:
 server-side apply with pruning and drift correction in Kubernetes, files in a
 directory, and xDS (:9977) to local Envoys and gRPC xDS clients.
 
+Outputs go where they belong by what they are, whatever backend emitted them:
+xDS resources (xds.meshrelay.io) to the xDS server, every other resource to
+the kube sink; a dir sink writes them all.
+
 When the server is unreachable the agent keeps what is applied, keeps
 discovering, and resyncs on reconnect.`,
 		Example: `  # In a workload cluster (in-cluster config), with leader election:
@@ -76,8 +79,8 @@ discovering, and resyncs on reconnect.`,
 	fs := cmd.Flags()
 	opts.AddFlags(fs)
 	fs.StringVar(&f.source, "source", f.source, "discovery source: kube or dir:PATH")
-	fs.StringSliceVar(&f.sinks, "sink", f.sinks, "where outputs go: kube and/or dir:PATH (repeatable); Envoy outputs also go to xDS")
-	fs.StringVar(&f.xdsAddr, "xds-addr", f.xdsAddr, "address of the xDS server for Envoys and gRPC xDS clients (empty: off)")
+	fs.StringSliceVar(&f.sinks, "sink", f.sinks, "where outputs go: kube (every resource but xDS ones) and/or dir:PATH (every resource) (repeatable)")
+	fs.StringVar(&f.xdsAddr, "xds-addr", f.xdsAddr, "address of the xDS server, serving every backend's xDS resources to Envoys and gRPC xDS clients (empty: off)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
@@ -141,7 +144,12 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 		}
 	}
 	var runners []backgroundRunner
-	var all []agent.Sink
+	var sinks agent.Sinks
+	if f.xdsAddr != "" {
+		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, Report: report})
+		runners = append(runners, x)
+		sinks = append(sinks, x)
+	}
 	for _, s := range f.sinks {
 		switch {
 		case s == "kube":
@@ -149,26 +157,13 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 			if err != nil {
 				return err
 			}
-			all = append(all, k)
+			sinks = append(sinks, k)
 			runners = append(runners, k)
 		case strings.HasPrefix(s, "dir:"):
-			all = append(all, sink.NewDir(strings.TrimPrefix(s, "dir:")))
+			sinks = append(sinks, sink.NewDir(strings.TrimPrefix(s, "dir:")))
 		default:
 			return &exitError{code: 2, err: fmt.Errorf("--sink must be kube or dir:PATH, not %q", s)}
 		}
-	}
-	sinks := map[string]agent.Sink{"*": agent.Tee(all...)}
-	if f.xdsAddr != "" {
-		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, OnNack: func(node, typeURL string, names []string, err error) {
-			kind := typeURL[strings.LastIndex(typeURL, ".")+1:]
-			results := map[snapshot.ID]error{}
-			for _, n := range names {
-				results[snapshot.ID{Group: "xds.meshrelay.io", Version: "v1alpha1", Kind: kind, Namespace: node, Name: n}] = err
-			}
-			report(discoveryapi.MeshEnvoy, results)
-		}})
-		runners = append(runners, x)
-		sinks[discoveryapi.MeshEnvoy] = agent.Tee(append([]agent.Sink{x}, all...)...)
 	}
 
 	var err error

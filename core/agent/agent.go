@@ -50,7 +50,7 @@ type Agent struct {
 	opts   Options
 	log    *slog.Logger
 	source Source
-	sinks  map[string]Sink
+	sinks  Sinks
 	creds  credentialSet
 
 	// Stats are the agent's counters.
@@ -69,9 +69,9 @@ type Agent struct {
 	queue    chan<- *relayv1.AgentMessage  // the current stream's send queue
 }
 
-// New returns an agent. sinks maps backends to sinks; the key "*" is the
-// sink for every backend without its own.
-func New(opts Options, source Source, sinks map[string]Sink, logger *slog.Logger) (*Agent, error) {
+// New returns an agent applying every backend's outputs to sinks, each
+// sink the resources of the API groups it takes (see [Sinks]).
+func New(opts Options, source Source, sinks Sinks, logger *slog.Logger) (*Agent, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -285,9 +285,6 @@ func (a *Agent) hello() *relayv1.AgentMessage {
 		Capabilities:   []string{"delta"},
 		OutputVersions: map[string]uint64{},
 		OutputHashes:   map[string][]byte{},
-	}
-	for b := range a.sinks {
-		h.Capabilities = append(h.Capabilities, "sink:"+b)
 	}
 	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		h.Token, _ = a.token()
@@ -511,11 +508,4 @@ func (a *Agent) Received(backend string) (*snapshot.Snapshot, bool) {
 	defer a.mu.Unlock()
 	s, ok := a.received[backend]
 	return s, ok
-}
-
-func (a *Agent) sinkFor(backend string) Sink {
-	if s, ok := a.sinks[backend]; ok {
-		return s
-	}
-	return a.sinks["*"]
 }

@@ -21,17 +21,17 @@ func (f *fixedSink) Apply(context.Context, string, *snapshot.Snapshot, bool) (ma
 	return f.results, f.err
 }
 
-func TestTeeAppliesEverywhereAndMerges(t *testing.T) {
+func TestSinksApplyEverywhereAndMerge(t *testing.T) {
 	a := snapshot.ID{Version: "v1", Kind: "Service", Name: "a"}
 	b := snapshot.ID{Version: "v1", Kind: "Service", Name: "b"}
 	first := &fixedSink{results: map[snapshot.ID]error{a: errors.New("first")}}
 	second := &fixedSink{results: map[snapshot.ID]error{a: errors.New("second"), b: errors.New("b failed")}, err: errors.New("second sink down")}
-	res, err := Tee(first, second).Apply(context.Background(), "envoy", snapshot.Empty, true)
+	res, err := Sinks{first, second}.Apply(context.Background(), "envoy", snapshot.Empty, true)
 	if first.calls != 1 || second.calls != 1 {
-		t.Fatalf("Tee called the sinks %d and %d times, want once each", first.calls, second.calls)
+		t.Fatalf("Sinks called the sinks %d and %d times, want once each", first.calls, second.calls)
 	}
 	if err == nil || res[a].Error() != "first" || res[b] == nil {
-		t.Errorf("Tee = %v, %v; want the first error per resource and the sink error", res, err)
+		t.Errorf("Sinks = %v, %v; want the first error per resource and the sink error", res, err)
 	}
 }
 

@@ -61,19 +61,14 @@ func (ap *applier) run(ctx context.Context) {
 			continue
 		}
 		ack := &relayv1.Ack{Subject: relayv1.Ack_SUBJECT_OUTPUT, Backend: ap.backend, Version: w.desired.Version()}
-		sink := ap.a.sinkFor(ap.backend)
-		if sink == nil {
-			ack.Error = "the agent has no sink for backend " + ap.backend
-		} else {
-			results, err := sink.Apply(ctx, ap.backend, w.desired, w.prune)
-			if err != nil {
-				ack.Error = err.Error()
-				ap.a.log.Warn("apply failed", "backend", ap.backend, "version", w.desired.Version(), "error", err)
-			}
-			for id, rerr := range results {
-				if rerr != nil {
-					ack.Results = append(ack.Results, &relayv1.ResourceResult{Id: snapshot.IDToProto(id), Error: rerr.Error()})
-				}
+		results, err := ap.a.sinks.Apply(ctx, ap.backend, w.desired, w.prune)
+		if err != nil {
+			ack.Error = err.Error()
+			ap.a.log.Warn("apply failed", "backend", ap.backend, "version", w.desired.Version(), "error", err)
+		}
+		for id, rerr := range results {
+			if rerr != nil {
+				ack.Results = append(ack.Results, &relayv1.ResourceResult{Id: snapshot.IDToProto(id), Error: rerr.Error()})
 			}
 		}
 		select {

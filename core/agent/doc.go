@@ -6,14 +6,26 @@
 //
 // The parts it is built from live in sub-packages: discovery sources
 // (core/agent/discovery), sinks for Kubernetes and directories
-// (core/agent/sink), the Envoy xDS server (core/agent/xds) and leader
+// (core/agent/sink), the xDS server (core/agent/xds) and leader
 // election (core/agent/leader). The agent sees them through the small
 // [Source] and [Sink] interfaces defined here.
 //
+// Outputs go to the sinks by what they are, not by which backend emitted
+// them: the agent hands every backend's output to each of its [Sinks],
+// each getting the resources of the API groups it takes ([GroupSink]).
+// The xDS server takes the xDS resources (group xds.meshrelay.io, see
+// api/xds) of any backend, the kube sink every other group, a directory
+// sink everything; a resource no sink takes is reported failed
+// ([ErrNoSink]). Each sink keeps every backend's resources apart and prunes
+// per backend, only when the server allows it.
+//
+//	a, err := agent.New(opts, source, agent.Sinks{xdsServer, kubeSink}, logger)
+//
 // The server sends, with a backend's outputs, the kinds the backend's
 // plugins declare they emit. The agent keeps them in its state directory
-// and tells every [KindSink] (the kube sink) at start, before the server
-// answers, and whenever they change, so that pruning finds owned objects
+// and tells every [KindSink] (the kube sink) the kinds of its groups at
+// start, before the server answers, and whenever they change, so that
+// pruning finds owned objects
 // of those kinds left before a restart. Kinds that are not "group/Kind",
 // more than 256 of them, or those of more than 64 backends are refused
 // with a warning; no kinds leave the previous ones.

@@ -86,10 +86,8 @@ func (a *Agent) declareKinds(backend string, raw []string, keep bool) {
 	all := maps.Clone(a.kinds)
 	a.mu.Unlock()
 
-	if ks, ok := a.sinkFor(backend).(KindSink); ok {
-		if err := ks.DeclareKinds(backend, kinds); err != nil {
-			a.log.Warn("declare output kinds to the sink", "backend", backend, "error", err)
-		}
+	if err := a.sinks.DeclareKinds(backend, kinds); err != nil {
+		a.log.Warn("declare output kinds to the sinks", "backend", backend, "error", err)
 	}
 	if !keep || a.opts.StateDir == "" {
 		return
@@ -109,15 +107,4 @@ func (a *Agent) OutputKinds(backend string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.kinds[backend])
-}
-
-// DeclareKinds tells every sink of the tee that prunes by kind.
-func (t tee) DeclareKinds(backend string, kinds []snapshot.GroupKind) error {
-	var errs []error
-	for _, s := range t {
-		if ks, ok := s.(KindSink); ok {
-			errs = append(errs, ks.DeclareKinds(backend, kinds))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -43,7 +43,7 @@ func (r *kindRecorder) get(backend string) ([]string, int) {
 	return r.declared[backend], r.calls
 }
 
-func kindAgent(t *testing.T, stateDir string, sinks map[string]Sink) *Agent {
+func kindAgent(t *testing.T, stateDir string, sinks Sinks) *Agent {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Cluster, opts.Server, opts.Insecure, opts.StateDir = "east", "127.0.0.1:1", true, stateDir
@@ -60,7 +60,7 @@ func kindAgent(t *testing.T, stateDir string, sinks map[string]Sink) *Agent {
 func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	first := &kindRecorder{}
-	a := kindAgent(t, dir, map[string]Sink{"*": first})
+	a := kindAgent(t, dir, Sinks{first})
 	a.declareKinds("netpol", []string{"networking.k8s.io/NetworkPolicy", "/ConfigMap"}, true)
 	want := []string{"/ConfigMap", "networking.k8s.io/NetworkPolicy"}
 	if got, _ := first.get("netpol"); !slices.Equal(got, want) {
@@ -76,7 +76,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	}
 
 	second := &kindRecorder{}
-	restarted := kindAgent(t, dir, map[string]Sink{"*": Tee(second, &fixedSink{})})
+	restarted := kindAgent(t, dir, Sinks{second, &fixedSink{}})
 	restarted.loadKinds()
 	if got, _ := second.get("netpol"); !slices.Equal(got, want) || !slices.Equal(restarted.OutputKinds("netpol"), want) {
 		t.Errorf("after a restart the sink was told %v and the agent has %v, want %v", got, restarted.OutputKinds("netpol"), want)
@@ -85,7 +85,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, kindsFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broken := kindAgent(t, dir, map[string]Sink{"*": &kindRecorder{}})
+	broken := kindAgent(t, dir, Sinks{&kindRecorder{}})
 	broken.loadKinds()
 	if got := broken.OutputKinds("netpol"); len(got) != 0 {
 		t.Errorf("a broken kinds file gave %v, want nothing", got)
@@ -94,7 +94,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 
 // The agent keeps the kinds of at most maxKindBackends backends.
 func TestOutputKindsBoundedBackends(t *testing.T) {
-	a := kindAgent(t, "", map[string]Sink{"*": &kindRecorder{}})
+	a := kindAgent(t, "", Sinks{&kindRecorder{}})
 	for i := range maxKindBackends + 5 {
 		a.declareKinds("b"+string(rune('a'+i%26))+string(rune('a'+i/26)), []string{"/ConfigMap"}, true)
 	}

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"maps"
 	"slices"
 
@@ -32,27 +30,4 @@ func (a *Agent) Report(backend string, results map[snapshot.ID]error) {
 	case queue <- &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Ack{Ack: ack}}:
 	default:
 	}
-}
-
-// Tee returns a sink that applies to every given sink in order and merges
-// their results: the first error for a resource wins.
-func Tee(sinks ...Sink) Sink { return tee(sinks) }
-
-type tee []Sink
-
-func (t tee) Apply(ctx context.Context, backend string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error) {
-	out := map[snapshot.ID]error{}
-	var errs []error
-	for _, s := range t {
-		res, err := s.Apply(ctx, backend, desired, prune)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for id, e := range res {
-			if out[id] == nil {
-				out[id] = e
-			}
-		}
-	}
-	return out, errors.Join(errs...)
 }

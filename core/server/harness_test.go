@@ -403,7 +403,7 @@ func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src a
 		m(&opts)
 	}
 	sink := newRecordingSink()
-	a, err := agent.New(opts, src, map[string]agent.Sink{"*": sink}, nil)
+	a, err := agent.New(opts, src, agent.Sinks{sink}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func runTrustAgent() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	a, err := agent.New(opts, emptySource{}, map[string]agent.Sink{"*": newRecordingSink()}, nil)
+	a, err := agent.New(opts, emptySource{}, agent.Sinks{newRecordingSink()}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

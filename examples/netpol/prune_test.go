@@ -75,7 +75,7 @@ func TestNetworkPolicyPrunedAfterAgentRestart(t *testing.T) {
 		aopts := agent.DefaultOptions()
 		aopts.Cluster, aopts.Server, aopts.ServerName = "east", srv.Addr(), "127.0.0.1"
 		aopts.TokenFile, aopts.CAFile, aopts.StateDir = tokenFile, srv.CABundlePath(), filepath.Join(work, "agent")
-		a, err := agent.New(aopts, discovery.NewDir(filepath.Join("testdata", "east"), discovery.DirOptions{}), map[string]agent.Sink{"*": kube}, quiet)
+		a, err := agent.New(aopts, discovery.NewDir(filepath.Join("testdata", "east"), discovery.DirOptions{}), agent.Sinks{kube}, quiet)
 		if err != nil {
 			t.Fatal(err)
 		}

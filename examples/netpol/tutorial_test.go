@@ -75,7 +75,7 @@ func TestTutorial(t *testing.T) {
 	aopts.Cluster, aopts.Server, aopts.ServerName = "east", srv.Addr(), "127.0.0.1"
 	aopts.TokenFile, aopts.CAFile, aopts.StateDir = tokenFile, srv.CABundlePath(), filepath.Join(work, "agent")
 	out := filepath.Join(work, "out")
-	a, err := agent.New(aopts, discovery.NewDir(filepath.Join("testdata", "east"), discovery.DirOptions{}), map[string]agent.Sink{"*": sink.NewDir(out)}, nil)
+	a, err := agent.New(aopts, discovery.NewDir(filepath.Join("testdata", "east"), discovery.DirOptions{}), agent.Sinks{sink.NewDir(out)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

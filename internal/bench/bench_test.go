@@ -314,7 +314,7 @@ func benchmarkRelay(b *testing.B, change string) {
 		opts := agent.DefaultOptions()
 		opts.Cluster, opts.Server, opts.ServerName = "relay", ts.srv.Addr(), "127.0.0.1"
 		opts.TokenFile, opts.CAFile, opts.StateDir = tokenFile, caFile, filepath.Join(dir, "state")
-		a, err := agent.New(opts, src, map[string]agent.Sink{"*": sink}, nil)
+		a, err := agent.New(opts, src, agent.Sinks{sink}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -811,7 +811,7 @@ func (r *run) newAgent(s *sim) (*agent.Agent, error) {
 	if r.opts.Chaos {
 		opts.Heartbeat, opts.ServerTimeout = chaosHeartbeat, chaosServerTimeout
 	}
-	return agent.New(opts, s.src, map[string]agent.Sink{"*": s}, r.opts.Logger.With("cluster", s.cluster.Name))
+	return agent.New(opts, s.src, agent.Sinks{s}, r.opts.Logger.With("cluster", s.cluster.Name))
 }
 
 // startAgent runs a as sim's agent in agents until ctx ends or sim.stop

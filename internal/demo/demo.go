@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
@@ -327,8 +326,7 @@ func startAgent(ctx context.Context, admin relayv1.AdminClient, srv *server.Serv
 	opts.Heartbeat = time.Second
 	alog := logger.With("cluster", name)
 	source := discovery.NewDir(filepath.Join(root, "testdata", "demo", "clusters", name), discovery.DirOptions{Logger: alog, Interval: 200 * time.Millisecond})
-	files := sink.NewDir(filepath.Join(out, "outputs", name))
-	sinks := map[string]agent.Sink{"*": files}
+	sinks := agent.Sinks{sink.NewDir(filepath.Join(out, "outputs", name))}
 	var runners []runner
 	if name == "west" {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -337,7 +335,7 @@ func startAgent(ctx context.Context, admin relayv1.AdminClient, srv *server.Serv
 		}
 		x := xds.New(xds.Options{Logger: alog})
 		runners = append(runners, serveXDS{x: x, lis: lis})
-		sinks[discoveryapi.MeshEnvoy] = agent.Tee(x, files)
+		sinks = append(agent.Sinks{x}, sinks...)
 	}
 	a, err := agent.New(opts, source, sinks, alog)
 	if err != nil {

@@ -14,7 +14,9 @@
 //     drift (owned objects edited or deleted by someone else are re-applied
 //     and counted in meshrelay_agent_drift_corrections_total) and retries
 //     resources that failed, such as those whose CRD was missing, until they
-//     apply.
+//     apply. It takes every API group but the xDS wrappers'
+//     ([Kube.TakesGroup]): no cluster serves those, the agent's xDS server
+//     does.
 //   - [Dir] writes each backend's resources as YAML files under
 //     PATH/<backend>/, one per resource, atomically, removing files of
 //     resources no longer desired only when asked to prune. A file is named
@@ -22,7 +24,8 @@
 //     other than a-z, 0-9, "." and "-" escaped as %XX, so any name (with
 //     "/", "?", upper case, …) has its own file inside the directory; a name
 //     too long for a file name is cut and ends in a hash, and the file's
-//     object always holds the resource's identity.
+//     object always holds the resource's identity. It takes every
+//     resource, the xDS wrappers included.
 //
 // The kube sink's files each do one job: kube.go holds the sink, its
 // per-backend state and the kind lookups; kube_options.go its options;

@@ -21,6 +21,7 @@ import (
 
 	meshmeta "github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	xdsapi "github.com/meshrelay/meshrelay/api/xds"
 )
 
 // Ownership labels and annotations. ManagedByLabel and ManagedByValue are
@@ -145,6 +146,11 @@ func NewKube(cfg *rest.Config, opts KubeOptions) (*Kube, error) {
 		watchers:     map[schema.GroupVersionResource]*watcher{},
 	}, nil
 }
+
+// TakesGroup reports whether the sink takes resources of group: every
+// group but that of the xDS wrappers (api/xds.Group), which no cluster
+// serves; the agent's xDS server serves them.
+func (k *Kube) TakesGroup(group string) bool { return group != xdsapi.Group }
 
 // backend returns backend's state, making it. k.mu must be held.
 func (k *Kube) backend(name string) *backendState {

@@ -27,6 +27,8 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	xdsapi "github.com/meshrelay/meshrelay/api/xds"
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/agent/sink"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
@@ -49,6 +51,7 @@ func TestEndToEnd(t *testing.T) {
 
 	var nackMu sync.Mutex
 	var nacks []string
+	reports := map[string]map[snapshot.ID]bool{} // what west reported, by backend
 	agents := map[string]*xds.Server{}
 	addrs := map[string]string{}
 	for _, c := range []string{"east", "west"} {
@@ -56,6 +59,18 @@ func TestEndToEnd(t *testing.T) {
 			nackMu.Lock()
 			defer nackMu.Unlock()
 			nacks = append(nacks, fmt.Sprintf("%s %s %v", node, typeURL, names))
+		}, Report: func(backend string, rejected map[snapshot.ID]error) {
+			nackMu.Lock()
+			defer nackMu.Unlock()
+			if c != "west" {
+				return
+			}
+			if reports[backend] == nil {
+				reports[backend] = map[snapshot.ID]bool{}
+			}
+			for id := range rejected {
+				reports[backend][id] = true
+			}
 		}})
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -241,6 +256,61 @@ func TestEndToEnd(t *testing.T) {
 		})
 		var r callResult
 		client.read(t, &r, 30*time.Second)
+	})
+
+	t.Run("another backend", func(t *testing.T) {
+		// A user's plugin, backend acme, emits xDS for the same node,
+		// and a ConfigMap: the agent's sinks route the xDS resources to
+		// the xDS server and everything to the directory.
+		files := t.TempDir()
+		sinks := agent.Sinks{agents["west"], sink.NewDir(files)}
+		cm, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"acme","namespace":"shop"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		service := hostService(t, "frontend", "acme.test", "acme|reviews", "acme|reviews", servers["reviews-west"])
+		out := snapshotOf(t, 1, service, []snapshot.Resource{cm})
+		if errs, err := sinks.Apply(ctx, "acme", out, true); err != nil || len(errs) > 0 {
+			t.Fatalf("Apply(acme) = %v, %v", errs, err)
+		}
+		client.await(ctx, t, "xds:///acme.test /shop.Reviews/Get 1", func(r callResult) bool { return r.Codes["OK"] == 1 })
+		if r := client.call(t, "xds:///acme.test /shop.Reviews/Get 10 wait"); r.Served["reviews-west"] != 10 {
+			t.Errorf("calls of acme.test = %+v, want 10 served by reviews-west", r)
+		}
+		if r := client.call(t, "xds:///reviews.global /shop.Reviews/Get 10 wait"); r.Codes["OK"] != 10 {
+			t.Errorf("calls of envoy's reviews.global after acme applied = %+v, want 10 OK", r)
+		}
+		written, err := filepath.Glob(filepath.Join(files, "acme", "*.yaml"))
+		if err != nil || len(written) != out.Len() {
+			t.Errorf("acme's files = %v, want one for each of its %d resources", written, out.Len())
+		}
+
+		// acme's Listener rejected: the NACK is acme's, with its ID.
+		bad := badListener(t, "frontend", "nack-acme.test")
+		withBad := snapshotOf(t, 2, service, bad)
+		if _, err := sinks.Apply(ctx, "acme", withBad, true); err != nil {
+			t.Fatal(err)
+		}
+		client.send(t, "xds:///nack-acme.test /shop.Reviews/Get 1")
+		testutil.EventuallyWhy(t, "acme's NACK reported to acme", func() (bool, string) {
+			nackMu.Lock()
+			defer nackMu.Unlock()
+			return reports["acme"][bad[0].ID], fmt.Sprintf("reports = %v", reports)
+		})
+		var r callResult
+		client.read(t, &r, 30*time.Second)
+		nackMu.Lock()
+		defer nackMu.Unlock()
+		for backend, ids := range reports {
+			if backend != "acme" && ids[bad[0].ID] {
+				t.Errorf("acme's Listener %s reported to backend %s", bad[0].ID, backend)
+			}
+		}
+		for id := range reports["acme"] {
+			if _, own := withBad.Get(id); !own {
+				t.Errorf("backend acme was reported %s, which it did not emit", id)
+			}
+		}
 	})
 }
 
@@ -593,7 +663,7 @@ func newTestPKI(t *testing.T, dir string) testPKI {
 		return certFile, keyFile
 	}
 	p.server, p.serverKey = issue("server", 2, envoy.SPIFFEID("east", "shop", "reviews"),
-		[]string{"reviews.global", "ratings.global", "details.shop.svc.cluster.local", "nack.test"}, x509.ExtKeyUsageServerAuth)
+		[]string{"reviews.global", "ratings.global", "details.shop.svc.cluster.local", "nack.test", "acme.test"}, x509.ExtKeyUsageServerAuth)
 	p.client, p.clientKey = issue("client", 3, envoy.SPIFFEID("west", "shop", "frontend"), nil, x509.ExtKeyUsageClientAuth)
 	return p
 }

@@ -49,8 +49,14 @@ type Options struct {
 	Logger *slog.Logger
 	// OnNack, when set, is called for every response a proxy rejects,
 	// with the node ID, the type URL and the names of the rejected
-	// resources. It must not block.
+	// resources, as the proxy saw them. It must not block.
 	OnNack func(nodeID string, typeURL string, names []string, err error)
+	// Report, when set, is called for every response a proxy rejects,
+	// once per backend whose output carried rejected resources, with the
+	// ID of each (the xds.meshrelay.io wrapper the backend emitted) and
+	// the proxy's error: the results the agent reports for that backend.
+	// Names the server no longer serves are left out. It must not block.
+	Report func(backend string, rejected map[snapshot.ID]error)
 }
 
 // AddFlags registers the options' flags.
@@ -80,6 +86,11 @@ type Server struct {
 	// applied holds, per backend, per node, the resources last applied.
 	applied map[string]map[string]nodeResources
 
+	servedMu sync.Mutex
+	// served holds, per node, the resources in its snapshot, to find the
+	// backend and ID of a resource a proxy rejects.
+	served map[string]nodeResources
+
 	streamsMu sync.Mutex
 	streams   map[int64]*stream
 }
@@ -104,6 +115,7 @@ func New(opts Options) *Server {
 		// for single Listeners by name. ADS streams are served either way.
 		cache:   cachev3.NewSnapshotCache(false, cachev3.IDHash{}, cacheLogger{logger}),
 		applied: map[string]map[string]nodeResources{},
+		served:  map[string]nodeResources{},
 		streams: map[int64]*stream{},
 	}
 }
@@ -156,15 +168,20 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// entry is one decoded resource of a node.
+// entry is one decoded resource of a node, from a backend's output.
 type entry struct {
-	id   snapshot.ID
-	hash snapshot.Hash
-	res  xdsapi.Resource
+	backend string
+	id      snapshot.ID
+	hash    snapshot.Hash
+	res     xdsapi.Resource
 }
 
 // nodeResources are a node's entries by type URL and name.
 type nodeResources map[string]map[string]entry
+
+// TakesGroup reports whether the server takes resources of group: only
+// the xDS wrappers (api/xds.Group), whatever backend emitted them.
+func (s *Server) TakesGroup(group string) bool { return group == xdsapi.Group }
 
 // Apply makes desired the xDS resources of backend: it groups them by
 // node, decodes and validates each, and sets every affected node's
@@ -175,11 +192,64 @@ type nodeResources map[string]map[string]entry
 // desired keep what they had, and present nodes keep their resources that
 // desired no longer lists (unless they became unusable, such as a
 // RouteConfiguration no Listener uses any more).
+//
+// Each backend's resources are kept apart: applying one backend never
+// removes another's. A node is served the resources of every backend;
+// when several backends emit a resource of the same type and name for a
+// node, the first backend in name order is served and the others' get an
+// error when they are applied.
 // The error is for failures of the server itself.
 func (s *Server) Apply(ctx context.Context, backend string, desired *snapshot.Snapshot, prune bool) (map[snapshot.ID]error, error) {
 	if desired == nil {
 		desired = snapshot.Empty
 	}
+	next, errs := decodeNodes(backend, desired)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.applied[backend]
+	kept := map[snapshot.ID]bool{}
+	if !prune {
+		kept = keepApplied(prev, next)
+	}
+	for _, nr := range next {
+		dropInconsistent(nr, func(e entry, err error) { errs[e.id] = err })
+	}
+	s.applied[backend] = next
+	nodes := slices.Sorted(maps.Keys(next))
+	for node := range prev {
+		if _, ok := next[node]; !ok {
+			nodes = append(nodes, node)
+		}
+	}
+	defer func() {
+		// What was kept rather than desired is not the caller's to hear about.
+		for id := range kept {
+			delete(errs, id)
+		}
+	}()
+	for _, node := range nodes {
+		if err := ctx.Err(); err != nil {
+			return errs, fmt.Errorf("apply xds: %w", err)
+		}
+		snap, err := s.nodeSnapshot(node, func(e entry, err error) {
+			if e.backend == backend {
+				errs[e.id] = err
+			}
+		})
+		if err != nil {
+			return errs, fmt.Errorf("apply xds for node %q: %w", node, err)
+		}
+		if err := s.cache.SetSnapshot(ctx, node, snap); err != nil {
+			return errs, fmt.Errorf("apply xds for node %q: %w", node, err)
+		}
+	}
+	s.log.Debug("applied", "backend", backend, "resources", desired.Len(), "nodes", len(nodes), "errors", len(errs))
+	return errs, nil
+}
+
+// decodeNodes decodes backend's desired resources and groups them by
+// node, with an error for each resource it cannot take.
+func decodeNodes(backend string, desired *snapshot.Snapshot) (map[string]nodeResources, map[snapshot.ID]error) {
 	errs := map[snapshot.ID]error{}
 	byNode := map[string]nodeResources{}
 	for r := range desired.All() {
@@ -197,86 +267,77 @@ func (s *Server) Apply(ctx context.Context, backend string, desired *snapshot.Sn
 			nr = nodeResources{}
 			byNode[res.NodeID] = nr
 		}
-		if nr[res.TypeURL] == nil {
-			nr[res.TypeURL] = map[string]entry{}
-		}
-		if prev, dup := nr[res.TypeURL][res.Name]; dup {
+		if prev, dup := nr.get(res.TypeURL, res.Name); dup {
 			errs[r.ID] = fmt.Errorf("%s: node %q already has %s %q from %s", r.ID, res.NodeID, r.ID.Kind, res.Name, prev.id)
 			continue
 		}
-		nr[res.TypeURL][res.Name] = entry{id: r.ID, hash: r.Hash, res: res}
+		nr.put(entry{backend: backend, id: r.ID, hash: r.Hash, res: res})
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev := s.applied[backend]
-	next := byNode
+	return byNode, errs
+}
+
+// keepApplied adds to next what prev has and next does not, for an apply
+// that deletes nothing, and returns the IDs it added.
+func keepApplied(prev, next map[string]nodeResources) map[snapshot.ID]bool {
 	kept := map[snapshot.ID]bool{}
-	if !prune {
-		// Delete nothing: keep what was applied and is not desired now.
-		for node, old := range prev {
-			nr := next[node]
-			if nr == nil {
-				nr = nodeResources{}
-				next[node] = nr
-			}
-			for typeURL, byName := range old {
-				if nr[typeURL] == nil {
-					nr[typeURL] = map[string]entry{}
-				}
-				for name, e := range byName {
-					if _, ok := nr[typeURL][name]; !ok {
-						nr[typeURL][name] = e
-						kept[e.id] = true
-					}
+	for node, old := range prev {
+		nr := next[node]
+		if nr == nil {
+			nr = nodeResources{}
+			next[node] = nr
+		}
+		for _, byName := range old {
+			for _, e := range byName {
+				if _, ok := nr.get(e.res.TypeURL, e.res.Name); !ok {
+					nr.put(e)
+					kept[e.id] = true
 				}
 			}
 		}
 	}
-	for _, nr := range next {
-		dropInconsistent(nr, errs)
+	return kept
+}
+
+// get returns the entry of a type and name.
+func (nr nodeResources) get(typeURL, name string) (entry, bool) {
+	e, ok := nr[typeURL][name]
+	return e, ok
+}
+
+// put adds e under its type and name.
+func (nr nodeResources) put(e entry) {
+	if nr[e.res.TypeURL] == nil {
+		nr[e.res.TypeURL] = map[string]entry{}
 	}
-	// What was kept rather than desired is not the caller's to hear about.
-	for id := range kept {
-		delete(errs, id)
-	}
-	s.applied[backend] = next
-	nodes := slices.Sorted(maps.Keys(next))
-	for node := range prev {
-		if _, ok := next[node]; !ok {
-			nodes = append(nodes, node)
-		}
-	}
-	for _, node := range nodes {
-		if err := ctx.Err(); err != nil {
-			return errs, fmt.Errorf("apply xds: %w", err)
-		}
-		snap, err := s.nodeSnapshot(node)
-		if err != nil {
-			return errs, fmt.Errorf("apply xds for node %q: %w", node, err)
-		}
-		if err := s.cache.SetSnapshot(ctx, node, snap); err != nil {
-			return errs, fmt.Errorf("apply xds for node %q: %w", node, err)
-		}
-	}
-	s.log.Debug("applied", "backend", backend, "resources", desired.Len(), "nodes", len(nodes), "errors", len(errs))
-	return errs, nil
+	nr[e.res.TypeURL][e.res.Name] = e
 }
 
 // nodeSnapshot merges what every backend applied for node into one
-// snapshot, with a content-derived version per type. The caller holds mu.
-func (s *Server) nodeSnapshot(node string) (*cachev3.Snapshot, error) {
+// snapshot, with a content-derived version per type, and notes it as what
+// node is served. A resource several backends emit is taken from the
+// first backend in name order; the others' copies, and what the merge
+// leaves inconsistent, are dropped and told to drop. The caller holds mu.
+func (s *Server) nodeSnapshot(node string, drop func(entry, error)) (*cachev3.Snapshot, error) {
 	merged := nodeResources{}
+	from := 0
 	for _, backend := range slices.Sorted(maps.Keys(s.applied)) {
-		for typeURL, byName := range s.applied[backend][node] {
-			if merged[typeURL] == nil {
-				merged[typeURL] = map[string]entry{}
-			}
-			for name, e := range byName {
-				if _, ok := merged[typeURL][name]; !ok {
-					merged[typeURL][name] = e
+		if len(s.applied[backend][node]) > 0 {
+			from++
+		}
+		for _, byName := range s.applied[backend][node] {
+			for _, e := range byName {
+				if first, ok := merged.get(e.res.TypeURL, e.res.Name); ok {
+					drop(e, fmt.Errorf("%s: node %q has %s %q from backend %q too, which is served", e.id, node, e.id.Kind, e.res.Name, first.backend))
+					continue
 				}
+				merged.put(e)
 			}
 		}
+	}
+	if from > 1 {
+		// Each backend's resources are consistent; what one backend's
+		// copy replaced may leave another's without its references.
+		dropInconsistent(merged, drop)
 	}
 	snap := &cachev3.Snapshot{}
 	for _, typeURL := range []string{xdsapi.ListenerType, xdsapi.RouteType, xdsapi.ClusterType, xdsapi.EndpointType} {
@@ -300,18 +361,21 @@ func (s *Server) nodeSnapshot(node string) (*cachev3.Snapshot, error) {
 	if err := snap.Consistent(); err != nil {
 		return nil, err
 	}
+	s.servedMu.Lock()
+	s.served[node] = merged
+	s.servedMu.Unlock()
 	return snap, nil
 }
 
 // dropInconsistent removes from a node's resources what would make its
-// snapshot inconsistent, recording an error for each: Clusters whose
+// snapshot inconsistent, telling drop about each: Clusters whose
 // ClusterLoadAssignment is missing, Listeners whose RouteConfiguration is
 // missing, then ClusterLoadAssignments and RouteConfigurations nothing
 // references.
-func dropInconsistent(nr nodeResources, errs map[snapshot.ID]error) {
-	drop := func(typeURL, name string, err error) {
+func dropInconsistent(nr nodeResources, drop func(entry, error)) {
+	remove := func(typeURL, name string, err error) {
 		e := nr[typeURL][name]
-		errs[e.id] = fmt.Errorf("%s: %w", e.id, err)
+		drop(e, fmt.Errorf("%s: %w", e.id, err))
 		delete(nr[typeURL], name)
 	}
 	usedEndpoints := map[string]bool{}
@@ -322,7 +386,7 @@ func dropInconsistent(nr nodeResources, errs map[snapshot.ID]error) {
 		}
 		eds := cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
 		if _, ok := nr[xdsapi.EndpointType][eds]; !ok {
-			drop(xdsapi.ClusterType, name, fmt.Errorf("its ClusterLoadAssignment %q is missing or invalid", eds))
+			remove(xdsapi.ClusterType, name, fmt.Errorf("its ClusterLoadAssignment %q is missing or invalid", eds))
 			continue
 		}
 		usedEndpoints[eds] = true
@@ -339,17 +403,17 @@ func dropInconsistent(nr nodeResources, errs map[snapshot.ID]error) {
 			}
 		}
 		if len(missing) > 0 {
-			drop(xdsapi.ListenerType, name, fmt.Errorf("its RouteConfigurations %q are missing or invalid", missing))
+			remove(xdsapi.ListenerType, name, fmt.Errorf("its RouteConfigurations %q are missing or invalid", missing))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.EndpointType])) {
 		if !usedEndpoints[name] {
-			drop(xdsapi.EndpointType, name, errors.New("no Cluster of its node uses it"))
+			remove(xdsapi.EndpointType, name, errors.New("no Cluster of its node uses it"))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(nr[xdsapi.RouteType])) {
 		if !usedRoutes[name] {
-			drop(xdsapi.RouteType, name, errors.New("no Listener of its node uses it"))
+			remove(xdsapi.RouteType, name, errors.New("no Listener of its node uses it"))
 		}
 	}
 }
@@ -474,6 +538,32 @@ func (s *Server) request(id int64, node *corev3.Node, typeURL, nonce, detail str
 	if s.opts.OnNack != nil {
 		s.opts.OnNack(nodeID, typeURL, names, err)
 	}
+	if s.opts.Report == nil {
+		return
+	}
+	rejected := s.rejected(nodeID, typeURL, names, err)
+	for _, backend := range slices.Sorted(maps.Keys(rejected)) {
+		s.opts.Report(backend, rejected[backend])
+	}
+}
+
+// rejected returns, by backend, the IDs of the resources node is served
+// under typeURL and names, each with err.
+func (s *Server) rejected(node, typeURL string, names []string, err error) map[string]map[snapshot.ID]error {
+	s.servedMu.Lock()
+	defer s.servedMu.Unlock()
+	out := map[string]map[snapshot.ID]error{}
+	for _, name := range names {
+		e, ok := s.served[node].get(typeURL, name)
+		if !ok {
+			continue
+		}
+		if out[e.backend] == nil {
+			out[e.backend] = map[snapshot.ID]error{}
+		}
+		out[e.backend][e.id] = err
+	}
+	return out
 }
 
 // cacheLogger sends go-control-plane's logs to slog.
