@@ -117,26 +117,25 @@ func TestBackendsKeptApart(t *testing.T) {
 	envoyOut := fixtureSnapshot(t, "../../../plugins/envoy/testdata/virtualdestination.yaml", "east")
 	envoyClusters := []string{"vd|ratings.global|80", "vd|reviews.global|9080"}
 	acmeOut := snapshotOf(t, 1, hostService(t, "frontend", "acme.test", "acme|c", "acme|c", "127.0.0.1:1"))
-	apply := func(backend string, s *snapshot.Snapshot) {
-		t.Helper()
-		if errs, err := srv.Apply(ctx, backend, s, true); err != nil || len(errs) > 0 {
-			t.Fatalf("Apply(%s) = %v, %v", backend, errs, err)
-		}
-	}
 	for _, step := range []struct {
 		backend string
 		out     *snapshot.Snapshot
+		prune   bool
 		want    []string
 	}{
-		{envoy.Backend, envoyOut, envoyClusters},
-		{acme, acmeOut, append([]string{"acme|c"}, envoyClusters...)},
-		{acme, snapshot.Empty, envoyClusters},
-		{acme, acmeOut, append([]string{"acme|c"}, envoyClusters...)},
-		{envoy.Backend, snapshot.Empty, []string{"acme|c"}},
+		{envoy.Backend, envoyOut, true, envoyClusters},
+		{acme, acmeOut, true, append([]string{"acme|c"}, envoyClusters...)},
+		// Without pruning, acme's empty output removes nothing.
+		{acme, snapshot.Empty, false, append([]string{"acme|c"}, envoyClusters...)},
+		{acme, snapshot.Empty, true, envoyClusters},
+		{acme, acmeOut, true, append([]string{"acme|c"}, envoyClusters...)},
+		{envoy.Backend, snapshot.Empty, true, []string{"acme|c"}},
 	} {
-		apply(step.backend, step.out)
+		if errs, err := srv.Apply(ctx, step.backend, step.out, step.prune); err != nil || len(errs) > 0 {
+			t.Fatalf("Apply(%s) = %v, %v", step.backend, errs, err)
+		}
 		if got := clusterNames(ctx, t, conn, "frontend"); !slices.Equal(got, step.want) {
-			t.Fatalf("after %s applied %d resources: frontend's clusters = %v, want %v", step.backend, step.out.Len(), got, step.want)
+			t.Fatalf("after %s applied %d resources (prune %v): frontend's clusters = %v, want %v", step.backend, step.out.Len(), step.prune, got, step.want)
 		}
 	}
 }
