@@ -641,7 +641,7 @@ func validateDescription(d Description) error {
 			errs = append(errs, "empty backend name")
 		}
 	}
-	if err := protocol.CheckDeclaration(d.Backends, d.Meshes, d.OutputKinds); err != nil {
+	if err := protocol.CheckDeclaration(d.Backends, d.Meshes, d.InputKinds, d.OutputKinds); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {

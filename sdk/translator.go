@@ -43,7 +43,11 @@ type Description struct {
 	// for every cluster.
 	Meshes []string
 	// InputKinds are the kinds the translator reads, as "group/Kind"
-	// ("/Service" for the core group). Informational.
+	// ("/Service" for the core group), at most 256. The agents discover
+	// them: of custom resources, an agent watches exactly the kinds some
+	// plugin declares here (and the policy kinds), once their CRDs exist;
+	// the built-in Kubernetes kinds it always discovers. A custom kind left
+	// out never reaches the translator.
 	InputKinds []string
 	// OutputKinds are every kind the translator may emit, as "group/Kind"
 	// ("/Service" for the core group), at most 256. The agents prune by

@@ -46,6 +46,7 @@ func (c *counter) Meshes() []string {
 }
 
 func (c *counter) OutputKinds() []string { return []string{"/ConfigMap"} }
+func (c *counter) InputKinds() []string  { return nil }
 
 func (c *counter) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	c.mu.Lock()

@@ -11,7 +11,7 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
 
-// A plugin's meshes and output kinds are recorded in the lock file at
+// A plugin's meshes, input and output kinds are recorded in the lock file at
 // install and read from there until the plugin starts; a lock file entry
 // without them (written before plugins declared) is completed by the
 // plugin's Describe answer when it starts.
@@ -26,9 +26,16 @@ func TestDeclarationFromLockFileThenDescribe(t *testing.T) {
 	if !slices.Equal(e.Meshes, wantMeshes) || !slices.Equal(e.OutputKinds, wantKinds) {
 		t.Fatalf("Install = meshes %v, output kinds %v; want %v, %v", e.Meshes, e.OutputKinds, wantMeshes, wantKinds)
 	}
+	wantInputs := []string{"/Service", "example.io/Widget"}
+	if !slices.Equal(e.InputKinds, wantInputs) {
+		t.Fatalf("Install = input kinds %v, want %v", e.InputKinds, wantInputs)
+	}
 	p := mustPlugin(t, newHost(t, dir, testOptions(), nil), "meshy")
 	if p.Pid() != 0 || !slices.Equal(p.Meshes(), wantMeshes) || !slices.Equal(p.OutputKinds(), wantKinds) {
 		t.Fatalf("before start: pid %d, Meshes() = %v, OutputKinds() = %v; want not running, %v, %v", p.Pid(), p.Meshes(), p.OutputKinds(), wantMeshes, wantKinds)
+	}
+	if !slices.Equal(p.InputKinds(), wantInputs) {
+		t.Fatalf("before start: InputKinds() = %v, want %v from the lock file", p.InputKinds(), wantInputs)
 	}
 
 	old := t.TempDir()
@@ -40,6 +47,9 @@ func TestDeclarationFromLockFileThenDescribe(t *testing.T) {
 	works(t, p)
 	if !slices.Equal(p.Meshes(), wantMeshes) || !slices.Equal(p.OutputKinds(), wantKinds) {
 		t.Errorf("after start: Meshes() = %v, OutputKinds() = %v; want the Describe answer %v, %v", p.Meshes(), p.OutputKinds(), wantMeshes, wantKinds)
+	}
+	if !slices.Equal(p.InputKinds(), wantInputs) {
+		t.Errorf("after start: InputKinds() = %v, want the Describe answer %v", p.InputKinds(), wantInputs)
 	}
 }
 
@@ -74,3 +84,21 @@ type declaring struct{ d sdk.Description }
 func (t declaring) Describe() sdk.Description { return t.d }
 
 func (declaring) Translate(context.Context, *sdk.Request, *sdk.Response) error { return nil }
+
+// A translator linked in process reports the kinds it declares it reads,
+// sorted and without duplicates; one declaring an input kind that is not
+// "group/Kind" is refused.
+func TestInProcessInputKinds(t *testing.T) {
+	l, err := InProcess(declaring{sdk.Description{Name: "d", Version: "1", Backends: []string{"b"}, InputKinds: []string{"x.io/Y", "/Service", "x.io/Y"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.InputKinds(); !slices.Equal(got, []string{"/Service", "x.io/Y"}) {
+		t.Errorf("InputKinds() = %v, want [/Service x.io/Y]", got)
+	}
+	_, err = InProcess(declaring{sdk.Description{Name: "d", Version: "1", Backends: []string{"b"}, InputKinds: []string{"networking.istio.io/v1/VirtualService"}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "input kinds") || !strings.Contains(err.Error(), "networking.istio.io/v1/VirtualService") {
+		t.Errorf("InProcess(bad input kind) = %v, want it refused naming the kind", err)
+	}
+}

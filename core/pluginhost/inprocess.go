@@ -50,7 +50,7 @@ func InProcess(t sdk.Translator, logger *slog.Logger) (*Linked, error) {
 		name: d.Name, backends: backends, client: translatorv1.NewTranslatorClient(conn), stop: stop,
 		logger: logger.With("plugin", d.Name, "version", d.Version),
 	}
-	l.decl.set(d.Meshes, d.OutputKinds)
+	l.decl.set(d.Meshes, d.InputKinds, d.OutputKinds)
 	return l, nil
 }
 
@@ -61,10 +61,13 @@ func (l *Linked) Name() string { return l.name }
 func (l *Linked) Backends() []string { return slices.Clone(l.backends) }
 
 // Meshes returns the backends the translator declares need their mesh.
-func (l *Linked) Meshes() []string { m, _ := l.decl.get(); return m }
+func (l *Linked) Meshes() []string { m, _, _ := l.decl.get(); return m }
+
+// InputKinds returns the kinds the translator declares it reads.
+func (l *Linked) InputKinds() []string { _, k, _ := l.decl.get(); return k }
 
 // OutputKinds returns the kinds the translator declares it emits.
-func (l *Linked) OutputKinds() []string { _, k := l.decl.get(); return k }
+func (l *Linked) OutputKinds() []string { _, _, k := l.decl.get(); return k }
 
 // Translate sends the update; see [Translator].
 func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {

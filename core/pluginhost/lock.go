@@ -31,10 +31,11 @@ type Entry struct {
 	Version  string   `json:"version"`
 	Protocol int      `json:"protocol"`
 	Backends []string `json:"backends"`
-	// Meshes and OutputKinds are what the plugin declared when it was
-	// installed (see [Translator]); each start's Describe answer replaces
-	// them in the running host.
+	// Meshes, InputKinds and OutputKinds are what the plugin declared when
+	// it was installed (see [Translator]); each start's Describe answer
+	// replaces them in the running host.
 	Meshes      []string `json:"meshes,omitempty"`
+	InputKinds  []string `json:"inputKinds,omitempty"`
 	OutputKinds []string `json:"outputKinds,omitempty"`
 	// SHA256 is the hex SHA-256 of the binary, checked before every start.
 	SHA256 string `json:"sha256"`
@@ -109,8 +110,8 @@ func writeLock(dir string, entries []Entry) error {
 // replacing an entry of the same name. src is a local path or an http(s)
 // URL; a URL needs sum (the hex SHA-256 of the binary), a path may have
 // one, and a binary that does not match it is refused. The plugin is
-// started once to describe it: its name, version, backends, declared meshes
-// and output kinds, and protocol;
+// started once to describe it: its name, version, backends, declared meshes,
+// input and output kinds, and protocol;
 // a plugin that speaks no protocol this host supports is refused
 // ([ErrUnsupportedProtocol]).
 func Install(dir, src, sum string) (Entry, error) {
@@ -164,7 +165,7 @@ func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logg
 	}
 	e := Entry{
 		Name: d.GetName(), Version: d.GetVersion(), Protocol: proc.version, Backends: proc.backends(),
-		Meshes: sortedSet(d.GetMeshes()), OutputKinds: sortedSet(d.GetOutputKinds()),
+		Meshes: sortedSet(d.GetMeshes()), InputKinds: sortedSet(d.GetInputKinds()), OutputKinds: sortedSet(d.GetOutputKinds()),
 		SHA256: got, Path: BinaryPrefix + d.GetName(), Installed: time.Now().UTC().Truncate(time.Second),
 	}
 	if err := os.Rename(tmpPath, filepath.Join(dir, e.Path)); err != nil {

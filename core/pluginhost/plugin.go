@@ -47,7 +47,7 @@ func newPlugin(dir string, e Entry, opts Options, logger *slog.Logger) *Plugin {
 		path = filepath.Join(dir, path)
 	}
 	p := &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version)}
-	p.decl.set(e.Meshes, e.OutputKinds)
+	p.decl.set(e.Meshes, e.InputKinds, e.OutputKinds)
 	return p
 }
 
@@ -60,30 +60,35 @@ func (p *Plugin) Backends() []string { return slices.Clone(p.entry.Backends) }
 // Meshes returns the backends the plugin declares need their mesh: from
 // the lock file until the plugin starts, then from its Describe answer.
 // It never waits for a call in flight.
-func (p *Plugin) Meshes() []string { m, _ := p.decl.get(); return m }
+func (p *Plugin) Meshes() []string { m, _, _ := p.decl.get(); return m }
+
+// InputKinds returns the kinds the plugin declares it reads, from the lock
+// file until the plugin starts, then from its Describe answer. It never
+// waits for a call in flight.
+func (p *Plugin) InputKinds() []string { _, k, _ := p.decl.get(); return k }
 
 // OutputKinds returns the kinds the plugin declares it emits, from the
 // lock file until the plugin starts, then from its Describe answer. It
 // never waits for a call in flight.
-func (p *Plugin) OutputKinds() []string { _, k := p.decl.get(); return k }
+func (p *Plugin) OutputKinds() []string { _, _, k := p.decl.get(); return k }
 
 // declared holds what a plugin declares beside its backends, behind its
 // own lock so that reading it never waits for a translation.
 type declared struct {
-	mu            sync.Mutex
-	meshes, kinds []string
+	mu                      sync.Mutex
+	meshes, inputs, outputs []string
 }
 
-func (d *declared) set(meshes, kinds []string) {
+func (d *declared) set(meshes, inputKinds, outputKinds []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.meshes, d.kinds = sortedSet(meshes), sortedSet(kinds)
+	d.meshes, d.inputs, d.outputs = sortedSet(meshes), sortedSet(inputKinds), sortedSet(outputKinds)
 }
 
-func (d *declared) get() (meshes, kinds []string) {
+func (d *declared) get() (meshes, inputKinds, outputKinds []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Clone(d.meshes), slices.Clone(d.kinds)
+	return slices.Clone(d.meshes), slices.Clone(d.inputs), slices.Clone(d.outputs)
 }
 
 // Entry returns the plugin's lock file entry.
@@ -211,7 +216,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %q: the binary describes itself as %q", p.entry.Name, proc.desc.GetName())
 	}
 	p.logger.Info("plugin started", "protocol", proc.version)
-	p.decl.set(proc.desc.GetMeshes(), proc.desc.GetOutputKinds())
+	p.decl.set(proc.desc.GetMeshes(), proc.desc.GetInputKinds(), proc.desc.GetOutputKinds())
 	p.setProc(proc)
 	return nil
 }

@@ -29,6 +29,10 @@ type Translator interface {
 	// mesh: they have work only in clusters where discovery found a mesh
 	// of the same name.
 	Meshes() []string
+	// InputKinds returns the kinds the plugin declares it reads, as
+	// "group/Kind": the server sends their union to the agents, which
+	// discover the custom resources of those kinds.
+	InputKinds() []string
 	// OutputKinds returns the kinds the plugin declares it emits, as
 	// "group/Kind": the server sends them to the agents, which prune by
 	// them.

@@ -44,6 +44,7 @@ func (e *echo) Meshes() []string   { return nil }
 
 // OutputKinds declares nothing: the echoed inputs are of any kind.
 func (e *echo) OutputKinds() []string { return nil }
+func (e *echo) InputKinds() []string  { return nil }
 
 func (e *echo) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	e.mu.Lock()

@@ -215,7 +215,7 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	}
 	s.m.connected.Set(float64(s.connectedCount()))
 
-	w := &relayv1.Welcome{ServerId: s.opts.ServerID}
+	w := &relayv1.Welcome{ServerId: s.opts.ServerID, InputKinds: s.inputKinds()}
 	if hasInput {
 		w.InputVersion = in.Version()
 		h := in.Hash()

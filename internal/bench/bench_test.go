@@ -50,6 +50,7 @@ func (m *mirror) Meshes() []string   { return nil }
 
 // OutputKinds declares nothing: the mirrored inputs are of any kind.
 func (m *mirror) OutputKinds() []string { return nil }
+func (m *mirror) InputKinds() []string  { return nil }
 
 func (m *mirror) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
 	if u.Full {

@@ -684,8 +684,14 @@ type Welcome struct {
 	InputVersion       uint64                 `protobuf:"varint,2,opt,name=input_version,json=inputVersion,proto3" json:"input_version,omitempty"`
 	InputHash          []byte                 `protobuf:"bytes,3,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
 	CertificateRenewAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=certificate_renew_at,json=certificateRenewAt,proto3" json:"certificate_renew_at,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// input_kinds are the kinds the server's plugins read, and the policy
+	// kinds the server reads itself, as "group/Kind" (at most 256), sorted:
+	// the agent discovers the custom resources of these kinds whose CRDs
+	// exist, and keeps them in its state directory for after a restart. The
+	// Welcome always carries the complete set.
+	InputKinds    []string `protobuf:"bytes,5,rep,name=input_kinds,json=inputKinds,proto3" json:"input_kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -742,6 +748,13 @@ func (x *Welcome) GetInputHash() []byte {
 func (x *Welcome) GetCertificateRenewAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CertificateRenewAt
+	}
+	return nil
+}
+
+func (x *Welcome) GetInputKinds() []string {
+	if x != nil {
+		return x.InputKinds
 	}
 	return nil
 }
@@ -3299,13 +3312,15 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\x1a?\n" +
 	"\x11OutputHashesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb8\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xd9\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12#\n" +
 	"\rinput_version\x18\x02 \x01(\x04R\finputVersion\x12\x1d\n" +
 	"\n" +
 	"input_hash\x18\x03 \x01(\fR\tinputHash\x12L\n" +
-	"\x14certificate_renew_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12certificateRenewAt\"C\n" +
+	"\x14certificate_renew_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12certificateRenewAt\x12\x1f\n" +
+	"\vinput_kinds\x18\x05 \x03(\tR\n" +
+	"inputKinds\"C\n" +
 	"\rInputSnapshot\x122\n" +
 	"\x05delta\x18\x01 \x01(\v2\x1c.meshrelay.snapshot.v1.DeltaR\x05delta\"\xa6\x01\n" +
 	"\x0eOutputSnapshot\x12\x18\n" +

@@ -161,7 +161,7 @@ func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*trans
 	if d.GetName() == "" || len(d.GetBackends()) == 0 {
 		return nil, fmt.Errorf("describe: %w: the plugin gave no name or no backends", ErrProtocol)
 	}
-	if err := protocol.CheckDeclaration(d.GetBackends(), d.GetMeshes(), d.GetOutputKinds()); err != nil {
+	if err := protocol.CheckDeclaration(d.GetBackends(), d.GetMeshes(), d.GetInputKinds(), d.GetOutputKinds()); err != nil {
 		return nil, fmt.Errorf("describe: %w: plugin %q declares %w", ErrProtocol, d.GetName(), err)
 	}
 	return d, nil

@@ -111,7 +111,7 @@ func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*tran
 	d := &translatorv1.DescribeResponse{Name: name, Version: "1.0.0", Backends: []string{"test"}}
 	switch name {
 	case "meshy":
-		d.Meshes, d.OutputKinds = []string{"test"}, []string{"/ConfigMap"}
+		d.Meshes, d.InputKinds, d.OutputKinds = []string{"test"}, []string{"/Service", "example.io/Widget"}, []string{"/ConfigMap"}
 	case "baddecl":
 		d.OutputKinds = []string{"/ConfigMap", "apps/v1/Deployment"}
 	}
