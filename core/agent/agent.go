@@ -67,6 +67,10 @@ type Agent struct {
 	received map[string]*snapshot.Snapshot // outputs as received, by backend
 	kinds    map[string][]string           // declared output kinds, by backend
 	queue    chan<- *relayv1.AgentMessage  // the current stream's send queue
+
+	// inputKinds are the kinds the source discovers, from the last
+	// Welcome or the state directory; nil until known.
+	inputKinds []string
 }
 
 // New returns an agent applying every backend's outputs to sinks, each
@@ -106,6 +110,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.loadKinds()
+	a.loadInputKinds()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.source.Run(ctx, a.publish) })
 	g.Go(func() error { return a.renewLoop(ctx) })
@@ -244,6 +249,7 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	a.Stats.Connects.Add(1)
 	a.log.Info("connected", "server", welcome.GetServerId())
+	a.declareInputKinds(welcome.GetInputKinds(), true)
 
 	sender := &inputSender{a: a, stream: stream, maxBytes: a.opts.MaxMessageBytes / 2}
 	sender.resume(welcome)

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -34,25 +35,37 @@ const maxKindBackends = 64
 // sinks. A file that cannot be read is logged and left: the server sends
 // the kinds again with its outputs.
 func (a *Agent) loadKinds() {
-	if a.opts.StateDir == "" {
-		return
-	}
-	path := filepath.Join(a.opts.StateDir, kindsFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
 	var kept map[string][]string
-	if err == nil {
-		err = json.Unmarshal(data, &kept)
-	}
-	if err != nil {
-		a.log.Warn("cannot read the output kinds kept for pruning; waiting for the server's", "file", path, "error", err)
+	if ok, err := a.readState(kindsFile, &kept); err != nil {
+		a.log.Warn("cannot read the output kinds kept for pruning; waiting for the server's", "error", err)
+		return
+	} else if !ok {
 		return
 	}
 	for _, backend := range slices.Sorted(maps.Keys(kept)) {
 		a.declareKinds(backend, kept[backend], false)
 	}
+}
+
+// readState decodes the JSON file name of the state directory into v. It
+// returns false, and no error, when there is no state directory or no
+// such file.
+func (a *Agent) readState(name string, v any) (bool, error) {
+	if a.opts.StateDir == "" {
+		return false, nil
+	}
+	path := filepath.Join(a.opts.StateDir, name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // declareKinds takes the output kinds declared for backend: those the

@@ -124,7 +124,7 @@ func BenchmarkKubeDiscovery10k(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		src, err := NewKube(cfg, KubeOptions{Logger: quietLogger()})
+		src, err := NewKube(cfg, KubeOptions{InputKinds: policyKinds, Logger: quietLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func BenchmarkServiceChangeToSnapshot(b *testing.B) {
 			}
 			defer svcs.Delete(context.Background(), name, metav1.DeleteOptions{})
 
-			src, err := NewKube(k.Config(), KubeOptions{Debounce: debounce, Logger: quietLogger()})
+			src, err := NewKube(k.Config(), KubeOptions{Debounce: debounce, InputKinds: policyKinds, Logger: quietLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}

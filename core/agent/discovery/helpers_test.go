@@ -9,6 +9,17 @@ import (
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// noCustomKinds declares no custom resources' kinds: a Kube source given
+// it publishes the built-in resources.
+var noCustomKinds = []string{}
+
+// policyKinds are the kinds every server declares: its agents discover
+// the policies of their clusters.
+var policyKinds = []string{
+	"policy.meshrelay.io/AccessPolicy", "policy.meshrelay.io/MeshTrust",
+	"policy.meshrelay.io/TrafficPolicy", "policy.meshrelay.io/VirtualDestination",
+}
+
 // count returns the resources of s with group and kind in namespace ns
 // (any namespace when ns is "*").
 func countKind(s *snapshot.Snapshot, group, kind, ns string) int {

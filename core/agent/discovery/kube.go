@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
@@ -51,12 +52,21 @@ type Kube struct {
 	opts   KubeOptions
 	filter filter
 	log    *slog.Logger
-	groups map[string]bool
 
 	dirty chan struct{}
 
 	mu        sync.Mutex
 	informers map[schema.GroupVersionResource]*watched
+	// kinds are the declared kinds whose custom resources are discovered;
+	// nil until known.
+	kinds map[snapshot.GroupKind]bool
+	// runCtx is Run's context while it runs, for informers that
+	// DeclareInputKinds starts.
+	runCtx context.Context
+
+	// crdMu serializes following CRDs: their informer's handler and
+	// DeclareInputKinds.
+	crdMu sync.Mutex
 	// crdVersion maps a custom resource's group and plural to the version
 	// watched, so that a CRD's change of preferred version restarts it.
 	crdVersion map[schema.GroupResource]string
@@ -65,8 +75,12 @@ type Kube struct {
 // watched is one running informer.
 type watched struct {
 	informer cache.SharedIndexInformer
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// handled reports whether the handler has seen every object of the
+	// first list, so that the CRD handler has started the informers of the
+	// CRDs that existed.
+	handled func() bool
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // NewKube returns a source watching the cluster at cfg.
@@ -87,20 +101,55 @@ func NewKube(cfg *rest.Config, opts KubeOptions) (*Kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube discovery: create client: %w", err)
 	}
-	groups := map[string]bool{}
-	for _, g := range opts.CRDGroups {
-		groups[g] = true
-	}
-	return &Kube{
+	k := &Kube{
 		client:     client,
 		opts:       opts,
 		filter:     f,
 		log:        opts.Logger,
-		groups:     groups,
 		dirty:      make(chan struct{}, 1),
 		informers:  map[schema.GroupVersionResource]*watched{},
 		crdVersion: map[schema.GroupResource]string{},
-	}, nil
+	}
+	if opts.InputKinds != nil {
+		kinds, _ := snapshot.ParseGroupKinds(opts.InputKinds) // Validate parsed them
+		k.kinds = kindSet(kinds)
+	}
+	return k, nil
+}
+
+func kindSet(kinds []snapshot.GroupKind) map[snapshot.GroupKind]bool {
+	set := make(map[snapshot.GroupKind]bool, len(kinds))
+	for _, gk := range kinds {
+		set[gk] = true
+	}
+	return set
+}
+
+// DeclareInputKinds replaces the kinds whose custom resources the source
+// discovers (see KubeOptions.InputKinds): it starts watching those of the
+// new kinds whose CRDs exist, and stops watching, and leaves out of the
+// snapshot, the kinds no longer declared. The first call lets the source
+// publish.
+func (k *Kube) DeclareInputKinds(kinds []snapshot.GroupKind) error {
+	if len(kinds) > snapshot.MaxKinds {
+		return fmt.Errorf("kube discovery: %d input kinds, more than %d", len(kinds), snapshot.MaxKinds)
+	}
+	k.mu.Lock()
+	k.kinds = kindSet(kinds)
+	ctx := k.runCtx
+	k.mu.Unlock()
+	if ctx != nil {
+		k.followCRDs(ctx)
+	}
+	k.markDirty()
+	return nil
+}
+
+// knowsKinds reports whether the source was told its kinds.
+func (k *Kube) knowsKinds() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kinds != nil
 }
 
 // item is what the informers keep of an object: its name for the store's
@@ -115,15 +164,19 @@ type item struct {
 
 func (i *item) DeepCopyObject() runtime.Object { c := *i; return &c }
 
-// Run watches the cluster and publishes a snapshot once every informer has
-// synced, then again after each change of meaning, coalesced over the
-// debounce window. It returns nil when ctx ends.
+// Run watches the cluster and publishes a snapshot once it knows its input
+// kinds and every informer has synced, then again after each change of
+// meaning, coalesced over the debounce window. It returns nil when ctx
+// ends.
 func (k *Kube) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		k.stopAll()
 	}()
+	k.mu.Lock()
+	k.runCtx = ctx
+	k.mu.Unlock()
 	for _, gvr := range builtinResources {
 		k.start(ctx, gvr, k.objectHandler())
 	}
@@ -151,6 +204,12 @@ func (k *Kube) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error 
 			timer.Stop()
 			return nil
 		case <-timer.C:
+		}
+		if !k.knowsKinds() {
+			// A snapshot without the custom resources would make the fleet
+			// translate, and agents prune, from a partial view.
+			k.log.Debug("waiting for the input kinds before publishing")
+			continue
 		}
 		if !k.synced() {
 			k.markDirtyLater(ctx)
@@ -192,12 +251,13 @@ func (k *Kube) markDirtyLater(ctx context.Context) {
 	}()
 }
 
-// synced reports whether every running informer has listed its objects.
+// synced reports whether every running informer has listed its objects
+// and handled them.
 func (k *Kube) synced() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, w := range k.informers {
-		if !w.informer.HasSynced() {
+		if !w.informer.HasSynced() || !w.handled() {
 			return false
 		}
 	}
@@ -249,7 +309,8 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 		log.Error("set informer transform", "err", err)
 		return
 	}
-	if _, err := inf.AddEventHandler(h); err != nil {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
 		log.Error("add informer handler", "err", err)
 		return
 	}
@@ -257,7 +318,7 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 		log.Warn("watch failed, retrying", "err", err)
 	})
 	ictx, cancel := context.WithCancel(ctx)
-	w := &watched{informer: inf, cancel: cancel, done: make(chan struct{})}
+	w := &watched{informer: inf, handled: reg.HasSynced, cancel: cancel, done: make(chan struct{})}
 	k.informers[gvr] = w
 	go func() {
 		defer close(w.done)
@@ -337,14 +398,14 @@ func (k *Kube) objectHandler() cache.ResourceEventHandler {
 type crd struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	group, plural, version string
-	established            bool
+	group, kind, plural, version string
+	established                  bool
 }
 
 func (c *crd) DeepCopyObject() runtime.Object { x := *c; return &x }
 
-// trimCRD keeps a CRD's group, plural, preferred served version and whether
-// it is established.
+// trimCRD keeps a CRD's group, kind, plural, preferred served version and
+// whether it is established.
 func trimCRD(o any) (any, error) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
@@ -352,6 +413,7 @@ func trimCRD(o any) (any, error) {
 	}
 	c := &crd{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}}
 	c.group, _, _ = unstructured.NestedString(u.Object, "spec", "group")
+	c.kind, _, _ = unstructured.NestedString(u.Object, "spec", "names", "kind")
 	c.plural, _, _ = unstructured.NestedString(u.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 	var served []string
@@ -377,42 +439,18 @@ func trimCRD(o any) (any, error) {
 }
 
 // crdHandler starts and stops informers for the custom resources of the
-// discovered groups as their CRDs come, change and go.
+// declared kinds as their CRDs come, change and go.
 func (k *Kube) crdHandler(ctx context.Context) cache.ResourceEventHandler {
-	sync := func(o any) {
-		c, ok := o.(*crd)
-		if !ok || !k.groups[c.group] || c.plural == "" {
-			return
+	follow := func(o any) {
+		if c, ok := o.(*crd); ok {
+			k.crdMu.Lock()
+			defer k.crdMu.Unlock()
+			k.followCRD(ctx, c)
 		}
-		gr := schema.GroupResource{Group: c.group, Resource: c.plural}
-		k.mu.Lock()
-		cur, has := k.crdVersion[gr]
-		k.mu.Unlock()
-		want := ""
-		if c.established && c.version != "" {
-			want = c.version
-		}
-		if has && cur == want {
-			return
-		}
-		if has {
-			k.stop(gr.WithVersion(cur))
-			k.mu.Lock()
-			delete(k.crdVersion, gr)
-			k.mu.Unlock()
-		}
-		if want == "" {
-			return
-		}
-		k.mu.Lock()
-		k.crdVersion[gr] = want
-		k.mu.Unlock()
-		k.start(ctx, gr.WithVersion(want), k.objectHandler())
-		k.markDirty()
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    sync,
-		UpdateFunc: func(_, o any) { sync(o) },
+		AddFunc:    follow,
+		UpdateFunc: func(_, o any) { follow(o) },
 		DeleteFunc: func(o any) {
 			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
@@ -421,14 +459,62 @@ func (k *Kube) crdHandler(ctx context.Context) cache.ResourceEventHandler {
 			if !ok {
 				return
 			}
-			gr := schema.GroupResource{Group: c.group, Resource: c.plural}
-			k.mu.Lock()
-			cur, has := k.crdVersion[gr]
-			delete(k.crdVersion, gr)
-			k.mu.Unlock()
-			if has {
-				k.stop(gr.WithVersion(cur))
-			}
+			k.crdMu.Lock()
+			defer k.crdMu.Unlock()
+			k.unfollow(schema.GroupResource{Group: c.group, Resource: c.plural})
 		},
+	}
+}
+
+// followCRDs follows every known CRD again, after the kinds changed.
+func (k *Kube) followCRDs(ctx context.Context) {
+	k.crdMu.Lock()
+	defer k.crdMu.Unlock()
+	k.mu.Lock()
+	w := k.informers[crdResource]
+	k.mu.Unlock()
+	if w == nil {
+		return
+	}
+	for _, o := range w.informer.GetStore().List() {
+		if c, ok := o.(*crd); ok {
+			k.followCRD(ctx, c)
+		}
+	}
+}
+
+// followCRD watches a CRD's custom resources in the version it serves
+// while its kind is declared and it is established, and stops watching
+// them otherwise. The discovery.meshrelay.io kinds are never watched: the
+// source computes them. Callers hold crdMu.
+func (k *Kube) followCRD(ctx context.Context, c *crd) {
+	if c.plural == "" {
+		return
+	}
+	gr := schema.GroupResource{Group: c.group, Resource: c.plural}
+	k.mu.Lock()
+	declared := k.kinds[snapshot.GroupKind{Group: c.group, Kind: c.kind}]
+	k.mu.Unlock()
+	want := ""
+	if declared && c.established && c.group != discoveryv1alpha1.Group {
+		want = c.version
+	}
+	if cur, has := k.crdVersion[gr]; has && cur == want {
+		return
+	}
+	k.unfollow(gr)
+	if want == "" {
+		return
+	}
+	k.crdVersion[gr] = want
+	k.start(ctx, gr.WithVersion(want), k.objectHandler())
+	k.markDirty()
+}
+
+// unfollow stops watching a custom resource. Callers hold crdMu.
+func (k *Kube) unfollow(gr schema.GroupResource) {
+	if cur, has := k.crdVersion[gr]; has {
+		delete(k.crdVersion, gr)
+		k.stop(gr.WithVersion(cur))
 	}
 }

@@ -117,6 +117,14 @@ func (c *cluster) applyFile(path, ns string) map[string]int {
 
 func startKube(t *testing.T, k *testenv.Kube, opts KubeOptions) *testutil.Collector {
 	t.Helper()
+	_, col := startKubeSource(t, k, opts)
+	return col
+}
+
+// startKubeSource runs a Kube source until the test ends and returns it
+// with what it publishes.
+func startKubeSource(t *testing.T, k *testenv.Kube, opts KubeOptions) (*Kube, *testutil.Collector) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
@@ -127,7 +135,7 @@ func startKube(t *testing.T, k *testenv.Kube, opts KubeOptions) *testutil.Collec
 	if err != nil {
 		t.Fatalf("NewKube() error = %v", err)
 	}
-	return testutil.RunSource(t, src)
+	return src, testutil.RunSource(t, src)
 }
 
 func TestKubeBookinfo(t *testing.T) {
@@ -140,7 +148,8 @@ func TestKubeBookinfo(t *testing.T) {
 	c.applyFile("testdata/bookinfo/virtual-service-reviews-80-20.yaml", ns)
 	c.applyFile("testdata/bookinfo/destination-rule-reviews.yaml", ns)
 
-	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
+	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}},
+		InputKinds: []string{"networking.istio.io/VirtualService", "networking.istio.io/DestinationRule"}})
 	s := col.WaitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
 		return countKind(s, "", "Service", ns) == counts["Service"] && countKind(s, "networking.istio.io", "DestinationRule", ns) == 1
 	})
@@ -191,7 +200,7 @@ metadata:
   name: `+ns+`
   labels: {topology.kubernetes.io/zone: zone-a, kubernetes.io/hostname: h}
 `)
-	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
+	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}, InputKinds: noCustomKinds})
 	ctx := context.Background()
 	svcID := snapshot.ID{Version: "v1", Kind: "Service", Namespace: ns, Name: "extra"}
 	base := col.WaitFor(t, "bookinfo is discovered", func(s *snapshot.Snapshot) bool {
@@ -286,7 +295,7 @@ func TestKubeOtelDemo(t *testing.T) {
 	c := newCluster(t, k)
 	ns := k.CreateNamespace(t)
 	counts := c.applyFile("testdata/otel-demo/opentelemetry-demo.yaml", ns)
-	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}})
+	col := startKube(t, k, KubeOptions{Filter: Filter{IncludeNamespaces: []string{ns}}, InputKinds: noCustomKinds})
 	s := col.WaitFor(t, "the demo is discovered", func(s *snapshot.Snapshot) bool {
 		return countKind(s, "apps", "Deployment", ns) == counts["Deployment"] && countKind(s, "", "Service", ns) == counts["Service"]
 	})
@@ -313,7 +322,7 @@ func TestKubeComputedAndCRDs(t *testing.T) {
 	if _, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	col := startKube(t, k, KubeOptions{Filter: Filter{ExcludeNamespaces: []string{istioNS}}})
+	col := startKube(t, k, KubeOptions{Filter: Filter{ExcludeNamespaces: []string{istioNS}}, InputKinds: []string{"policy.meshrelay.io/TrafficPolicy"}})
 
 	// The apiserver is shared and runs no namespace controller: remove the
 	// control plane afterwards so later runs find only their own.
@@ -402,7 +411,7 @@ func TestKubeCiliumEnvoyConfig(t *testing.T) {
 	k := testenv.SharedKube(t)
 	c := newCluster(t, k)
 	ns := k.CreateNamespace(t)
-	col := startKube(t, k, KubeOptions{})
+	col := startKube(t, k, KubeOptions{InputKinds: noCustomKinds})
 	daemonSets := c.dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}).Namespace(ns)
 	t.Cleanup(func() {
 		if err := daemonSets.Delete(context.Background(), "cilium", metav1.DeleteOptions{}); err != nil {

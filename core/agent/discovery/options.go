@@ -3,9 +3,9 @@ package discovery
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/manifest"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,14 +18,6 @@ const DefaultDebounce = manifest.DefaultDebounce
 // DefaultPollInterval is how often [Dir] reads a directory it cannot watch
 // (and the least interval of its safety-net resync when it can).
 const DefaultPollInterval = manifest.DefaultPollInterval
-
-// DefaultCRDGroups are the API groups whose custom resources [Kube]
-// discovers when their CRDs exist.
-var DefaultCRDGroups = []string{
-	"networking.istio.io",
-	"security.istio.io",
-	"policy.meshrelay.io",
-}
 
 // Filter selects the objects that go into a snapshot. Objects left out are
 // still used to compute internal resources (an istiod in an excluded
@@ -120,9 +112,13 @@ type KubeOptions struct {
 	// Debounce is how long to wait after a change before building a
 	// snapshot; DefaultDebounce when zero.
 	Debounce time.Duration
-	// CRDGroups are the API groups whose custom resources are discovered
-	// when their CRDs exist; DefaultCRDGroups when nil.
-	CRDGroups []string
+	// InputKinds are the kinds, "group/Kind", whose custom resources are
+	// discovered once their CRDs exist, known up front: as if declared with
+	// [Kube.DeclareInputKinds]. Nil means not known yet: the source
+	// publishes nothing until they are declared. Kinds that no CRD defines
+	// (built-in kinds) change nothing: the built-in resources are always
+	// discovered.
+	InputKinds []string
 	// Logger receives the source's logs; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -130,9 +126,6 @@ type KubeOptions struct {
 func (o *KubeOptions) setDefaults() {
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
-	}
-	if o.CRDGroups == nil {
-		o.CRDGroups = slices.Clone(DefaultCRDGroups)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -143,6 +136,9 @@ func (o *KubeOptions) setDefaults() {
 func (o KubeOptions) Validate() error {
 	if o.Debounce < 0 {
 		return fmt.Errorf("debounce %v is negative", o.Debounce)
+	}
+	if _, err := snapshot.ParseGroupKinds(o.InputKinds); err != nil {
+		return fmt.Errorf("input kinds: %w", err)
 	}
 	return o.Filter.Validate()
 }
