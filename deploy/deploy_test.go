@@ -551,6 +551,7 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 		"apiextensions.k8s.io/customresourcedefinitions",
 		"networking.istio.io/virtualservices", "security.istio.io/authorizationpolicies",
 		"policy.meshrelay.io/trafficpolicies", "policy.meshrelay.io/accesspolicies", "policy.meshrelay.io/virtualdestinations",
+		"policy.meshrelay.io/meshtrusts",
 	}
 
 	objs := render(t, renderCases["agent/defaults"], "mr")

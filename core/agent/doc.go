@@ -30,6 +30,15 @@
 // more than 256 of them, or those of more than 64 backends are refused
 // with a warning; no kinds leave the previous ones.
 //
+// The server's Welcome names the input kinds: what its plugins read, and
+// the policy kinds. The agent keeps them in its state directory as well and
+// tells a [KindSource] (the kube source) at start and whenever they change,
+// so that it discovers the custom resources of those kinds; the kube source
+// publishes nothing until it knows them, so an agent with none kept sends
+// its first input after the Welcome, and a restarted one discovers the kept
+// kinds before the server answers. Kinds that are not "group/Kind", or more
+// than 256 of them, are refused with a warning; none leave the previous ones.
+//
 // When the server is unreachable the agent keeps what is applied, keeps
 // discovering, and resyncs on reconnect: it resumes with a delta from the
 // last version the server holds whenever it still has that snapshot, and

@@ -23,7 +23,8 @@ type Options struct {
 	// CAFile is the CA bundle to trust the server with at registration.
 	CAFile string
 	// StateDir keeps the agent's key, certificate and CA bundle, and the
-	// output kinds the plugins declare (for pruning), across restarts.
+	// kinds the plugins declare (output kinds for pruning, input kinds for
+	// discovery), across restarts.
 	StateDir string
 	// Mode is "mtls" (client certificates) or "tls" (the token on every stream).
 	Mode string
@@ -65,7 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServerName, "server-name", o.ServerName, "name to verify in the server's certificate (default: the host of --server)")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the relay identity token")
 	fs.StringVar(&o.CAFile, "ca-file", o.CAFile, "CA bundle to trust the server with")
-	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate, and the output kinds the plugins declare (for pruning after a restart)")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate, and the kinds the plugins declare (to prune and discover them after a restart)")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval")

@@ -3,11 +3,20 @@
 //
 // Two sources publish the same snapshot for the same objects:
 //
-//   - [Kube] watches a cluster with client-go informers: Services,
-//     EndpointSlices, Deployments, StatefulSets, DaemonSets, ReplicaSets,
-//     ServiceAccounts, Namespaces, Nodes (name and topology labels only), and,
-//     once their CRDs exist, Istio networking and security resources and
-//     meshrelay policies. CRDs that appear or go away later are followed.
+//   - [Kube] watches a cluster with client-go informers: the built-in
+//     Services, EndpointSlices, Deployments, StatefulSets, DaemonSets,
+//     ReplicaSets, ServiceAccounts, Namespaces and Nodes (name and topology
+//     labels only), and the custom resources of exactly the declared input
+//     kinds ("group/Kind": what the server's plugins read, and the policy
+//     kinds) whose CRDs exist. CRDs that appear or go away later are
+//     followed, and so are the declared kinds: [Kube.DeclareInputKinds]
+//     starts watching a new kind and stops watching, and drops from the
+//     snapshot, a kind no longer declared. The discovery.meshrelay.io kinds
+//     are never watched: the source computes them. Until it knows its kinds
+//     (KubeOptions.InputKinds, or the agent declaring those of the server's
+//     Welcome or of its state directory) it publishes nothing, since a
+//     snapshot without the custom resources would make the fleet translate,
+//     and agents prune, from a partial view.
 //   - [Dir] reads a directory of YAML (multi-document, recursive) with the
 //     manifest reader of core/manifest and watches it for changes
 //     (fsnotify), reading it again shortly after each one and every 30
@@ -25,6 +34,7 @@
 // Both implement the agent's source contract:
 //
 //	src, err := discovery.NewKube(cfg, discovery.KubeOptions{Logger: log})
+//	err = src.DeclareInputKinds(kinds) // before or while Run runs
 //	err = src.Run(ctx, func(s *snapshot.Snapshot) { ... })
 //
 // Run blocks until ctx ends; publish is called from Run's goroutine with

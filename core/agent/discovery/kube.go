@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -315,6 +316,12 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 		return
 	}
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			// Publishing without this kind would translate from a partial view.
+			log.Error("the agent may not list or watch this resource; grant it get, list and watch (the chart's rbac.extraRules); "+
+				"nothing is published until it is listed", "err", err)
+			return
+		}
 		log.Warn("watch failed, retrying", "err", err)
 	})
 	ictx, cancel := context.WithCancel(ctx)
