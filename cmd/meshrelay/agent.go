@@ -58,6 +58,12 @@ Outputs go where they belong by what they are, whatever backend emitted them:
 xDS resources (xds.meshrelay.io) to the xDS server, every other resource to
 the kube sink; a dir sink writes them all.
 
+The kube source discovers the built-in resources (Services, EndpointSlices,
+workloads, Namespaces, Nodes) and the custom resources of the kinds the
+server's plugins read, and the policies: the server names them when the
+agent connects, and the agent keeps them in --state-dir. It sends no input
+until it knows them.
+
 When the server is unreachable the agent keeps what is applied, keeps
 discovering, and resyncs on reconnect.`,
 		Example: `  # In a workload cluster (in-cluster config), with leader election:
