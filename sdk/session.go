@@ -78,7 +78,8 @@ type session struct {
 	policiesTouched bool
 	change          *change
 	// scope holds the clusters the host asks about; nil for all of them.
-	scope map[string]bool
+	// prevScope is the previous update's.
+	scope, prevScope map[string]bool
 }
 
 func newSession(t Translator, desc Description) *session {
@@ -140,7 +141,7 @@ func (s *session) begin(b *translatorv1.Begin) error {
 	s.touched = map[string]bool{}
 	s.policiesTouched = false
 	s.change = newChange()
-	s.scope = nil
+	s.prevScope, s.scope = s.scope, nil
 	if b.GetScoped() {
 		s.scope = make(map[string]bool, len(b.GetTargets()))
 		for _, t := range b.GetTargets() {
@@ -568,8 +569,16 @@ func groupOutputs(fleet *fleetData, backends []string, outs []Output) (map[outKe
 	return groups, nil
 }
 
+// entered reports whether cluster entered the scope with this update. Its
+// every set is sent, empty ones too: the host may hold an output of it
+// from before (another replica computed it), which an empty set replaces.
+func (s *session) entered(cluster string) bool {
+	return s.prevScope != nil && !s.prevScope[cluster] && (s.scope == nil || s.scope[cluster])
+}
+
 // sendOutputs sends every (cluster, backend) set that changed since the
-// last Done, or every set on a full update, split into parts.
+// last Done, or every set on a full update or of a cluster that entered
+// the scope, split into parts.
 func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send sender) error {
 	for k := range s.sent {
 		if _, ok := fleet.byName[k.cluster]; !ok {
@@ -587,7 +596,7 @@ func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send
 			if prev, ok := s.sent[k]; ok && prev == h && !s.full {
 				continue
 			}
-			if _, ok := s.sent[k]; !ok && len(outs) == 0 && !s.full {
+			if _, ok := s.sent[k]; !ok && len(outs) == 0 && !s.full && !s.entered(c.name) {
 				// Never sent and still empty: nothing changed for the host.
 				s.sent[k] = h
 				continue

@@ -214,7 +214,7 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 }
 
 // sendTarget sends one output set when it differs from what was sent, or
-// always on a full update.
+// always on a full update or when the cluster entered the scope.
 func (s *session) sendTarget(cluster, backend string, outs []Output, send sender) error {
 	k := outKey{cluster, backend}
 	h := hashOutputs(outs)
@@ -222,7 +222,7 @@ func (s *session) sendTarget(cluster, backend string, outs []Output, send sender
 	switch {
 	case had && prev == h && !s.full:
 		return nil
-	case !had && len(outs) == 0 && !s.full:
+	case !had && len(outs) == 0 && !s.full && !s.entered(cluster):
 		// Never sent and still empty: nothing changed for the host.
 		s.sent[k] = h
 		return nil

@@ -11,9 +11,12 @@
 // every translator whose backends run somewhere in the fleet with only what
 // changed since that translator last saw the fleet (or everything, after a
 // translator restart). The engine keeps only what each translator's session
-// has seen, and its last outputs. Each translator answers with the complete
-// output of each (cluster, backend) that changed; the engine hashes it and
-// hands on only outputs whose hash differs from the last one handed on.
+// has seen, and the outputs it handed on. Each translator answers with the
+// complete output of each (cluster, backend) that changed; the engine hashes
+// it and hands on only outputs whose hash differs from the last one handed
+// on, or, for an output it holds nothing of, from the one the view says was
+// delivered before ([View].Delivered: by another replica, or before a
+// restart), whose version it continues.
 //
 // A cycle's result is data: [Engine.Step] returns it as a [Ready], and Run
 // sends it on Options.Ready for the caller to deliver (the server writes

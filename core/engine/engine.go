@@ -429,35 +429,9 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
 		ts.diags = oc.result.Diagnostics
 		stats.ChangedClusters = max(stats.ChangedClusters, oc.changed)
-		for _, co := range oc.result.Outputs {
-			key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
-			if _, ok := view[co.Cluster]; !ok {
-				e.opts.Logger.Warn("translator emitted output for a cluster not in the fleet; dropped", "plugin", ts.t.Name(), "cluster", co.Cluster)
-				continue
-			}
-			if e.opts.Scoped && !e.targets[co.Cluster] {
-				continue // no longer a target: its output would be stale when it comes back
-			}
-			prev, had := e.outputs[key]
-			s, err := snapshot.New(0, co.Resources)
-			if err != nil {
-				e.opts.Logger.Warn("translator emitted an invalid output; keeping the previous one", "plugin", ts.t.Name(), "cluster", co.Cluster, "backend", co.Backend, "error", err)
-				continue
-			}
-			if had && prev.Snapshot.Hash() == s.Hash() {
-				continue
-			}
-			if !had && s.Len() == 0 {
-				continue
-			}
-			var version uint64 = 1
-			if had {
-				version = prev.Snapshot.Version() + 1
-			}
-			o := Output{Key: key, Snapshot: s.WithVersion(version), Plugin: ts.t.Name()}
-			e.outputs[key] = o
+		for _, o := range e.take(ts, view, oc.result.Outputs) {
 			handOn = append(handOn, o)
-			stats.Bytes += s.Size()
+			stats.Bytes += o.Snapshot.Size()
 		}
 	}
 	// Clusters that left the fleet, or stopped being targets, lose their outputs.
@@ -483,6 +457,58 @@ func (e *Engine) accepted(cluster, backend string) *snapshot.Snapshot {
 		return o.Snapshot
 	}
 	return nil
+}
+
+// take records one translator's answer and returns the outputs whose
+// content changed, to hand on. A set the engine holds no output of is
+// compared with the one delivered before: its cluster's agent may hold an
+// output another replica, or this server before a restart, delivered, so
+// a set that changed or emptied meanwhile is handed on. Callers hold e.mu.
+func (e *Engine) take(ts *translatorState, view map[string]clusterState, outs []pluginhost.ClusterOutput) []Output {
+	var changed []Output
+	for _, co := range outs {
+		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
+		if _, ok := view[co.Cluster]; !ok {
+			e.opts.Logger.Warn("translator emitted output for a cluster not in the fleet; dropped", "plugin", ts.t.Name(), "cluster", co.Cluster)
+			continue
+		}
+		if e.opts.Scoped && !e.targets[co.Cluster] {
+			continue // no longer a target: its output would be stale when it comes back
+		}
+		s, err := snapshot.New(0, co.Resources)
+		if err != nil {
+			e.opts.Logger.Warn("translator emitted an invalid output; keeping the previous one", "plugin", ts.t.Name(), "cluster", co.Cluster, "backend", co.Backend, "error", err)
+			continue
+		}
+		prev, had := e.previous(key)
+		if had && prev.Hash() == s.Hash() {
+			if _, ok := e.outputs[key]; !ok {
+				e.outputs[key] = Output{Key: key, Snapshot: prev, Plugin: ts.t.Name()} // delivered before
+			}
+			continue
+		}
+		if !had && s.Len() == 0 {
+			continue
+		}
+		var version uint64 = 1
+		if had {
+			version = prev.Version() + 1
+		}
+		o := Output{Key: key, Snapshot: s.WithVersion(version), Plugin: ts.t.Name()}
+		e.outputs[key] = o
+		changed = append(changed, o)
+	}
+	return changed
+}
+
+// previous returns the output key had before this answer: the one the
+// engine handed on last, or else the one delivered before. Callers hold
+// e.mu.
+func (e *Engine) previous(key OutputKey) (*snapshot.Snapshot, bool) {
+	if o, ok := e.outputs[key]; ok {
+		return o.Snapshot, true
+	}
+	return e.view.Delivered(key.Cluster, key.Backend)
 }
 
 // update builds the translator's next update from the view: what changed

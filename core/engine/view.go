@@ -9,7 +9,7 @@ import (
 )
 
 // View is the fleet an engine translates: every cluster's current input
-// and whether it is stale. The server's View reads the store, the source of
+// and whether it is stale, and the outputs delivered before. The server's View reads the store, the source of
 // truth for inputs; the engine keeps no copy of it, only what each
 // translator's session has seen. Implementations are safe for concurrent
 // use and cheap to call once per cluster and cycle.
@@ -21,6 +21,12 @@ type View interface {
 	// cannot be read; a cluster the engine translated before keeps its
 	// last state then (it leaves the fleet only by leaving Clusters).
 	Input(cluster string) (in *snapshot.Snapshot, stale, ok bool)
+	// Delivered returns the output last delivered for cluster and backend,
+	// by this engine or another (a replica the cluster's agent was
+	// connected to, a run before a restart). The engine compares its first
+	// answer for a key with it, so that an output that changed or emptied
+	// meanwhile reaches the agent that still holds the old one.
+	Delivered(cluster, backend string) (*snapshot.Snapshot, bool)
 }
 
 // memView is the engine's own View when Options.View is unset: the inputs
@@ -48,6 +54,10 @@ func (m *memView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	c, ok := m.clusters[cluster]
 	return c.input, c.stale, ok
 }
+
+// Delivered reports none: an engine used alone delivers nothing it must
+// compare with later.
+func (m *memView) Delivered(string, string) (*snapshot.Snapshot, bool) { return nil, false }
 
 // set records a cluster's input; it reports whether the view changed.
 func (m *memView) set(cluster string, s *snapshot.Snapshot) bool {

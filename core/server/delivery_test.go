@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testutil"
@@ -41,4 +45,73 @@ func TestOutputsReachTheStoreWithoutTheirAgent(t *testing.T) {
 	if _, ok := ts.Engine().Output(engineKey("west")); !ok {
 		t.Error("the engine holds no output for west")
 	}
+}
+
+// blindOutputs is a store whose outputs cannot be read while blind is set.
+type blindOutputs struct {
+	store.Store
+	blind atomic.Bool
+}
+
+func (b *blindOutputs) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
+	if b.blind.Load() {
+		return nil, errors.New("outputs unreadable")
+	}
+	return b.Store.ListOutputs(ctx, cluster)
+}
+
+// TestUnreadableOutputsAreNotSentEmpty: a stream sends what the store
+// holds. When the store cannot be read, nothing is sent (not an empty
+// output, which would prune the cluster); the next heartbeat reads again
+// and sends what changed meanwhile.
+func TestUnreadableOutputsAreNotSentEmpty(t *testing.T) {
+	st := &blindOutputs{Store: memory.New()}
+	ts := startServer(t, st, "")
+	east := startAgent(t, ts, "east", ts.register("east"))
+	east.src.set(t, "a", "b")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
+
+	st.blind.Store(true)
+	east.src.set(t, "a", "b", "c")
+	testutil.Eventually(t, "the engine to compute east's new output", func() bool {
+		o, ok := ts.Engine().Output(engineKey("east"))
+		return ok && o.Snapshot.Len() == 3
+	})
+	if _, deletes := east.sink.counts(); deletes != 0 {
+		t.Fatalf("an unreadable store made the agent delete %d resources", deletes)
+	}
+	st.blind.Store(false)
+	testutil.Eventually(t, "the new output once the store reads again", func() bool { return len(east.sink.names()) == 3 })
+	if _, deletes := east.sink.counts(); deletes != 0 {
+		t.Errorf("the agent deleted %d resources", deletes)
+	}
+}
+
+// TestLateOutputOfAnAgentThatLeftIsNotStored: with connected targets, an
+// output computed while a cluster's agent was here but delivered after it
+// left is not written: the replica the agent went to computes the
+// cluster's outputs now, and this older one must not overwrite theirs.
+func TestLateOutputOfAnAgentThatLeftIsNotStored(t *testing.T) {
+	ts := startServer(t, nil, "")
+	in, err := snapshot.New(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.join("west", in, true)
+	out, err := snapshot.New(1, []snapshot.Resource{configMapNamed(t, "late")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.deliverOutput(t.Context(), engine.Output{Key: engineKey("west"), Snapshot: out})
+	if _, err := ts.store.GetOutput(t.Context(), "west", "test"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the late output of an agent that left was stored (err %v)", err)
+	}
+}
+
+func configMapNamed(t *testing.T, name string) snapshot.Resource {
+	r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/store"
 )
 
 // member is a cluster of this replica's fleet view. Its input lives in the
@@ -36,6 +38,22 @@ func (v fleetView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	in, m, ok := v.s.input(context.Background(), cluster)
 	return in, m.stale, ok
 }
+
+// Delivered reads the store: the output delivered for cluster and backend,
+// by this replica or another.
+func (v fleetView) Delivered(cluster, backend string) (*snapshot.Snapshot, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	out, err := v.s.deps.Store.GetOutput(ctx, cluster, backend)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		v.s.log.Warn("read the output delivered before", "cluster", cluster, "backend", backend, "error", err)
+	}
+	return out, err == nil
+}
+
+// storeReadTimeout bounds a read of the store on the data path. The
+// server's store answers reads from memory; a remote store may not.
+const storeReadTimeout = 5 * time.Second
 
 // input returns a member's input from the store, with its membership.
 func (s *Server) input(ctx context.Context, cluster string) (*snapshot.Snapshot, member, bool) {
@@ -127,6 +145,12 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
 	if !member {
 		return // left the fleet (deregistered) since the cycle read it
 	}
+	if st == nil && s.opts.Targets == TargetsConnected {
+		// Its agent left this replica since the cycle read the view: the
+		// replica it went to computes its outputs now, and this older one
+		// must not overwrite theirs.
+		return
+	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
@@ -135,4 +159,41 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
 	if st != nil {
 		st.notifyAll()
 	}
+}
+
+// outputs returns the outputs the store holds for cluster, by backend, of
+// the backends this server's translators serve: what its agent is sent
+// and what status reports. An error is never an empty answer: the caller
+// must not take it for outputs that emptied.
+func (s *Server) outputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
+	defer cancel()
+	all, err := s.deps.Store.ListOutputs(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	for b := range all {
+		if !s.serves(b) {
+			delete(all, b) // of a plugin this server no longer runs
+		}
+	}
+	return all, nil
+}
+
+// computedOutputs returns the outputs of a cluster whose outputs this
+// replica computes (every cluster with --targets all, its own agents'
+// otherwise), for status: each replica reports its own targets. A store
+// that cannot be read reports none.
+func (s *Server) computedOutputs(ctx context.Context, cluster string) map[string]*snapshot.Snapshot {
+	s.mu.Lock()
+	_, local := s.streams[cluster]
+	s.mu.Unlock()
+	if !local && s.opts.Targets == TargetsConnected {
+		return nil
+	}
+	outs, err := s.outputs(ctx, cluster)
+	if err != nil {
+		s.log.Warn("read outputs for status", "cluster", cluster, "error", err)
+	}
+	return outs
 }

@@ -93,9 +93,9 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 	case KindMeshes, KindWorkloads, KindDestinations:
 		s.listDiscovery(kind, f, resp)
 	case KindPolicies:
-		resp.Policies = s.listPolicies(f)
+		resp.Policies = s.listPolicies(ctx, f)
 	case KindOutputs:
-		resp.Outputs = s.outputResources(outputScope{cluster: f.cluster, backend: f.backend}, func(o *relayv1.OutputResource, _ []byte) bool {
+		resp.Outputs = s.outputResources(ctx, outputScope{cluster: f.cluster, backend: f.backend}, func(o *relayv1.OutputResource, _ []byte) bool {
 			return f.match(o.Cluster, o.Namespace, o.Labels)
 		}, req.GetBodies())
 	}
@@ -163,13 +163,13 @@ func (s *Server) listDiscovery(kind string, f listFilter, resp *relayv1.ListResp
 
 // listPolicies returns the policies matching f: by namespace, labels, and
 // cluster (those that reach it or were defined in it).
-func (s *Server) listPolicies(f listFilter) []*relayv1.PolicyStatus {
+func (s *Server) listPolicies(ctx context.Context, f listFilter) []*relayv1.PolicyStatus {
 	policyLabels := map[string]map[string]string{}
 	for _, src := range s.policySources() {
 		policyLabels[src.cluster+"/"+src.res.ID.Kind+"/"+src.res.ID.Namespace+"/"+src.res.ID.Name] = objectLabels(src.res.Body)
 	}
 	var out []*relayv1.PolicyStatus
-	for _, ps := range s.policyStatuses() {
+	for _, ps := range s.policyStatuses(ctx) {
 		inCluster := f.cluster == "" || ps.ref.Cluster == f.cluster || slices.Contains(ps.targets, f.cluster)
 		l := policyLabels[ps.ref.Cluster+"/"+ps.ref.Key()]
 		if inCluster && (f.namespace == "" || f.namespace == ps.ref.Namespace) && f.selector.Matches(labels.Set(l)) {
@@ -200,22 +200,22 @@ type outputScope struct{ cluster, backend string }
 // outputResources returns the output objects in scope that keep accepts
 // (given the object and its body), sorted by cluster, backend and object,
 // with bodies when asked.
-func (s *Server) outputResources(scope outputScope, keep func(*relayv1.OutputResource, []byte) bool, bodies bool) []*relayv1.OutputResource {
+func (s *Server) outputResources(ctx context.Context, scope outputScope, keep func(*relayv1.OutputResource, []byte) bool, bodies bool) []*relayv1.OutputResource {
 	acks := s.ackStates()
 	var out []*relayv1.OutputResource
 	for _, ci := range s.engine.Clusters() {
 		if scope.cluster != "" && ci.Name != scope.cluster {
 			continue
 		}
-		outs := s.engine.Outputs(ci.Name)
+		outs := s.computedOutputs(ctx, ci.Name)
 		for _, backend := range slices.Sorted(mapsKeys(outs)) {
 			if scope.backend != "" && backend != scope.backend {
 				continue
 			}
 			o := outs[backend]
 			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
-			current := acked && a.hash == o.Snapshot.Hash()
-			for r := range o.Snapshot.All() {
+			current := acked && a.hash == o.Hash()
+			for r := range o.All() {
 				or := outputResource(ci.Name, backend, r)
 				or.Error = a.errors[r.ID]
 				or.Applied = current && or.Error == ""
@@ -293,7 +293,7 @@ func splitName(name string, want int) ([]string, bool) {
 }
 
 // DescribeDestination serves the admin API's DescribeDestination.
-func (s *Server) DescribeDestination(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.DestinationDescription, error) {
+func (s *Server) DescribeDestination(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.DestinationDescription, error) {
 	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
 		return nil, err
 	}
@@ -326,13 +326,13 @@ func (s *Server) DescribeDestination(_ context.Context, req *relayv1.DescribeReq
 		return nil, ambiguous("destination", req.GetName(), cands)
 	}
 	desc.Namespace = namespaces[0]
-	s.describeBackends(desc, fleet)
+	s.describeBackends(ctx, desc, fleet)
 	return desc, nil
 }
 
 // describeBackends fills a destination's workloads, selecting policies,
 // outputs and diagnostics.
-func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet *catalog.Fleet) {
+func (s *Server) describeBackends(ctx context.Context, desc *relayv1.DestinationDescription, fleet *catalog.Fleet) {
 	clusters := map[string]*relayv1.Destination{}
 	for _, d := range desc.Destinations {
 		clusters[d.Cluster] = d
@@ -355,7 +355,7 @@ func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet *c
 		}
 	}
 	parents := map[string]bool{}
-	for _, ps := range s.policyStatuses() {
+	for _, ps := range s.policyStatuses(ctx) {
 		if selecting[ps.ref.Cluster+"/"+ps.ref.Key()] {
 			desc.Policies = append(desc.Policies, ps.proto())
 			parents[ps.ref.Key()] = true
@@ -365,7 +365,7 @@ func (s *Server) describeBackends(desc *relayv1.DestinationDescription, fleet *c
 	// and the outputs that name its host, such as the ServiceEntries of a
 	// remote cluster's Service.
 	host := []byte(desc.Name + "." + desc.Namespace + ".svc")
-	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, body []byte) bool {
+	desc.Outputs = s.outputResources(ctx, outputScope{}, func(o *relayv1.OutputResource, body []byte) bool {
 		return slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] }) || bytes.Contains(body, host)
 	}, true)
 	for _, d := range s.diagnostics() {
@@ -429,7 +429,7 @@ func (s *Server) diagnostics() []*relayv1.Diagnostic {
 }
 
 // DescribePolicy serves the admin API's DescribePolicy.
-func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
 	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
 		return nil, err
 	}
@@ -439,7 +439,7 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 	}
 	kind, ns, name := cmp.Or(parts[0], req.GetKind()), cmp.Or(parts[1], req.GetNamespace()), parts[2]
 	var found []policyStatus
-	for _, ps := range s.policyStatuses() {
+	for _, ps := range s.policyStatuses(ctx) {
 		if ps.ref.Name == name && (kind == "" || strings.EqualFold(ps.ref.Kind, kind)) && (ns == "" || ps.ref.Namespace == ns) &&
 			(req.GetCluster() == "" || ps.ref.Cluster == req.GetCluster()) {
 			found = append(found, ps)
@@ -466,7 +466,7 @@ func (s *Server) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest)
 			desc.Body = string(src.res.Body)
 		}
 	}
-	desc.Outputs = s.outputResources(outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
+	desc.Outputs = s.outputResources(ctx, outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
 	desc.Clusters = policyClusters(desc.Outputs)
 	for _, d := range s.diagnostics() {
 		if d.Policy == ps.ref.Key() {
@@ -526,7 +526,7 @@ func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeReque
 		}
 		desc.Workloads, desc.Destinations = int32(len(c.Workloads)), int32(len(c.Destinations))
 	}
-	desc.Policies = s.listPolicies(listFilter{cluster: req.GetName(), selector: labels.Everything()})
+	desc.Policies = s.listPolicies(ctx, listFilter{cluster: req.GetName(), selector: labels.Everything()})
 	for _, d := range s.diagnostics() {
 		if d.Cluster == req.GetName() {
 			desc.Diagnostics = append(desc.Diagnostics, d)

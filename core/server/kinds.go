@@ -41,3 +41,13 @@ func (s *Server) inputKinds() []string {
 	}
 	return kinds
 }
+
+// serves reports whether a translator of this server serves backend.
+func (s *Server) serves(backend string) bool {
+	for _, t := range s.deps.Translators {
+		if slices.Contains(t.Backends(), backend) {
+			return true
+		}
+	}
+	return false
+}

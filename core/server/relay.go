@@ -49,6 +49,9 @@ type stream struct {
 	// parts are dropped unread into the assembler. Only recvLoop uses it.
 	refused  uint64
 	refusing bool
+	// unread is set when the outputs could not be read from the store:
+	// the next heartbeat tries again. Only sendLoop uses it.
+	unread bool
 
 	mu   sync.Mutex
 	sent map[string]sent
@@ -227,27 +230,30 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 		}
 	}
 	// Resume outputs the agent already holds without resending them, now
-	// or when they are computed.
+	// (the store holds them, from this replica or another) or when they
+	// are computed.
 	st.held = map[string]heldOutput{}
 	for backend, h := range hello.GetOutputHashes() {
 		st.held[backend] = heldOutput{hash: h, version: hello.GetOutputVersions()[backend]}
 	}
-	st.resume(s.engine.Outputs(st.cluster))
+	if outs, err := s.outputs(st.srv.Context(), st.cluster); err == nil {
+		st.resume(outs)
+	}
 	s.engine.SetTarget(st.cluster, true)
 	return w
 }
 
 // resume records as sent every output the agent already holds. Callers
 // hold st.mu or own st alone.
-func (st *stream) resume(current map[string]engine.Output) {
+func (st *stream) resume(current map[string]*snapshot.Snapshot) {
 	for backend, o := range current {
 		held, ok := st.held[backend]
 		if _, done := st.sent[backend]; !ok || done {
 			continue
 		}
-		h := o.Snapshot.Hash()
+		h := o.Hash()
 		if string(held.hash) == string(h[:]) {
-			st.sent[backend] = sent{snap: o.Snapshot.WithVersion(held.version)}
+			st.sent[backend] = sent{snap: o.WithVersion(held.version)}
 		}
 		delete(st.held, backend)
 	}
@@ -433,6 +439,11 @@ func (st *stream) sendLoop(ctx context.Context) error {
 				return err
 			}
 		case <-hb.C:
+			if st.unread {
+				if err := st.sendOutputs(); err != nil {
+					return err
+				}
+			}
 			if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
 				return err
 			}
@@ -440,12 +451,17 @@ func (st *stream) sendLoop(ctx context.Context) error {
 	}
 }
 
-// sendOutputs sends, for every backend whose output changed since it was
-// last sent on this stream, the delta from what the agent holds.
+// sendOutputs sends, for every backend whose output in the store changed
+// since it was last sent on this stream, the delta from what the agent
+// holds.
 func (st *stream) sendOutputs() error {
 	s := st.s
 	prune := s.pruneAllowed()
-	current := s.engine.Outputs(st.cluster)
+	current, err := s.outputs(st.srv.Context(), st.cluster)
+	if st.unread = err != nil; st.unread {
+		st.log.Warn("cannot read the outputs to send; trying again at the next heartbeat", "error", err)
+		return nil
+	}
 	st.mu.Lock()
 	st.resume(current)
 	backends := slices.Sorted(maps.Keys(current))
@@ -466,7 +482,7 @@ func (st *stream) sendOutputs() error {
 		prev, had := st.sent[b]
 		want := snapshot.Empty
 		if o, ok := current[b]; ok {
-			want = o.Snapshot
+			want = o
 		}
 		kinds := s.outputKinds(b)
 		if had && prev.snap.Hash() == want.Hash() && prev.prune == prune && slices.Equal(prev.kinds, kinds) {

@@ -35,7 +35,7 @@ func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
 	for _, p := range s.engine.Status() {
 		st.Plugins = append(st.Plugins, &relayv1.PluginStatus{Name: p.Name, Backends: p.Backends, Healthy: p.Healthy, Error: p.Error})
 	}
-	for _, ps := range s.policyStatuses() {
+	for _, ps := range s.policyStatuses(ctx) {
 		st.Policies = append(st.Policies, ps.proto())
 	}
 	st.Trust = s.trust.statuses()
@@ -83,13 +83,13 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 		if ci, ok := view[c.Name]; ok {
 			cs.Meshes, cs.Stale = ci.Meshes, ci.Stale
 		}
-		outs := s.engine.Outputs(c.Name)
+		outs := s.computedOutputs(ctx, c.Name)
 		for _, b := range slices.Sorted(mapsKeys(outs)) {
 			o := outs[b]
 			a, acked := acks[b]
 			cs.Outputs = append(cs.Outputs, &relayv1.OutputStatus{
-				Backend: b, Resources: int32(o.Snapshot.Len()), Hash: o.Snapshot.Hash().Short(),
-				Applied: acked && a.hash == o.Snapshot.Hash(), Errors: int32(len(a.errors)),
+				Backend: b, Resources: int32(o.Len()), Hash: o.Hash().Short(),
+				Applied: acked && a.hash == o.Hash(), Errors: int32(len(a.errors)),
 			})
 		}
 		out = append(out, cs)
@@ -129,8 +129,8 @@ func (p policyStatus) proto() *relayv1.PolicyStatus {
 // policyStatuses folds validation, the plugins' diagnostics and the agents'
 // apply results into each policy's status, in three steps: collect what
 // the fold reads, fold each policy, order them.
-func (s *Server) policyStatuses() []policyStatus {
-	in := s.collectStatusInputs()
+func (s *Server) policyStatuses(ctx context.Context) []policyStatus {
+	in := s.collectStatusInputs(ctx)
 	out := make([]policyStatus, 0, len(in.sources))
 	for _, src := range in.sources {
 		out = append(out, in.fold(src))
@@ -154,10 +154,10 @@ type statusInputs struct {
 
 // collectStatusInputs gathers the policies, the outputs' reach and the
 // diagnostics once for every policy's fold.
-func (s *Server) collectStatusInputs() *statusInputs {
+func (s *Server) collectStatusInputs(ctx context.Context) *statusInputs {
 	return &statusInputs{
 		sources:    s.policySources(),
-		reaches:    s.outputReaches(),
+		reaches:    s.outputReaches(ctx),
 		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.diagnostics()...)),
 		trustReach: s.trust.reach,
 	}
@@ -184,15 +184,15 @@ type reach struct {
 type reaches map[string]*reach
 
 // outputReaches follows every current output to its parent policies.
-func (s *Server) outputReaches() reaches {
+func (s *Server) outputReaches(ctx context.Context) reaches {
 	acks := s.ackStates()
 	parents := s.parentIndex()
 	defer parents.done()
 	rs := reaches{}
 	for _, ci := range s.engine.Clusters() {
-		for backend, o := range s.engine.Outputs(ci.Name) {
+		for backend, o := range s.computedOutputs(ctx, ci.Name) {
 			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
-			rs.addOutput(ci.Name, o.Snapshot, acked && a.hash == o.Snapshot.Hash(), a.errors, parents.of)
+			rs.addOutput(ci.Name, o, acked && a.hash == o.Hash(), a.errors, parents.of)
 		}
 	}
 	return rs
@@ -448,7 +448,7 @@ func (s *Server) writePolicyStatus(ctx context.Context) {
 	if !ok {
 		return
 	}
-	for _, ps := range s.policyStatuses() {
+	for _, ps := range s.policyStatuses(ctx) {
 		if ps.ref.Cluster != "" {
 			continue
 		}

@@ -28,30 +28,36 @@ import (
 // cluster and stops; the policy is deleted while it is away; the agent
 // started again with the same state directory prunes the NetworkPolicy,
 // though it applied nothing of that kind since it started: it knows the
-// kind from the plugin's declaration.
+// kind from the plugin's declaration. With --targets all the server keeps
+// computing east while its agent is away; with --targets connected it
+// computes east afresh when the agent is back, finds the output empty, and
+// sends it empty all the same, since the store holds the one delivered
+// before.
 func TestNetworkPolicyPrunedAfterAgentRestart(t *testing.T) {
 	k := testenv.StartKube(t)
+	dyn := k.Dynamic(t)
+	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(t.Context(),
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, targets := range []string{server.TargetsConnected, server.TargetsAll} {
+		t.Run(targets, func(t *testing.T) { prunedAfterRestart(t, k, targets) })
+	}
+}
+
+func prunedAfterRestart(t *testing.T, k *testenv.Kube, targets string) {
 	dyn := k.Dynamic(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	work := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx,
-		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
 	tr, err := pluginhost.InProcess(&Translator{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	// Every cluster is a target, so east's output, emptied while its agent
-	// is away, is kept and sent when the agent is back. (With connected
-	// targets the engine drops an away cluster's outputs and computes them
-	// afresh on its return, and an output that is empty then is not sent.)
-	srv, st, policyFile := startServer(ctx, t, work, []pluginhost.Translator{tr}, func(o *server.Options) { o.Targets = server.TargetsAll })
+	srv, st, policyFile := startServer(ctx, t, work, []pluginhost.Translator{tr}, func(o *server.Options) { o.Targets = targets })
 
 	tokenFile := filepath.Join(work, "east.token")
 	if err := os.WriteFile(tokenFile, []byte(register(t, st, "east")), 0o600); err != nil {
@@ -99,10 +105,17 @@ func TestNetworkPolicyPrunedAfterAgentRestart(t *testing.T) {
 	if err := os.Remove(policyFile); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "the server to drop the NetworkPolicy from east's outputs", func() bool {
-		resp, err := srv.List(ctx, &relayv1.ListRequest{Kind: server.KindOutputs, Cluster: "east", Backend: Backend})
-		return err == nil && len(resp.GetOutputs()) == 0
-	})
+	if targets == server.TargetsAll {
+		testutil.Eventually(t, "the server to drop the NetworkPolicy from east's outputs", func() bool {
+			resp, err := srv.List(ctx, &relayv1.ListRequest{Kind: server.KindOutputs, Cluster: "east", Backend: Backend})
+			return err == nil && len(resp.GetOutputs()) == 0
+		})
+	} else {
+		testutil.Eventually(t, "the server to read the policy's removal", func() bool {
+			resp, err := srv.List(ctx, &relayv1.ListRequest{Kind: server.KindPolicies})
+			return err == nil && len(resp.GetPolicies()) == 0
+		})
+	}
 	if owned() != 1 {
 		t.Fatal("the NetworkPolicy went away while no agent ran")
 	}

@@ -328,8 +328,10 @@ type Begin struct {
 	Full       bool                   `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
 	// scoped, when set, limits the answer to the clusters in targets: the
 	// plugin computes and sends outputs for those only, and forgets what it
-	// kept for the others. Unset, every cluster of the view is a target. The
-	// scope holds until the next Begin.
+	// kept for the others. For a cluster that enters the targets it sends
+	// every output set, empty ones too: the host may hold an output of that
+	// cluster from elsewhere, which the empty set replaces. Unset, every
+	// cluster of the view is a target. The scope holds until the next Begin.
 	Scoped        bool     `protobuf:"varint,3,opt,name=scoped,proto3" json:"scoped,omitempty"`
 	Targets       []string `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+)
+
+// deliveredView is a fleet whose store holds outputs delivered before the
+// engine started (by another replica, or before a restart).
+type deliveredView struct {
+	*memView
+	delivered map[OutputKey]*snapshot.Snapshot
+}
+
+func (v deliveredView) Delivered(cluster, backend string) (*snapshot.Snapshot, bool) {
+	s, ok := v.delivered[OutputKey{Cluster: cluster, Backend: backend}]
+	return s, ok
+}
+
+// fixedSets answers every update with the same sets, empty ones included.
+type fixedSets struct{ sets []pluginhost.ClusterOutput }
+
+func (f fixedSets) Name() string          { return "fixed" }
+func (f fixedSets) Backends() []string    { return []string{"netpol"} }
+func (f fixedSets) Meshes() []string      { return nil }
+func (f fixedSets) OutputKinds() []string { return []string{"/ConfigMap"} }
+func (f fixedSets) Translate(context.Context, pluginhost.Update) (pluginhost.Result, error) {
+	return pluginhost.Result{Outputs: f.sets}, nil
+}
+
+// TestFirstAnswerComparesWithDelivered: an answer for a key the engine
+// holds no output of is compared with the output delivered before, so an
+// agent holding an output that changed or emptied meanwhile gets the new
+// one, and one holding the same gets nothing.
+func TestFirstAnswerComparesWithDelivered(t *testing.T) {
+	cm := []snapshot.Resource{configMap(t, "a")}
+	same, err := snapshot.New(3, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := snapshot.New(7, []snapshot.Resource{configMap(t, "old")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := deliveredView{memView: &memView{clusters: map[string]memCluster{}}, delivered: map[OutputKey]*snapshot.Snapshot{
+		{Cluster: "same", Backend: "netpol"}:    same,
+		{Cluster: "changed", Backend: "netpol"}: older,
+		{Cluster: "emptied", Backend: "netpol"}: same,
+	}}
+	for _, c := range []string{"same", "changed", "emptied", "never"} {
+		v.set(c, input(t, 1, "istio", "s"))
+	}
+	e := New([]pluginhost.Translator{fixedSets{sets: []pluginhost.ClusterOutput{
+		{Cluster: "changed", Backend: "netpol", Resources: cm},
+		{Cluster: "emptied", Backend: "netpol"},
+		{Cluster: "never", Backend: "netpol"},
+		{Cluster: "same", Backend: "netpol", Resources: cm},
+	}}}, Options{View: v})
+
+	r := e.Step(context.Background())
+	type handed struct {
+		Key       string
+		Version   uint64
+		Resources int
+	}
+	var got []handed
+	for _, o := range r.Outputs {
+		got = append(got, handed{o.Key.String(), o.Snapshot.Version(), o.Snapshot.Len()})
+	}
+	want := []handed{{"changed/netpol", 8, 1}, {"emptied/netpol", 4, 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("handed on (-want +got):\n%s", diff)
+	}
+	if o, ok := e.Output(OutputKey{Cluster: "same", Backend: "netpol"}); !ok || o.Snapshot.Version() != 3 {
+		t.Errorf("the engine does not hold the output delivered before, unchanged, at version 3 (holds one: %v)", ok)
+	}
+	if r := e.Step(context.Background()); len(r.Outputs) != 0 {
+		t.Errorf("the same answer again handed on %d outputs", len(r.Outputs))
+	}
+}
+
+func configMap(t testing.TB, name string) snapshot.Resource {
+	r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
