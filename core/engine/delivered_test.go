@@ -27,6 +27,7 @@ type fixedSets struct{ sets []pluginhost.ClusterOutput }
 func (f fixedSets) Name() string          { return "fixed" }
 func (f fixedSets) Backends() []string    { return []string{"netpol"} }
 func (f fixedSets) Meshes() []string      { return nil }
+func (f fixedSets) InputKinds() []string  { return nil }
 func (f fixedSets) OutputKinds() []string { return []string{"/ConfigMap"} }
 func (f fixedSets) Translate(context.Context, pluginhost.Update) (pluginhost.Result, error) {
 	return pluginhost.Result{Outputs: f.sets}, nil

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -44,46 +42,6 @@ func TestOutputsReachTheStoreWithoutTheirAgent(t *testing.T) {
 	})
 	if _, ok := ts.Engine().Output(engineKey("west")); !ok {
 		t.Error("the engine holds no output for west")
-	}
-}
-
-// blindOutputs is a store whose outputs cannot be read while blind is set.
-type blindOutputs struct {
-	store.Store
-	blind atomic.Bool
-}
-
-func (b *blindOutputs) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
-	if b.blind.Load() {
-		return nil, errors.New("outputs unreadable")
-	}
-	return b.Store.ListOutputs(ctx, cluster)
-}
-
-// TestUnreadableOutputsAreNotSentEmpty: a stream sends what the store
-// holds. When the store cannot be read, nothing is sent (not an empty
-// output, which would prune the cluster); the next heartbeat reads again
-// and sends what changed meanwhile.
-func TestUnreadableOutputsAreNotSentEmpty(t *testing.T) {
-	st := &blindOutputs{Store: memory.New()}
-	ts := startServer(t, st, "")
-	east := startAgent(t, ts, "east", ts.register("east"))
-	east.src.set(t, "a", "b")
-	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 2 })
-
-	st.blind.Store(true)
-	east.src.set(t, "a", "b", "c")
-	testutil.Eventually(t, "the engine to compute east's new output", func() bool {
-		o, ok := ts.Engine().Output(engineKey("east"))
-		return ok && o.Snapshot.Len() == 3
-	})
-	if _, deletes := east.sink.counts(); deletes != 0 {
-		t.Fatalf("an unreadable store made the agent delete %d resources", deletes)
-	}
-	st.blind.Store(false)
-	testutil.Eventually(t, "the new output once the store reads again", func() bool { return len(east.sink.names()) == 3 })
-	if _, deletes := east.sink.counts(); deletes != 0 {
-		t.Errorf("the agent deleted %d resources", deletes)
 	}
 }
 

@@ -13,9 +13,9 @@
 // The engine (core/engine) reads the fleet from the store through that view,
 // turns it and the policies of the management source into outputs, and
 // returns each cycle's changed outputs as data; the delivery step writes
-// every one to the store, whether or not its agent is connected, and wakes
-// the agent's stream, which reads the cluster's outputs from the store.
-// Outputs go down as deltas computed per stream against what that agent
+// every one to the store, whether or not its agent is connected, and hands
+// it to the agent's stream, which resumes from the outputs the store holds
+// for its cluster. Outputs go down as deltas computed per stream against what that agent
 // last applied, so a one-resource change costs one resource on the wire.
 // Status and inspection read the outputs from the store as well, for the
 // clusters this replica computes.

@@ -139,16 +139,17 @@ func (s *Server) deliver(ctx context.Context, ready <-chan engine.Ready) error {
 func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
 	s.m.outputs.Inc()
 	s.mu.Lock()
-	st := s.streams[o.Key.Cluster]
+	_, here := s.streams[o.Key.Cluster]
 	_, member := s.fleet[o.Key.Cluster]
 	s.mu.Unlock()
 	if !member {
 		return // left the fleet (deregistered) since the cycle read it
 	}
-	if st == nil && s.opts.Targets == TargetsConnected {
+	if !here && s.opts.Targets == TargetsConnected {
 		// Its agent left this replica since the cycle read the view: the
 		// replica it went to computes its outputs now, and this older one
-		// must not overwrite theirs.
+		// must not overwrite theirs. Should the agent come back first, its
+		// stream starts from the engine's outputs (startingOutputs).
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -156,15 +157,36 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
 	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
 		s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
 	}
+	// Looked up after the write: a stream that attached meanwhile has
+	// either read the write from the store or is offered the output here.
+	s.mu.Lock()
+	st := s.streams[o.Key.Cluster]
+	s.mu.Unlock()
 	if st != nil {
-		st.notifyAll()
+		st.offer(o.Key.Backend, o.Snapshot)
 	}
 }
 
+// startingOutputs are what a stream starts from: the outputs this
+// replica's engine holds for the cluster (delivery may not have written
+// them if the agent was away for a moment), and those the store holds,
+// delivered by this replica or another. A store that cannot be read gives
+// none.
+func (s *Server) startingOutputs(ctx context.Context, cluster string) (computed, stored map[string]*snapshot.Snapshot) {
+	computed = map[string]*snapshot.Snapshot{}
+	for b, o := range s.engine.Outputs(cluster) {
+		computed[b] = o.Snapshot
+	}
+	stored, err := s.outputs(ctx, cluster)
+	if err != nil {
+		s.log.Warn("read the outputs a stream resumes from", "cluster", cluster, "error", err)
+	}
+	return computed, stored
+}
+
 // outputs returns the outputs the store holds for cluster, by backend, of
-// the backends this server's translators serve: what its agent is sent
-// and what status reports. An error is never an empty answer: the caller
-// must not take it for outputs that emptied.
+// the backends this server's translators serve. An error is never an
+// empty answer: the caller must not take it for outputs that emptied.
 func (s *Server) outputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
 	defer cancel()

@@ -49,11 +49,11 @@ type stream struct {
 	// parts are dropped unread into the assembler. Only recvLoop uses it.
 	refused  uint64
 	refusing bool
-	// unread is set when the outputs could not be read from the store:
-	// the next heartbeat tries again. Only sendLoop uses it.
-	unread bool
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// want are the outputs to send, by backend: those the store held when
+	// the stream attached, then each one delivery hands on.
+	want map[string]*snapshot.Snapshot
 	sent map[string]sent
 	// held are the outputs the agent said it holds when it connected, by
 	// backend: an output computed later with the same hash is resumed,
@@ -119,6 +119,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		wake:    make(chan struct{}, 1),
 		ctrl:    make(chan *relayv1.ServerMessage, 64),
 		sent:    map[string]sent{},
+		want:    map[string]*snapshot.Snapshot{},
 	}
 	welcome := s.attach(st, hello)
 	defer s.detach(st)
@@ -236,15 +237,45 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	for backend, h := range hello.GetOutputHashes() {
 		st.held[backend] = heldOutput{hash: h, version: hello.GetOutputVersions()[backend]}
 	}
-	if outs, err := s.outputs(st.srv.Context(), st.cluster); err == nil {
-		st.resume(outs)
-	}
+	st.start(s.startingOutputs(st.srv.Context(), st.cluster))
 	s.engine.SetTarget(st.cluster, true)
 	return w
 }
 
+// start sets the outputs the stream starts from, keeping any delivery
+// handed on meanwhile: those the engine computed, and those stored that
+// are what the agent holds, resumed without a resend. A stored output the
+// agent does not hold is not sent: it may be older than the agent's (a
+// copy not yet caught up with another replica's); the engine's answer
+// comes through delivery, compared with the stored one (see
+// engine.View.Delivered).
+func (st *stream) start(computed, stored map[string]*snapshot.Snapshot) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for b, o := range computed {
+		if _, ok := st.want[b]; !ok {
+			st.want[b] = o
+		}
+	}
+	for b, o := range stored {
+		h := o.Hash()
+		if _, ok := st.want[b]; !ok && string(st.held[b].hash) == string(h[:]) {
+			st.want[b] = o
+		}
+	}
+	st.resume(st.want)
+}
+
+// offer hands the stream a backend's new output and wakes its sender.
+func (st *stream) offer(backend string, o *snapshot.Snapshot) {
+	st.mu.Lock()
+	st.want[backend] = o
+	st.mu.Unlock()
+	st.notifyAll()
+}
+
 // resume records as sent every output the agent already holds. Callers
-// hold st.mu or own st alone.
+// hold st.mu.
 func (st *stream) resume(current map[string]*snapshot.Snapshot) {
 	for backend, o := range current {
 		held, ok := st.held[backend]
@@ -439,11 +470,6 @@ func (st *stream) sendLoop(ctx context.Context) error {
 				return err
 			}
 		case <-hb.C:
-			if st.unread {
-				if err := st.sendOutputs(); err != nil {
-					return err
-				}
-			}
 			if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
 				return err
 			}
@@ -451,18 +477,13 @@ func (st *stream) sendLoop(ctx context.Context) error {
 	}
 }
 
-// sendOutputs sends, for every backend whose output in the store changed
-// since it was last sent on this stream, the delta from what the agent
-// holds.
+// sendOutputs sends, for every backend whose wanted output changed since
+// it was last sent on this stream, the delta from what the agent holds.
 func (st *stream) sendOutputs() error {
 	s := st.s
 	prune := s.pruneAllowed()
-	current, err := s.outputs(st.srv.Context(), st.cluster)
-	if st.unread = err != nil; st.unread {
-		st.log.Warn("cannot read the outputs to send; trying again at the next heartbeat", "error", err)
-		return nil
-	}
 	st.mu.Lock()
+	current := st.want
 	st.resume(current)
 	backends := slices.Sorted(maps.Keys(current))
 	for b := range st.sent {
