@@ -157,8 +157,8 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
 	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
 		s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
 	}
-	// Looked up after the write: a stream that attached meanwhile has
-	// either read the write from the store or is offered the output here.
+	// Looked up after the write. A stream that attached since the cycle
+	// started from the engine's outputs, which hold this one already.
 	s.mu.Lock()
 	st := s.streams[o.Key.Cluster]
 	s.mu.Unlock()

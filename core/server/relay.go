@@ -51,8 +51,9 @@ type stream struct {
 	refusing bool
 
 	mu sync.Mutex
-	// want are the outputs to send, by backend: those the store held when
-	// the stream attached, then each one delivery hands on.
+	// want are the outputs to send, by backend: at attach those the engine
+	// held and those stored that the agent holds (start), then each one
+	// delivery hands on (offer).
 	want map[string]*snapshot.Snapshot
 	sent map[string]sent
 	// held are the outputs the agent said it holds when it connected, by
