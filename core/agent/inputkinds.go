@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"slices"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -66,15 +65,10 @@ func (a *Agent) declareInputKinds(raw []string, keep bool) {
 			a.log.Warn("declare input kinds to the source", "error", err)
 		}
 	}
-	if !keep || a.opts.StateDir == "" {
-		return
-	}
-	data, err := json.Marshal(names)
-	if err == nil {
-		err = a.keepState(inputKindsFile, data)
-	}
-	if err != nil {
-		a.log.Warn("keep the input kinds for after a restart", "error", err)
+	if keep {
+		if err := a.writeState(inputKindsFile, names); err != nil {
+			a.log.Warn("keep the input kinds for after a restart", "error", err)
+		}
 	}
 }
 

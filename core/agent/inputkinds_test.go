@@ -46,24 +46,13 @@ func (r *inputRecorder) get() ([]string, int) {
 	return slices.Clone(r.kinds), r.calls
 }
 
-func inputAgent(t *testing.T, stateDir string, src Source) *Agent {
-	t.Helper()
-	opts := DefaultOptions()
-	opts.Cluster, opts.Server, opts.Insecure, opts.StateDir = "east", "127.0.0.1:1", true, stateDir
-	a, err := New(opts, src, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 // The input kinds of a Welcome reach the source and the state directory;
 // a restarted agent tells its source those kinds before it hears from any
 // server. No kinds, or kinds that are not group/Kind, change nothing.
 func TestInputKindsKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	first := &inputRecorder{}
-	a := inputAgent(t, dir, first)
+	a := stateAgent(t, dir, first, nil)
 	a.declareInputKinds([]string{"networking.istio.io/DestinationRule", "/Service"}, true)
 	want := []string{"/Service", "networking.istio.io/DestinationRule"}
 	if got, _ := first.get(); !slices.Equal(got, want) {
@@ -80,7 +69,7 @@ func TestInputKindsKeptAcrossRestart(t *testing.T) {
 	}
 
 	second := &inputRecorder{}
-	restarted := inputAgent(t, dir, second)
+	restarted := stateAgent(t, dir, second, nil)
 	restarted.loadInputKinds()
 	if got, _ := second.get(); !slices.Equal(got, want) || !slices.Equal(restarted.InputKinds(), want) {
 		t.Errorf("after a restart the source was told %v and the agent has %v, want %v", got, restarted.InputKinds(), want)
@@ -90,7 +79,7 @@ func TestInputKindsKeptAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := &inputRecorder{}
-	inputAgent(t, dir, broken).loadInputKinds()
+	stateAgent(t, dir, broken, nil).loadInputKinds()
 	if got, calls := broken.get(); calls != 0 {
 		t.Errorf("a broken kinds file told the source %v, want nothing", got)
 	}
@@ -116,7 +105,7 @@ func TestRestartedAgentDiscoversKeptKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := inputAgent(t, dir, src)
+	a := stateAgent(t, dir, src, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

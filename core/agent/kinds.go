@@ -47,6 +47,19 @@ func (a *Agent) loadKinds() {
 	}
 }
 
+// writeState keeps v as the JSON file name of the state directory, when
+// there is one.
+func (a *Agent) writeState(name string, v any) error {
+	if a.opts.StateDir == "" {
+		return nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return a.keepState(name, data)
+}
+
 // readState decodes the JSON file name of the state directory into v. It
 // returns false, and no error, when there is no state directory or no
 // such file.
@@ -102,15 +115,10 @@ func (a *Agent) declareKinds(backend string, raw []string, keep bool) {
 	if err := a.sinks.DeclareKinds(backend, kinds); err != nil {
 		a.log.Warn("declare output kinds to the sinks", "backend", backend, "error", err)
 	}
-	if !keep || a.opts.StateDir == "" {
-		return
-	}
-	data, err := json.Marshal(all)
-	if err == nil {
-		err = a.keepState(kindsFile, data)
-	}
-	if err != nil {
-		a.log.Warn("keep the output kinds for after a restart", "error", err)
+	if keep {
+		if err := a.writeState(kindsFile, all); err != nil {
+			a.log.Warn("keep the output kinds for after a restart", "error", err)
+		}
 	}
 }
 

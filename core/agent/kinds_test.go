@@ -43,11 +43,13 @@ func (r *kindRecorder) get(backend string) ([]string, int) {
 	return r.declared[backend], r.calls
 }
 
-func kindAgent(t *testing.T, stateDir string, sinks Sinks) *Agent {
+// stateAgent is an agent of cluster east, never connected, keeping its
+// state in stateDir.
+func stateAgent(t *testing.T, stateDir string, src Source, sinks Sinks) *Agent {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Cluster, opts.Server, opts.Insecure, opts.StateDir = "east", "127.0.0.1:1", true, stateDir
-	a, err := New(opts, nil, sinks, nil)
+	a, err := New(opts, src, sinks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func kindAgent(t *testing.T, stateDir string, sinks Sinks) *Agent {
 func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	first := &kindRecorder{}
-	a := kindAgent(t, dir, Sinks{first})
+	a := stateAgent(t, dir, nil, Sinks{first})
 	a.declareKinds("netpol", []string{"networking.k8s.io/NetworkPolicy", "/ConfigMap"}, true)
 	want := []string{"/ConfigMap", "networking.k8s.io/NetworkPolicy"}
 	if got, _ := first.get("netpol"); !slices.Equal(got, want) {
@@ -76,7 +78,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	}
 
 	second := &kindRecorder{}
-	restarted := kindAgent(t, dir, Sinks{second, &fixedSink{}})
+	restarted := stateAgent(t, dir, nil, Sinks{second, &fixedSink{}})
 	restarted.loadKinds()
 	if got, _ := second.get("netpol"); !slices.Equal(got, want) || !slices.Equal(restarted.OutputKinds("netpol"), want) {
 		t.Errorf("after a restart the sink was told %v and the agent has %v, want %v", got, restarted.OutputKinds("netpol"), want)
@@ -85,7 +87,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, kindsFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broken := kindAgent(t, dir, Sinks{&kindRecorder{}})
+	broken := stateAgent(t, dir, nil, Sinks{&kindRecorder{}})
 	broken.loadKinds()
 	if got := broken.OutputKinds("netpol"); len(got) != 0 {
 		t.Errorf("a broken kinds file gave %v, want nothing", got)
@@ -94,7 +96,7 @@ func TestOutputKindsKeptAcrossRestart(t *testing.T) {
 
 // The agent keeps the kinds of at most maxKindBackends backends.
 func TestOutputKindsBoundedBackends(t *testing.T) {
-	a := kindAgent(t, "", Sinks{&kindRecorder{}})
+	a := stateAgent(t, "", nil, Sinks{&kindRecorder{}})
 	for i := range maxKindBackends + 5 {
 		a.declareKinds("b"+string(rune('a'+i%26))+string(rune('a'+i/26)), []string{"/ConfigMap"}, true)
 	}
