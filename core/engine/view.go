@@ -9,10 +9,11 @@ import (
 )
 
 // View is the fleet an engine translates: every cluster's current input
-// and whether it is stale, and the outputs delivered before. The server's View reads the store, the source of
-// truth for inputs; the engine keeps no copy of it, only what each
-// translator's session has seen. Implementations are safe for concurrent
-// use and cheap to call once per cluster and cycle.
+// and whether it is stale, and the outputs delivered before. The server's
+// View reads the store, the source of truth for inputs and outputs; the
+// engine keeps no copy of the inputs, only what each translator's session
+// has seen. Implementations are safe for concurrent use and cheap to call
+// once per cluster and cycle (the engine calls Delivered holding its lock).
 type View interface {
 	// Clusters returns the names of the clusters in the fleet.
 	Clusters() []string
