@@ -17,14 +17,17 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// maxPendingHellos bounds the Sync streams of the whole server that have
-// not yet sent their Hello, and maxUnauthHellos those not authenticated
-// before it (a token only in the Hello, as older agents send it in --mode
-// tls): each may be a message of --max-message-bytes. maxLimiters bounds
-// the failure limiters kept.
+// Streams waiting for their Hello are bounded per cluster when the
+// stream is authenticated before it (a client certificate, or a token in
+// its headers): maxClusterHellos. The others (a token only in the Hello,
+// as older agents send it in --mode tls) are bounded per client address,
+// maxPeerHellos, and all together, maxPendingHellos; they are read with
+// the small receive limit of unauthenticated connections. maxLimiters
+// bounds the failure limiters kept.
 const (
+	maxClusterHellos = 2
+	maxPeerHellos    = 4
 	maxPendingHellos = 64
-	maxUnauthHellos  = 4
 	maxLimiters      = 100000
 )
 
@@ -162,6 +165,57 @@ func (s *Server) pruneLimiters() {
 			delete(s.limiters, key)
 		}
 	}
+}
+
+// helloSlot takes one of the slots of streams waiting for their Hello:
+// one of cluster's, or when the stream is not yet authenticated (cluster
+// is empty), one of its address's and one of the server's.
+func (s *Server) helloSlot(ctx context.Context, cluster string) (release func(), err error) {
+	key, limit, reason := clusterKey(cluster), maxClusterHellos, "cluster_pending_hellos"
+	if cluster == "" {
+		key, limit, reason = addrKey(peerHost(ctx)), maxPeerHellos, "peer_pending_hellos"
+		select {
+		case s.unauthHellos <- struct{}{}:
+		default:
+			s.m.connRefusals.WithLabelValues("pending_hellos").Inc()
+			return nil, status.Error(codes.ResourceExhausted, "too many streams are waiting for their Hello; try again later")
+		}
+	}
+	s.mu.Lock()
+	if s.hellos[key] >= limit {
+		s.mu.Unlock()
+		if cluster == "" {
+			<-s.unauthHellos
+		}
+		s.m.connRefusals.WithLabelValues(reason).Inc()
+		return nil, status.Errorf(codes.ResourceExhausted, "%d streams of this cluster or address are already waiting for their Hello; try again later", limit)
+	}
+	s.hellos[key]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.hellos[key]--; s.hellos[key] <= 0 {
+			delete(s.hellos, key)
+		}
+		s.mu.Unlock()
+		if cluster == "" {
+			<-s.unauthHellos
+		}
+	}, nil
+}
+
+// verifyConn tells the gate that the caller's connection carries
+// cluster's verified token (--mode tls), so that it is held to the
+// cluster's budgets and gets an agent's limits.
+func (s *Server) verifyConn(ctx context.Context, cluster string) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil || s.gate == nil {
+		return nil
+	}
+	if err := s.gate.verify(p.Addr.String(), cluster); err != nil {
+		return status.Errorf(codes.ResourceExhausted, "%v", err)
+	}
+	return nil
 }
 
 // waitHello receives a stream's first message within the Hello timeout.

@@ -25,6 +25,11 @@
 // cluster; a stream may only send its own cluster's inputs and receives only
 // its own outputs. Deregistered clusters and revoked serials are refused at
 // the handshake. In TLS-only mode agents present the token on every stream.
+// Each peer is held to budgets it owns (README, Security model): the gate
+// (gate.go) counts connections per address, per cluster and in total, and
+// reads every connection through an inspector (inspector.go) that holds
+// each gRPC message to its method's limit and the unfinished messages to
+// their connection's and cluster's budgets before gRPC reads them.
 //
 // Inspection (inspect.go): the admin API's List and Describe calls show the
 // fleet as people ask about it — clusters, policies, outputs per backend and

@@ -2,12 +2,14 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/meshrelay/meshrelay/core/pki"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -16,29 +18,73 @@ import (
 // to the authenticated gRPC server when the client presented a verified
 // certificate, else to the anonymous one, whose receive limit is small. So
 // nothing large is read from a client before it is authenticated.
+//
+// Every connection is read through an inspectedConn, which holds each
+// message to its method's limit and the unfinished messages to the
+// connection's budget. An authenticated connection also counts against its
+// cluster: at most maxPerCluster connections and clusterBytes of
+// unfinished messages, so that one cluster's agent spends only its own
+// budget. Authenticated connections leave reserve connections of
+// maxConns to the others: registrations, the admin API, newcomers.
 type gate struct {
-	lis        net.Listener
-	tls        credentials.TransportCredentials // nil: plaintext
-	timeout    time.Duration
-	maxConns   int
-	maxPerPeer int
-	log        *slog.Logger
-	refused    func(reason string)
+	lis           net.Listener
+	tls           credentials.TransportCredentials // nil: plaintext
+	timeout       time.Duration
+	maxConns      int
+	maxPerPeer    int
+	maxPerCluster int
+	reserve       int
+	clusterBytes  int64
+	anonLimits    limits
+	authedLimits  limits
+	log           *slog.Logger
+	refused       func(reason string)
 
 	authed, anon *connQueue
 
-	mu    sync.Mutex
-	open  int
-	peers map[string]int
+	mu         sync.Mutex
+	open       int
+	authedOpen int
+	peers      map[string]int
+	clusters   map[string]*clusterConns
+	unverified map[string]*inspectedConn // by remote address
+}
+
+// clusterConns are one cluster's authenticated connections and the budget
+// of bytes they share.
+type clusterConns struct {
+	conns int
+	bytes *byteBudget
 }
 
 func newGate(lis net.Listener, tlsCreds credentials.TransportCredentials, o Options, log *slog.Logger, refused func(string)) *gate {
+	authed := limits{
+		small: o.MaxUnauthenticatedMessageBytes, sync: o.MaxMessageBytes, report: maxTrustReportBytes,
+		whole: o.MaxMessageBytes, conn: unauthenticatedConnBytes, authedConn: int64(o.MaxMessageBytes) + authenticatedConnSlack,
+	}
+	anon := authed
+	if tlsCreds != nil && o.Mode == ModeMTLS {
+		anon.whole = o.MaxUnauthenticatedMessageBytes
+	}
 	return &gate{
 		lis: lis, tls: tlsCreds, timeout: o.HandshakeTimeout, maxConns: o.MaxConnections, maxPerPeer: o.MaxConnectionsPerPeer,
-		log: log, refused: refused, peers: map[string]int{},
+		maxPerCluster: o.MaxConnectionsPerCluster, reserve: o.reservedConnections(), clusterBytes: int64(o.MaxClusterBytesInFlight),
+		anonLimits: anon, authedLimits: authed,
+		log: log, refused: refused, peers: map[string]int{}, clusters: map[string]*clusterConns{}, unverified: map[string]*inspectedConn{},
 		authed: newConnQueue(lis.Addr()), anon: newConnQueue(lis.Addr()),
 	}
 }
+
+// Budgets of a connection's unfinished messages: before it is
+// authenticated, enough for a Trust report and a few small calls; after,
+// one message of --max-message-bytes and this much more.
+const (
+	unauthenticatedConnBytes = 1 << 20
+	authenticatedConnSlack   = 1 << 20
+	// maxTrustReportBytes bounds a Trust report: its CA certificate and
+	// roots, each at most maxTrustCertBytes, and the rest.
+	maxTrustReportBytes = (maxTrustRoots+1)*maxTrustCertBytes + 16<<10
+)
 
 // run accepts connections until the listener is closed.
 func (g *gate) run() {
@@ -97,21 +143,10 @@ func (g *gate) releasePeer(host string) {
 	}
 }
 
-// authenticated stops counting a connection against its address: the
-// per-address limit is for connections that are not authenticated, so that
-// agents behind one address (NAT, a benchmark on loopback) are not capped.
-func (g *gate) authenticated(c *gatedConn, host string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if c.peerReleased.CompareAndSwap(false, true) {
-		g.releasePeer(host)
-	}
-}
-
 // handshake completes TLS and queues the connection for its server.
 func (g *gate) handshake(c *gatedConn, host string) {
 	if g.tls == nil {
-		g.anon.push(c)
+		g.anon.push(g.inspectAnonymous(c))
 		return
 	}
 	timeout := g.timeout
@@ -126,13 +161,129 @@ func (g *gate) handshake(c *gatedConn, host string) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	hc := &handshakenConn{Conn: conn, info: info}
 	if ti, ok := info.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-		g.authenticated(c, host)
-		g.authed.push(hc)
+		cluster, _, err := pki.ClusterFromConnectionState(ti.State)
+		if err != nil {
+			g.log.Debug("client certificate names no cluster", "peer", c.RemoteAddr().String(), "error", err)
+			conn.Close()
+			return
+		}
+		budget, reason := g.authenticated(c, host, cluster)
+		if reason != "" {
+			g.refused(reason)
+			g.log.Warn("connection refused", "cluster", cluster, "peer", c.RemoteAddr().String(), "reason", reason)
+			conn.Close()
+			return
+		}
+		ic := newInspectedConn(conn, g.authedLimits, g.violation)
+		ic.boundTo = cluster
+		ic.authenticate(budget)
+		ic.onClose(func() { g.releaseCluster(cluster) })
+		g.authed.push(&handshakenConn{Conn: ic, info: info})
 		return
 	}
-	g.anon.push(hc)
+	g.anon.push(&handshakenConn{Conn: g.inspectAnonymous(conn), info: info})
+}
+
+// inspectAnonymous wraps a connection without a client certificate; the
+// relay may authenticate it later by its token (verify).
+func (g *gate) inspectAnonymous(conn net.Conn) *inspectedConn {
+	ic := newInspectedConn(conn, g.anonLimits, g.violation)
+	addr := conn.RemoteAddr().String()
+	g.mu.Lock()
+	g.unverified[addr] = ic
+	g.mu.Unlock()
+	ic.onClose(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.unverified[addr] == ic {
+			delete(g.unverified, addr)
+		}
+	})
+	return ic
+}
+
+// violation closes a connection a limit refused, counting and logging it.
+func (g *gate) violation(c *inspectedConn, reason string, err error) {
+	g.refused(reason)
+	g.log.Warn("connection closed: over a limit", "peer", c.RemoteAddr().String(), "reason", reason, "error", err)
+}
+
+// authenticated moves a connection from its address's count to its
+// cluster's, or says which limit refuses it: the per-address limit is for
+// connections that are not authenticated, so that agents behind one
+// address (NAT, a benchmark on loopback) are not capped.
+func (g *gate) authenticated(c *gatedConn, host, cluster string) (*byteBudget, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	budget, reason := g.countCluster(cluster)
+	if reason == "" && c.peerReleased.CompareAndSwap(false, true) {
+		g.releasePeer(host)
+	}
+	return budget, reason
+}
+
+// countCluster counts an authenticated connection of cluster, or says
+// which limit refuses it. g.mu is held.
+func (g *gate) countCluster(cluster string) (*byteBudget, string) {
+	cc := g.clusters[cluster]
+	switch {
+	case cc != nil && cc.conns >= g.maxPerCluster:
+		return nil, "cluster_connection_limit"
+	case g.authedOpen >= g.maxConns-g.reserve:
+		return nil, "authenticated_connection_limit"
+	}
+	if cc == nil {
+		cc = &clusterConns{bytes: &byteBudget{max: g.clusterBytes}}
+		g.clusters[cluster] = cc
+	}
+	cc.conns++
+	g.authedOpen++
+	return cc.bytes, ""
+}
+
+// releaseCluster uncounts a closed authenticated connection.
+func (g *gate) releaseCluster(cluster string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.authedOpen--
+	if cc := g.clusters[cluster]; cc != nil {
+		if cc.conns--; cc.conns <= 0 && cc.bytes.inUse() == 0 {
+			delete(g.clusters, cluster)
+		}
+	}
+}
+
+// verify authenticates the connection from addr as cluster's, once its
+// token was checked (--mode tls): its limits become an agent's, and it
+// counts against the cluster's budgets. A connection serves one cluster.
+// Calls that did not come through the gate are left alone.
+func (g *gate) verify(addr, cluster string) error {
+	g.mu.Lock()
+	ic := g.unverified[addr]
+	if ic == nil {
+		g.mu.Unlock()
+		return nil
+	}
+	if bound := ic.boundTo; bound != "" {
+		g.mu.Unlock()
+		if bound != cluster {
+			return fmt.Errorf("this connection serves cluster %q", bound)
+		}
+		return nil
+	}
+	budget, reason := g.countCluster(cluster)
+	if reason == "" {
+		ic.boundTo = cluster
+	}
+	g.mu.Unlock()
+	if reason != "" {
+		g.refused(reason)
+		return fmt.Errorf("too many connections of cluster %q (%s)", cluster, reason)
+	}
+	ic.authenticate(budget)
+	ic.onClose(func() { g.releaseCluster(cluster) })
+	return nil
 }
 
 // gatedConn releases its slot in the gate's counts once, when closed.

@@ -85,6 +85,19 @@ type Options struct {
 	// those of one client address that are not authenticated by a client
 	// certificate (in handshake, registering, admin calls, --mode tls).
 	MaxConnections, MaxConnectionsPerPeer int
+	// MaxConnectionsPerCluster bounds the authenticated connections of one
+	// cluster (by client certificate, or in --mode tls by the token its
+	// streams carry); an agent uses one, and one more for a moment to
+	// renew or report trust.
+	MaxConnectionsPerCluster int
+	// ReservedConnections of MaxConnections are kept from authenticated
+	// agents, for registrations, the admin API and other newcomers; 0: a
+	// tenth of MaxConnections.
+	ReservedConnections int
+	// MaxClusterBytesInFlight bounds the bytes of unfinished messages one
+	// cluster's connections hold together: each message counts from its
+	// first bytes, at its declared length, until it is complete.
+	MaxClusterBytesInFlight int
 	// MaxStreamsPerConnection bounds concurrent streams (calls) on one
 	// connection; a connection without a client certificate gets at most 8.
 	MaxStreamsPerConnection int
@@ -127,6 +140,8 @@ func DefaultOptions() Options {
 		HandshakeTimeout:               10 * time.Second,
 		MaxConnections:                 20000,
 		MaxConnectionsPerPeer:          256,
+		MaxConnectionsPerCluster:       8,
+		MaxClusterBytesInFlight:        40 << 20,
 		MaxStreamsPerConnection:        100,
 		MaxInputParts:                  1024,
 		MaxInputBytes:                  128 << 20,
@@ -155,6 +170,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HelloTimeout, "hello-timeout", o.HelloTimeout, "how long a new agent stream may take to send its Hello")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most open relay connections")
 	fs.IntVar(&o.MaxConnectionsPerPeer, "max-connections-per-peer", o.MaxConnectionsPerPeer, "most open relay connections from one client address without a client certificate")
+	fs.IntVar(&o.MaxConnectionsPerCluster, "max-connections-per-cluster", o.MaxConnectionsPerCluster, "most open relay connections authenticated as one cluster")
+	fs.IntVar(&o.ReservedConnections, "reserved-connections", o.ReservedConnections, "connections of --max-connections kept from authenticated agents for registrations and the admin API (0: a tenth)")
+	fs.IntVar(&o.MaxClusterBytesInFlight, "max-cluster-bytes-in-flight", o.MaxClusterBytesInFlight, "most bytes of unfinished messages one cluster's connections may hold (at least --max-message-bytes)")
 	fs.IntVar(&o.MaxStreamsPerConnection, "max-streams-per-connection", o.MaxStreamsPerConnection, "most concurrent calls on one connection (8 without a client certificate)")
 	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of one agent input delta")
 	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes of one agent input delta and of a cluster's whole input")
@@ -199,11 +217,18 @@ func (o *Options) Validate() error {
 	}{
 		{"--max-unauthenticated-message-bytes", o.MaxUnauthenticatedMessageBytes}, {"--max-connections", o.MaxConnections},
 		{"--max-connections-per-peer", o.MaxConnectionsPerPeer}, {"--max-streams-per-connection", o.MaxStreamsPerConnection},
+		{"--max-connections-per-cluster", o.MaxConnectionsPerCluster}, {"--max-cluster-bytes-in-flight", o.MaxClusterBytesInFlight},
 		{"--max-input-parts", o.MaxInputParts}, {"--max-input-bytes", o.MaxInputBytes}, {"--max-input-resources", o.MaxInputResources},
 	} {
 		if l.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", l.flag))
 		}
+	}
+	if o.ReservedConnections < 0 || o.ReservedConnections >= o.MaxConnections {
+		errs = append(errs, errors.New("--reserved-connections must be at least 0 and less than --max-connections"))
+	}
+	if o.MaxClusterBytesInFlight < o.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("--max-cluster-bytes-in-flight %d is less than one message of %d bytes", o.MaxClusterBytesInFlight, o.MaxMessageBytes))
 	}
 	if o.HelloTimeout <= 0 {
 		errs = append(errs, errors.New("--hello-timeout must be positive"))
@@ -212,6 +237,14 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--targets must be %q or %q, not %q", TargetsConnected, TargetsAll, o.Targets))
 	}
 	return errors.Join(errs...)
+}
+
+// reservedConnections is ReservedConnections or its default.
+func (o *Options) reservedConnections() int {
+	if o.ReservedConnections > 0 {
+		return o.ReservedConnections
+	}
+	return o.MaxConnections / 10
 }
 
 func isLoopback(addr string) bool {

@@ -74,9 +74,9 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	// Under mTLS the caller is known from its certificate before anything
 	// is read from the stream; otherwise from the token in its headers.
 	// Streams that authenticate only in their Hello (older agents in
-	// --mode tls) are read with few at a time.
+	// --mode tls) are read with the small limits of a connection that is
+	// not authenticated, and few at a time per address.
 	var id identity
-	pending := s.pendingHellos
 	if s.authMode() == ModeMTLS {
 		var err error
 		if id, err = s.peerCluster(srv.Context()); err != nil {
@@ -86,18 +86,17 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		if _, _, err := s.checkToken(srv.Context(), cluster, tok); err != nil {
 			return s.refuseToken(peerHost(srv.Context()), cluster, err)
 		}
+		if err := s.verifyConn(srv.Context(), cluster); err != nil {
+			return err
+		}
 		id.cluster = cluster
-	} else {
-		pending = s.unauthHellos
 	}
-	select {
-	case pending <- struct{}{}:
-	default:
-		s.m.connRefusals.WithLabelValues("pending_hellos").Inc()
-		return status.Error(codes.ResourceExhausted, "too many streams are waiting for their Hello; try again later")
+	release, err := s.helloSlot(srv.Context(), id.cluster)
+	if err != nil {
+		return err
 	}
 	first, err := waitHello(srv.Context(), s.opts.HelloTimeout, srv.Recv)
-	<-pending
+	release()
 	if err != nil {
 		return err
 	}
@@ -108,6 +107,11 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	cluster, err := s.authorizeStream(srv.Context(), hello, id)
 	if err != nil {
 		return err
+	}
+	if id.cluster == "" && s.authMode() != ModeMTLS {
+		if err := s.verifyConn(srv.Context(), cluster); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancelCause(srv.Context())
 	defer cancel(nil)

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/tap"
 )
 
 // PolicySource publishes the management source's policies as a snapshot
@@ -97,10 +98,11 @@ type Server struct {
 	// grpc serves connections with a verified client certificate; anon
 	// the others.
 	grpc, anon *grpc.Server
-	// pendingHellos bounds the streams waiting for their Hello;
-	// unauthHellos those among them not yet authenticated, whose Hello is
-	// read with the large receive limit of --mode tls.
-	pendingHellos, unauthHellos chan struct{}
+	// unauthHellos bounds the streams waiting for their Hello that are
+	// not yet authenticated; hellos counts the waiting streams by cluster
+	// and by address (helloSlot).
+	unauthHellos chan struct{}
+	hellos       map[string]int
 
 	mu      sync.Mutex
 	streams map[string]*stream
@@ -163,8 +165,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		limiters: map[string]*rate.Limiter{},
 
 		discoveryKick: make(chan struct{}, 1),
-		pendingHellos: make(chan struct{}, maxPendingHellos),
-		unauthHellos:  make(chan struct{}, maxUnauthHellos),
+		unauthHellos:  make(chan struct{}, maxPendingHellos),
+		hellos:        map[string]int{},
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.trust = newTrustManager(s)
@@ -416,20 +418,22 @@ func (s *Server) listen() error {
 
 // newGRPCServer builds the server of authenticated connections (verified
 // client certificates) or of the others, whose receive limit is small
-// under mTLS: they may only register and call the admin API.
+// under mTLS: they may only register and call the admin API. The gate's
+// inspectedConn holds each method to its own receive limit below these.
+// A connection without a call for idleTimeout is closed, and every call
+// but Sync must be over within callTimeout, its request read included.
 func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authenticated bool) *grpc.Server {
 	creds := insecure.NewCredentials()
 	if tlsCreds != nil {
 		creds = handshaken{TransportCredentials: tlsCreds}
 	}
 	recv, streams := s.opts.MaxMessageBytes, uint32(s.opts.MaxStreamsPerConnection)
-	params := keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+	params := keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: idleTimeout}
 	if !authenticated {
 		if s.authMode() == ModeMTLS {
 			recv = s.opts.MaxUnauthenticatedMessageBytes
 		}
 		streams = min(streams, 8)
-		params.MaxConnectionIdle = 2 * time.Minute
 	}
 	srv := grpc.NewServer(
 		grpc.Creds(creds),
@@ -438,6 +442,7 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 		grpc.MaxConcurrentStreams(streams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(params),
+		grpc.InTapHandle(callDeadline),
 		grpc.ChainUnaryInterceptor(s.unaryIdentity),
 		grpc.ChainStreamInterceptor(s.streamIdentity),
 	)
@@ -446,6 +451,24 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 	relayv1.RegisterAdminServer(srv, &admin{s: s})
 	relayv1.RegisterTrustServer(srv, &trustService{s: s})
 	return srv
+}
+
+// idleTimeout closes a connection without calls; callTimeout bounds every
+// call but Sync, whose Hello has --hello-timeout.
+const (
+	idleTimeout = 2 * time.Minute
+	callTimeout = time.Minute
+)
+
+// callDeadline gives every call but Sync a deadline from its headers on,
+// so that a request that never finishes arriving is not waited for.
+func callDeadline(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName == relayv1.Relay_Sync_FullMethodName {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	context.AfterFunc(ctx, cancel)
+	return ctx, nil
 }
 
 // Addr returns the relay's listening address.
