@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +15,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/store"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -117,11 +121,13 @@ func (c *countingStream) Recv() (*relayv1.AgentMessage, error) {
 	return c.fakeStream.Recv()
 }
 
-// FuzzUnauthenticatedPeer calls the registration and Sync handlers as a
-// peer without a client certificate would, with arbitrary requests and
-// messages: nothing may panic, no registration may succeed without the
-// cluster's token, under mTLS Sync must refuse before reading anything, and
-// in --mode tls no stream may be attached without a valid token.
+// FuzzUnauthenticatedPeer calls every RPC as a peer without a client
+// certificate would, with arbitrary requests and messages: nothing may
+// panic, no registration may succeed without the cluster's token, Trust
+// calls and the admin API refuse it, under mTLS Sync must refuse before
+// reading anything, and in --mode tls no stream may be attached without a
+// valid token. The receive limit of each RPC is FuzzInspector's and
+// TestInspectorMethodLimits'.
 func FuzzUnauthenticatedPeer(f *testing.F) {
 	seedReq := func(r *relayv1.RegisterRequest) []byte {
 		b, err := proto.Marshal(r)
@@ -178,6 +184,20 @@ func FuzzUnauthenticatedPeer(f *testing.F) {
 				}
 			}
 		}
+		for _, s := range []*Server{mtls, tlsMode} {
+			if _, err := (&trustService{s: s}).Report(anonymous, &relayv1.TrustReport{Policy: req.GetCluster(), CaCert: req.GetCsr()}); err == nil {
+				t.Fatal("a Trust report without credentials was accepted")
+			}
+			if _, err := (&trustService{s: s}).Sign(anonymous, &relayv1.TrustSignRequest{Policy: req.GetCluster(), Csr: req.GetCsr()}); err == nil {
+				t.Fatal("a Trust signing without credentials was accepted")
+			}
+			if _, err := (&admin{s: s}).RegisterCluster(anonymous, &relayv1.RegisterClusterRequest{Cluster: req.GetCluster()}); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("RegisterCluster without the admin token = %v, want Unauthenticated", err)
+			}
+			if _, err := (&admin{s: s}).ListClusters(anonymous, &relayv1.ListClustersRequest{}); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("ListClusters without the admin token = %v, want Unauthenticated", err)
+			}
+		}
 		var msgs []*relayv1.AgentMessage
 		if m := (&relayv1.AgentMessage{}); proto.Unmarshal(msgData, m) == nil {
 			msgs = append(msgs, m)
@@ -192,6 +212,115 @@ func FuzzUnauthenticatedPeer(f *testing.F) {
 		}
 		if n := tlsMode.connectedCount(); n != 0 {
 			t.Fatalf("%d streams attached without a valid token", n)
+		}
+	})
+}
+
+// FuzzAuthenticatedPeer calls every RPC as an agent with cluster east's
+// verified certificate would, with arbitrary requests and messages:
+// nothing may panic, no certificate is issued for another cluster, the
+// admin API refuses the agent, and a Sync naming another cluster is
+// refused. The receive limit of each RPC is FuzzInspector's and
+// TestInspectorMethodLimits'.
+func FuzzAuthenticatedPeer(f *testing.F) {
+	opts := DefaultOptions()
+	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", f.TempDir()
+	opts.RegisterFailures = 1 << 20
+	s, err := New(context.Background(), opts, Deps{Store: memory.New()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(s.Stop)
+	tok, err := pki.NewToken()
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := store.UpdateCluster(context.Background(), s.deps.Store, "east", func(c *store.Cluster, _ bool) error {
+		c.TokenHash, c.TokenExpires, c.TokenReusable = pki.HashToken(tok), time.Now().Add(time.Hour), true
+		return nil
+	}); err != nil {
+		f.Fatal(err)
+	}
+	key, _ := pki.NewKey()
+	csr, _ := pki.NewCSR(key, "east")
+	anonymous := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}})
+	resp, err := (&registration{s: s}).Register(anonymous, &relayv1.RegisterRequest{Cluster: "east", Token: tok, Csr: csr})
+	if err != nil {
+		f.Fatal(err)
+	}
+	block, _ := pem.Decode(resp.GetChain())
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		f.Fatal(err)
+	}
+	east := peer.NewContext(context.Background(), &peer.Peer{
+		Addr:     &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2},
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}},
+	})
+
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	westCSR, _ := pki.NewCSR(key, "west")
+	f.Add(marshal(&relayv1.RenewRequest{Csr: westCSR}), marshal(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: "west"}}}))
+	f.Add(marshal(&relayv1.TrustReport{Policy: "ns/mesh", CaCert: []byte("x"), Roots: []string{"r"}}), marshal(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: "east"}}}))
+	f.Add(marshal(&relayv1.TrustSignRequest{Policy: "ns/mesh", Csr: csr}), []byte{})
+
+	admin := &admin{s: s}
+	f.Fuzz(func(t *testing.T, reqData, msgData []byte) {
+		renew := &relayv1.RenewRequest{}
+		if proto.Unmarshal(reqData, renew) == nil {
+			if c, err := (&registration{s: s}).Renew(east, renew); err == nil {
+				b, _ := pem.Decode(c.GetChain())
+				cert, perr := x509.ParseCertificate(b.Bytes)
+				if perr != nil {
+					t.Fatal(perr)
+				}
+				if name, _ := pki.ClusterFromCert(cert); name != "east" {
+					t.Fatalf("east renewed a certificate for %q", name)
+				}
+			}
+		}
+		report := &relayv1.TrustReport{}
+		if proto.Unmarshal(reqData, report) == nil {
+			_, _ = (&trustService{s: s}).Report(east, report)
+		}
+		sign := &relayv1.TrustSignRequest{}
+		if proto.Unmarshal(reqData, sign) == nil {
+			_, _ = (&trustService{s: s}).Sign(east, sign)
+		}
+		for _, call := range []func() error{
+			func() error {
+				_, err := admin.RegisterCluster(east, &relayv1.RegisterClusterRequest{Cluster: "west"})
+				return err
+			},
+			func() error {
+				_, err := admin.DeregisterCluster(east, &relayv1.DeregisterClusterRequest{Cluster: "west"})
+				return err
+			},
+			func() error { _, err := admin.ListClusters(east, &relayv1.ListClustersRequest{}); return err },
+			func() error { _, err := admin.GetStatus(east, &relayv1.GetStatusRequest{}); return err },
+			func() error { _, err := admin.List(east, &relayv1.ListRequest{}); return err },
+			func() error { _, err := admin.DescribeCluster(east, &relayv1.DescribeRequest{}); return err },
+			func() error { _, err := admin.DescribePolicy(east, &relayv1.DescribeRequest{}); return err },
+			func() error { _, err := admin.DescribeDestination(east, &relayv1.DescribeRequest{}); return err },
+		} {
+			if err := call(); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("an admin call by an agent = %v, want Unauthenticated", err)
+			}
+		}
+		m := &relayv1.AgentMessage{}
+		if proto.Unmarshal(msgData, m) != nil {
+			return
+		}
+		if c := m.GetHello().GetCluster(); c != "" && c != "east" {
+			if err := (&relay{s: s}).Sync(&fakeStream{ctx: east, msgs: []*relayv1.AgentMessage{m}}); status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("east's Sync naming %q = %v, want PermissionDenied", c, err)
+			}
 		}
 	})
 }
