@@ -30,7 +30,7 @@ import (
 // server process and reports its resident memory. It runs only when asked:
 //
 //	MESHRELAY_ATTACK_SERVER=127.0.0.1:19900 MESHRELAY_ATTACK_DATA=DATA-DIR \
-//	MESHRELAY_ATTACK_PID=PID MESHRELAY_ATTACK=unauthenticated|helloless|parts \
+//	MESHRELAY_ATTACK_PID=PID MESHRELAY_ATTACK=unauthenticated|helloless|parts|renew|register|hellos|conns \
 //	go test ./core/server -run TestAttackMemory -v
 //
 // "unauthenticated": 40 streams without a client certificate, each
@@ -39,6 +39,15 @@ import (
 // anything, 8 per connection.
 // "parts": one registered agent sending 40 input parts of 15 MiB, each
 // with More set.
+// "renew": one agent's certificate, 40 unfinished 16 MiB Renew messages
+// on one connection.
+// "register" (a server in --mode tls): no credentials, 5 connections of 8
+// unfinished 16 MiB Register messages.
+// "hellos": one agent's certificate holding 70 Sync streams without a
+// Hello; reports how often another cluster's agent is welcomed in 30s.
+// "conns" (a server with --max-connections 200): one agent's certificate
+// holding 197 idle connections; reports whether another cluster's agent,
+// an administrator and a new registration get through.
 func TestAttackMemory(t *testing.T) {
 	addr, dataDir := os.Getenv("MESHRELAY_ATTACK_SERVER"), os.Getenv("MESHRELAY_ATTACK_DATA")
 	pid, _ := strconv.Atoi(os.Getenv("MESHRELAY_ATTACK_PID"))
@@ -63,8 +72,16 @@ func TestAttackMemory(t *testing.T) {
 	case "helloless":
 		open := attackHelloless(t, addr, pool, 2000)
 		t.Logf("streams still open after 3s: %d of 2000", open)
+	case "renew":
+		attackRenew(t, addr, dataDir, pool)
+	case "register":
+		attackRegister(t, addr, pool)
+	case "hellos":
+		attackHellos(t, addr, dataDir, pool)
+	case "conns":
+		attackConns(t, addr, dataDir, pool)
 	default:
-		t.Fatal("MESHRELAY_ATTACK must be unauthenticated or parts")
+		t.Fatal("MESHRELAY_ATTACK must be unauthenticated, helloless, parts, renew, register, hellos or conns")
 	}
 	// Hold the attack a moment longer, as an attacker would.
 	time.Sleep(2 * time.Second)

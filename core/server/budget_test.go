@@ -6,13 +6,16 @@ import (
 	"crypto/x509"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -271,4 +274,51 @@ func TestConnectionsPerCluster(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// In --mode tls a connection gets an agent's limits once its token is
+// checked: an input larger than an unauthenticated peer's limit is read
+// and acked, whether the token came in the headers or in the Hello.
+func TestTokenLiftsLimitsInTLSMode(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.Mode = ModeTLS })
+	tok := ts.register("east")
+	r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "big"},
+		[]byte(`{"data":{"x":"`+strings.Repeat("x", 512<<10)+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inHeaders := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if inHeaders {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-meshrelay-cluster", "east", "x-meshrelay-token", tok)
+		}
+		stream, err := relayv1.NewRelayClient(ts.dial(nil)).Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: "east", Token: tok}}}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+			t.Fatalf("Sync (token in headers %v) = %v, %v; want a Welcome", inHeaders, m, err)
+		}
+		d := snapshot.Delta{Full: true, Version: 1, Upserts: []snapshot.Resource{r}}
+		if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{Delta: snapshot.DeltaToProto(d, false)}}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("a 512 KiB input (token in headers %v): stream ended with %v, want an ack", inHeaders, err)
+			}
+			if a := m.GetAck(); a != nil && a.GetSubject() == relayv1.Ack_SUBJECT_INPUT {
+				if a.GetNack() {
+					t.Fatalf("a 512 KiB input (token in headers %v) nacked: %s", inHeaders, a.GetError())
+				}
+				break
+			}
+		}
+		cancel()
+	}
 }

@@ -146,7 +146,7 @@ func (g *gate) releasePeer(host string) {
 // handshake completes TLS and queues the connection for its server.
 func (g *gate) handshake(c *gatedConn, host string) {
 	if g.tls == nil {
-		g.anon.push(g.inspectAnonymous(c))
+		g.anon.push(g.inspectAnonymous(c, c))
 		return
 	}
 	timeout := g.timeout
@@ -182,13 +182,15 @@ func (g *gate) handshake(c *gatedConn, host string) {
 		g.authed.push(&handshakenConn{Conn: ic, info: info})
 		return
 	}
-	g.anon.push(&handshakenConn{Conn: g.inspectAnonymous(conn), info: info})
+	g.anon.push(&handshakenConn{Conn: g.inspectAnonymous(conn, c), info: info})
 }
 
-// inspectAnonymous wraps a connection without a client certificate; the
-// relay may authenticate it later by its token (verify).
-func (g *gate) inspectAnonymous(conn net.Conn) *inspectedConn {
+// inspectAnonymous wraps a connection without a client certificate (conn,
+// over the accepted gc); the relay may authenticate it later by its token
+// (verify).
+func (g *gate) inspectAnonymous(conn net.Conn, gc *gatedConn) *inspectedConn {
 	ic := newInspectedConn(conn, g.anonLimits, g.violation)
+	ic.gated = gc
 	addr := conn.RemoteAddr().String()
 	g.mu.Lock()
 	g.unverified[addr] = ic
@@ -275,6 +277,10 @@ func (g *gate) verify(addr, cluster string) error {
 	budget, reason := g.countCluster(cluster)
 	if reason == "" {
 		ic.boundTo = cluster
+		// Like a certificate, a verified token lifts the per-address limit.
+		if gc := ic.gated; gc != nil && gc.peerReleased.CompareAndSwap(false, true) {
+			g.releasePeer(hostOf(gc.RemoteAddr()))
+		}
 	}
 	g.mu.Unlock()
 	if reason != "" {

@@ -125,8 +125,10 @@ type inspectedConn struct {
 	authenticated bool
 	cluster       *byteBudget
 	// boundTo is the cluster the connection serves, once known; the
-	// gate's mu guards it.
+	// gate's mu guards it. gated is the accepted connection under an
+	// unauthenticated one, whose address's count verify releases.
 	boundTo  string
+	gated    *gatedConn
 	closed   bool
 	releases []func()
 }
