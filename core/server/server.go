@@ -102,6 +102,9 @@ type Server struct {
 	// read with the large receive limit of --mode tls.
 	pendingHellos, unauthHellos chan struct{}
 
+	// inputHeld counts what each cluster's unfinished input deltas hold.
+	inputHeld inputBudget
+
 	mu      sync.Mutex
 	streams map[string]*stream
 	// fleet are the clusters of the fleet view; their inputs are in the store.
