@@ -32,11 +32,15 @@ type Delta struct {
 // Empty reports whether the delta changes nothing.
 func (d Delta) Empty() bool { return !d.Full && len(d.Upserts) == 0 && len(d.Deletes) == 0 }
 
-// Size returns the size of the upserted bodies in bytes.
+// Size returns the size in bytes of everything the delta carries: its
+// upserts, IDs and bodies ([Resource.Size]), and the IDs it deletes.
 func (d Delta) Size() int {
 	n := 0
 	for _, r := range d.Upserts {
 		n += r.Size()
+	}
+	for _, id := range d.Deletes {
+		n += id.Size()
 	}
 	return n
 }
@@ -163,20 +167,32 @@ func checkHash(s *Snapshot, d Delta) (*Snapshot, error) {
 	return s, nil
 }
 
-// Split cuts a delta into parts whose upserted bodies stay under maxBytes
-// each (a single larger resource gets a part of its own). Deletes travel in
-// the first part. Every part carries the delta's versions, Full flag and
-// hash; a receiver joins them with an [Assembler].
+// Split cuts a delta into parts whose size ([Delta.Size]) stays under
+// maxBytes each (a single larger resource gets a part of its own): the
+// upserts first, then the deletes. Every part carries the delta's
+// versions, Full flag and hash; a receiver joins them with an [Assembler].
 func Split(d Delta, maxBytes int) []Delta {
 	if d.Size() <= maxBytes {
 		return []Delta{d}
 	}
-	ups := meta.Split(d.Upserts, Resource.Size, maxBytes)
-	parts := make([]Delta, len(ups))
-	for i, u := range ups {
-		parts[i] = Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash, Upserts: u}
+	var parts []Delta
+	part := func() Delta {
+		return Delta{BaseVersion: d.BaseVersion, Version: d.Version, Full: d.Full, Hash: d.Hash}
 	}
-	parts[0].Deletes = d.Deletes
+	if len(d.Upserts) > 0 {
+		for _, u := range meta.Split(d.Upserts, Resource.Size, maxBytes) {
+			p := part()
+			p.Upserts = u
+			parts = append(parts, p)
+		}
+	}
+	if len(d.Deletes) > 0 {
+		for _, x := range meta.Split(d.Deletes, ID.Size, maxBytes) {
+			p := part()
+			p.Deletes = x
+			parts = append(parts, p)
+		}
+	}
 	return parts
 }
 
@@ -185,7 +201,8 @@ func Split(d Delta, maxBytes int) []Delta {
 type Limits struct {
 	// Parts is the most parts one delta may have.
 	Parts int
-	// Bytes is the most upserted bytes one delta may carry.
+	// Bytes is the most bytes one delta may carry ([Delta.Size]: upserts
+	// and deletes, IDs included).
 	Bytes int
 	// Resources is the most upserts plus deletes one delta may carry.
 	Resources int
@@ -258,6 +275,16 @@ func (a *Assembler) check() error {
 		return &LimitError{Limit: "resources", Max: l.Resources}
 	}
 	return nil
+}
+
+// Held returns what the assembler holds of the delta in progress: its
+// parts, bytes ([Delta.Size]) and upserts plus deletes. All are zero when
+// no delta is in progress.
+func (a *Assembler) Held() (parts, bytes, resources int) {
+	if a.pending == nil {
+		return 0, 0, 0
+	}
+	return a.parts, a.bytes, len(a.pending.Upserts) + len(a.pending.Deletes)
 }
 
 // Reset drops a delta in progress.

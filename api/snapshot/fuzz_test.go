@@ -48,3 +48,32 @@ func FuzzDeltaDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIDValidateObject feeds arbitrary fields to the ID validators: nothing
+// may panic, an ID that passes ValidateObject passes Validate and has
+// Kubernetes-sized fields, and a valid ID survives its wire form.
+func FuzzIDValidateObject(f *testing.F) {
+	f.Add("", "v1", "Service", "default", "reviews")
+	f.Add("networking.istio.io", "v1beta1", "VirtualService", "bookinfo", "reviews-v2")
+	f.Add("xds.meshrelay.io", "v1", "Cluster", "", "outbound|9080||reviews.default.svc.cluster.local")
+	f.Add("", "v1", "Service", "a.b", "\x1b[31m")
+	f.Fuzz(func(t *testing.T, group, version, kind, namespace, name string) {
+		id := ID{Group: group, Version: version, Kind: kind, Namespace: namespace, Name: name}
+		lenient := id.Validate()
+		if id.ValidateObject() == nil {
+			if lenient != nil {
+				t.Fatalf("%q passes ValidateObject but not Validate: %v", id, lenient)
+			}
+			if len(group) > 253 || len(version) > 63 || len(kind) > 63 || len(namespace) > 63 || len(name) > 253 {
+				t.Fatalf("%q passes ValidateObject with a field over its Kubernetes bound", id)
+			}
+		}
+		if lenient != nil {
+			return
+		}
+		back, err := IDFromProto(IDToProto(id))
+		if err != nil || back != id {
+			t.Fatalf("IDFromProto(IDToProto(%q)) = %q, %v", id, back, err)
+		}
+	})
+}

@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -84,17 +87,94 @@ func (id ID) Compare(o ID) int {
 	)
 }
 
-// Validate reports whether the ID names something: a version, kind and name.
+// Bounds on every ID, whatever it names: Kubernetes objects, and outputs
+// such as xDS resources whose names are not Kubernetes names
+// ("outbound|9080||reviews.default.svc.cluster.local").
+const (
+	// MaxFieldBytes bounds an ID's group, version, kind and namespace.
+	MaxFieldBytes = 253
+	// MaxNameBytes bounds an ID's name.
+	MaxNameBytes = 4096
+)
+
+// Validate reports whether the ID names something: a version, kind and
+// name, each field within its bound ([MaxFieldBytes], [MaxNameBytes]), of
+// valid UTF-8 without control characters. Every ID that is decoded or
+// built passes it; what an agent sends as input must also pass
+// [ID.ValidateObject].
 func (id ID) Validate() error {
 	switch {
 	case id.Kind == "":
 		return errors.New("resource has no kind")
 	case id.Version == "":
-		return fmt.Errorf("%s %q has no version", id.Kind, id.Name)
+		return fmt.Errorf("%s %q has no version", bounded(id.Kind), bounded(id.Name))
 	case id.Name == "":
-		return fmt.Errorf("%s has no name", id.Kind)
+		return fmt.Errorf("%s has no name", bounded(id.Kind))
+	}
+	for _, f := range []struct {
+		field, value string
+		max          int
+	}{
+		{"group", id.Group, MaxFieldBytes},
+		{"version", id.Version, MaxFieldBytes},
+		{"kind", id.Kind, MaxFieldBytes},
+		{"namespace", id.Namespace, MaxFieldBytes},
+		{"name", id.Name, MaxNameBytes},
+	} {
+		switch {
+		case len(f.value) > f.max:
+			return fmt.Errorf("resource %s has %d bytes, over the limit of %d", f.field, len(f.value), f.max)
+		case !utf8.ValidString(f.value):
+			return fmt.Errorf("resource %s %q is not valid UTF-8", f.field, f.value)
+		case strings.ContainsFunc(f.value, unicode.IsControl):
+			return fmt.Errorf("resource %s %q has a control character", f.field, f.value)
+		}
 	}
 	return nil
+}
+
+// ValidateObject reports whether the ID names a Kubernetes object, as an
+// agent's input must: the group a DNS-1123 subdomain or empty, the version
+// a DNS-1035 label, the kind a DNS-1035 label once lowercased (as a
+// CustomResourceDefinition's kind must be), the namespace a DNS-1123 label
+// or empty, and the name a DNS-1123 subdomain. The errors name the field.
+func (id ID) ValidateObject() error {
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	check := func(field, value string, msgs []string) error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s: %s %q is not valid: %s", id, field, value, strings.Join(msgs, "; "))
+	}
+	var errs []error
+	if id.Group != "" {
+		errs = append(errs, check("group", id.Group, validation.IsDNS1123Subdomain(id.Group)))
+	}
+	errs = append(errs,
+		check("version", id.Version, validation.IsDNS1035Label(id.Version)),
+		check("kind", id.Kind, validation.IsDNS1035Label(strings.ToLower(id.Kind))))
+	if id.Namespace != "" {
+		errs = append(errs, check("namespace", id.Namespace, validation.IsDNS1123Label(id.Namespace)))
+	}
+	errs = append(errs, check("name", id.Name, validation.IsDNS1123Subdomain(id.Name)))
+	return errors.Join(errs...)
+}
+
+// Size returns the bytes of the ID's fields, which count in every size
+// of resources, deltas and snapshots.
+func (id ID) Size() int {
+	return len(id.Group) + len(id.Version) + len(id.Kind) + len(id.Namespace) + len(id.Name)
+}
+
+// bounded shortens s for an error message.
+func bounded(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
 }
 
 // Resource is one object in a snapshot: its identity, its canonical JSON body
@@ -106,9 +186,34 @@ type Resource struct {
 	Hash Hash
 }
 
-// Size returns the size of the resource's body in bytes, the measure by
-// which messages are split.
-func (r Resource) Size() int { return len(r.Body) }
+// Size returns the size of the resource in bytes, its ID and its body: the
+// measure by which messages are split and inputs are bounded.
+func (r Resource) Size() int { return r.ID.Size() + len(r.Body) }
+
+// ValidateObject reports whether the resource is a Kubernetes object, as an
+// agent's input must be: its ID passes [ID.ValidateObject] and its body is
+// a JSON object whose apiVersion, kind, metadata.name and
+// metadata.namespace are those of the ID.
+func (r Resource) ValidateObject() error {
+	if err := r.ID.ValidateObject(); err != nil {
+		return err
+	}
+	h, err := DecodeHeader(r.Body)
+	if err != nil {
+		return fmt.Errorf("%s: body is not a Kubernetes object: %w", r.ID, err)
+	}
+	switch {
+	case h.APIVersion != r.ID.APIVersion():
+		return fmt.Errorf("%s: body has apiVersion %q", r.ID, bounded(h.APIVersion))
+	case h.Kind != r.ID.Kind:
+		return fmt.Errorf("%s: body has kind %q", r.ID, bounded(h.Kind))
+	case h.Metadata.Namespace != r.ID.Namespace:
+		return fmt.Errorf("%s: body has metadata.namespace %q", r.ID, bounded(h.Metadata.Namespace))
+	case h.Metadata.Name != r.ID.Name:
+		return fmt.Errorf("%s: body has metadata.name %q", r.ID, bounded(h.Metadata.Name))
+	}
+	return nil
+}
 
 // NewResource builds a resource from an ID and a JSON body, canonicalizing
 // the body (sorted keys, no insignificant space) so equal objects hash

@@ -58,11 +58,12 @@ func (s *Snapshot) Hash() Hash { return s.hash }
 // Len returns the number of resources.
 func (s *Snapshot) Len() int { return len(s.resources) }
 
-// Size returns the total size of the resources' bodies in bytes.
+// Size returns the total size of the resources in bytes, their IDs and
+// their bodies ([Resource.Size]).
 func (s *Snapshot) Size() int {
 	n := 0
 	for _, r := range s.resources {
-		n += len(r.Body)
+		n += r.Size()
 	}
 	return n
 }

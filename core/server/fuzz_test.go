@@ -46,10 +46,12 @@ func (f *fakeStream) Recv() (*relayv1.AgentMessage, error) {
 }
 
 // FuzzAgentMessages feeds arbitrary agent messages to the server's handling
-// of a stream: nothing may panic, and whatever the server accepts as the
-// cluster's input must be a consistent snapshot.
+// of a stream: nothing may panic, whatever the server accepts as the
+// cluster's input must be a consistent snapshot of Kubernetes objects, and
+// nothing of an unfinished delta is counted once the stream ends.
 func FuzzAgentMessages(f *testing.F) {
-	svc, _ := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}, []byte(`{"spec":{}}`))
+	svc, _ := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"},
+		[]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{}}`))
 	full, _ := snapshot.New(1, []snapshot.Resource{svc})
 	seed := func(ms ...*relayv1.AgentMessage) {
 		var data [][]byte
@@ -96,6 +98,9 @@ func FuzzAgentMessages(f *testing.F) {
 			cancel: cancel, wake: make(chan struct{}, 1), ctrl: make(chan *relayv1.ServerMessage, 64), sent: map[string]sent{},
 		}
 		_ = st.recvLoop(ctx)
+		if h := s.inputHeld.get("east"); h != (held{}) {
+			t.Fatalf("the ended stream still counts %+v held", h)
+		}
 		in, _, ok := s.input(ctx, "east")
 		s.mu.Lock()
 		delete(s.fleet, "east")
@@ -106,6 +111,11 @@ func FuzzAgentMessages(f *testing.F) {
 		again, err := snapshot.New(in.Version(), in.Resources())
 		if err != nil || again.Hash() != in.Hash() {
 			t.Fatalf("accepted input is inconsistent: %v", err)
+		}
+		for r := range in.All() {
+			if err := r.ValidateObject(); err != nil {
+				t.Fatalf("accepted input holds what is not a Kubernetes object: %v", err)
+			}
 		}
 	})
 }

@@ -45,8 +45,8 @@ type stream struct {
 	wake    chan struct{}
 	ctrl    chan *relayv1.ServerMessage
 
-	// refused is the input version refused for a limit: its remaining
-	// parts are dropped unread into the assembler. Only recvLoop uses it.
+	// refused is the input version last refused: while refusing, its
+	// remaining parts are dropped unread. Only recvLoop uses it.
 	refused  uint64
 	refusing bool
 
@@ -321,6 +321,9 @@ func (s *Server) connectedCount() int {
 func (st *stream) recvLoop(ctx context.Context) error {
 	o := st.s.opts
 	asm := snapshot.Assembler{Limits: snapshot.Limits{Parts: o.MaxInputParts, Bytes: o.MaxInputBytes, Resources: o.MaxInputResources}}
+	// What the stream holds of an unfinished delta leaves the cluster's
+	// count when the stream ends.
+	defer func() { st.s.inputHeld.add(st.cluster, held{}.minus(heldBy(&asm))) }()
 	for {
 		msg, err := st.srv.Recv()
 		if err != nil {
@@ -345,34 +348,49 @@ func (st *stream) recvLoop(ctx context.Context) error {
 }
 
 // handleInput applies one input delta part; a complete delta is acked, or
-// nacked so the agent resends in full.
+// nacked so the agent resends in full. Everything a part carries counts,
+// IDs and deletes included: against the limits of one delta (the
+// assembler's) and, while the delta is unfinished, against the cluster's
+// count of what all its streams hold (inputHeld). A refused delta is
+// dropped with what was held of it, and its remaining parts are dropped
+// unread.
 func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *relayv1.InputSnapshot) {
 	s := st.s
+	more := in.GetDelta().GetMore()
 	nack := func(version uint64, err error) {
+		s.inputHeld.add(st.cluster, held{}.minus(heldBy(asm)))
 		asm.Reset()
 		st.log.Warn("input refused; asking for a full resend", "version", version, "error", err)
 		s.m.inputNacks.Inc()
 		if le := (*snapshot.LimitError)(nil); errors.As(err, &le) {
 			s.m.inputLimits.WithLabelValues(le.Limit).Inc()
-			st.refused, st.refusing = version, true
 		}
+		st.refused, st.refusing = version, more
 		st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 			Subject: relayv1.Ack_SUBJECT_INPUT, Version: version, Nack: true, Error: err.Error(),
 		}}})
 	}
 	if st.refusing {
 		if in.GetDelta().GetVersion() == st.refused {
-			st.refusing = in.GetDelta().GetMore()
+			st.refusing = more
 			return // the rest of a delta already refused
 		}
 		st.refusing = false
 	}
 	part, err := snapshot.DeltaFromProto(in.GetDelta())
+	if err == nil {
+		err = validateInputPart(part)
+	}
 	if err != nil {
 		nack(in.GetDelta().GetVersion(), fmt.Errorf("malformed input delta: %w", err))
 		return
 	}
-	d, complete, err := asm.Add(part, !in.GetDelta().GetMore())
+	before := heldBy(asm)
+	d, complete, err := asm.Add(part, !more)
+	now := s.inputHeld.add(st.cluster, heldBy(asm).minus(before))
+	if err == nil {
+		err = s.checkHeld(now)
+	}
 	if err != nil {
 		nack(part.Version, err)
 		return
@@ -386,6 +404,9 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		err = s.checkInputSize(next)
 	}
 	if err == nil {
+		err = checkGateways(d, next)
+	}
+	if err == nil {
 		err = s.acceptInput(ctx, st.cluster, next)
 	}
 	if err != nil {
@@ -397,7 +418,8 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 	}}})
 }
 
-// checkInputSize refuses a whole input over the resource or byte limit.
+// checkInputSize refuses a whole input over the resource or byte limit;
+// its size counts IDs as well as bodies ([snapshot.Snapshot.Size]).
 func (s *Server) checkInputSize(snap *snapshot.Snapshot) error {
 	switch {
 	case snap.Len() > s.opts.MaxInputResources:

@@ -294,7 +294,8 @@ func TestCorruptDeltaIsNackedThenFullWorks(t *testing.T) {
 		t.Fatalf("Sync = %v, %v", first, err)
 	}
 	svc := func(name string) *snapshotv1.Resource {
-		return &snapshotv1.Resource{Id: &snapshotv1.ResourceID{Version: "v1", Kind: "Service", Namespace: "default", Name: name}, Body: []byte(`{}`)}
+		return &snapshotv1.Resource{Id: &snapshotv1.ResourceID{Version: "v1", Kind: "Service", Namespace: "default", Name: name},
+			Body: []byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + name + `","namespace":"default"}}`)}
 	}
 	send := func(d *snapshotv1.Delta) *relayv1.Ack {
 		t.Helper()
@@ -326,7 +327,7 @@ func TestCorruptDeltaIsNackedThenFullWorks(t *testing.T) {
 		t.Fatalf("delta with a malformed body = %v, want a nack", a)
 	}
 	// A correct full resend is accepted.
-	r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "Service", Namespace: "default", Name: "a"}, []byte(`{}`))
+	r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "Service", Namespace: "default", Name: "a"}, svc("a").GetBody())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,7 +309,9 @@ func TestInputLimits(t *testing.T) {
 	resources := func(n int) []snapshot.Resource {
 		var rs []snapshot.Resource
 		for i := range n {
-			r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: string(rune('a' + i))}, []byte(`{}`))
+			name := string(rune('a' + i))
+			r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name},
+				[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`","namespace":"ns"}}`))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -104,6 +104,9 @@ type Server struct {
 	unauthHellos chan struct{}
 	hellos       map[string]int
 
+	// inputHeld counts what each cluster's unfinished input deltas hold.
+	inputHeld inputBudget
+
 	mu      sync.Mutex
 	streams map[string]*stream
 	// fleet are the clusters of the fleet view; their inputs are in the store.

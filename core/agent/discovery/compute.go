@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -232,9 +233,13 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 			},
 		})
 	}
+	// The server refuses an input with more Gateways or an invalid one (an
+	// address that is not an IP or a DNS name, say): a Service in a
+	// directory of YAML can hold anything.
+	n := 0
 	for _, s := range gateways {
 		network := cmp.Or(s.Metadata.Labels[NetworkLabel], namespaces[s.Metadata.Namespace][NetworkLabel], meshNetwork)
-		add(discoveryv1alpha1.Gateway{
+		g := discoveryv1alpha1.Gateway{
 			TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Gateway"},
 			ObjectMeta: metav1.ObjectMeta{Name: s.Metadata.Name, Namespace: s.Metadata.Namespace},
 			Spec: discoveryv1alpha1.GatewaySpec{
@@ -244,7 +249,12 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 				Network:   network,
 				Selector:  s.Spec.Selector,
 			},
-		})
+		}
+		if n == discoveryv1alpha1.MaxGateways || len(g.Validate()) > 0 {
+			continue
+		}
+		add(g)
+		n++
 	}
 	slices.SortFunc(out, func(a, b snapshot.Resource) int { return a.ID.Compare(b.ID) })
 	return out
@@ -312,19 +322,22 @@ func imageVersion(image string) string {
 }
 
 // gatewayAddresses returns a gateway Service's load-balancer addresses, or
-// its external IPs when it has none, unique and in order.
+// its external IPs when it has none, unique and in order: those that are
+// IPs or DNS names, at most discoveryv1alpha1.MaxGatewayAddresses.
 func gatewayAddresses(s *service) []string {
 	addrs := []string{}
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		if a := cmp.Or(in.IP, in.Hostname); a != "" && !slices.Contains(addrs, a) {
+	add := func(a string) {
+		if a != "" && !slices.Contains(addrs, a) && len(addrs) < discoveryv1alpha1.MaxGatewayAddresses &&
+			len(discoveryv1alpha1.ValidateAddress(field.NewPath("address"), a)) == 0 {
 			addrs = append(addrs, a)
 		}
 	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		add(cmp.Or(in.IP, in.Hostname))
+	}
 	if len(addrs) == 0 {
 		for _, a := range s.Spec.ExternalIPs {
-			if a != "" && !slices.Contains(addrs, a) {
-				addrs = append(addrs, a)
-			}
+			add(a)
 		}
 	}
 	return addrs
