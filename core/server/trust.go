@@ -51,6 +51,11 @@ type trustState struct {
 	Generation int64      `json:"generation"`
 	// Source is the fingerprint of the root last read from files or a Secret.
 	Source string `json:"source,omitempty"`
+
+	// version is the store's version of the record this state was read
+	// from (0 for a state not stored yet): the next state is stored only
+	// over it.
+	version uint64
 }
 
 // signer returns the root that signs intermediates in the state's phase.
@@ -297,13 +302,26 @@ func (t *trustManager) reconcileOne(ctx context.Context, v *trustView) error {
 		return err
 	}
 	v.state = next
-	if next != st {
-		if err := t.save(ctx, key, next); err != nil {
-			v.state = st
-			return fmt.Errorf("store mesh roots: %w", err)
-		}
-		t.s.log.Info("mesh trust phase", "policy", key, "phase", next.Phase, "roots", next.anchors())
+	if next == st {
+		return nil
 	}
+	var base uint64
+	if st != nil {
+		base = st.version
+	}
+	switch err := t.save(ctx, key, base, next); {
+	case errors.Is(err, store.ErrConflict):
+		// Another replica moved the roots on first: its state wins, and
+		// this replica takes it up on its next reconcile.
+		v.state = st
+		t.s.log.Info("mesh trust: another replica changed the roots first", "policy", key)
+		t.poke()
+		return nil
+	case err != nil:
+		v.state = st
+		return fmt.Errorf("store mesh roots: %w", err)
+	}
+	t.s.log.Info("mesh trust phase", "policy", key, "phase", next.Phase, "roots", next.anchors())
 	return nil
 }
 
@@ -465,14 +483,15 @@ func (t *trustManager) safeMode() bool {
 
 // load reads a MeshTrust's state from the store and opens its keys.
 func (t *trustManager) load(ctx context.Context, key string) (*trustState, error) {
-	data, err := t.s.deps.Store.GetTrust(ctx, key)
+	rec, err := t.s.deps.Store.GetTrust(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	var st trustState
-	if err := json.Unmarshal(data, &st); err != nil || st.Current == nil {
+	if err := json.Unmarshal(rec.Data, &st); err != nil || st.Current == nil {
 		return nil, fmt.Errorf("decode the stored mesh roots of %s: %v", key, cmp.Or(err, errors.New("no current root")))
 	}
+	st.version = rec.Version
 	secret, err := t.s.caKeySecret()
 	if err != nil {
 		return nil, err
@@ -492,21 +511,37 @@ func (t *trustManager) load(ctx context.Context, key string) (*trustState, error
 	return &st, nil
 }
 
-func (t *trustManager) save(ctx context.Context, key string, st *trustState) error {
+// save stores st over the record at version base (0: none stored), and
+// fails with an error wrapping store.ErrConflict when another replica
+// changed it since: two replicas never both start a rotation, each with a
+// root of its own.
+func (t *trustManager) save(ctx context.Context, key string, base uint64, st *trustState) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return t.s.deps.Store.PutTrust(ctx, key, data)
+	stored, err := t.s.deps.Store.CompareAndPutTrust(ctx, store.TrustRecord{Name: key, Data: data, Version: base})
+	if err != nil {
+		return err
+	}
+	st.version = stored.Version
+	return nil
 }
 
 func (t *trustManager) report(ctx context.Context, cluster string) (trustReport, error) {
 	var r trustReport
-	data, err := t.s.deps.Store.GetTrust(ctx, trustReportPrefix+cluster)
+	rec, err := t.s.deps.Store.GetTrust(ctx, trustReportPrefix+cluster)
 	if err != nil {
 		return r, err
 	}
-	return r, json.Unmarshal(data, &r)
+	return r, json.Unmarshal(rec.Data, &r)
+}
+
+// forget deletes the trust report of a cluster that left the fleet.
+func (t *trustManager) forget(ctx context.Context, cluster string) {
+	if err := t.s.deps.Store.DeleteTrust(ctx, trustReportPrefix+cluster); err != nil {
+		t.s.log.Warn("delete the trust report of a deregistered cluster", "cluster", cluster, "error", err)
+	}
 }
 
 // plan returns what cluster's mesh must trust now.
@@ -565,7 +600,8 @@ func (ts *trustService) Report(ctx context.Context, req *relayv1.TrustReport) (*
 	}
 	r := trustReport{Policy: req.GetPolicy(), CACert: req.GetCaCert(), Roots: req.GetRoots(), Bounced: req.GetBounced(), Pending: req.GetPending(), Error: req.GetError(), At: time.Now()}
 	if data, err := json.Marshal(r); err == nil && req.GetPolicy() != "" {
-		if err := ts.s.deps.Store.PutTrust(ctx, trustReportPrefix+cluster, data); err != nil {
+		put := func([]byte, bool) ([]byte, error) { return data, nil }
+		if _, err := store.UpdateTrust(ctx, ts.s.deps.Store, trustReportPrefix+cluster, put); err != nil {
 			ts.s.log.Warn("store trust report", "cluster", cluster, "error", err)
 		}
 		ts.s.trust.poke()
