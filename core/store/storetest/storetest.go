@@ -595,18 +595,20 @@ func testTrustRace(t *testing.T, newStore Factory) {
 	replicas := []store.Store{newStore(t), newStore(t), newStore(t)}
 	for round := range 3 {
 		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			winners []string
+			wg, read sync.WaitGroup
+			mu       sync.Mutex
+			winners  []string
 		)
 		start := make(chan struct{})
 		for i, s := range replicas {
 			for j := range 4 {
+				read.Add(1)
 				wg.Go(func() {
 					var version uint64
 					if cur, err := s.GetTrust(ctx, "default/fleet"); err == nil {
 						version = cur.Version
 					}
+					read.Done()
 					<-start
 					data := fmt.Sprintf("round %d writer %d-%d", round, i, j)
 					_, err := s.CompareAndPutTrust(ctx, store.TrustRecord{Name: "default/fleet", Data: []byte(data), Version: version})
@@ -621,6 +623,7 @@ func testTrustRace(t *testing.T, newStore Factory) {
 				})
 			}
 		}
+		read.Wait() // every writer read the same version
 		close(start)
 		wg.Wait()
 		if len(winners) != 1 {
