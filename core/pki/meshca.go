@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -31,16 +33,23 @@ func GenerateMeshRoot(commonName string, ttl time.Duration) (*CA, error) {
 // signature and accepts ECDSA P-256 or P-384 and RSA keys of 2048 bits or
 // more (the key types Istio's CA signs with), then ignores everything else
 // the request asks for: the subject names the cluster, the certificate may
-// sign workload certificates but no further CA, and it lives for ttl, cut
-// short at the signing CA's own expiry. It returns the PEM intermediate,
-// the chain Istio's cert-chain.pem holds (the intermediate up to and
-// including the root) and the expiry.
+// sign workload certificates but no further CA, it may sign URI names only
+// in trustDomains (a critical name constraint: a SPIFFE ID
+// spiffe://TRUST-DOMAIN/... is permitted when its host is one of them), and
+// it lives for ttl, cut short at the signing CA's own expiry. DNS names
+// stay unconstrained: istiod signs its own serving certificate with the
+// intermediate. It returns the PEM intermediate, the chain Istio's
+// cert-chain.pem holds (the intermediate up to and including the root) and
+// the expiry.
 //
 // Errors caused by the request wrap ErrInvalidClusterName, ErrInvalidCSR or
-// ErrUnsupportedKey.
-func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, ttl time.Duration) (certPEM, chainPEM []byte, notAfter time.Time, err error) {
+// ErrUnsupportedKey; an empty or invalid trustDomains is an error too.
+func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, trustDomains []string, ttl time.Duration) (certPEM, chainPEM []byte, notAfter time.Time, err error) {
 	if err := ValidateClusterName(cluster); err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("sign intermediate CSR: %w", err)
+	}
+	if err := checkTrustDomains(trustDomains); err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("sign intermediate CSR of cluster %q: %w", cluster, err)
 	}
 	fail := func(err error) ([]byte, []byte, time.Time, error) {
 		return nil, nil, time.Time{}, fmt.Errorf("sign intermediate CSR of cluster %q: %w", cluster, err)
@@ -64,6 +73,9 @@ func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, ttl time.Durati
 	tmpl := &x509.Certificate{
 		Subject:  pkix.Name{CommonName: "meshrelay mesh intermediate " + cluster, Organization: []string{"meshrelay"}, OrganizationalUnit: []string{cluster}},
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+
+		PermittedURIDomains:         slices.Clone(trustDomains),
+		PermittedDNSDomainsCritical: true, // marks the whole name constraints extension critical
 	}
 	der, err := ca.issueCA(tmpl, csr.PublicKey, ttl)
 	if err != nil {
@@ -71,6 +83,32 @@ func (ca *CA) SignIntermediateCSR(csrDER []byte, cluster string, ttl time.Durati
 	}
 	certPEM = pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der})
 	return certPEM, append(certPEM, ca.BundlePEM()...), tmpl.NotAfter, nil
+}
+
+// checkTrustDomains accepts one or more DNS names without wildcards.
+func checkTrustDomains(domains []string) error {
+	if len(domains) == 0 {
+		return errors.New("no trust domain to constrain the intermediate to")
+	}
+	for _, d := range domains {
+		if strings.HasPrefix(d, "*.") {
+			return fmt.Errorf("trust domain %q: no wildcards", d)
+		}
+		if err := checkDNSName(d); err != nil {
+			return fmt.Errorf("trust domain: %w", err)
+		}
+	}
+	return nil
+}
+
+// ConstrainedTo reports whether a CA certificate may sign URI names in
+// exactly trustDomains, in any order, and no other.
+func ConstrainedTo(c *x509.Certificate, trustDomains []string) bool {
+	if len(c.PermittedURIDomains) == 0 || len(c.ExcludedURIDomains) > 0 {
+		return false
+	}
+	have, want := slices.Sorted(slices.Values(c.PermittedURIDomains)), slices.Sorted(slices.Values(trustDomains))
+	return slices.Equal(slices.Compact(have), slices.Compact(want))
 }
 
 // issueCA signs tmpl as a CA certificate that may sign only end-entity

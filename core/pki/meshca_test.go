@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"math/big"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -30,7 +31,7 @@ func TestSignIntermediateCSR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, chainPEM, notAfter, err := root.SignIntermediateCSR(csr, "east", 2*time.Hour)
+	certPEM, chainPEM, notAfter, err := root.SignIntermediateCSR(csr, "east", []string{"cluster.local"}, 2*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestSignIntermediateCSRRefuses(t *testing.T) {
 		"too large":     {csr: make([]byte, maxCSRSize+1), cluster: "east", want: ErrInvalidCSR},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, _, err := root.SignIntermediateCSR(tc.csr, tc.cluster, time.Hour)
+			_, _, _, err := root.SignIntermediateCSR(tc.csr, tc.cluster, []string{"cluster.local"}, time.Hour)
 			if !errors.Is(err, tc.want) {
 				t.Errorf("SignIntermediateCSR = %v, want %v", err, tc.want)
 			}
@@ -122,4 +123,88 @@ func signLeaf(t *testing.T, issuer *x509.Certificate, issuerKey *ecdsa.PrivateKe
 		t.Fatal(err)
 	}
 	return c, key
+}
+
+// An intermediate signs workload identities in its mesh's trust domains
+// only: a leaf with a SPIFFE ID in another trust domain fails Go's
+// verification against the mesh root, and an intermediate is never signed
+// without a trust domain.
+func TestSignIntermediateCSRConstrainsTrustDomains(t *testing.T) {
+	root, err := GenerateMeshRoot("mesh root", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := NewCSR(key, "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	domains := []string{"cluster.local", "east.example.com"}
+	certPEM, _, _, err := root.SignIntermediateCSR(csr, "east", domains, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inter, err := ParseCertificatesPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ConstrainedTo(inter[0], []string{"east.example.com", "cluster.local"}) || ConstrainedTo(inter[0], []string{"cluster.local"}) {
+		t.Errorf("intermediate permits URI domains %v, want exactly %v", inter[0].PermittedURIDomains, domains)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(root.Certificate())
+	mids := x509.NewCertPool()
+	mids.AddCert(inter[0])
+	tests := map[string]bool{
+		"spiffe://cluster.local/ns/bookinfo/sa/bookinfo-reviews":   true,
+		"spiffe://east.example.com/ns/app/sa/reviews":              true,
+		"spiffe://other-domain.example/ns/bookinfo/sa/reviews":     false,
+		"spiffe://cluster.local.evil.example/ns/bookinfo/sa/evil":  false,
+		"spiffe://local/ns/bookinfo/sa/evil":                       false,
+		"https://cluster.evil.example/ns/bookinfo/sa/reviews-test": false,
+	}
+	for id, ok := range tests {
+		leaf := signSPIFFELeaf(t, inter[0], key, id)
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: mids})
+		if ok && err != nil {
+			t.Errorf("leaf %s: %v, want it to verify", id, err)
+		}
+		if !ok && err == nil {
+			t.Errorf("leaf %s verified; want the name constraint to refuse it", id)
+		}
+	}
+	for _, bad := range [][]string{nil, {}, {"*.cluster.local"}, {"a/b"}} {
+		if _, _, _, err := root.SignIntermediateCSR(csr, "east", bad, time.Hour); err == nil {
+			t.Errorf("SignIntermediateCSR(trust domains %q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func signSPIFFELeaf(t *testing.T, issuer *x509.Certificate, issuerKey *ecdsa.PrivateKey, id string) *x509.Certificate {
+	t.Helper()
+	u, err := url.Parse(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), URIs: []*url.URL{u},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, key.Public(), issuerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -163,8 +163,8 @@ func (s *Server) Deregister(ctx context.Context, cluster string) error {
 }
 
 // forgetCluster drops a revoked cluster from this replica: its stream, its
-// inputs in the view, and safe mode's wait for it.
-func (s *Server) forgetCluster(_ context.Context, cluster string) {
+// inputs in the view, safe mode's wait for it, and its trust report.
+func (s *Server) forgetCluster(ctx context.Context, cluster string) {
 	s.mu.Lock()
 	st := s.streams[cluster]
 	ended := s.safe.forget(cluster)
@@ -173,6 +173,7 @@ func (s *Server) forgetCluster(_ context.Context, cluster string) {
 		st.goodbye(relayv1.Goodbye_REASON_DEREGISTERED, "cluster deregistered")
 	}
 	s.leave(cluster)
+	s.trust.forget(ctx, cluster)
 	if ended {
 		s.safeModeEnded()
 	}

@@ -81,9 +81,6 @@ func newGate(lis net.Listener, tlsCreds credentials.TransportCredentials, o Opti
 const (
 	unauthenticatedConnBytes = 1 << 20
 	authenticatedConnSlack   = 1 << 20
-	// maxTrustReportBytes bounds a Trust report: its CA certificate and
-	// roots, each at most maxTrustCertBytes, and the rest.
-	maxTrustReportBytes = (maxTrustRoots+1)*maxTrustCertBytes + 16<<10
 )
 
 // run accepts connections until the listener is closed.

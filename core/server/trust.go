@@ -3,11 +3,14 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,15 +22,18 @@ import (
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Bounds on what an agent may report about its mesh's trust.
 const (
-	maxTrustCertBytes = 16 << 10
-	maxTrustRoots     = 16
-	maxTrustErrorLen  = 1024
+	maxTrustCertBytes   = 16 << 10
+	maxTrustRoots       = 16
+	maxTrustErrorLen    = 1024
+	maxTrustPolicyLen   = 253 + 1 + 253 // namespace/name
+	maxTrustReportBytes = 32 << 10      // the whole message
 )
 
 // trustReportPrefix keys each cluster's last trust report in the store.
@@ -51,6 +57,11 @@ type trustState struct {
 	Generation int64      `json:"generation"`
 	// Source is the fingerprint of the root last read from files or a Secret.
 	Source string `json:"source,omitempty"`
+
+	// version is the store's version of the record this state was read
+	// from (0 for a state not stored yet): the next state is stored only
+	// over it.
+	version uint64
 }
 
 // signer returns the root that signs intermediates in the state's phase.
@@ -208,6 +219,7 @@ func (t *trustManager) reconcile(ctx context.Context) {
 			v.err = err.Error()
 			diags = append(diags, trustDiag(p, meta.SeverityError, "", err.Error(), ""))
 		}
+		diags = append(diags, flagClusters(v)...)
 	}
 	t.mu.Lock()
 	t.views, t.owner, t.diags = views, owner, diags
@@ -238,8 +250,11 @@ func (t *trustManager) fleet(ctx context.Context) (trustFleet, error) {
 	return f, nil
 }
 
-// selectTrustClusters returns the clusters p selects that no earlier
-// policy owns, and records them in owner.
+// selectTrustClusters returns the registered clusters p names that no
+// earlier policy owns, and records them in owner. Membership is by name
+// only, never by what a cluster's agent reports: a cluster that reports an
+// istiod cannot join a mesh's root. (A label selector over the registry's
+// records would select here too.)
 func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[string]string, diags []meta.Diagnostic) ([]string, []meta.Diagnostic) {
 	var out []string
 	for i, name := range p.Spec.Clusters {
@@ -248,16 +263,12 @@ func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[st
 		}
 	}
 	for _, name := range f.names {
-		meshes := f.meshes[name]
-		switch {
-		case len(p.Spec.Clusters) > 0 && !slices.Contains(p.Spec.Clusters, name):
+		if !slices.Contains(p.Spec.Clusters, name) {
 			continue
-		case slices.Contains(meshes, "cilium"):
+		}
+		if slices.Contains(f.meshes[name], "cilium") {
 			diags = append(diags, trustDiag(p, meta.SeverityWarning, "", fmt.Sprintf(
 				"cluster %q runs Cilium: a Cilium cluster mesh needs the same Cilium CA (the cilium-ca Secret) in every cluster it joins; MeshTrust does not issue it, so install one CA in each cluster with Cilium's own tooling", name), name))
-		}
-		if len(p.Spec.Clusters) == 0 && !slices.Contains(meshes, "istio") {
-			continue
 		}
 		if prev, taken := owner[name]; taken {
 			diags = append(diags, trustDiag(p, meta.SeverityError, "spec.clusters", fmt.Sprintf("cluster %q already shares the root of MeshTrust %s; a cluster belongs to one MeshTrust", name, prev), name))
@@ -267,6 +278,40 @@ func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[st
 		out = append(out, name)
 	}
 	return out, diags
+}
+
+// flagClusters returns warnings about the clusters of v that the rotation
+// goes on without, that hold it without reporting, or whose intermediate
+// is not constrained to the policy's trust domains.
+func flagClusters(v *trustView) []meta.Diagnostic {
+	var diags []meta.Diagnostic
+	p, st := v.policy, v.state
+	for _, c := range v.clusters {
+		r, reported := v.reports[c]
+		switch {
+		case p.Spec.Excluded(c):
+			diags = append(diags, trustDiag(p, meta.SeverityWarning, "spec.rotation.excludedClusters", fmt.Sprintf(
+				"cluster %q is excluded from rotations: phases go on without it, and once an old root is removed the other clusters no longer trust its workloads until its agent reports and gets a new intermediate", c), c))
+		case st != nil && st.Phase != policyv1alpha1.TrustPhaseActive && !reported:
+			diags = append(diags, trustDiag(p, meta.SeverityWarning, "", fmt.Sprintf(
+				"the rotation (phase %s) waits for cluster %q, whose agent has not reported; list it in spec.rotation.excludedClusters to go on without it", st.Phase, c), c))
+		}
+		if reported && !constrained(r, p) {
+			diags = append(diags, trustDiag(p, meta.SeverityWarning, "spec.trustDomains", fmt.Sprintf(
+				"the intermediate CA of cluster %q is not constrained to the trust domains %v; its agent is asked to replace it", c, p.Spec.Domains()), c))
+		}
+	}
+	return diags
+}
+
+// constrained reports whether a report's intermediate, if any, may sign
+// workload identities in the policy's trust domains only.
+func constrained(r trustReport, p *policyv1alpha1.MeshTrust) bool {
+	if len(r.CACert) == 0 {
+		return true
+	}
+	certs, err := pki.ParseCertificatesPEM(r.CACert)
+	return err == nil && pki.ConstrainedTo(certs[0], p.Spec.Domains())
 }
 
 func trustDiag(p *policyv1alpha1.MeshTrust, severity meta.Severity, path, summary, cluster string) meta.Diagnostic {
@@ -297,13 +342,26 @@ func (t *trustManager) reconcileOne(ctx context.Context, v *trustView) error {
 		return err
 	}
 	v.state = next
-	if next != st {
-		if err := t.save(ctx, key, next); err != nil {
-			v.state = st
-			return fmt.Errorf("store mesh roots: %w", err)
-		}
-		t.s.log.Info("mesh trust phase", "policy", key, "phase", next.Phase, "roots", next.anchors())
+	if next == st {
+		return nil
 	}
+	var base uint64
+	if st != nil {
+		base = st.version
+	}
+	switch err := t.save(ctx, key, base, next); {
+	case errors.Is(err, store.ErrConflict):
+		// Another replica moved the roots on first: its state wins, and
+		// this replica takes it up on its next reconcile.
+		v.state = st
+		t.s.log.Info("mesh trust: another replica changed the roots first", "policy", key)
+		t.poke()
+		return nil
+	case err != nil:
+		v.state = st
+		return fmt.Errorf("store mesh roots: %w", err)
+	}
+	t.s.log.Info("mesh trust phase", "policy", key, "phase", next.Phase, "roots", next.anchors())
 	return nil
 }
 
@@ -398,9 +456,13 @@ func (t *trustManager) newRoot(p *policyv1alpha1.MeshTrust, src *pki.CA) (*trust
 	return &trustRoot{Cert: string(certPEM), Key: string(sealed), ca: ca}, nil
 }
 
-// allReached reports whether every selected cluster reached st's phase.
+// allReached reports whether every selected cluster reached st's phase,
+// but those the operator excluded from rotations.
 func (t *trustManager) allReached(st *trustState, v *trustView) bool {
 	for _, c := range v.clusters {
+		if v.policy.Spec.Excluded(c) {
+			continue
+		}
 		r, ok := v.reports[c]
 		if !ok || !reached(st, st.Phase, r) {
 			return false
@@ -465,14 +527,15 @@ func (t *trustManager) safeMode() bool {
 
 // load reads a MeshTrust's state from the store and opens its keys.
 func (t *trustManager) load(ctx context.Context, key string) (*trustState, error) {
-	data, err := t.s.deps.Store.GetTrust(ctx, key)
+	rec, err := t.s.deps.Store.GetTrust(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	var st trustState
-	if err := json.Unmarshal(data, &st); err != nil || st.Current == nil {
+	if err := json.Unmarshal(rec.Data, &st); err != nil || st.Current == nil {
 		return nil, fmt.Errorf("decode the stored mesh roots of %s: %v", key, cmp.Or(err, errors.New("no current root")))
 	}
+	st.version = rec.Version
 	secret, err := t.s.caKeySecret()
 	if err != nil {
 		return nil, err
@@ -492,21 +555,37 @@ func (t *trustManager) load(ctx context.Context, key string) (*trustState, error
 	return &st, nil
 }
 
-func (t *trustManager) save(ctx context.Context, key string, st *trustState) error {
+// save stores st over the record at version base (0: none stored), and
+// fails with an error wrapping store.ErrConflict when another replica
+// changed it since: two replicas never both start a rotation, each with a
+// root of its own.
+func (t *trustManager) save(ctx context.Context, key string, base uint64, st *trustState) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return t.s.deps.Store.PutTrust(ctx, key, data)
+	stored, err := t.s.deps.Store.CompareAndPutTrust(ctx, store.TrustRecord{Name: key, Data: data, Version: base})
+	if err != nil {
+		return err
+	}
+	st.version = stored.Version
+	return nil
 }
 
 func (t *trustManager) report(ctx context.Context, cluster string) (trustReport, error) {
 	var r trustReport
-	data, err := t.s.deps.Store.GetTrust(ctx, trustReportPrefix+cluster)
+	rec, err := t.s.deps.Store.GetTrust(ctx, trustReportPrefix+cluster)
 	if err != nil {
 		return r, err
 	}
-	return r, json.Unmarshal(data, &r)
+	return r, json.Unmarshal(rec.Data, &r)
+}
+
+// forget deletes the trust report of a cluster that left the fleet.
+func (t *trustManager) forget(ctx context.Context, cluster string) {
+	if err := t.s.deps.Store.DeleteTrust(ctx, trustReportPrefix+cluster); err != nil {
+		t.s.log.Warn("delete the trust report of a deregistered cluster", "cluster", cluster, "error", err)
+	}
 }
 
 // plan returns what cluster's mesh must trust now.
@@ -525,9 +604,26 @@ func (t *trustManager) plan(cluster string) (*relayv1.TrustPlan, *trustView) {
 		Phase:              v.state.Phase,
 		TrustBundle:        v.state.bundle(),
 		SigningRoot:        pki.Fingerprint(v.state.signer().Certificate()),
-		RenewBeforeSeconds: int64(spec.IntermediateRenewBefore() / time.Second),
+		RenewBeforeSeconds: int64(renewBefore(v, cluster) / time.Second),
 		BouncePerMinute:    int32(spec.BouncePerMinute()),
 	}, v
+}
+
+// renewBefore is how long before its expiry cluster's intermediate is
+// replaced: the policy's margin, or its whole remaining life when the
+// intermediate its agent last reported is not constrained to the policy's
+// trust domains (one issued before they were set, or for others), so that
+// the agent replaces it now.
+func renewBefore(v *trustView, cluster string) time.Duration {
+	d := v.policy.Spec.IntermediateRenewBefore()
+	r, ok := v.reports[cluster]
+	if !ok || constrained(r, v.policy) {
+		return d
+	}
+	if certs, err := pki.ParseCertificatesPEM(r.CACert); err == nil {
+		d = max(d, time.Until(certs[0].NotAfter)+time.Hour)
+	}
+	return d
 }
 
 // trustService serves the Trust RPCs to agents.
@@ -560,18 +656,42 @@ func (ts *trustService) Report(ctx context.Context, req *relayv1.TrustReport) (*
 	if err != nil {
 		return nil, err
 	}
-	if len(req.GetCaCert()) > maxTrustCertBytes || len(req.GetRoots()) > maxTrustRoots || len(req.GetError()) > maxTrustErrorLen {
-		return nil, status.Errorf(codes.InvalidArgument, "trust report of cluster %q: over %d certificate bytes, %d roots or %d error characters", cluster, maxTrustCertBytes, maxTrustRoots, maxTrustErrorLen)
+	if err := checkTrustReport(req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "trust report of cluster %q: %v", cluster, err)
 	}
 	r := trustReport{Policy: req.GetPolicy(), CACert: req.GetCaCert(), Roots: req.GetRoots(), Bounced: req.GetBounced(), Pending: req.GetPending(), Error: req.GetError(), At: time.Now()}
 	if data, err := json.Marshal(r); err == nil && req.GetPolicy() != "" {
-		if err := ts.s.deps.Store.PutTrust(ctx, trustReportPrefix+cluster, data); err != nil {
+		put := func([]byte, bool) ([]byte, error) { return data, nil }
+		if _, err := store.UpdateTrust(ctx, ts.s.deps.Store, trustReportPrefix+cluster, put); err != nil {
 			ts.s.log.Warn("store trust report", "cluster", cluster, "error", err)
 		}
 		ts.s.trust.poke()
 	}
 	plan, _ := ts.s.trust.plan(cluster)
 	return plan, nil
+}
+
+// checkTrustReport bounds a report: the whole message, the intermediate,
+// the error, and each root, which is a SHA-256 fingerprint in hex.
+func checkTrustReport(req *relayv1.TrustReport) error {
+	switch {
+	case proto.Size(req) > maxTrustReportBytes:
+		return fmt.Errorf("%d bytes, over %d", proto.Size(req), maxTrustReportBytes)
+	case len(req.GetCaCert()) > maxTrustCertBytes:
+		return fmt.Errorf("a certificate of %d bytes, over %d", len(req.GetCaCert()), maxTrustCertBytes)
+	case len(req.GetRoots()) > maxTrustRoots:
+		return fmt.Errorf("%d roots, over %d", len(req.GetRoots()), maxTrustRoots)
+	case len(req.GetError()) > maxTrustErrorLen:
+		return fmt.Errorf("an error of %d bytes, over %d", len(req.GetError()), maxTrustErrorLen)
+	case len(req.GetPolicy()) > maxTrustPolicyLen:
+		return fmt.Errorf("a policy name of %d bytes, over %d", len(req.GetPolicy()), maxTrustPolicyLen)
+	}
+	for i, r := range req.GetRoots() {
+		if b, err := hex.DecodeString(r); err != nil || len(b) != sha256.Size || r != strings.ToLower(r) {
+			return fmt.Errorf("root %d is not a SHA-256 fingerprint in lowercase hex", i)
+		}
+	}
+	return nil
 }
 
 // Sign signs the cluster's intermediate CSR with the signing root.
@@ -590,7 +710,7 @@ func (ts *trustService) Sign(ctx context.Context, req *relayv1.TrustSignRequest)
 	ts.s.trust.mu.Lock()
 	signer := v.state.signer()
 	ts.s.trust.mu.Unlock()
-	certPEM, chainPEM, notAfter, err := signer.SignIntermediateCSR(req.GetCsr(), cluster, v.policy.Spec.IntermediateTTL())
+	certPEM, chainPEM, notAfter, err := signer.SignIntermediateCSR(req.GetCsr(), cluster, v.policy.Spec.Domains(), v.policy.Spec.IntermediateTTL())
 	if err != nil {
 		ts.s.log.Warn("refused an intermediate CSR", "cluster", cluster, "error", err)
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)

@@ -10,8 +10,9 @@ import (
 )
 
 // Which clusters a MeshTrust selects, and what it says about the others:
-// Istio clusters by default, a cluster in one MeshTrust only, a warning
-// for names not registered and for Cilium clusters.
+// the clusters it names and no other, whatever meshes they report, a
+// cluster in one MeshTrust only, a warning for names not registered and
+// for Cilium clusters.
 func TestSelectTrustClusters(t *testing.T) {
 	fleet := trustFleet{
 		names:  []string{"central", "east", "west"},
@@ -21,9 +22,12 @@ func TestSelectTrustClusters(t *testing.T) {
 		return &policyv1alpha1.MeshTrust{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "meshrelay"}, Spec: policyv1alpha1.MeshTrustSpec{Clusters: clusters}}
 	}
 	owner := map[string]string{}
-	got, diags := selectTrustClusters(mt("a"), fleet, owner, nil)
-	if strings.Join(got, ",") != "east,west" {
-		t.Errorf("default selection = %v, want the Istio clusters east,west", got)
+	if got, _ := selectTrustClusters(mt("none"), fleet, owner, nil); len(got) != 0 {
+		t.Errorf("a MeshTrust naming no cluster selected %v, want none (not the clusters reporting Istio)", got)
+	}
+	got, diags := selectTrustClusters(mt("a", "central", "east", "west"), fleet, owner, nil)
+	if strings.Join(got, ",") != "central,east,west" {
+		t.Errorf("selection = %v, want the named clusters central,east,west", got)
 	}
 	if len(diags) != 1 || diags[0].Severity != meta.SeverityWarning || diags[0].Cluster != "central" || !strings.Contains(diags[0].Summary, "Cilium CA") {
 		t.Errorf("diagnostics = %+v, want one warning that central's Cilium cluster mesh needs its own shared CA", diags)

@@ -16,11 +16,12 @@
 //	                 DeleteCluster + [RegistryReader]           certificates, revocation
 //	[RegistryReader] GetCluster, ListClusters
 //	[CA]             PutCA, GetCA                               the server's CA
-//	[Trust]          PutTrust, GetTrust                         mesh trust policies' state
+//	[Trust]          GetTrust, PutTrust, CompareAndPutTrust,    mesh trust: roots, rotation,
+//	                 DeleteTrust                                the clusters' reports
 //	[Watcher]        Watch                                      the change feed across replicas
 //	[Store]          all of the above, Ping, Close
 //
-// [UpdateCluster] needs only a [Registry].
+// [UpdateCluster] needs only a [Registry], [UpdateTrust] only a [Trust].
 //
 // Two implementations pass the same conformance suite (package
 // storetest): package memory, the embedded default for demos and tests, and

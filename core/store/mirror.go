@@ -20,6 +20,9 @@ type mirror struct {
 	// clusterMu orders the copies of registry records into memory, so
 	// that an older record never replaces a newer one (see copyCluster).
 	clusterMu sync.Mutex
+	// trustMu orders the copies of trust records into memory likewise
+	// (see WriteThrough.copyTrust).
+	trustMu sync.Mutex
 }
 
 // op bounds one call to the backing store by OpTimeout.

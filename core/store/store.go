@@ -14,10 +14,11 @@ var ErrNotFound = errors.New("not found")
 // ErrClosed is returned by every method of a store after Close.
 var ErrClosed = errors.New("store closed")
 
-// ErrConflict is returned by CompareAndPutCluster when the stored record's
-// version is not the one the caller read: another writer changed it first.
-// Callers read the record again and retry (see UpdateCluster).
-var ErrConflict = errors.New("registry record changed concurrently")
+// ErrConflict is returned by CompareAndPutCluster and CompareAndPutTrust
+// when the stored record's version is not the one the caller read: another
+// writer changed it first. Callers read the record again and retry (see
+// UpdateCluster and UpdateTrust).
+var ErrConflict = errors.New("record changed concurrently")
 
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
 // per-backend output snapshots, the cluster registry, the CA and the meshes'
@@ -146,16 +147,30 @@ type CA interface {
 	GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error)
 }
 
-// Trust keeps the state of the mesh trust policies (roots, intermediates,
-// where a rotation is), which every replica must read alike.
+// Trust keeps the records of mesh trust (each policy's roots and where a
+// rotation is, each cluster's last report), which every replica must read
+// alike. Trust records are not events.
 type Trust interface {
-	// PutTrust stores the state of one mesh trust policy under name
-	// (namespace/name), replacing any. The caller encrypts any key in it.
-	// Replicas read it back with GetTrust; it is not an event.
-	PutTrust(ctx context.Context, name string, data []byte) error
+	// GetTrust returns the record stored under name, or ErrNotFound.
+	GetTrust(ctx context.Context, name string) (TrustRecord, error)
 
-	// GetTrust returns the state stored under name, or ErrNotFound.
-	GetTrust(ctx context.Context, name string) ([]byte, error)
+	// PutTrust creates or replaces the record r.Name as given, Version
+	// included: it copies records between stores and restores them.
+	// Changes go through CompareAndPutTrust, which never loses a concurrent
+	// change. The name and the data must not be empty.
+	PutTrust(ctx context.Context, r TrustRecord) error
+
+	// CompareAndPutTrust stores r only if the stored record of r.Name has
+	// version r.Version (0: no record is stored), and returns the stored
+	// record, whose Version is r.Version+1. Otherwise it stores nothing and
+	// returns an error wrapping ErrConflict. The check and the write are
+	// atomic across every replica of the store. The caller encrypts any key
+	// in r.Data.
+	CompareAndPutTrust(ctx context.Context, r TrustRecord) (TrustRecord, error)
+
+	// DeleteTrust removes the record of name. Deleting what is not stored
+	// is not an error.
+	DeleteTrust(ctx context.Context, name string) error
 }
 
 // Watcher is the change feed: how a server replica learns of the others'

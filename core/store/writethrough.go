@@ -262,24 +262,77 @@ func (w *WriteThrough) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err e
 	return w.primary.GetCA(ctx)
 }
 
-// PutTrust implements Trust. Trust state is written to the backing store
-// first and synchronously: a rotation advances only once every replica can
-// read where it is, so while the backing store is down it waits.
-func (w *WriteThrough) PutTrust(ctx context.Context, name string, data []byte) error {
-	if err := w.backing.PutTrust(ctx, name, data); err != nil {
-		return err
-	}
-	return w.primary.PutTrust(ctx, name, data)
-}
-
 // GetTrust implements Trust: from the backing store, which replicas share,
-// else from memory while it is unreachable.
-func (w *WriteThrough) GetTrust(ctx context.Context, name string) ([]byte, error) {
-	data, err := w.backing.GetTrust(ctx, name)
-	if err == nil || errors.Is(err, ErrNotFound) {
-		return data, err
+// else from memory while it is unreachable. What the backing store returns
+// is copied into memory for then.
+func (w *WriteThrough) GetTrust(ctx context.Context, name string) (TrustRecord, error) {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	r, err := w.backing.GetTrust(octx, name)
+	switch {
+	case err == nil:
+		_ = w.copyTrust(ctx, r)
+		return r, nil
+	case errors.Is(err, ErrNotFound):
+		return r, err
 	}
 	return w.primary.GetTrust(ctx, name)
+}
+
+// PutTrust implements Trust: in the backing store, then in memory.
+func (w *WriteThrough) PutTrust(ctx context.Context, r TrustRecord) error {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	if err := w.backing.PutTrust(octx, r); err != nil {
+		return err
+	}
+	return w.primary.PutTrust(ctx, r)
+}
+
+// CompareAndPutTrust implements Trust. Trust records are checked and
+// written in the backing store itself, synchronously, and copied into
+// memory after: a rotation advances only once every replica can read where
+// it is, so while the backing store is down it waits, and two replicas
+// never both start one. On a conflict the backing store's record is copied
+// into memory.
+func (w *WriteThrough) CompareAndPutTrust(ctx context.Context, r TrustRecord) (TrustRecord, error) {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	stored, err := w.backing.CompareAndPutTrust(octx, r)
+	if errors.Is(err, ErrConflict) {
+		if cur, gerr := w.backing.GetTrust(octx, r.Name); gerr == nil {
+			_ = w.copyTrust(ctx, cur)
+		}
+		return TrustRecord{}, err
+	}
+	if err != nil {
+		return TrustRecord{}, err
+	}
+	if err := w.copyTrust(ctx, stored); err != nil {
+		return TrustRecord{}, err
+	}
+	return stored, nil
+}
+
+// DeleteTrust implements Trust: in the backing store, then in memory.
+func (w *WriteThrough) DeleteTrust(ctx context.Context, name string) error {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	if err := w.backing.DeleteTrust(octx, name); err != nil {
+		return err
+	}
+	return w.primary.DeleteTrust(ctx, name)
+}
+
+// copyTrust stores a trust record read from the backing store in memory
+// unless memory already holds a newer version of it.
+func (w *WriteThrough) copyTrust(ctx context.Context, r TrustRecord) error {
+	w.trustMu.Lock()
+	defer w.trustMu.Unlock()
+	if cur, err := w.primary.GetTrust(ctx, r.Name); err == nil && cur.Version > r.Version {
+		return nil
+	}
+	return w.primary.PutTrust(ctx, r)
 }
 
 // Watch implements Watcher: it delivers the backing store's events (other

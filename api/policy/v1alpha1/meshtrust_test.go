@@ -8,25 +8,29 @@ import (
 )
 
 func TestMeshTrustValidate(t *testing.T) {
+	east := []string{"east"}
 	tests := map[string]struct {
 		spec MeshTrustSpec
 		want []string // fields at fault
 	}{
-		"empty is valid": {},
+		"clusters only": {spec: MeshTrustSpec{Clusters: []string{"east"}}},
+		"no clusters":   {spec: MeshTrustSpec{}, want: []string{"spec.clusters"}},
 		"everything": {spec: MeshTrustSpec{
-			Clusters: []string{"east", "west"}, MeshNamespace: "istio-system",
+			Clusters: []string{"east", "west"}, MeshNamespace: "istio-system", TrustDomains: []string{"cluster.local", "east.example.com"},
 			Root:         MeshRoot{Secret: &RootSecret{Namespace: "meshrelay", Name: "mesh-root"}},
 			Intermediate: IntermediateCA{TTL: dur(48 * time.Hour), RenewBefore: dur(24 * time.Hour)},
-			Rotation:     RootRotation{Generation: 3, RenewBefore: dur(time.Hour)},
+			Rotation:     RootRotation{Generation: 3, RenewBefore: dur(time.Hour), ExcludedClusters: []string{"west"}},
 			Bounce:       &Bounce{Enabled: true, PerMinute: 10},
 		}},
 		"bad names":           {spec: MeshTrustSpec{Clusters: []string{"East"}, MeshNamespace: "istio_system"}, want: []string{"spec.clusters[0]", "spec.meshNamespace"}},
-		"two roots":           {spec: MeshTrustSpec{Root: MeshRoot{Files: &RootFiles{CertFile: "a", KeyFile: "b"}, Secret: &RootSecret{Namespace: "a", Name: "b"}}}, want: []string{"spec.root"}},
-		"files without key":   {spec: MeshTrustSpec{Root: MeshRoot{Files: &RootFiles{CertFile: "a"}}}, want: []string{"spec.root.files.keyFile"}},
-		"secret without name": {spec: MeshTrustSpec{Root: MeshRoot{Secret: &RootSecret{Namespace: "a"}}}, want: []string{"spec.root.secret.name"}},
-		"short intermediate":  {spec: MeshTrustSpec{Intermediate: IntermediateCA{TTL: dur(time.Minute)}}, want: []string{"spec.intermediate.ttl"}},
-		"renew after expiry":  {spec: MeshTrustSpec{Intermediate: IntermediateCA{TTL: dur(2 * time.Hour), RenewBefore: dur(3 * time.Hour)}}, want: []string{"spec.intermediate.renewBefore"}},
-		"rate":                {spec: MeshTrustSpec{Bounce: &Bounce{Enabled: true, PerMinute: MaxBouncePerMinute + 1}}, want: []string{"spec.bounce.perMinute"}},
+		"bad trust domains":   {spec: MeshTrustSpec{Clusters: []string{"east"}, TrustDomains: []string{"Cluster.Local", "a/b"}}, want: []string{"spec.trustDomains[0]", "spec.trustDomains[1]"}},
+		"excluded non-member": {spec: MeshTrustSpec{Clusters: []string{"east"}, Rotation: RootRotation{ExcludedClusters: []string{"west"}}}, want: []string{"spec.rotation.excludedClusters[0]"}},
+		"two roots":           {spec: MeshTrustSpec{Clusters: east, Root: MeshRoot{Files: &RootFiles{CertFile: "a", KeyFile: "b"}, Secret: &RootSecret{Namespace: "a", Name: "b"}}}, want: []string{"spec.root"}},
+		"files without key":   {spec: MeshTrustSpec{Clusters: east, Root: MeshRoot{Files: &RootFiles{CertFile: "a"}}}, want: []string{"spec.root.files.keyFile"}},
+		"secret without name": {spec: MeshTrustSpec{Clusters: east, Root: MeshRoot{Secret: &RootSecret{Namespace: "a"}}}, want: []string{"spec.root.secret.name"}},
+		"short intermediate":  {spec: MeshTrustSpec{Clusters: east, Intermediate: IntermediateCA{TTL: dur(time.Minute)}}, want: []string{"spec.intermediate.ttl"}},
+		"renew after expiry":  {spec: MeshTrustSpec{Clusters: east, Intermediate: IntermediateCA{TTL: dur(2 * time.Hour), RenewBefore: dur(3 * time.Hour)}}, want: []string{"spec.intermediate.renewBefore"}},
+		"rate":                {spec: MeshTrustSpec{Clusters: east, Bounce: &Bounce{Enabled: true, PerMinute: MaxBouncePerMinute + 1}}, want: []string{"spec.bounce.perMinute"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -31,11 +31,18 @@ type MeshTrust struct {
 
 // MeshTrustSpec is the desired trust of a set of meshes.
 type MeshTrustSpec struct {
-	// Clusters are the workload clusters whose Istio meshes share the root;
-	// empty means every cluster running Istio. A cluster belongs to at most
-	// one MeshTrust.
+	// Clusters names the workload clusters whose Istio meshes share the
+	// root; at least one. Membership is by name and never follows what a
+	// cluster's agent reports (its meshes, its namespaces). A cluster
+	// belongs to at most one MeshTrust.
 	// +optional
 	Clusters []string `json:"clusters,omitempty"`
+	// TrustDomains are the SPIFFE trust domains of the meshes' workloads.
+	// Every intermediate CA carries them as URI name constraints: it signs
+	// workload identities (spiffe://TRUST-DOMAIN/...) in them only. By
+	// default Istio's own, cluster.local.
+	// +optional
+	TrustDomains []string `json:"trustDomains,omitempty"`
 	// MeshNamespace is where Istio's control plane runs and reads its
 	// plug-in CA Secret (cacerts).
 	// +kubebuilder:default=istio-system
@@ -116,6 +123,14 @@ type RootRotation struct {
 	// RenewBefore rotates a generated root this long before it expires.
 	// +optional
 	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+	// ExcludedClusters are clusters of spec.clusters that a rotation's
+	// phases do not wait for: a cluster whose agent never reports would
+	// otherwise hold the rotation for every other. An excluded cluster
+	// still gets its plan and its intermediate when it reports, and is
+	// flagged in the status: until it catches up, the other clusters may
+	// no longer trust its workloads.
+	// +optional
+	ExcludedClusters []string `json:"excludedClusters,omitempty"`
 }
 
 // Bounce configures restarting workloads after a chain change.

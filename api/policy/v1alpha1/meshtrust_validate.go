@@ -1,8 +1,10 @@
 package v1alpha1
 
 import (
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -20,6 +22,10 @@ const (
 	DefaultBouncePerMinute = 5
 	// MaxBouncePerMinute bounds Bounce.PerMinute.
 	MaxBouncePerMinute = 600
+	// DefaultTrustDomain is Istio's trust domain unless configured.
+	DefaultTrustDomain = "cluster.local"
+	// MaxTrustDomains bounds TrustDomains.
+	MaxTrustDomains = 16
 )
 
 // Validate checks the MeshTrust; see Policy.Validate.
@@ -27,7 +33,11 @@ func (p *MeshTrust) Validate() field.ErrorList {
 	errs := validateMeta(&p.ObjectMeta, field.NewPath("metadata"))
 	spec := field.NewPath("spec")
 	s := &p.Spec
+	if len(s.Clusters) == 0 {
+		errs = append(errs, field.Required(spec.Child("clusters"), "name the clusters whose meshes share the root: a MeshTrust selects clusters by name only, none by default"))
+	}
 	errs = append(errs, dns1123Labels(s.Clusters, spec.Child("clusters"))...)
+	errs = append(errs, validateTrustDomains(s.TrustDomains, spec.Child("trustDomains"))...)
 	if s.MeshNamespace != "" {
 		errs = append(errs, dns1123Label(s.MeshNamespace, spec.Child("meshNamespace"))...)
 	}
@@ -64,10 +74,44 @@ func (p *MeshTrust) Validate() field.ErrorList {
 	if rb := s.Rotation.RenewBefore; rb != nil {
 		errs = append(errs, positiveDuration(*rb, spec.Child("rotation", "renewBefore"))...)
 	}
+	for i, c := range s.Rotation.ExcludedClusters {
+		if !slices.Contains(s.Clusters, c) {
+			errs = append(errs, field.Invalid(spec.Child("rotation", "excludedClusters").Index(i), c, "must name a cluster of spec.clusters"))
+		}
+	}
 	if s.Bounce != nil && s.Bounce.PerMinute != 0 {
 		errs = append(errs, inRange(int64(s.Bounce.PerMinute), 1, MaxBouncePerMinute, spec.Child("bounce", "perMinute"))...)
 	}
 	return errs
+}
+
+// validateTrustDomains accepts lowercase DNS names, as many as
+// MaxTrustDomains: a trust domain is the host of a SPIFFE ID, and an
+// intermediate's URI name constraint is matched against that host.
+func validateTrustDomains(domains []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(domains) > MaxTrustDomains {
+		errs = append(errs, field.TooMany(path, len(domains), MaxTrustDomains))
+	}
+	for i, d := range domains {
+		for _, msg := range validation.IsDNS1123Subdomain(d) {
+			errs = append(errs, field.Invalid(path.Index(i), d, "a trust domain is a lowercase DNS name: "+msg))
+		}
+	}
+	return errs
+}
+
+// Domains returns the trust domains, defaulted.
+func (s *MeshTrustSpec) Domains() []string {
+	if len(s.TrustDomains) == 0 {
+		return []string{DefaultTrustDomain}
+	}
+	return s.TrustDomains
+}
+
+// Excluded reports whether a rotation goes on without cluster.
+func (s *MeshTrustSpec) Excluded(cluster string) bool {
+	return slices.Contains(s.Rotation.ExcludedClusters, cluster)
 }
 
 // Namespace returns the mesh namespace, defaulted.

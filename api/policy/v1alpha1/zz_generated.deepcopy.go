@@ -662,6 +662,11 @@ func (in *MeshTrustSpec) DeepCopyInto(out *MeshTrustSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.TrustDomains != nil {
+		in, out := &in.TrustDomains, &out.TrustDomains
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.Root.DeepCopyInto(&out.Root)
 	in.Intermediate.DeepCopyInto(&out.Intermediate)
 	in.Rotation.DeepCopyInto(&out.Rotation)
@@ -859,6 +864,11 @@ func (in *RootRotation) DeepCopyInto(out *RootRotation) {
 		in, out := &in.RenewBefore, &out.RenewBefore
 		*out = new(v1.Duration)
 		**out = **in
+	}
+	if in.ExcludedClusters != nil {
+		in, out := &in.ExcludedClusters, &out.ExcludedClusters
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 }
 

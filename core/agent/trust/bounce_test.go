@@ -44,7 +44,7 @@ func (l *localCA) Report(context.Context, *relayv1.TrustReport) (*relayv1.TrustP
 }
 
 func (l *localCA) Sign(_ context.Context, r *relayv1.TrustSignRequest) (*relayv1.TrustSignResponse, error) {
-	cert, chain, _, err := l.root.SignIntermediateCSR(r.GetCsr(), "east", 10*time.Hour)
+	cert, chain, _, err := l.root.SignIntermediateCSR(r.GetCsr(), "east", []string{"cluster.local"}, 10*time.Hour)
 	return &relayv1.TrustSignResponse{CaCert: cert, CertChain: chain, TrustBundle: l.plan.GetTrustBundle()}, err
 }
 

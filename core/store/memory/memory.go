@@ -36,7 +36,7 @@ type data struct {
 	outputs  map[string]map[string]*snapshot.Snapshot
 	clusters map[string]store.Cluster
 	caCert   []byte
-	trust    map[string][]byte
+	trust    map[string]store.TrustRecord
 	caKey    []byte
 	handles  map[*Store]struct{}
 }
@@ -47,6 +47,7 @@ func New() *Store {
 		inputs:   make(map[string]*snapshot.Snapshot),
 		outputs:  make(map[string]map[string]*snapshot.Snapshot),
 		clusters: make(map[string]store.Cluster),
+		trust:    make(map[string]store.TrustRecord),
 		handles:  make(map[*Store]struct{}),
 	}
 	return d.handle(DefaultReplica)
@@ -348,35 +349,63 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	return slices.Clone(s.data.caCert), slices.Clone(s.data.caKey), nil
 }
 
+// GetTrust implements store.Trust.
+func (s *Store) GetTrust(ctx context.Context, name string) (store.TrustRecord, error) {
+	if err := s.check(ctx); err != nil {
+		return store.TrustRecord{}, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	r, ok := s.data.trust[name]
+	if !ok {
+		return store.TrustRecord{}, fmt.Errorf("trust %q: %w", name, store.ErrNotFound)
+	}
+	return r.Clone(), nil
+}
+
 // PutTrust implements store.Trust.
-func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
+func (s *Store) PutTrust(ctx context.Context, r store.TrustRecord) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	if name == "" || len(data) == 0 {
+	if r.Name == "" || len(r.Data) == 0 {
 		return errors.New("put trust: empty name or data")
 	}
 	s.data.mu.Lock()
 	defer s.data.mu.Unlock()
-	if s.data.trust == nil {
-		s.data.trust = map[string][]byte{}
-	}
-	s.data.trust[name] = slices.Clone(data)
+	s.data.trust[r.Name] = r.Clone()
 	return nil
 }
 
-// GetTrust implements store.Trust.
-func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
+// CompareAndPutTrust implements store.Trust.
+func (s *Store) CompareAndPutTrust(ctx context.Context, r store.TrustRecord) (store.TrustRecord, error) {
 	if err := s.check(ctx); err != nil {
-		return nil, err
+		return store.TrustRecord{}, err
 	}
-	s.data.mu.RLock()
-	defer s.data.mu.RUnlock()
-	data, ok := s.data.trust[name]
-	if !ok {
-		return nil, fmt.Errorf("trust %q: %w", name, store.ErrNotFound)
+	if r.Name == "" || len(r.Data) == 0 {
+		return store.TrustRecord{}, errors.New("put trust: empty name or data")
 	}
-	return slices.Clone(data), nil
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	cur := s.data.trust[r.Name].Version
+	if cur != r.Version {
+		return store.TrustRecord{}, fmt.Errorf("put trust %q: version %d, stored %d: %w", r.Name, r.Version, cur, store.ErrConflict)
+	}
+	r = r.Clone()
+	r.Version = cur + 1
+	s.data.trust[r.Name] = r
+	return r.Clone(), nil
+}
+
+// DeleteTrust implements store.Trust.
+func (s *Store) DeleteTrust(ctx context.Context, name string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	delete(s.data.trust, name)
+	return nil
 }
 
 // Watch implements store.Watcher: it delivers writes made through handles with

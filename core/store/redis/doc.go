@@ -21,6 +21,8 @@
 //	                        triple per backend; DeleteOutputs is one DEL
 //	P clusters        hash  NAME → registry record as JSON
 //	P ca              hash  cert, key: PEM
+//	P trust           hash  NAME → trust record: its version (20 zero-padded
+//	                        digits), ':', its data
 //	P events          pub/sub channel of the change feed
 //
 // A stored snapshot is one format byte ('g') followed by the gzip

@@ -44,7 +44,7 @@ type Store struct {
 // scripts are the Lua scripts that check and write atomically and publish
 // the change in the same step.
 type scripts struct {
-	putInput, putOutput, deleteKey, putField, deleteField, casCluster *goredis.Script
+	putInput, putOutput, deleteKey, putField, deleteField, casCluster, casTrust *goredis.Script
 }
 
 func newScripts() scripts {
@@ -55,6 +55,7 @@ func newScripts() scripts {
 		putField:    goredis.NewScript(putFieldScriptSrc),
 		deleteField: goredis.NewScript(deleteFieldScriptSrc),
 		casCluster:  goredis.NewScript(casClusterScriptSrc),
+		casTrust:    goredis.NewScript(casTrustScriptSrc),
 	}
 }
 

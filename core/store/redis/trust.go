@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -41,31 +42,100 @@ func (s *Store) GetCA(ctx context.Context) (certPEM, keyPEM []byte, err error) {
 	return []byte(cert), []byte(key), nil
 }
 
+// A trust record is one field of the trust hash: its version, 20
+// zero-padded digits, a colon, then its data. A value without the prefix
+// was written before records had versions and counts as version 0.
+const trustVersionDigits = 20
+
+func encodeTrust(version uint64, data []byte) []byte {
+	out := make([]byte, 0, trustVersionDigits+1+len(data))
+	out = fmt.Appendf(out, "%0*d:", trustVersionDigits, version)
+	return append(out, data...)
+}
+
+func decodeTrust(name string, value []byte) store.TrustRecord {
+	r := store.TrustRecord{Name: name, Data: value}
+	if len(value) <= trustVersionDigits || value[trustVersionDigits] != ':' {
+		return r
+	}
+	v, err := strconv.ParseUint(string(value[:trustVersionDigits]), 10, 64)
+	if err != nil {
+		return r
+	}
+	r.Data, r.Version = value[trustVersionDigits+1:], v
+	return r
+}
+
+// GetTrust implements store.Trust.
+func (s *Store) GetTrust(ctx context.Context, name string) (store.TrustRecord, error) {
+	if err := s.check(); err != nil {
+		return store.TrustRecord{}, err
+	}
+	value, err := s.client.HGet(ctx, s.keys.trust(), name).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return store.TrustRecord{}, fmt.Errorf("redis: get trust %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.TrustRecord{}, s.wrap(fmt.Sprintf("get trust %q", name), err)
+	}
+	return decodeTrust(name, value), nil
+}
+
 // PutTrust implements store.Trust.
-func (s *Store) PutTrust(ctx context.Context, name string, data []byte) error {
+func (s *Store) PutTrust(ctx context.Context, r store.TrustRecord) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if name == "" || len(data) == 0 {
+	if r.Name == "" || len(r.Data) == 0 {
 		return errors.New("redis: put trust: empty name or data")
 	}
-	if err := s.client.HSet(ctx, s.keys.trust(), name, data).Err(); err != nil {
-		return s.wrap(fmt.Sprintf("put trust %q", name), err)
+	if err := s.client.HSet(ctx, s.keys.trust(), r.Name, encodeTrust(r.Version, r.Data)).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("put trust %q", r.Name), err)
 	}
 	return nil
 }
 
-// GetTrust implements store.Trust.
-func (s *Store) GetTrust(ctx context.Context, name string) ([]byte, error) {
+// CompareAndPutTrust implements store.Trust: the version check and the
+// write are one Lua script.
+func (s *Store) CompareAndPutTrust(ctx context.Context, r store.TrustRecord) (store.TrustRecord, error) {
 	if err := s.check(); err != nil {
-		return nil, err
+		return store.TrustRecord{}, err
 	}
-	data, err := s.client.HGet(ctx, s.keys.trust(), name).Bytes()
-	if errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("redis: get trust %q: %w", name, store.ErrNotFound)
+	if r.Name == "" || len(r.Data) == 0 {
+		return store.TrustRecord{}, errors.New("redis: put trust: empty name or data")
 	}
+	next := r.Clone()
+	next.Version = r.Version + 1
+	n, err := s.scripts.casTrust.Run(ctx, s.client, []string{s.keys.trust()},
+		r.Name, fmt.Sprintf("%0*d", trustVersionDigits, r.Version), encodeTrust(next.Version, next.Data)).Int()
 	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("get trust %q", name), err)
+		return store.TrustRecord{}, s.wrap(fmt.Sprintf("put trust %q", r.Name), err)
 	}
-	return data, nil
+	if n == 0 {
+		return store.TrustRecord{}, fmt.Errorf("redis: put trust %q at version %d: %w", r.Name, r.Version, store.ErrConflict)
+	}
+	return next, nil
 }
+
+// DeleteTrust implements store.Trust.
+func (s *Store) DeleteTrust(ctx context.Context, name string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := s.client.HDel(ctx, s.keys.trust(), name).Err(); err != nil {
+		return s.wrap(fmt.Sprintf("delete trust %q", name), err)
+	}
+	return nil
+}
+
+// casTrustScriptSrc stores a trust record only if the stored one's version
+// is ARGV[2] (20 digits; all zeros when none is stored, or when the stored
+// value predates versions).
+const casTrustScriptSrc = `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local v = '00000000000000000000'
+if cur and string.sub(cur, 21, 21) == ':' and string.match(string.sub(cur, 1, 20), '^%d+$') then v = string.sub(cur, 1, 20) end
+if v ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`

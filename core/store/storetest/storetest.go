@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore Factory) {
 		"ClusterRevokeRace":     testClusterRevokeRace,
 		"CA":                    testCA,
 		"Trust":                 testTrust,
+		"TrustCompareAndPut":    testTrustCompareAndPut,
+		"TrustRace":             testTrustRace,
 		"WatchOtherReplica":     testWatchOtherReplica,
 		"WatchMultipleWatchers": testWatchMultipleWatchers,
 		"WatchEndsWithContext":  testWatchEndsWithContext,
@@ -536,14 +538,103 @@ func testTrust(t *testing.T, newStore Factory) {
 	if _, err := s.GetTrust(ctx, "default/fleet"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTrust on an empty store: err = %v, want ErrNotFound", err)
 	}
-	must(t, "PutTrust", s.PutTrust(ctx, "default/fleet", []byte("one")))
-	must(t, "PutTrust(other)", s.PutTrust(ctx, "default/other", []byte("two")))
-	must(t, "PutTrust(replace)", s.PutTrust(ctx, "default/fleet", []byte("three")))
-	for name, want := range map[string]string{"default/fleet": "three", "default/other": "two"} {
+	must(t, "PutTrust", s.PutTrust(ctx, store.TrustRecord{Name: "default/fleet", Data: []byte("one"), Version: 4}))
+	must(t, "PutTrust(other)", s.PutTrust(ctx, store.TrustRecord{Name: "report/east", Data: []byte("two")}))
+	must(t, "PutTrust(replace)", s.PutTrust(ctx, store.TrustRecord{Name: "default/fleet", Data: []byte("three"), Version: 7}))
+	want := map[string]store.TrustRecord{
+		"default/fleet": {Name: "default/fleet", Data: []byte("three"), Version: 7},
+		"report/east":   {Name: "report/east", Data: []byte("two")},
+	}
+	for name, want := range want {
 		got, err := s.GetTrust(ctx, name)
 		must(t, "GetTrust", err)
-		if string(got) != want {
-			t.Errorf("GetTrust(%q) = %q, want %q", name, got, want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetTrust(%q) (-want +got):\n%s", name, diff)
+		}
+	}
+	must(t, "DeleteTrust", s.DeleteTrust(ctx, "report/east"))
+	must(t, "DeleteTrust(missing)", s.DeleteTrust(ctx, "report/east"))
+	if _, err := s.GetTrust(ctx, "report/east"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetTrust after DeleteTrust: err = %v, want ErrNotFound", err)
+	}
+	if err := s.PutTrust(ctx, store.TrustRecord{Name: "default/empty"}); err == nil {
+		t.Error("PutTrust with no data succeeded")
+	}
+}
+
+func testTrustCompareAndPut(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	r := store.TrustRecord{Name: "default/fleet", Data: []byte("root-1")}
+	if _, err := s.CompareAndPutTrust(ctx, store.TrustRecord{Name: r.Name, Data: r.Data, Version: 3}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CompareAndPutTrust(version 3) of a missing record: err = %v, want ErrConflict", err)
+	}
+	stored, err := s.CompareAndPutTrust(ctx, r)
+	must(t, "CompareAndPutTrust(create)", err)
+	if stored.Version != 1 {
+		t.Fatalf("created record has version %d, want 1", stored.Version)
+	}
+	if _, err := s.CompareAndPutTrust(ctx, store.TrustRecord{Name: r.Name, Data: []byte("root-2")}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CompareAndPutTrust(version 0) over version 1: err = %v, want ErrConflict", err)
+	}
+	stored.Data = []byte("root-3")
+	stored, err = s.CompareAndPutTrust(ctx, stored)
+	must(t, "CompareAndPutTrust(update)", err)
+	got, err := s.GetTrust(ctx, r.Name)
+	must(t, "GetTrust", err)
+	if want := (store.TrustRecord{Name: r.Name, Data: []byte("root-3"), Version: 2}); !cmp.Equal(want, got) || stored.Version != 2 {
+		t.Fatalf("after update: stored %+v, read %+v; want %+v", stored, got, want)
+	}
+}
+
+// testTrustRace has replicas race to create and then to replace one trust
+// record, each reading it and writing its own data at the version it read,
+// as server replicas starting the same root rotation do: exactly one writer
+// wins each round, and every replica reads the winner's data.
+func testTrustRace(t *testing.T, newStore Factory) {
+	ctx := ctxFor(t)
+	replicas := []store.Store{newStore(t), newStore(t), newStore(t)}
+	for round := range 3 {
+		var (
+			wg, read sync.WaitGroup
+			mu       sync.Mutex
+			winners  []string
+		)
+		start := make(chan struct{})
+		for i, s := range replicas {
+			for j := range 4 {
+				read.Add(1)
+				wg.Go(func() {
+					var version uint64
+					if cur, err := s.GetTrust(ctx, "default/fleet"); err == nil {
+						version = cur.Version
+					}
+					read.Done()
+					<-start
+					data := fmt.Sprintf("round %d writer %d-%d", round, i, j)
+					_, err := s.CompareAndPutTrust(ctx, store.TrustRecord{Name: "default/fleet", Data: []byte(data), Version: version})
+					switch {
+					case err == nil:
+						mu.Lock()
+						winners = append(winners, data)
+						mu.Unlock()
+					case !errors.Is(err, store.ErrConflict):
+						t.Errorf("CompareAndPutTrust: %v", err)
+					}
+				})
+			}
+		}
+		read.Wait() // every writer read the same version
+		close(start)
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d writers won (%q), want exactly one", round, len(winners), winners)
+		}
+		for i, s := range replicas {
+			got, err := s.GetTrust(ctx, "default/fleet")
+			must(t, "GetTrust", err)
+			if string(got.Data) != winners[0] || got.Version != uint64(round+1) {
+				t.Errorf("round %d: replica %d reads %q at version %d, want the winner %q at version %d", round, i, got.Data, got.Version, winners[0], round+1)
+			}
 		}
 	}
 }
