@@ -143,7 +143,8 @@ func attackHellos(t *testing.T, addr, dataDir string, pool *x509.CertPool) {
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		tries++
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := relayv1.NewRelayClient(attackDial(t, addr, pool, good)).Sync(sctx)
+		conn := attackDial(t, addr, pool, good)
+		s, err := relayv1.NewRelayClient(conn).Sync(sctx)
 		if err == nil {
 			_ = s.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: name}}})
 			if m, err := s.Recv(); err == nil && m.GetWelcome() != nil {
@@ -151,6 +152,7 @@ func attackHellos(t *testing.T, addr, dataDir string, pool *x509.CertPool) {
 			}
 		}
 		scancel()
+		conn.Close()
 	}
 	t.Logf("legitimate agent welcomed %d times in %d tries over 30s", welcomed, tries)
 }
