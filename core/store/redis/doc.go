@@ -21,6 +21,8 @@
 //	                        triple per backend; DeleteOutputs is one DEL
 //	P clusters        hash  NAME → registry record as JSON
 //	P ca              hash  cert, key: PEM
+//	P lease:NAME      string the lease's holder (store.Leases), expiring
+//	                        with the lease (PX); written only by Lua scripts
 //	P events          pub/sub channel of the change feed
 //
 // A stored snapshot is one format byte ('g') followed by the gzip
