@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
@@ -26,6 +27,7 @@ func newServerCommand(logs *logOptions) *cobra.Command {
 	uiOpts := ui.DefaultOptions()
 	plugins := pluginhost.DefaultOptions()
 	var storeURL, pluginDir, configSource, kubeconfig, discoveryNamespace string
+	var discoveryLease time.Duration
 	var discoveryCRDs bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -63,7 +65,7 @@ certificate, except on a loopback address, where it is plain HTTP.`,
 			if err != nil {
 				return err
 			}
-			disc, err := discoveryWriter(discoveryCRDs, discoveryNamespace, kubeconfig, logger)
+			disc, err := discoveryWriter(discoveryCRDs, discoveryNamespace, kubeconfig, discoveryLease, logger)
 			if err != nil {
 				return err
 			}
@@ -80,6 +82,7 @@ certificate, except on a loopback address, where it is plain HTTP.`,
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster for --config-source kube and --discovery-crds (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&discoveryCRDs, "discovery-crds", false, "also write the fleet's Meshes, Workloads and Destinations as discovery.meshrelay.io custom resources in the management cluster (install the CRDs of deploy/crds first)")
 	fs.StringVar(&discoveryNamespace, "discovery-namespace", "meshrelay-system", "management cluster namespace of the discovery custom resources (--discovery-crds)")
+	fs.DurationVar(&discoveryLease, "discovery-lease", server.DefaultDiscoveryLease, "replicas sharing a store write the discovery custom resources one at a time, under a lease in the store this long: when the writing replica dies, another takes over within it (--discovery-crds)")
 	return cmd
 }
 
@@ -201,7 +204,7 @@ func managementConfig(kubeconfig string) (*rest.Config, error) {
 
 // discoveryWriter returns the writer of discovery custom resources, or nil
 // when --discovery-crds is off.
-func discoveryWriter(on bool, namespace, kubeconfig string, logger *slog.Logger) (server.DiscoveryWriter, error) {
+func discoveryWriter(on bool, namespace, kubeconfig string, lease time.Duration, logger *slog.Logger) (server.DiscoveryWriter, error) {
 	if !on {
 		return nil, nil
 	}
@@ -209,7 +212,7 @@ func discoveryWriter(on bool, namespace, kubeconfig string, logger *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("--discovery-crds: %w", err)
 	}
-	w, err := server.NewKubeDiscovery(cfg, namespace, logger)
+	w, err := server.NewKubeDiscovery(cfg, server.KubeDiscoveryOptions{Namespace: namespace, LeaseTTL: lease, Logger: logger})
 	if err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--discovery-namespace: %w", err)}
 	}

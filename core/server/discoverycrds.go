@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/catalog"
+	"github.com/meshrelay/meshrelay/core/store"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,32 +29,173 @@ import (
 
 // DiscoveryWriter writes the fleet's discovery objects where people read
 // them, such as the management cluster. Write is given the whole fleet each
-// time and makes the destination hold exactly it: objects of clusters that
-// left are deleted.
+// time and makes the destination hold it: with Prune, exactly it, so that
+// objects of clusters that left are deleted.
+//
+// Replicas sharing a store take turns: only the holder of the store's
+// discovery lease calls Write (see writeDiscovery).
 type DiscoveryWriter interface {
-	Write(ctx context.Context, fleet *catalog.Fleet) error
+	Write(ctx context.Context, req DiscoveryWrite) error
 }
+
+// DiscoveryWrite is what Write is asked to write.
+type DiscoveryWrite struct {
+	// Fleet holds every cluster's discovery objects as this replica knows
+	// them.
+	Fleet *catalog.Fleet
+	// Prune allows deleting the objects of clusters Fleet lacks. It is
+	// false while the replica is still loading its fleet (in safe mode),
+	// when a cluster it lacks may only be one it has not read yet.
+	Prune bool
+	// Reread asks the writer to read what the destination holds rather
+	// than trust what it wrote before: the replica has just taken its
+	// turn, and others wrote meanwhile.
+	Reread bool
+}
+
+// DiscoveryLeaser is an optional capability of a DiscoveryWriter: the
+// length of the replicas' turns to write (see writeDiscovery); those
+// without it get DefaultDiscoveryLease.
+type DiscoveryLeaser interface {
+	LeaseTTL() time.Duration
+}
+
+// DefaultDiscoveryLease is how long a replica's turn to write the
+// discovery objects lasts unless it renews it: when the replica writing
+// them dies, another takes over within it.
+const DefaultDiscoveryLease = 15 * time.Second
+
+// discoveryLease names the store lease whose holder writes the discovery
+// objects.
+const discoveryLease = "discovery-writer"
 
 // discoveryResync is how often the discovery objects are written even
 // when nothing changed, to undo edits and deletions made by others.
 const discoveryResync = time.Minute
 
-// writeDiscovery writes the discovery objects after each translation
-// cycle that may have changed them, and every discoveryResync.
-func (s *Server) writeDiscovery(ctx context.Context) error {
-	tick := time.NewTicker(discoveryResync)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.discoveryKick:
-		case <-tick.C:
+// discoveryTurn is this replica's turn at writing the discovery objects:
+// the store lease (store.Leases) it holds, or tries to take, under a name
+// of its own process, so that a replica restarted under the same ID waits
+// for its predecessor's lease to end.
+type discoveryTurn struct {
+	leases store.Leases
+	holder string
+	ttl    time.Duration
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	expires  time.Time // of the lease this replica holds; zero when none
+	attempts int       // calls of take, for tests
+}
+
+// take acquires or renews the lease and reports whether this replica holds
+// it, and whether it has just taken it. While the store cannot be reached
+// a holder keeps its turn until its lease's time, which the store ends no
+// sooner, and then stops.
+func (t *discoveryTurn) take(ctx context.Context) (held, gained bool) {
+	now := time.Now()
+	l, err := t.leases.AcquireLease(ctx, discoveryLease, t.holder, t.ttl)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.attempts++
+	was := !t.expires.IsZero() && now.Before(t.expires)
+	switch {
+	case err != nil:
+		if was {
+			t.log.Warn("renew the discovery writer's lease; writing until it ends", "expires", t.expires, "error", err)
+			return true, false
 		}
-		if err := s.deps.Discovery.Write(ctx, s.Catalog()); err != nil && ctx.Err() == nil {
+		t.expires = time.Time{}
+		return false, false
+	case l.Holder == t.holder:
+		t.expires = l.Expires
+		if !was {
+			t.log.Info("took the turn to write the discovery objects", "lease", t.ttl)
+		}
+		return true, !was
+	default:
+		if was {
+			t.log.Warn("lost the turn to write the discovery objects", "holder", l.Holder)
+		}
+		t.expires = time.Time{}
+		return false, false
+	}
+}
+
+// until returns when this replica's turn ends.
+func (t *discoveryTurn) until() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.expires
+}
+
+// release ends this replica's turn, so that another takes over at once.
+func (t *discoveryTurn) release() {
+	t.mu.Lock()
+	held := !t.expires.IsZero()
+	t.expires = time.Time{}
+	t.mu.Unlock()
+	if !held {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.leases.ReleaseLease(ctx, discoveryLease, t.holder); err != nil {
+		t.log.Warn("release the discovery writer's lease; another replica takes over when it ends", "error", err)
+	}
+}
+
+// writeDiscovery writes the discovery objects after each translation
+// cycle that may have changed them, and every discoveryResync, while this
+// replica holds the discovery lease: replicas sharing a store write one at
+// a time, so that none deletes what another has just written from a fleet
+// it has not read yet. It renews the lease every third of its time and,
+// on taking it, reads the destination anew.
+func (s *Server) writeDiscovery(ctx context.Context) error {
+	ttl := DefaultDiscoveryLease
+	if l, ok := s.deps.Discovery.(DiscoveryLeaser); ok && l.LeaseTTL() > 0 {
+		ttl = l.LeaseTTL()
+	}
+	turn := s.discoveryTurn(ttl)
+	defer turn.release()
+	renew := time.NewTicker(ttl / 3)
+	defer renew.Stop()
+	resync := time.NewTicker(discoveryResync)
+	defer resync.Stop()
+	for first := true; ; first = false {
+		renewing := false
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.discoveryKick:
+			case <-resync.C:
+			case <-renew.C:
+				renewing = true
+			}
+		}
+		held, gained := turn.take(ctx)
+		if !held || (renewing && !gained) {
+			continue
+		}
+		wctx, cancel := context.WithDeadline(ctx, turn.until())
+		err := s.deps.Discovery.Write(wctx, DiscoveryWrite{Fleet: s.Catalog(), Prune: s.pruneAllowed(), Reread: gained})
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("write discovery objects; retrying at the next change or resync", "error", err)
 		}
 	}
+}
+
+// discoveryTurn returns the replica's turn at writing the discovery
+// objects, made on first use.
+func (s *Server) discoveryTurn(ttl time.Duration) *discoveryTurn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == nil {
+		s.turn = &discoveryTurn{leases: s.deps.Store, holder: s.opts.ServerID + "/" + randomSuffix(), ttl: ttl, log: s.log}
+	}
+	return s.turn
 }
 
 // kickDiscovery asks for the discovery objects to be written.
@@ -83,40 +227,60 @@ var discoveryKinds = map[string]schema.GroupVersionResource{
 // cluster, namespace and name the object describes.
 //
 // Write lists what the namespace holds only once per discoveryResync (and
-// after an error); in between it compares the fleet with what it wrote, so
-// a cycle that changed no discovery object costs nothing.
+// after an error, or when asked to Reread); in between it compares the
+// fleet with what it wrote, so a cycle that changed no discovery object
+// costs nothing.
 type KubeDiscovery struct {
 	client    dynamic.Interface
 	namespace string
+	leaseTTL  time.Duration
 	log       *slog.Logger
 
 	// Write runs on one goroutine at a time; these are its memory.
-	last    *catalog.Fleet
+	last    *catalog.Fleet // written with Prune
 	listed  time.Time
 	written map[string]map[string]string // kind → name → hash annotation
 }
 
-// NewKubeDiscovery returns a writer into namespace of the cluster cfg
+// KubeDiscoveryOptions configures a KubeDiscovery.
+type KubeDiscoveryOptions struct {
+	// Namespace receives the custom resources.
+	Namespace string
+	// LeaseTTL is how long a replica's turn to write lasts unless renewed
+	// (see DiscoveryLeaser); DefaultDiscoveryLease when zero.
+	LeaseTTL time.Duration
+	// Logger is slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// NewKubeDiscovery returns a writer into the namespace of the cluster cfg
 // reaches. The CRDs of deploy/crds must be installed there.
-func NewKubeDiscovery(cfg *rest.Config, namespace string, logger *slog.Logger) (*KubeDiscovery, error) {
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("discovery namespace %q: %s", namespace, strings.Join(errs, "; "))
+func NewKubeDiscovery(cfg *rest.Config, opts KubeDiscoveryOptions) (*KubeDiscovery, error) {
+	if errs := validation.IsDNS1123Label(opts.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("discovery namespace %q: %s", opts.Namespace, strings.Join(errs, "; "))
+	}
+	if opts.LeaseTTL < 0 || (opts.LeaseTTL > 0 && opts.LeaseTTL < 100*time.Millisecond) {
+		return nil, fmt.Errorf("discovery lease %s: want at least 100ms", opts.LeaseTTL)
 	}
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube discovery writer: %w", err)
 	}
-	if logger == nil {
-		logger = slog.Default()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
-	return &KubeDiscovery{client: client, namespace: namespace, log: logger}, nil
+	return &KubeDiscovery{client: client, namespace: opts.Namespace, leaseTTL: cmp.Or(opts.LeaseTTL, DefaultDiscoveryLease), log: opts.Logger}, nil
 }
 
-// Write applies every object of the fleet whose content changed and deletes
-// the objects it manages that the fleet no longer has.
-func (k *KubeDiscovery) Write(ctx context.Context, fleet *catalog.Fleet) error {
-	resync := k.written == nil || time.Since(k.listed) >= discoveryResync
-	if fleet == k.last && !resync {
+// LeaseTTL implements DiscoveryLeaser.
+func (k *KubeDiscovery) LeaseTTL() time.Duration { return k.leaseTTL }
+
+// Write applies every object of the fleet whose content changed and, with
+// Prune, deletes the objects it manages that the fleet no longer has.
+func (k *KubeDiscovery) Write(ctx context.Context, req DiscoveryWrite) error {
+	fleet := req.Fleet
+	resync := req.Reread || k.written == nil || time.Since(k.listed) >= discoveryResync
+	if req.Prune && fleet == k.last && !resync {
 		return nil
 	}
 	if resync {
@@ -143,15 +307,18 @@ func (k *KubeDiscovery) Write(ctx context.Context, fleet *catalog.Fleet) error {
 	}
 	var errs []error
 	for kind, gvr := range discoveryKinds {
-		if err := k.sync(ctx, kind, gvr, desired[kind]); err != nil {
+		if err := k.sync(ctx, kind, gvr, desired[kind], req.Prune); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	k.last = nil
 	if len(errs) > 0 {
-		k.written, k.last = nil, nil // list again next time
+		k.written = nil // list again next time
 		return errors.Join(errs...)
 	}
-	k.last = fleet
+	if req.Prune {
+		k.last = fleet
+	}
 	return nil
 }
 
@@ -199,9 +366,9 @@ func (k *KubeDiscovery) add(desired map[string]map[string]*unstructured.Unstruct
 	}}
 }
 
-// sync makes the namespace hold exactly the desired objects of one kind,
-// as far as what it wrote tells.
-func (k *KubeDiscovery) sync(ctx context.Context, kind string, gvr schema.GroupVersionResource, desired map[string]*unstructured.Unstructured) error {
+// sync makes the namespace hold the desired objects of one kind and, with
+// prune, only them, as far as what it wrote tells.
+func (k *KubeDiscovery) sync(ctx context.Context, kind string, gvr schema.GroupVersionResource, desired map[string]*unstructured.Unstructured, prune bool) error {
 	res := k.client.Resource(gvr).Namespace(k.namespace)
 	have := k.written[kind]
 	var errs []error
@@ -222,7 +389,7 @@ func (k *KubeDiscovery) sync(ctx context.Context, kind string, gvr schema.GroupV
 		have[name] = hash
 	}
 	for name := range have {
-		if _, ok := desired[name]; ok {
+		if _, ok := desired[name]; ok || !prune {
 			continue
 		}
 		if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -532,5 +532,10 @@ func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeReque
 			desc.Diagnostics = append(desc.Diagnostics, d)
 		}
 	}
+	if c, err := s.deps.Store.GetCluster(ctx, req.GetName()); err == nil {
+		if d := sharedTokenDiagnostic(c); d != nil {
+			desc.Diagnostics = append(desc.Diagnostics, d)
+		}
+	}
 	return desc, nil
 }

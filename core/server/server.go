@@ -124,6 +124,8 @@ type Server struct {
 	catalog catalog.Cache
 	// discoveryKick asks writeDiscovery to write the discovery objects.
 	discoveryKick chan struct{}
+	// turn is this replica's turn at writing them (discoverycrds.go).
+	turn *discoveryTurn
 	// ready carries the engine's cycles to deliver.
 	ready chan engine.Ready
 }

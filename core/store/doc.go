@@ -1,7 +1,8 @@
 // Package store owns meshrelay's storage contract: where the server keeps
 // every cluster's last input snapshot, the outputs computed for it per
-// backend, the registry of clusters, the CA and the meshes' trust state, and
-// how server replicas learn of each other's writes.
+// backend, the registry of clusters, the CA and the meshes' trust state, how
+// server replicas learn of each other's writes, and the leases by which they
+// take turns at a job only one of them may do at a time.
 //
 // [Store] is the contract, composed of one small interface per job, as
 // go-control-plane composes its Cache of a ConfigWatcher and a
@@ -19,6 +20,7 @@
 //	[Trust]          GetTrust, PutTrust, CompareAndPutTrust,    mesh trust: roots, rotation,
 //	                 DeleteTrust                                the clusters' reports
 //	[Watcher]        Watch                                      the change feed across replicas
+//	[Leases]         AcquireLease, ReleaseLease                 one replica at a time at a job
 //	[Store]          all of the above, Ping, Close
 //
 // [UpdateCluster] needs only a [Registry], [UpdateTrust] only a [Trust].

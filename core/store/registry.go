@@ -21,6 +21,9 @@ type Cluster struct {
 	// Serials are the serial numbers of the client certificates issued to
 	// the cluster's agent.
 	Serials []string
+	// CertExpires is when the newest of those certificates expires; zero
+	// when none was issued, or when it was issued before this was kept.
+	CertExpires time.Time
 	// Revoked is set when the cluster's credentials were revoked.
 	Revoked bool
 	// RevokedAt is when they were revoked.
@@ -34,6 +37,10 @@ type Cluster struct {
 	TokenReusable bool
 	// SharedToken allows the install-wide shared token for this cluster.
 	SharedToken bool
+	// SharedRegistered is when the shared token last registered the
+	// cluster, and SharedRegisteredFrom the client address it came from.
+	SharedRegistered     time.Time
+	SharedRegisteredFrom string
 	// Version counts the record's changes; CompareAndPutCluster checks and
 	// increments it.
 	Version uint64

@@ -22,10 +22,10 @@ var ErrConflict = errors.New("record changed concurrently")
 
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
 // per-backend output snapshots, the cluster registry, the CA and the meshes'
-// trust state, and a change feed across server replicas. It is composed of
-// one small interface per job; a caller that needs one job takes that
-// interface, and every Store is one. Implementations are safe for
-// concurrent use.
+// trust state, a change feed across server replicas, and the leases by
+// which replicas take turns. It is composed of one small interface per job;
+// a caller that needs one job takes that interface, and every Store is one.
+// Implementations are safe for concurrent use.
 //
 // Every method of Store and of its parts returns ErrClosed after Close, and
 // an error wrapping the context's error when ctx ends first. Errors other
@@ -38,6 +38,7 @@ type Store interface {
 	CA
 	Trust
 	Watcher
+	Leases
 
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error

@@ -38,6 +38,7 @@ type data struct {
 	caCert   []byte
 	trust    map[string]store.TrustRecord
 	caKey    []byte
+	leases   map[string]store.Lease // see lease.go
 	handles  map[*Store]struct{}
 }
 

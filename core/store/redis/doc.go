@@ -23,6 +23,8 @@
 //	P ca              hash  cert, key: PEM
 //	P trust           hash  NAME → trust record: its version (20 zero-padded
 //	                        digits), ':', its data
+//	P lease:NAME      string the lease's holder (store.Leases), expiring
+//	                        with the lease (PX); written only by Lua scripts
 //	P events          pub/sub channel of the change feed
 //
 // A stored snapshot is one format byte ('g') followed by the gzip

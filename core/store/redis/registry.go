@@ -22,13 +22,17 @@ type clusterRecord struct {
 	TokenExpires  time.Time `json:"tokenExpires"`
 	Registered    time.Time `json:"registered"`
 	Serials       []string  `json:"serials,omitempty"`
+	CertExpires   time.Time `json:"certExpires"`
 	Revoked       bool      `json:"revoked,omitempty"`
 	RevokedAt     time.Time `json:"revokedAt"`
 	LastSeen      time.Time `json:"lastSeen"`
 	Replica       string    `json:"replica,omitempty"`
 	TokenReusable bool      `json:"tokenReusable,omitempty"`
 	SharedToken   bool      `json:"sharedToken,omitempty"`
-	Version       uint64    `json:"version,omitempty"`
+	// The shared token's last registration of the cluster.
+	SharedRegistered     time.Time `json:"sharedRegistered"`
+	SharedRegisteredFrom string    `json:"sharedRegisteredFrom,omitempty"`
+	Version              uint64    `json:"version,omitempty"`
 }
 
 // PutCluster implements store.Registry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,7 @@ func Run(t *testing.T, newStore Factory) {
 		"Ping":                  testPing,
 		"Closed":                testClosed,
 	}
+	maps.Copy(tests, leaseTests)
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) { test(t, newStore) })
 	}

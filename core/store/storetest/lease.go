@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/store"
+)
+
+// leaseTests are the cases of the store.Leases contract.
+var leaseTests = map[string]func(t *testing.T, newStore Factory){
+	"LeaseAcquireRenew":     testLeaseAcquireRenew,
+	"LeaseRelease":          testLeaseRelease,
+	"LeaseExpires":          testLeaseExpires,
+	"LeaseRace":             testLeaseRace,
+	"LeaseInvalidArguments": testLeaseInvalidArguments,
+	"LeaseClosed":           testLeaseClosed,
+}
+
+// acquire calls AcquireLease and fails the test on an error.
+func acquire(t *testing.T, s store.Store, name, holder string, ttl time.Duration) store.Lease {
+	t.Helper()
+	l, err := s.AcquireLease(ctxFor(t), name, holder, ttl)
+	if err != nil {
+		t.Fatalf("AcquireLease(%q, %q): %v", name, holder, err)
+	}
+	return l
+}
+
+// A free lease goes to the first replica that asks; another replica gets
+// the holder's lease back unchanged until it expires, and the holder
+// renews it.
+func testLeaseAcquireRenew(t *testing.T, newStore Factory) {
+	a, b := newStore(t), newStore(t)
+	before := time.Now()
+	got := acquire(t, a, "job", "h1", time.Minute)
+	if got.Holder != "h1" || got.Expires.Before(before.Add(time.Minute-time.Second)) || got.Expires.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("AcquireLease of a free lease = %+v, want h1's for a minute from now", got)
+	}
+	if other := acquire(t, b, "job", "h2", time.Minute); other.Holder != "h1" {
+		t.Fatalf("AcquireLease by h2 while h1 holds it = %+v, want h1 to hold it", other)
+	}
+	if other := acquire(t, a, "other-job", "h2", time.Minute); other.Holder != "h2" {
+		t.Fatalf("AcquireLease of another lease = %+v, want h2 to hold it", other)
+	}
+	renewed := acquire(t, b, "job", "h1", 2*time.Minute)
+	if renewed.Holder != "h1" || !renewed.Expires.After(got.Expires) {
+		t.Fatalf("renewal by h1 for 2 minutes = %+v, want h1's expiring after %v", renewed, got.Expires)
+	}
+}
+
+// Releasing hands the lease on at once; only the holder can release it.
+func testLeaseRelease(t *testing.T, newStore Factory) {
+	a, b := newStore(t), newStore(t)
+	acquire(t, a, "job", "h1", time.Minute)
+	must(t, "ReleaseLease by a non-holder", b.ReleaseLease(ctxFor(t), "job", "h2"))
+	if got := acquire(t, b, "job", "h2", time.Minute); got.Holder != "h1" {
+		t.Fatalf("AcquireLease after a non-holder's release = %+v, want h1 to hold it still", got)
+	}
+	must(t, "ReleaseLease", a.ReleaseLease(ctxFor(t), "job", "h1"))
+	if got := acquire(t, b, "job", "h2", time.Minute); got.Holder != "h2" {
+		t.Fatalf("AcquireLease after the holder's release = %+v, want h2 to hold it", got)
+	}
+	must(t, "ReleaseLease of a free lease", a.ReleaseLease(ctxFor(t), "free", "h1"))
+}
+
+// A lease its holder stops renewing goes to another replica once its time
+// ran out.
+func testLeaseExpires(t *testing.T, newStore Factory) {
+	a, b := newStore(t), newStore(t)
+	first := acquire(t, a, "job", "h1", 100*time.Millisecond)
+	if first.Holder != "h1" {
+		t.Fatalf("AcquireLease of a free lease = %+v", first)
+	}
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		got := acquire(t, b, "job", "h2", time.Minute)
+		if got.Holder == "h2" {
+			if now := time.Now(); now.Before(first.Expires) {
+				t.Fatalf("h2 took the lease at %v, before h1's expired at %v", now, first.Expires)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("h1's lease of 100ms still held after %v: %+v", eventTimeout, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Replicas racing for a free lease agree on one holder.
+func testLeaseRace(t *testing.T, newStore Factory) {
+	const n = 8
+	stores := make([]store.Store, n)
+	for i := range stores {
+		stores[i] = newStore(t)
+	}
+	got := make([]store.Lease, n)
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() {
+			l, err := s.AcquireLease(ctxFor(t), "job", fmt.Sprintf("h%d", i), time.Minute)
+			if err != nil {
+				t.Errorf("AcquireLease by h%d: %v", i, err)
+			}
+			got[i] = l
+		})
+	}
+	wg.Wait()
+	winner := got[0].Holder
+	for _, l := range got {
+		if l.Holder != winner || l.Holder == "" {
+			t.Fatalf("racing replicas were told the holders %v, want one", got)
+		}
+	}
+}
+
+func testLeaseInvalidArguments(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	for _, c := range []struct {
+		name, holder string
+		ttl          time.Duration
+	}{{"", "h1", time.Minute}, {"job", "", time.Minute}, {"job", "h1", 0}} {
+		if _, err := s.AcquireLease(ctx, c.name, c.holder, c.ttl); err == nil {
+			t.Errorf("AcquireLease(%q, %q, %v) succeeded, want an error", c.name, c.holder, c.ttl)
+		}
+	}
+}
+
+func testLeaseClosed(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	must(t, "Close", s.Close())
+	if _, err := s.AcquireLease(ctx, "job", "h1", time.Minute); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("AcquireLease after Close: err = %v, want ErrClosed", err)
+	}
+	if err := s.ReleaseLease(ctx, "job", "h1"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("ReleaseLease after Close: err = %v, want ErrClosed", err)
+	}
+}
