@@ -16,6 +16,13 @@
 //	d := snapshot.Diff(a, b)        // only what changed
 //	c, err := snapshot.Apply(a, d)  // c.Hash() == b.Hash()
 //
+// Every ID is bounded ([ID.Validate]: each field [MaxFieldBytes], names
+// [MaxNameBytes], no control characters); what an agent sends as input must
+// also be a Kubernetes object ([ID.ValidateObject], [Resource.ValidateObject]).
+// IDs count in every size ([Resource.Size], [Delta.Size], [Snapshot.Size]),
+// and a delta's deletes count too, so limits on bytes bound all a delta
+// carries.
+//
 // Snapshots never change once built: Apply returns a new one and shares
 // nothing mutable with its input.
 package snapshot

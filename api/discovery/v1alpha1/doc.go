@@ -9,6 +9,11 @@
 //   - Gateway: an east-west gateway through which other clusters reach this
 //     one, with its reachable addresses.
 //
+// A Gateway's addresses reach other clusters' outputs, so [Gateway.Validate]
+// bounds them: IPs or DNS-1123 names ([ValidateAddress]), at most
+// MaxGatewayAddresses per gateway and MaxGateways per cluster. Agents send
+// only valid Gateways; the server refuses an input with an invalid one.
+//
 // The server derives two more from every cluster's inputs (core/catalog),
 // for people to read; they are never an input to translation:
 //
