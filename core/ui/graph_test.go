@@ -12,6 +12,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -81,6 +82,10 @@ func TestShadowedPolicy(t *testing.T) {
 	}
 	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, accessPolicy("east"))}}, server.DefaultOptions(), nil)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
+	testutil.Eventually(t, "both policies in the status", func() bool {
+		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
+		return err == nil && len(st.GetPolicies()) == 2
+	})
 
 	for name, want := range map[string]string{
 		"AccessPolicy/bookinfo/reviews-access":      "",
