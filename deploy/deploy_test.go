@@ -78,6 +78,7 @@ var renderCases = map[string]renderCase{
 		"ca.existingSecret=meshrelay-ca",
 		"ca.chainKey=ca.crt",
 		"adminToken.existingSecret=meshrelay-admin",
+		"caKeyEncryptionKey.existingSecret=meshrelay-ca-key-encryption-key",
 		"service.type=LoadBalancer",
 		"service.loadBalancerSourceRanges={10.0.0.0/8}",
 		"extraSANs={meshrelay.example.com}",
@@ -339,6 +340,7 @@ func TestServerRender(t *testing.T) {
 			"--config-source=kube",
 			"--plugin-dir=/var/run/meshrelay/plugins",
 			"--admin-token-file=/etc/meshrelay/admin/token",
+			"--ca-key-encryption-key-file=/etc/meshrelay/ca-key-encryption-key/key",
 			"--san=meshrelay-meshrelay-server,meshrelay-meshrelay-server.mr,meshrelay-meshrelay-server.mr.svc,meshrelay-meshrelay-server.mr.svc.cluster.local,localhost",
 		} {
 			if !slices.Contains(args, want) {
@@ -346,7 +348,7 @@ func TestServerRender(t *testing.T) {
 			}
 		}
 		for _, arg := range args {
-			if strings.HasPrefix(arg, "--ca-") {
+			if strings.HasPrefix(arg, "--ca-") && !strings.HasPrefix(arg, "--ca-key-encryption-key-file=") {
 				t.Errorf("server args %q have %q without ca.existingSecret", args, arg)
 			}
 		}
@@ -400,7 +402,7 @@ func TestServerRender(t *testing.T) {
 		}
 		for _, o := range objs {
 			if o.GetKind() == "Secret" {
-				t.Errorf("adminToken.existingSecret set, yet Secret %s was rendered", o.GetName())
+				t.Errorf("adminToken.existingSecret and caKeyEncryptionKey.existingSecret set, yet Secret %s was rendered", o.GetName())
 			}
 		}
 		find(t, objs, "PodDisruptionBudget", "meshrelay-server")

@@ -15,7 +15,10 @@
 //     which policies it derives from ([ManagedByLabel], [PoliciesAnnotation]
 //     and the rest), written by the SDK and read by the agent and the server;
 //   - [Split], which cuts a list into parts of a bounded byte size for
-//     messages on the wire.
+//     messages on the wire;
+//   - [Printable], the one escaping of control characters for every
+//     human-readable output (the CLI's tables and descriptions, the web
+//     UI's text views) of text that agents, plugins or policies control.
 //
 // A resource's identity is [github.com/meshrelay/meshrelay/api/snapshot.ID];
 // the SDK's outputs and objects carry it too.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
@@ -256,7 +257,7 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 	if st.GetSafeMode() {
 		mode = "SAFE MODE (no pruning) waiting for " + strings.Join(st.GetWaitingFor(), ", ")
 	}
-	fmt.Fprintf(w, "Server %s · store %s · %s\n\n", st.GetServerId(), st.GetStore(), mode)
+	fmt.Fprintf(w, "Server %s · store %s · %s\n\n", meta.Printable(st.GetServerId()), meta.Printable(st.GetStore()), meta.Printable(mode))
 	if err := printClustersTo(w, st.GetClusters()); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/server"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
@@ -28,19 +29,21 @@ func inspectOutputFlag(cmd *cobra.Command, out *string, wide bool) {
 }
 
 // apiError turns an admin API error into the CLI's: exit 3 for an unknown
-// name, the server's message without the gRPC framing otherwise.
+// name, the server's message (made printable: it may quote names agents
+// chose) without the gRPC framing otherwise.
 func apiError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
+	msg := meta.Printable(st.Message())
 	switch st.Code() {
 	case codes.NotFound:
-		return problem("%s", st.Message())
+		return problem("%s", msg)
 	case codes.InvalidArgument:
-		return &exitError{code: 2, err: fmt.Errorf("%s", st.Message())}
+		return &exitError{code: 2, err: fmt.Errorf("%s", msg)}
 	default:
-		return fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), st.Message())
+		return fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), msg)
 	}
 }
 
@@ -152,7 +155,7 @@ func printObjects(w io.Writer, format string, outs []*relayv1.OutputResource) er
 		if err != nil {
 			return fmt.Errorf("output %s %s/%s: %w", outs[i].GetKind(), outs[i].GetNamespace(), outs[i].GetName(), err)
 		}
-		fmt.Fprintf(w, "---\n# %s/%s\n%s", outs[i].GetCluster(), outs[i].GetBackend(), y)
+		fmt.Fprintf(w, "---\n# %s/%s\n%s", meta.Printable(outs[i].GetCluster()), meta.Printable(outs[i].GetBackend()), y)
 	}
 	return nil
 }
@@ -291,7 +294,8 @@ func listNames(resp *relayv1.ListResponse) []string {
 		names = append(names, d.GetNamespace()+"/"+d.GetName())
 	}
 	for _, p := range resp.GetPolicies() {
-		names = append(names, p.GetKind()+"/"+p.GetNamespace()+"/"+p.GetName())
+		ref := meta.PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster()}
+		names = append(names, ref.String())
 	}
 	return names
 }
@@ -336,7 +340,8 @@ An unknown name exits 3.`,
 		newDescribeKindCommand("policy", server.KindPolicies,
 			"Show a policy: where it applies, its state per cluster, its outputs",
 			`  meshrelay describe policy reviews-split
-  meshrelay describe policy TrafficPolicy/bookinfo/reviews-split -o yaml`,
+  meshrelay describe policy TrafficPolicy/bookinfo/reviews-split -o yaml   # the management source's
+  meshrelay describe policy AccessPolicy/bookinfo/reviews-access@west      # the one defined in cluster west`,
 			func(ctx context.Context, c relayv1.AdminClient, req *relayv1.DescribeRequest, w io.Writer, format string) error {
 				d, err := c.DescribePolicy(ctx, req)
 				if err != nil {
@@ -411,7 +416,7 @@ func printDestinationDescription(w io.Writer, d *relayv1.DestinationDescription)
 	for _, dst := range d.GetDestinations() {
 		clusters = append(clusters, dst.GetCluster())
 	}
-	fmt.Fprintf(w, "Destination: %s/%s\nClusters:    %s\n", d.GetNamespace(), d.GetName(), strings.Join(clusters, ", "))
+	fmt.Fprintf(w, "Destination: %s/%s\nClusters:    %s\n", meta.Printable(d.GetNamespace()), meta.Printable(d.GetName()), meta.Printable(strings.Join(clusters, ", ")))
 	section(w, "Services")
 	if err := printDestinations(w, d.GetDestinations(), false); err != nil {
 		return err
@@ -438,7 +443,8 @@ func printPolicyDescription(w io.Writer, d *relayv1.PolicyDescription) error {
 		src = "cluster " + p.GetSourceCluster()
 	}
 	fmt.Fprintf(w, "Policy:  %s %s/%s\nSource:  %s\nState:   %s\nApplied: %d/%d clusters\n",
-		p.GetKind(), p.GetNamespace(), p.GetName(), src, p.GetState(), p.GetAppliedClusters(), p.GetTargetClusters())
+		meta.Printable(p.GetKind()), meta.Printable(p.GetNamespace()), meta.Printable(p.GetName()), meta.Printable(src), meta.Printable(p.GetState()),
+		p.GetAppliedClusters(), p.GetTargetClusters())
 	section(w, "Clusters")
 	t := newTable(w, "CLUSTER", "STATE", "RESOURCES", "ERRORS")
 	for _, c := range d.GetClusters() {
@@ -464,13 +470,13 @@ func printPolicyDescription(w io.Writer, d *relayv1.PolicyDescription) error {
 		fmt.Fprintln(w, "  none")
 	}
 	for _, e := range problems {
-		fmt.Fprintf(w, "  %s\n", e)
+		fmt.Fprintf(w, "  %s\n", meta.Printable(e))
 	}
 	return nil
 }
 
 func printClusterDescription(w io.Writer, d *relayv1.ClusterDescription) error {
-	fmt.Fprintf(w, "Cluster: %s\nWorkloads: %d  Destinations: %d\n\n", d.GetStatus().GetName(), d.GetWorkloads(), d.GetDestinations())
+	fmt.Fprintf(w, "Cluster: %s\nWorkloads: %d  Destinations: %d\n\n", meta.Printable(d.GetStatus().GetName()), d.GetWorkloads(), d.GetDestinations())
 	if err := printClustersTo(w, []*relayv1.ClusterStatus{d.GetStatus()}); err != nil {
 		return err
 	}

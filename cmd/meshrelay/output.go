@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -48,7 +49,10 @@ func printData(w io.Writer, format string, v any) error {
 	return err
 }
 
-// table writes aligned columns.
+// table writes aligned columns. Every cell goes through meta.Printable:
+// cells hold text agents and plugins control (names, errors, summaries),
+// which must neither break the table's rows nor reach the terminal as
+// escape sequences.
 type table struct {
 	tw *tabwriter.Writer
 }
@@ -70,7 +74,7 @@ func toAny(ss []string) []any {
 func (t *table) row(cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
-		parts[i] = fmt.Sprint(c)
+		parts[i] = meta.Printable(fmt.Sprint(c))
 	}
 	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
 }

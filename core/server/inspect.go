@@ -279,7 +279,7 @@ func notFound(what, name string) error {
 // ambiguous is the error of a Describe whose name matched several objects.
 func ambiguous(what, name string, candidates []string) error {
 	return status.Errorf(codes.InvalidArgument, "%s %q is ambiguous: it matches %s; name one as %s",
-		what, name, strings.Join(candidates, ", "), map[bool]string{true: "Kind/namespace/name", false: "namespace/name"}[what == "policy"])
+		what, name, strings.Join(candidates, ", "), map[bool]string{true: "Kind/namespace/name (the management source's) or Kind/namespace/name@cluster", false: "namespace/name"}[what == "policy"])
 }
 
 // splitName splits "a/b/c" into at most want parts, right-aligned: the
@@ -354,11 +354,12 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 			selecting[src.cluster+"/"+policyKey(src.res.ID)] = true
 		}
 	}
-	parents := map[string]bool{}
+	parents, refs := map[string]bool{}, map[meta.PolicyRef]bool{}
 	for _, ps := range s.policyStatuses(ctx) {
 		if selecting[ps.ref.Cluster+"/"+ps.ref.Key()] {
 			desc.Policies = append(desc.Policies, ps.proto())
 			parents[ps.ref.Key()] = true
+			refs[ps.ref] = true
 		}
 	}
 	// What was emitted for it: the outputs of the policies selecting it,
@@ -368,11 +369,9 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 	desc.Outputs = s.outputResources(ctx, outputScope{}, func(o *relayv1.OutputResource, body []byte) bool {
 		return slices.ContainsFunc(o.Policies, func(p string) bool { return parents[p] }) || bytes.Contains(body, host)
 	}, true)
-	for _, d := range s.diagnostics() {
-		if parents[d.Policy] && (d.Cluster == "" || clusters[d.Cluster] != nil) {
-			desc.Diagnostics = append(desc.Diagnostics, d)
-		}
-	}
+	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool {
+		return refs[d.Policy] && (d.Cluster == "" || clusters[d.Cluster] != nil)
+	})
 }
 
 func policyKey(id snapshot.ID) string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
@@ -416,33 +415,60 @@ func selectsDestination(src policySource, namespace, name string, clusters map[s
 	return false
 }
 
-// diagnostics returns the engine's diagnostics as the admin API shows them.
-func (s *Server) diagnostics() []*relayv1.Diagnostic {
+// diagnostics returns the engine's diagnostics that keep accepts, as the
+// admin API shows them: each names its policy with its source
+// (meta.PolicyRef.String), so that a workload cluster's policy and a
+// management policy of the same name stay apart.
+func (s *Server) diagnostics(keep func(meta.Diagnostic) bool) []*relayv1.Diagnostic {
 	var out []*relayv1.Diagnostic
 	for _, d := range s.engine.Diagnostics() {
+		if !keep(d) {
+			continue
+		}
 		out = append(out, &relayv1.Diagnostic{
 			Severity: string(d.Severity), Summary: d.Summary, Detail: d.Detail, Path: d.Path, Cluster: d.Cluster, Plugin: d.Plugin,
-			Policy: d.Policy.Key(),
+			Policy: d.Policy.String(),
 		})
 	}
 	return out
 }
 
-// DescribePolicy serves the admin API's DescribePolicy.
+// DescribePolicy serves the admin API's DescribePolicy. A policy's full
+// name says where it was defined, as meta.PolicyRef.String prints it:
+// "Kind/namespace/name" for the management source's and
+// "Kind/namespace/name@cluster" for a workload cluster's. A shorter name
+// matches the policies of every source; a full name without "@cluster"
+// names the management source's policy when there is one, so a workload
+// cluster cannot shadow it.
 func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
 	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
 		return nil, err
 	}
-	parts, ok := splitName(req.GetName(), 3)
+	full, source, qualified := strings.Cut(req.GetName(), "@")
+	cluster := req.GetCluster()
+	switch {
+	case qualified && source == "":
+		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: no cluster after @", req.GetName())
+	case qualified && cluster != "" && cluster != source:
+		return nil, status.Errorf(codes.InvalidArgument, "policy name %q is defined in cluster %s, not in --cluster %s", req.GetName(), source, cluster)
+	case qualified:
+		cluster = source
+	}
+	parts, ok := splitName(full, 3)
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: want NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME", req.GetName())
+		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: want NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME, with @CLUSTER for a workload cluster's", req.GetName())
 	}
 	kind, ns, name := cmp.Or(parts[0], req.GetKind()), cmp.Or(parts[1], req.GetNamespace()), parts[2]
 	var found []policyStatus
 	for _, ps := range s.policyStatuses(ctx) {
 		if ps.ref.Name == name && (kind == "" || strings.EqualFold(ps.ref.Kind, kind)) && (ns == "" || ps.ref.Namespace == ns) &&
-			(req.GetCluster() == "" || ps.ref.Cluster == req.GetCluster()) {
+			(cluster == "" || ps.ref.Cluster == cluster) {
 			found = append(found, ps)
+		}
+	}
+	if len(found) > 1 && kind != "" && ns != "" && cluster == "" {
+		if i := slices.IndexFunc(found, func(ps policyStatus) bool { return ps.ref.Cluster == "" }); i >= 0 {
+			found = found[i : i+1]
 		}
 	}
 	switch {
@@ -451,11 +477,7 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 	case len(found) > 1:
 		var cands []string
 		for _, ps := range found {
-			c := ps.ref.Key()
-			if ps.ref.Cluster != "" {
-				c += " (from cluster " + ps.ref.Cluster + ")"
-			}
-			cands = append(cands, c)
+			cands = append(cands, ps.ref.String())
 		}
 		return nil, ambiguous("policy", req.GetName(), cands)
 	}
@@ -466,13 +488,11 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 			desc.Body = string(src.res.Body)
 		}
 	}
-	desc.Outputs = s.outputResources(ctx, outputScope{}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
+	// A workload cluster's policy acts in its own cluster only, so its
+	// outputs are there; outputs name their policies without the source.
+	desc.Outputs = s.outputResources(ctx, outputScope{cluster: ps.ref.Cluster}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
 	desc.Clusters = policyClusters(desc.Outputs)
-	for _, d := range s.diagnostics() {
-		if d.Policy == ps.ref.Key() {
-			desc.Diagnostics = append(desc.Diagnostics, d)
-		}
-	}
+	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
 	return desc, nil
 }
 
@@ -527,11 +547,7 @@ func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeReque
 		desc.Workloads, desc.Destinations = int32(len(c.Workloads)), int32(len(c.Destinations))
 	}
 	desc.Policies = s.listPolicies(ctx, listFilter{cluster: req.GetName(), selector: labels.Everything()})
-	for _, d := range s.diagnostics() {
-		if d.Cluster == req.GetName() {
-			desc.Diagnostics = append(desc.Diagnostics, d)
-		}
-	}
+	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Cluster == req.GetName() })
 	if c, err := s.deps.Store.GetCluster(ctx, req.GetName()); err == nil {
 		if d := sharedTokenDiagnostic(c); d != nil {
 			desc.Diagnostics = append(desc.Diagnostics, d)

@@ -51,10 +51,12 @@ type Options struct {
 	// TokenTTL is the life of relay identity tokens registered without one.
 	TokenTTL time.Duration
 	// CAKeyEncryptionKeyFile holds the secret that encrypts the CA's
-	// private key in the store (AES-256-GCM under a key derived from it).
-	// Every replica sharing a store needs the same one. When empty, the
-	// MESHRELAY_CA_KEY_ENCRYPTION_KEY environment variable is used, else
-	// the admin token: replicas then need the same admin token file.
+	// private key (and the mesh roots') in the store (AES-256-GCM under a
+	// key derived from it). Every replica sharing a store needs the same
+	// one. When empty, the MESHRELAY_CA_KEY_ENCRYPTION_KEY environment
+	// variable is used, else DATA-DIR/ca-key-encryption-key, generated on
+	// first start: replicas with data directories of their own then need
+	// a copy of it.
 	CAKeyEncryptionKeyFile string
 	// CAKeyEncryptionKey is the secret itself, when not read from a file.
 	CAKeyEncryptionKey string
@@ -165,7 +167,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SharedToken, "shared-token", o.SharedToken, "an install-wide relay identity token for clusters registered with --allow-shared-token (off by default; visible in the process list: prefer --shared-token-file or MESHRELAY_SHARED_TOKEN)")
 	fs.StringVar(&o.SharedTokenFile, "shared-token-file", o.SharedTokenFile, "file holding the shared token")
 	fs.DurationVar(&o.TokenTTL, "token-ttl", o.TokenTTL, "life of relay identity tokens registered without --token-ttl")
-	fs.StringVar(&o.CAKeyEncryptionKeyFile, "ca-key-encryption-key-file", o.CAKeyEncryptionKeyFile, "file with the secret that encrypts the CA key in the store, the same on every replica (default: MESHRELAY_CA_KEY_ENCRYPTION_KEY, else the admin token)")
+	fs.StringVar(&o.CAKeyEncryptionKeyFile, "ca-key-encryption-key-file", o.CAKeyEncryptionKeyFile, "file with the secret that encrypts the CA key in the store, the same on every replica (default: MESHRELAY_CA_KEY_ENCRYPTION_KEY, else DATA-DIR/ca-key-encryption-key, generated)")
 	fs.IntVar(&o.MaxUnauthenticatedMessageBytes, "max-unauthenticated-message-bytes", o.MaxUnauthenticatedMessageBytes, "largest message accepted from a client without a certificate (mtls mode)")
 	fs.DurationVar(&o.HelloTimeout, "hello-timeout", o.HelloTimeout, "how long a new agent stream may take to send its Hello")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most open relay connections")

@@ -534,32 +534,3 @@ func TestReadyzDetailsNeedAdminToken(t *testing.T) {
 }
 
 func newFullLimiter() *rate.Limiter { return rate.NewLimiter(rate.Every(time.Minute), 3) }
-
-// A CA key an older release stored in plain text is loaded and stored again
-// encrypted.
-func TestPlainCAKeyIsEncryptedOnStart(t *testing.T) {
-	st := memory.New()
-	ca, err := pki.GenerateCA("old", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemData, err := ca.MarshalPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM := splitPEM(pemData)
-	if err := st.PutCA(context.Background(), certPEM, keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, st, "")
-	if !bytes.Equal(ts.CABundle(), certPEM) {
-		t.Fatal("the server did not load the stored CA")
-	}
-	_, stored, err := st.GetCA(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(stored, []byte("PRIVATE KEY")) {
-		t.Fatal("the CA key is still in plain text in the store")
-	}
-}

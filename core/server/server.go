@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -207,7 +208,12 @@ func randomSuffix() string {
 }
 
 // loadCA takes the CA from files, else from the store (shared by replicas),
-// else from the data directory, generating it there on first start.
+// else from the data directory, generating it there on first start. The
+// store holds the CA's key sealed (caKeySecret): a key sealed with the
+// secret earlier releases derived from the admin token is sealed again
+// with the CA's own secret, and a key in plain text is taken only when
+// this replica's DATA-DIR/ca/ holds the same CA, since anyone able to
+// write the store could have put it there.
 func (s *Server) loadCA(ctx context.Context) error {
 	var err error
 	switch {
@@ -217,24 +223,34 @@ func (s *Server) loadCA(ctx context.Context) error {
 			return fmt.Errorf("load CA: %w", err)
 		}
 	default:
-		secret, err := s.caKeySecret()
+		key, err := s.caKeySecret()
 		if err != nil {
 			return err
 		}
 		certPEM, storedKey, gerr := s.deps.Store.GetCA(ctx)
 		switch {
 		case gerr == nil:
-			keyPEM, err := openCAKey(secret, certPEM, storedKey)
+			keyPEM, legacy, err := key.open(certPEM, storedKey)
 			plain := errors.Is(err, errPlainCAKey)
-			if err != nil && !plain {
+			switch {
+			case plain:
+				if s.ca, err = s.localCA(certPEM); err != nil {
+					return fmt.Errorf("load CA from store: %w", err)
+				}
+				s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
+			case err != nil:
 				return fmt.Errorf("load CA from store: %w", err)
+			default:
+				if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
+					return fmt.Errorf("load CA from store: %w", err)
+				}
 			}
-			if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
-				return fmt.Errorf("load CA from store: %w", err)
+			if legacy {
+				s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
+					"secret", s.caKeySecretSource(key))
 			}
-			if plain {
-				s.log.Warn("the CA key was stored in plain text; storing it encrypted")
-				if err := s.storeCA(ctx, secret); err != nil {
+			if plain || legacy {
+				if err := s.storeCA(ctx, key); err != nil {
 					return err
 				}
 			}
@@ -242,7 +258,7 @@ func (s *Server) loadCA(ctx context.Context) error {
 			if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
 				return fmt.Errorf("create CA: %w", err)
 			}
-			if err := s.storeCA(ctx, secret); err != nil {
+			if err := s.storeCA(ctx, key); err != nil {
 				return err
 			}
 		default:
@@ -267,14 +283,53 @@ func (s *Server) loadCA(ctx context.Context) error {
 	return nil
 }
 
-// storeCA writes the CA to the store, its key encrypted with secret.
-func (s *Server) storeCA(ctx context.Context, secret []byte) error {
+// localCA returns the CA of DATA-DIR/ca/ when its certificates are certPEM,
+// for a CA whose key the store holds in plain text.
+func (s *Server) localCA(certPEM []byte) (*pki.CA, error) {
+	dir := filepath.Join(s.opts.DataDir, "ca")
+	refuse := fmt.Errorf("%w, and %s does not hold this CA: start the replica whose data directory holds it, or delete the store's CA and every DATA-DIR/ca/ to make a new one", errPlainCAKey, dir)
+	if _, err := os.Stat(filepath.Join(dir, pki.CAKeyFile)); err != nil {
+		return nil, refuse
+	}
+	chain := filepath.Join(dir, pki.CAChainFile)
+	if _, err := os.Stat(chain); err != nil {
+		chain = ""
+	}
+	ca, err := pki.LoadCA(filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.CAKeyFile), chain)
+	if err != nil {
+		return nil, err
+	}
+	pemData, err := ca.MarshalPEM()
+	if err != nil {
+		return nil, err
+	}
+	if local, _ := splitPEM(pemData); !bytes.Equal(local, certPEM) {
+		return nil, refuse
+	}
+	return ca, nil
+}
+
+// caKeySecretSource names where key's secret comes from, for the log.
+func (s *Server) caKeySecretSource(key sealKey) string {
+	switch {
+	case !key.configured:
+		return s.caKeyEncryptionKeyPath()
+	case s.opts.CAKeyEncryptionKey != "":
+		return "option"
+	case s.opts.CAKeyEncryptionKeyFile != "":
+		return s.opts.CAKeyEncryptionKeyFile
+	}
+	return CAKeyEncryptionKeyEnv
+}
+
+// storeCA writes the CA to the store, its key sealed with key.
+func (s *Server) storeCA(ctx context.Context, key sealKey) error {
 	pemData, err := s.ca.MarshalPEM()
 	if err != nil {
 		return fmt.Errorf("encode CA: %w", err)
 	}
 	certPEM, keyPEM := splitPEM(pemData)
-	sealed, err := sealCAKey(secret, certPEM, keyPEM)
+	sealed, err := sealCAKey(key, certPEM, keyPEM)
 	if err != nil {
 		return err
 	}

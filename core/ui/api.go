@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -20,28 +20,32 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// cookieName holds the admin token (base64url) after a login. It is HttpOnly and
-// SameSite=Strict, so scripts and other sites cannot use it.
+// cookieName holds a session's opaque ID after a login (sessions). It is
+// HttpOnly and SameSite=Strict, so scripts and other sites cannot use it,
+// and Secure when the UI serves HTTPS.
 const cookieName = "meshrelay_ui"
 
 // Bounds on what a request may send and how long answers may take.
 const (
 	maxLoginBytes = 4 << 10
 	writeTimeout  = 30 * time.Second
-	sessionLife   = 12 * time.Hour
 )
 
 var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // token returns the caller's admin token: the Authorization header's
-// bearer token, else the login cookie's.
-func token(r *http.Request) string {
+// bearer token, else the token of the live session the cookie names.
+func (s *Server) token(r *http.Request) string {
 	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return strings.TrimSpace(tok)
 	}
+	return s.sessions.token(sessionID(r))
+}
+
+// sessionID returns the session the request's cookie names, if any.
+func sessionID(r *http.Request) string {
 	if c, err := r.Cookie(cookieName); err == nil {
-		tok, _ := base64.RawURLEncoding.DecodeString(c.Value)
-		return string(tok)
+		return c.Value
 	}
 	return ""
 }
@@ -55,7 +59,7 @@ func adminContext(ctx context.Context, tok string) context.Context {
 func (s *Server) get(call func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
-		resp, err := call(adminContext(r.Context(), token(r)), r)
+		resp, err := call(adminContext(r.Context(), s.token(r)), r)
 		if err != nil {
 			s.writeCallError(w, err)
 			return
@@ -115,9 +119,10 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-// login checks a token against the admin API and, when it is valid, keeps
-// it in the session cookie. It accepts only JSON ({"token": "..."}), which
-// a form on another site cannot send without the browser asking first.
+// login checks a token against the admin API and, when it is valid, opens
+// a session and sets its cookie. It accepts only JSON ({"token": "..."}),
+// which a form on another site cannot send without the browser asking
+// first.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, `login takes application/json: {"token": "ADMIN-TOKEN"}`)
@@ -135,12 +140,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.writeCallError(w, err)
 		return
 	}
-	s.setCookie(w, base64.RawURLEncoding.EncodeToString([]byte(req.Token)), int(sessionLife/time.Second))
+	s.setCookie(w, s.sessions.open(req.Token), int(s.opts.SessionLife/time.Second))
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// logout forgets the session cookie.
-func (s *Server) logout(w http.ResponseWriter, _ *http.Request) {
+// logout ends the cookie's session and clears the cookie.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if id := sessionID(r); id != "" {
+		s.sessions.close(id)
+	}
 	s.setCookie(w, "", -1)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -181,7 +189,8 @@ func (s *Server) outputsYAML(ctx context.Context, cluster, backend string) (stri
 		case !o.GetApplied():
 			state = "pending"
 		}
-		fmt.Fprintf(&b, "# %s %s/%s from %s; %s\n", o.GetKind(), o.GetNamespace(), o.GetName(), strings.Join(o.GetPolicies(), ", "), state)
+		// The comment must stay one line: the agent's error is its text.
+		fmt.Fprintf(&b, "# %s\n", meta.Printable(fmt.Sprintf("%s %s/%s from %s; %s", o.GetKind(), o.GetNamespace(), o.GetName(), strings.Join(o.GetPolicies(), ", "), state)))
 		doc, err := yaml.JSONToYAML([]byte(o.GetBody()))
 		if err != nil {
 			doc = []byte(o.GetBody() + "\n")

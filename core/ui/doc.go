@@ -8,8 +8,13 @@
 // (relayv1.AdminServer, from server.Server.AdminServer) with the caller's
 // token as "authorization: Bearer TOKEN" in the incoming gRPC metadata, so
 // it authenticates exactly as the admin API does, and answers with
-// protojson. The token comes from an Authorization header or from the
-// cookie the login page sets. Only reading calls are exposed.
+// protojson. The token comes from an Authorization header or from a
+// session the login page opens: the cookie holds only the session's random
+// ID, and the token stays in the UI's memory until the session expires
+// (Options.SessionLife) or is logged out; the sessions kept are bounded
+// (Options.MaxSessions). Only reading calls are exposed. Text agents
+// control is escaped with meta.Printable on the text views (the outputs
+// page's comments), and the graph keys each policy with its source.
 //
 // GET /api/events is a server-sent event stream: it sends the fleet's
 // status (event "status") whenever it changes, checking every Options.Poll

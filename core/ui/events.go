@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,11 +22,17 @@ const (
 // events streams the fleet's status as server-sent events: one "status"
 // event at once and another whenever it changes. The caller's token is
 // checked when the stream opens (the admin token does not change while the
-// server runs); the stream ends after Options.StreamLife and the browser
+// server runs), and a stream opened with a session ends when the session
+// does; the stream ends after Options.StreamLife and the browser
 // reconnects. However many streams are open, the status is computed at
 // most twice per Options.Poll (statusCache).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	ctx := adminContext(r.Context(), token(r))
+	ctx := adminContext(r.Context(), s.token(r))
+	live := func() bool { return true }
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		id := sessionID(r)
+		live = func() bool { return s.sessions.token(id) != "" }
+	}
 	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
 	if err != nil {
 		s.writeCallError(w, err)
@@ -50,15 +57,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if err := s.streamStatus(ctx, st, send); err != nil {
+	if err := s.streamStatus(ctx, st, live, send); err != nil {
 		s.log.Debug("event stream ended", "error", err)
 	}
 }
 
 // streamStatus sends st, then polls the status and sends it when it
-// changed, until the stream's life ends, a write fails or the token is
-// refused.
-func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, send func(string, ...any) error) error {
+// changed, until the stream's life ends, a write fails, the token is
+// refused or live says the session ended.
+func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, live func() bool, send func(string, ...any) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StreamLife)
 	defer cancel()
 	if err := send("retry: 2000\n\n"); err != nil {
@@ -88,6 +95,10 @@ func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, send func
 				return err
 			}
 		case <-poll.C:
+			if !live() {
+				_ = send("event: failed\ndata: %q\n\n", "logged out")
+				return nil
+			}
 			var err error
 			if st, sum, err = s.status.get(ctx, s.admin, s.opts.Poll/2); err != nil {
 				_ = send("event: failed\ndata: %q\n\n", err.Error())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/meshrelay/meshrelay/sdk"
@@ -24,7 +25,9 @@ type graphDestination struct {
 }
 
 // graphEdge is a cross-cluster relation a policy creates: clients in From
-// reach Destination ("namespace/name") in To.
+// reach Destination ("namespace/name") in To. Policy names the policy with
+// its source (meta.PolicyRef.String: "Kind/namespace/name", with
+// "@cluster" for a workload cluster's), the name DescribePolicy takes.
 type graphEdge struct {
 	From        string `json:"from"`
 	To          string `json:"to"`
@@ -35,10 +38,12 @@ type graphEdge struct {
 
 // fleetGraph lists the destinations and the cross-cluster edges of the
 // management source's VirtualDestinations (from the clusters where their
-// outputs go to each backing Service elsewhere) and AccessPolicies (from
-// the clusters their clients name to each selected Service elsewhere).
-// Workload clusters' policies act only in their own cluster, so they make
-// no such edge.
+// outputs go to each backing Service elsewhere) and of AccessPolicies
+// (from the clusters their clients name to each selected Service
+// elsewhere). A workload cluster's AccessPolicy selects Services of its own
+// cluster only, and may admit clients of others; its VirtualDestinations
+// are refused. A workload cluster's policy of the same name as a
+// management policy is another policy: each keeps its edges.
 func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	list, err := s.admin.List(ctx, &relayv1.ListRequest{Kind: "destinations"})
 	if err != nil {
@@ -53,26 +58,29 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 	}
 	for _, p := range st.GetPolicies() {
-		if p.GetSourceCluster() != "" || (p.GetKind() != "VirtualDestination" && p.GetKind() != "AccessPolicy") {
+		if p.GetKind() != "AccessPolicy" && (p.GetKind() != "VirtualDestination" || p.GetSourceCluster() != "") {
 			continue
 		}
-		desc, err := s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName()})
+		ref := meta.PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster()}
+		desc, err := s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster()})
 		if err != nil {
-			s.log.Debug("describe policy for the graph", "policy", p.GetKind()+"/"+p.GetNamespace()+"/"+p.GetName(), "error", err)
+			s.log.Debug("describe policy for the graph", "policy", ref.String(), "error", err)
 			continue
 		}
-		g.Edges = append(g.Edges, policyEdges(desc, list.GetDestinations())...)
+		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations())...)
 	}
 	return g, nil
 }
 
-// policyEdges returns one policy's cross-cluster edges.
-func policyEdges(desc *relayv1.PolicyDescription, dests []*relayv1.Destination) []graphEdge {
+// policyEdges returns the cross-cluster edges of the policy ref names.
+func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*relayv1.Destination) []graphEdge {
 	policies, err := policyv1alpha1.Decode([]byte(desc.GetBody()))
 	if err != nil || len(policies) != 1 {
 		return nil
 	}
-	key := desc.GetStatus().GetKind() + "/" + desc.GetStatus().GetNamespace() + "/" + desc.GetStatus().GetName()
+	if ref.Cluster != "" {
+		dests = slices.DeleteFunc(slices.Clone(dests), func(d *relayv1.Destination) bool { return d.GetCluster() != ref.Cluster })
+	}
 	var from []string
 	var to []graphDestination
 	switch p := policies[0].(type) {
@@ -103,7 +111,7 @@ func policyEdges(desc *relayv1.PolicyDescription, dests []*relayv1.Destination) 
 	for _, d := range to {
 		for _, c := range from {
 			if c != d.Cluster {
-				edges = append(edges, graphEdge{From: c, To: d.Cluster, Destination: d.Namespace + "/" + d.Name, Kind: desc.GetStatus().GetKind(), Policy: key})
+				edges = append(edges, graphEdge{From: c, To: d.Cluster, Destination: d.Namespace + "/" + d.Name, Kind: ref.Kind, Policy: ref.String()})
 			}
 		}
 	}

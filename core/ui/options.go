@@ -24,12 +24,17 @@ type Options struct {
 	MaxStreams int
 	// StreamLife bounds one event stream; the browser reconnects after it.
 	StreamLife time.Duration
+	// SessionLife is how long a login lasts.
+	SessionLife time.Duration
+	// MaxSessions bounds the logins kept at once; a new one beyond it ends
+	// the one closest to its expiry.
+	MaxSessions int
 }
 
 // DefaultOptions returns the defaults: off, a one-second poll, 64 streams
-// of at most 30 minutes.
+// of at most 30 minutes, 256 logins of 12 hours.
 func DefaultOptions() Options {
-	return Options{Poll: time.Second, MaxStreams: 64, StreamLife: 30 * time.Minute}
+	return Options{Poll: time.Second, MaxStreams: 64, StreamLife: 30 * time.Minute, SessionLife: 12 * time.Hour, MaxSessions: 256}
 }
 
 // AddFlags registers the options as flags.
@@ -51,6 +56,12 @@ func (o *Options) Validate() error {
 	}
 	if o.StreamLife <= 0 {
 		errs = append(errs, errors.New("ui: stream life must be positive"))
+	}
+	if o.SessionLife <= 0 {
+		errs = append(errs, errors.New("ui: session life must be positive"))
+	}
+	if o.MaxSessions <= 0 {
+		errs = append(errs, errors.New("ui: max sessions must be positive"))
 	}
 	return errors.Join(errs...)
 }

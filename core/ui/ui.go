@@ -21,12 +21,13 @@ var dist embed.FS
 
 // Server serves the web UI on its own listener.
 type Server struct {
-	opts    Options
-	admin   relayv1.AdminServer
-	log     *slog.Logger
-	lis     net.Listener
-	streams chan struct{}
-	status  statusCache
+	opts     Options
+	admin    relayv1.AdminServer
+	log      *slog.Logger
+	lis      net.Listener
+	streams  chan struct{}
+	status   statusCache
+	sessions *sessions
 }
 
 // New checks the options and opens the UI's listener; Run serves it. admin
@@ -47,7 +48,8 @@ func New(opts Options, admin relayv1.AdminServer, logger *slog.Logger) (*Server,
 	}
 	return &Server{
 		opts: opts, admin: admin, log: logger.With("component", "ui"), lis: lis,
-		streams: make(chan struct{}, opts.MaxStreams),
+		streams:  make(chan struct{}, opts.MaxStreams),
+		sessions: newSessions(opts.SessionLife, opts.MaxSessions),
 	}, nil
 }
 

@@ -38,9 +38,15 @@ func start(t *testing.T, change func(*ui.Options)) env {
 // startOn runs a server with opts on st, and its UI.
 func startOn(t *testing.T, st store.Store, opts server.Options, change func(*ui.Options)) env {
 	t.Helper()
+	return startWith(t, server.Deps{Store: st}, opts, change)
+}
+
+// startWith runs a server with opts and deps, and its UI.
+func startWith(t *testing.T, deps server.Deps, opts server.Options, change func(*ui.Options)) env {
+	t.Helper()
 	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, opts, server.Deps{Store: st})
+	srv, err := server.New(ctx, opts, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +104,7 @@ func request(t *testing.T, c *http.Client, method, url, auth, contentType, body 
 // Every API answer needs the admin token, from the bearer header or the
 // login cookie; the login checks the token, sets an HttpOnly, SameSite
 // cookie only for a valid one, and refuses other content types and large
-// bodies; logout forgets the cookie.
+// bodies; logout ends the session.
 func TestAuthentication(t *testing.T) {
 	e := start(t, nil)
 	base := e.ui.URL()
@@ -249,5 +255,9 @@ func TestTLS(t *testing.T) {
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if resp, body := request(t, c, "GET", e.ui.URL()+"api/status", "Bearer "+e.token, "", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /api/status over HTTPS = %d %s", resp.StatusCode, body)
+	}
+	resp, body := request(t, c, "POST", e.ui.URL()+"api/login", "", "application/json", `{"token": "`+e.token+`"}`)
+	if cookies := resp.Cookies(); resp.StatusCode != http.StatusNoContent || len(cookies) != 1 || !cookies[0].Secure {
+		t.Errorf("login over HTTPS = %d %s, cookies %v, want one Secure cookie", resp.StatusCode, body, cookies)
 	}
 }

@@ -77,6 +77,14 @@ meshrelay-server.adminTokenSecret is the Secret holding the admin API token.
 {{- end }}
 
 {{/*
+meshrelay-server.caKeyEncryptionKeySecret is the Secret holding the secret
+that seals CA keys in the store.
+*/}}
+{{- define "meshrelay-server.caKeyEncryptionKeySecret" -}}
+{{- default (printf "%s-ca-key-encryption-key" (include "meshrelay-server.fullname" .)) .Values.caKeyEncryptionKey.existingSecret }}
+{{- end }}
+
+{{/*
 meshrelay-server.storeURL is the value of --store. Kubernetes replaces
 $(REDIS_PASSWORD) with the variable the container gets from
 redis.passwordSecret.
