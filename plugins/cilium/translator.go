@@ -23,11 +23,10 @@ var _ sdk.Translator = (*Translator)(nil)
 // Describe says what the translator is.
 func (*Translator) Describe() sdk.Description {
 	return sdk.Description{
-		Name:       "cilium",
-		Version:    "0.1.0",
-		Backends:   []string{Backend},
-		Meshes:     []string{Backend},
-		InputKinds: []string{"/Service", "/Namespace", "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "discovery.k8s.io/EndpointSlice"},
+		Name:     "cilium",
+		Version:  "0.1.0",
+		Backends: []string{Backend},
+		Meshes:   []string{Backend},
 		OutputKinds: []string{
 			"cilium.io/" + KindNetworkPolicy, "cilium.io/" + KindClusterwidePolicy, "cilium.io/" + KindEnvoyConfig, "/Service",
 		},

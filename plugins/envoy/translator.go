@@ -37,10 +37,6 @@ func (*Translator) Describe() sdk.Description {
 		Version:  "0.1.0",
 		Backends: []string{Backend},
 		Meshes:   []string{Backend},
-		InputKinds: []string{
-			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "apps/Deployment", "apps/StatefulSet",
-			"apps/DaemonSet", discoveryapi.Group + "/Mesh",
-		},
 		OutputKinds: []string{
 			xds.Group + "/" + xds.KindListener, xds.Group + "/" + xds.KindRouteConfiguration,
 			xds.Group + "/" + xds.KindCluster, xds.Group + "/" + xds.KindClusterLoadAssignment,

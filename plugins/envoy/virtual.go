@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-
 // backend is a Service backing a VirtualDestination, reduced to what node
 // groups' resources use of it: where it is, the labels TrafficPolicies
 // select it by, and its ports. Its endpoints are not part of it: each
@@ -40,6 +39,7 @@ func virtualBackends(f *sdk.Fleet) map[sdk.PolicyRef][]backend {
 	return sharedBackends.Get(f)
 }
 
+// sharedBackends is virtualBackends' value, which targets share.
 var sharedBackends = sdk.NewShared("envoy/virtual-destination-backends", func(f *sdk.Fleet) map[sdk.PolicyRef][]backend {
 	out := map[sdk.PolicyRef][]backend{}
 	for _, vd := range f.VirtualDestinations() {
@@ -55,6 +55,8 @@ func virtualDestinationWarnings(f *sdk.Fleet) []sdk.Diagnostic {
 	return sharedWarnings.Get(f)
 }
 
+// sharedWarnings is virtualDestinationWarnings' value, which targets
+// share.
 var sharedWarnings = sdk.NewShared("envoy/virtual-destination-warnings", func(f *sdk.Fleet) []sdk.Diagnostic {
 	var out []sdk.Diagnostic
 	for _, vd := range f.VirtualDestinations() {

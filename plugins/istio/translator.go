@@ -35,11 +35,6 @@ func (t *Translator) Describe() sdk.Description {
 		Version:  Version,
 		Backends: []string{Backend},
 		Meshes:   []string{Backend},
-		InputKinds: []string{
-			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "/ServiceAccount",
-			"apps/Deployment", "apps/StatefulSet", "apps/DaemonSet",
-			"discovery.meshrelay.io/Mesh", "discovery.meshrelay.io/Gateway",
-		},
 		OutputKinds: []string{
 			"networking.istio.io/VirtualService", "networking.istio.io/DestinationRule", "networking.istio.io/ServiceEntry",
 			"networking.istio.io/Gateway",
