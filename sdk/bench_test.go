@@ -14,17 +14,13 @@ import (
 type perTarget struct{}
 
 func (perTarget) Describe() Description {
-	return Description{Name: "per-target", Version: "1", Backends: []string{"b"}}
+	return Description{Name: "per-target", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (p perTarget) Translate(ctx context.Context, req *Request, resp *Response) error {
-	return TranslateTargets(ctx, p, req, resp)
-}
-
-func (perTarget) TranslateTarget(_ context.Context, req *TargetRequest, resp *Response) error {
+func (perTarget) TranslateTarget(_ context.Context, req *Request, resp *Response) error {
 	for _, ap := range req.Fleet.AccessPolicies() {
 		for _, d := range req.Target.Select(ap.Spec.DestinationSelectors) {
-			resp.Emit(req.Target.Name, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			resp.Emit(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 				"metadata": map[string]any{"name": ap.Name + "-" + d.Service.Name, "namespace": d.Service.Namespace}}, ap)
 		}
 	}

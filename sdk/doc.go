@@ -7,36 +7,40 @@
 //
 //	func main() { sdk.Serve(&myTranslator{}) }
 //
-// where myTranslator implements [Translator] and, best, [TargetTranslator]:
-// it computes one target cluster's outputs at a time.
+// where myTranslator implements [Translator]: it describes itself and
+// computes one target cluster's outputs at a time.
 //
 //	func (t *myTranslator) Describe() sdk.Description {
-//		return sdk.Description{Name: "netpol", Version: "0.1.0", Backends: []string{"netpol"}}
+//		return sdk.Description{Name: "netpol", Version: "0.1.0", Backends: []string{"netpol"},
+//			OutputKinds: []string{"networking.k8s.io/NetworkPolicy"}}
 //	}
 //
-//	func (t *myTranslator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-//		return sdk.TranslateTargets(ctx, t, req, resp)
-//	}
-//
-//	func (t *myTranslator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+//	func (t *myTranslator) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 //		for _, ap := range req.Fleet.AccessPolicies() {
 //			for _, dst := range req.Target.Select(ap.Spec.DestinationSelectors) {
-//				resp.Emit(req.Target.Name, networkPolicyFor(ap, dst), ap)
+//				resp.Emit(networkPolicyFor(ap, dst), ap)
 //			}
 //		}
 //		return nil
 //	}
 //
+// resp.Emit sends to the target only; resp.Diagnose reports problems in
+// the target (the SDK fills in its cluster), resp.DiagnoseFleet those
+// about the fleet. A translator that computes the whole fleet in one call
+// is a [FleetTranslator], served by [ServeFleet]; it gets none of what
+// follows.
+//
 // # Incremental translation
 //
-// For a [TargetTranslator] the SDK records what each target's computation
+// The SDK records what each target's computation
 // reads through req.Fleet and req.Target: every object of a kind in a
 // cluster ([Cluster.Services], [Cluster.Deployments], ...), one object
 // ([Cluster.Service]), one Service's endpoints ([Cluster.Endpoints]),
 // which Services match selectors ([Fleet.Select], [Fleet.SelectsAny]), a
 // cluster's presence, staleness and meshes ([Fleet.Cluster],
 // [Cluster.HasMesh]), the list of clusters ([Fleet.Clusters],
-// [Fleet.ClustersWithMesh]), the policies of a kind, and [Shared] values.
+// [Fleet.ClustersWithMesh]), the policies of a kind, and shared values
+// ([Shared], [SharedMap]).
 // After a delta it computes again, in parallel on every core, only the
 // targets with a read the delta concerns in its old or new state; the
 // others cost nothing. So a translator scales with what changed when each
@@ -47,8 +51,13 @@
 //   - another cluster's objects only where its outputs use them, such as
 //     the endpoints of a Service a VirtualDestination exports;
 //   - facts over many clusters that many targets need (trust domains,
-//     networks) through [Shared], so that targets depend on the fact, not
-//     on every cluster it was derived from.
+//     networks) through a shared value, so that targets depend on the
+//     fact, not on every cluster it was derived from.
+//
+// A shared value is a typed handle, declared once:
+//
+//	var domains = sdk.NewShared("trust-domains", func(f *sdk.Fleet) []string { ... })
+//	... domains.Get(req.Fleet) ...  // a []string, checked by the compiler
 //
 // A target's emits go to that target only. The host may scope a session
 // to some targets (a server replica computes the clusters whose agents
@@ -71,7 +80,7 @@
 // host's deltas, decodes inputs into typed Kubernetes objects and policies,
 // drops invalid policies with a diagnostic on each, stamps ownership labels on
 // every emitted object, sends only the clusters whose outputs changed, and
-// splits large messages. Translate should be a pure function of the request:
+// splits large messages. TranslateTarget should be a pure function of the request:
 // the same fleet gives the same outputs.
 //
 // [Diagnostic], [Severity], [PolicyRef] and the ownership labels
@@ -92,18 +101,23 @@
 // backends that need their mesh: such a backend has work only in clusters
 // where discovery found a mesh of the same name (the istio, envoy and
 // cilium plugins declare theirs), and the translator is not called while
-// no cluster has one; any other backend runs for every cluster.
+// no cluster has one; any other backend runs for every cluster. A target
+// where no backend has work is not computed.
 // OutputKinds lists every kind the translator may emit: the server sends
 // them to the agents with the outputs, and an agent prunes the objects it
 // owns of those kinds, also those left before it restarted (it keeps the
-// kinds in its state directory). Every
+// kinds in its state directory); emitting a kind not listed is an error.
+// InputKinds lists the custom kinds the translator reads: what
+// [AlwaysDiscovered] reports needs no declaration, any other kind
+// reaches a translator only when declared (sdktest drops the others from
+// its fixtures). Every
 // mesh must be one of Backends, and OutputKinds must be "group/Kind"
 // (at most 256): [Serve] refuses a translator that declares otherwise,
 // and the host refuses a plugin that describes itself so.
 //
 // Optional capabilities are found by type assertion: a translator that also
 // implements [PolicyValidator] gets to refuse policies it cannot serve before
-// Translate sees them.
+// it sees them.
 //
 // [Serve] runs the plugin side of go-plugin: handshake, negotiated protocol
 // versions (package sdk/protocol), gRPC with raised message limits, hclog
@@ -115,8 +129,8 @@
 // with the server's own host side of the protocol (sdk/protocol/host).
 //
 // Within one update every target shares what the typed accessors decoded.
-// A whole-fleet translator's session keeps each cluster's decoded inputs
-// while they do not change; a [TargetTranslator]'s drops them when the
+// A [FleetTranslator]'s session keeps each cluster's decoded inputs
+// while they do not change; a [Translator]'s drops them when the
 // update ends, since a target is computed again mostly after its own
 // cluster changed, and keeping them would double what a plugin holds per
 // cluster. Emitted
@@ -126,7 +140,8 @@
 // is sent; after a delta only those that changed, an emptied one as an
 // empty output. Diagnostics (the SDK's own for invalid policies and the
 // translator's) are sent in full with every answer, sorted, without
-// duplicates. When Translate fails, emits to an unknown backend or to a
-// cluster outside the fleet, or emits the same object twice, only the
-// error is sent and the host keeps the previous outputs.
+// duplicates. When a translation fails, emits to an unknown backend, to
+// a cluster outside the fleet or a kind not declared, or emits the same
+// object twice, only the error is sent and the host keeps the previous
+// outputs.
 package sdk

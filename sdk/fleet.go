@@ -43,7 +43,7 @@ type fleetData struct {
 // It is read-only; a Fleet may be shared between calls, so translators must
 // not modify what it returns.
 //
-// The Fleet given to [TargetTranslator.TranslateTarget] records what the
+// The Fleet given to [Translator.TranslateTarget] records what the
 // computation reads through it — which clusters, which kinds and objects,
 // which selectors, which policies — so that the SDK knows which targets a
 // later change concerns. Everything a target's outputs depend on must be
@@ -240,7 +240,7 @@ type clusterData struct {
 }
 
 // decodeLog collects the clusters whose decode caches an update filled.
-// A TargetTranslator's session drops them after each update. A target is
+// A Translator's session drops them after each update. A target is
 // computed again only after a change, mostly one of its own cluster's
 // inputs, which replaces that cluster's data and its caches anyway; only
 // fleet-wide changes (a policy edit) decode again what they read. Kept,

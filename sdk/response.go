@@ -91,45 +91,92 @@ type Output struct {
 	Body []byte
 }
 
-// Response collects what Translate emits. Its methods are not safe for
-// concurrent use.
+// Response collects what one target's computation emits and reports. Its
+// methods are not safe for concurrent use.
 type Response struct {
-	plugin   string
-	backends []string
-	// target, when set, is the only cluster emits may go to.
-	target  string
-	outputs []Output
-	diags   []Diagnostic
-	err     error
+	collector
+	// target is the only cluster emits go to.
+	target string
 }
 
-// NewResponse returns an empty response for a plugin serving backends. The
-// SDK makes one per Translate; tests may make their own.
-func NewResponse(plugin string, backends []string) *Response {
-	return &Response{plugin: plugin, backends: backends}
+// NewResponse returns an empty response for the computation of target by
+// a translator described by d. The SDK makes one per target; tests may
+// make their own.
+func NewResponse(d Description, target string) *Response {
+	return &Response{collector: newCollector(d), target: target}
 }
 
-// Emit adds obj to cluster's output for the translator's only backend. obj is
-// any Kubernetes-shaped value (a typed object from client-go or istio.io,
-// or an unstructured map) with apiVersion, kind and metadata.name. parents
-// are the policies the object derives from; they become its ownership labels.
-// A translator serving several backends uses [Response.EmitFor].
-func (r *Response) Emit(cluster string, obj any, parents ...policyv1alpha1.Policy) {
+// Emit adds obj to the target's output for the translator's only backend.
+// obj is any Kubernetes-shaped value (a typed object from client-go or
+// istio.io, or an unstructured map) with apiVersion, kind and
+// metadata.name, of a kind the translator declares in OutputKinds.
+// parents are the policies the object derives from; they become its
+// ownership labels. A translator serving several backends uses
+// [Response.EmitFor].
+func (r *Response) Emit(obj any, parents ...policyv1alpha1.Policy) {
+	if b, ok := r.onlyBackend(r.target); ok {
+		r.emit(b, r.target, obj, parents)
+	}
+}
+
+// EmitFor adds obj to the target's output for backend.
+func (r *Response) EmitFor(backend string, obj any, parents ...policyv1alpha1.Policy) {
+	r.emit(backend, r.target, obj, parents)
+}
+
+// Diagnose adds diagnostics about the target: one without a Cluster gets
+// the target's.
+func (r *Response) Diagnose(ds ...Diagnostic) {
+	for _, d := range ds {
+		if d.Cluster == "" {
+			d.Cluster = r.target
+		}
+		r.diags = append(r.diags, d)
+	}
+}
+
+// DiagnoseFleet adds diagnostics as they are: about the fleet rather than
+// the target (no Cluster), or about another cluster. Use it for what a
+// [Shared] value found, which every target that reads it reports and the
+// SDK sends once.
+func (r *Response) DiagnoseFleet(ds ...Diagnostic) { r.diags = append(r.diags, ds...) }
+
+// collector is what both responses share: the emitted outputs, the
+// diagnostics and the first emit error.
+type collector struct {
+	plugin      string
+	backends    []string
+	outputKinds map[snapshot.GroupKind]bool
+	outputs     []Output
+	diags       []Diagnostic
+	err         error
+}
+
+func newCollector(d Description) collector {
+	kinds, _ := snapshot.ParseGroupKinds(d.OutputKinds) // validateDescription checked them
+	set := make(map[snapshot.GroupKind]bool, len(kinds))
+	for _, k := range kinds {
+		set[k] = true
+	}
+	return collector{plugin: d.Name, backends: d.Backends, outputKinds: set}
+}
+
+// onlyBackend returns the translator's backend when it has one, and
+// fails the response otherwise.
+func (r *collector) onlyBackend(cluster string) (string, bool) {
 	if len(r.backends) != 1 {
 		r.fail(fmt.Errorf("emit to %q: the translator serves %d backends, use EmitFor", cluster, len(r.backends)))
-		return
+		return "", false
 	}
-	r.EmitFor(r.backends[0], cluster, obj, parents...)
+	return r.backends[0], true
 }
 
-// EmitFor adds obj to cluster's output for backend.
-func (r *Response) EmitFor(backend, cluster string, obj any, parents ...policyv1alpha1.Policy) {
+// emit encodes obj and adds it to cluster's output for backend, or fails
+// the response: an unknown backend, an object that does not encode, a
+// kind the translator does not declare.
+func (r *collector) emit(backend, cluster string, obj any, parents []policyv1alpha1.Policy) {
 	if !slices.Contains(r.backends, backend) {
 		r.fail(fmt.Errorf("emit to %q: backend %q is not in the translator's description", cluster, backend))
-		return
-	}
-	if r.target != "" && cluster != r.target {
-		r.fail(fmt.Errorf("emit to %q while computing target %q: a target computation emits to its target only", cluster, r.target))
 		return
 	}
 	out, err := r.encode(obj, parents)
@@ -137,15 +184,16 @@ func (r *Response) EmitFor(backend, cluster string, obj any, parents ...policyv1
 		r.fail(fmt.Errorf("emit to %q: %w", cluster, err))
 		return
 	}
+	if gk := (snapshot.GroupKind{Group: out.Group, Kind: out.Kind}); !r.outputKinds[gk] {
+		r.fail(fmt.Errorf("emit %s %s/%s to %q: kind %q is not in the translator's OutputKinds", out.Kind, out.Namespace, out.Name, cluster, gk.String()))
+		return
+	}
 	out.Cluster, out.Backend = cluster, backend
 	r.outputs = append(r.outputs, out)
 }
 
-// Diagnose adds diagnostics.
-func (r *Response) Diagnose(ds ...Diagnostic) { r.diags = append(r.diags, ds...) }
-
 // Outputs returns what was emitted, sorted by cluster, backend and object.
-func (r *Response) Outputs() []Output {
+func (r *collector) Outputs() []Output {
 	out := slices.Clone(r.outputs)
 	slices.SortFunc(out, func(a, b Output) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend), a.ID.Compare(b.ID))
@@ -154,13 +202,14 @@ func (r *Response) Outputs() []Output {
 }
 
 // Diagnostics returns the diagnostics in the order they were added.
-func (r *Response) Diagnostics() []Diagnostic { return slices.Clone(r.diags) }
+func (r *collector) Diagnostics() []Diagnostic { return slices.Clone(r.diags) }
 
 // Err returns the first emit error, if any: an object that could not be
-// encoded, or an unknown backend. Emit errors are bugs in the translator.
-func (r *Response) Err() error { return r.err }
+// encoded, of an undeclared kind, or for an unknown backend. Emit errors
+// are bugs in the translator.
+func (r *collector) Err() error { return r.err }
 
-func (r *Response) fail(err error) {
+func (r *collector) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
@@ -169,7 +218,7 @@ func (r *Response) fail(err error) {
 // encode marshals obj and stamps the ownership labels. A typed Kubernetes
 // object is marshalled once, with the labels set on it for the time of the
 // call; any other value goes through a generic map.
-func (r *Response) encode(obj any, parents []policyv1alpha1.Policy) (Output, error) {
+func (r *collector) encode(obj any, parents []policyv1alpha1.Policy) (Output, error) {
 	if typed, ok := obj.(typedObject); ok {
 		return r.encodeTyped(typed, parents)
 	}
@@ -229,7 +278,7 @@ type typedObject interface {
 // emptyStatus ends the encoding of a typed object whose status is empty.
 var emptyStatus = []byte(`,"status":{}}`)
 
-func (r *Response) encodeTyped(obj typedObject, parents []policyv1alpha1.Policy) (Output, error) {
+func (r *collector) encodeTyped(obj typedObject, parents []policyv1alpha1.Policy) (Output, error) {
 	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
 	if apiVersion == "" || kind == "" || obj.GetName() == "" {
 		return Output{}, fmt.Errorf("object needs apiVersion, kind and metadata.name (got %q, %q, %q)", apiVersion, kind, obj.GetName())
@@ -271,7 +320,7 @@ type stamp struct {
 	policies string
 }
 
-func (r *Response) stamp(parents []policyv1alpha1.Policy) stamp {
+func (r *collector) stamp(parents []policyv1alpha1.Policy) stamp {
 	s := stamp{labels: map[string]string{ManagedByLabel: ManagedByValue, PluginLabel: r.plugin}}
 	if len(parents) == 0 {
 		return s

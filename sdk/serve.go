@@ -28,7 +28,15 @@ const parentPollInterval = 500 * time.Millisecond
 // whole main. It speaks the translator protocol over go-plugin, logs hclog
 // JSON to stderr, and exits when the host that started it dies. Run by
 // hand, without the host's handshake, it says it is a plugin and exits 1.
-func Serve(t Translator) {
+func Serve(t Translator) { serve(t) }
+
+// ServeFleet is [Serve] for a [FleetTranslator].
+func ServeFleet(t FleetTranslator) { serve(t) }
+
+// describer is a Translator or a FleetTranslator.
+type describer interface{ Describe() Description }
+
+func serve(t describer) {
 	level := hclog.LevelFromString(os.Getenv(LogLevelEnv))
 	if level == hclog.NoLevel {
 		level = hclog.Info
@@ -73,6 +81,15 @@ func watchParent(ppid int, every time.Duration, orphaned func()) {
 // protocol a plugin process speaks, for hosts that link a translator in and
 // for tests. stop closes the connection and the server.
 func ServeInProcess(t Translator) (conn *grpc.ClientConn, stop func(), err error) {
+	return serveInProcess(t)
+}
+
+// ServeFleetInProcess is [ServeInProcess] for a [FleetTranslator].
+func ServeFleetInProcess(t FleetTranslator) (conn *grpc.ClientConn, stop func(), err error) {
+	return serveInProcess(t)
+}
+
+func serveInProcess(t describer) (conn *grpc.ClientConn, stop func(), err error) {
 	desc := t.Describe()
 	if err := validateDescription(desc); err != nil {
 		return nil, nil, err
@@ -83,14 +100,14 @@ func ServeInProcess(t Translator) (conn *grpc.ClientConn, stop func(), err error
 // server implements the translator service for one translator.
 type server struct {
 	translatorv1.UnimplementedTranslatorServer
-	t    Translator
+	t    describer
 	desc Description
 	// ownProcess is set when the translator has the process to itself
 	// (Serve), so the server may return memory to the operating system.
 	ownProcess bool
 }
 
-func newServer(t Translator, desc Description) *server { return &server{t: t, desc: desc} }
+func newServer(t describer, desc Description) *server { return &server{t: t, desc: desc} }
 
 // Describe returns the translator's description.
 func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*translatorv1.DescribeResponse, error) {

@@ -56,9 +56,11 @@ type outKey struct{ cluster, backend string }
 
 // session keeps one Translate stream's view of the fleet and what it sent.
 type session struct {
-	t    Translator
-	tt   TargetTranslator // nil for a whole-fleet translator
+	tt   Translator      // nil for a whole-fleet translator
+	ft   FleetTranslator // nil for a per-target translator
 	desc Description
+	// validator is the translator's PolicyValidator, if it has one.
+	validator PolicyValidator
 
 	clusters map[string]*clusterState
 	mgmt     map[snapshot.ID][]byte
@@ -82,17 +84,22 @@ type session struct {
 	scope, prevScope map[string]bool
 }
 
-func newSession(t Translator, desc Description) *session {
+// newSession opens a session of t, a Translator or a FleetTranslator.
+func newSession(t describer, desc Description) *session {
 	s := &session{
-		t: t, desc: desc,
+		desc:     desc,
 		clusters: map[string]*clusterState{},
 		mgmt:     map[snapshot.ID][]byte{},
 		decoded:  map[policySource]*decodedPolicy{},
 		sent:     map[outKey][sha256.Size]byte{},
 	}
-	if tt, ok := t.(TargetTranslator); ok {
-		s.tt = tt
+	s.validator, _ = t.(PolicyValidator)
+	switch t := t.(type) {
+	case Translator:
+		s.tt = t
 		s.targets = newTargets()
+	case FleetTranslator:
+		s.ft = t
 	}
 	return s
 }
@@ -298,8 +305,8 @@ func (s *session) commit(ctx context.Context, send sender) error {
 	if s.tt != nil {
 		return s.commitTargets(ctx, fleet, send)
 	}
-	req := &Request{Fleet: fleet.view(nil), Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
-	resp := NewResponse(s.desc.Name, s.desc.Backends)
+	req := &FleetRequest{Fleet: fleet.view(nil), Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
+	resp := &FleetResponse{collector: newCollector(s.desc)}
 	err := s.translate(ctx, req, resp)
 	if err == nil {
 		err = resp.Err()
@@ -350,13 +357,13 @@ func done(generation uint64, errText string) *translatorv1.TranslateResponse {
 }
 
 // translate calls the translator, turning a panic into an error.
-func (s *session) translate(ctx context.Context, req *Request, resp *Response) (err error) {
+func (s *session) translate(ctx context.Context, req *FleetRequest, resp *FleetResponse) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("translate panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
-	if err := s.t.Translate(ctx, req, resp); err != nil {
+	if err := s.ft.Translate(ctx, req, resp); err != nil {
 		return fmt.Errorf("translate: %w", err)
 	}
 	return nil
@@ -532,8 +539,8 @@ func (s *session) decodePolicy(src policySource, raw []byte) *decodedPolicy {
 			d.diags = append(d.diags, td)
 		}
 	}
-	if v, ok := s.t.(PolicyValidator); ok && valid {
-		for _, vd := range v.ValidatePolicy(p) {
+	if s.validator != nil && valid {
+		for _, vd := range s.validator.ValidatePolicy(p) {
 			if vd.Policy == (PolicyRef{}) {
 				vd.Policy = ref
 			}

@@ -18,15 +18,15 @@ import (
 type fake struct {
 	fail     error
 	emitTo   string
-	requests []*Request
+	requests []*FleetRequest
 	validate func(policyv1alpha1.Policy) []Diagnostic
 }
 
 func (f *fake) Describe() Description {
-	return Description{Name: "fake", Version: "1", Backends: []string{"b"}}
+	return Description{Name: "fake", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (f *fake) Translate(_ context.Context, req *Request, resp *Response) error {
+func (f *fake) Translate(_ context.Context, req *FleetRequest, resp *FleetResponse) error {
 	f.requests = append(f.requests, req)
 	if f.fail != nil {
 		return f.fail
@@ -329,7 +329,7 @@ func TestSessionProtocolErrors(t *testing.T) {
 }
 
 func TestServeInProcessDescribe(t *testing.T) {
-	conn, stop, err := ServeInProcess(&fake{})
+	conn, stop, err := ServeFleetInProcess(&fake{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestServeInProcessDescribe(t *testing.T) {
 	if err != nil || d.GetName() != "fake" || len(d.GetBackends()) != 1 {
 		t.Fatalf("Describe = %v, %v", d, err)
 	}
-	if _, _, err := ServeInProcess(&badDesc{}); err == nil {
+	if _, _, err := ServeFleetInProcess(&badDesc{}); err == nil {
 		t.Error("a translator without a name was served")
 	}
 }

@@ -23,7 +23,7 @@ type targetState struct {
 	diags []Diagnostic
 }
 
-// targets are the per-target computations of a TargetTranslator's session.
+// targets are the per-target computations of a Translator's session.
 //
 // A change is matched against the targets through two indexes, so that
 // what it costs grows with the targets it concerns, not with the fleet:
@@ -156,7 +156,7 @@ type targetResult struct {
 	err    error
 }
 
-// commitTargets answers an update of a TargetTranslator: it computes the
+// commitTargets answers an update of a Translator: it computes the
 // targets the update concerns, in parallel, and sends the output sets that
 // changed and every diagnostic.
 func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send sender) error {
@@ -270,9 +270,12 @@ func (s *session) computeTarget(ctx context.Context, fleet *fleetData, cd *clust
 	}()
 	rec := newRecorder()
 	rec.add(read{op: readMeta, cluster: cd.name})
-	req := &TargetRequest{Target: cd.handle(rec), Fleet: fleet.view(rec)}
-	resp := NewResponse(s.desc.Name, s.desc.Backends)
-	resp.target = cd.name
+	if !s.hasWork(cd) {
+		res.state = &targetState{reads: rec.freeze()}
+		return res
+	}
+	req := &Request{Target: cd.handle(rec), Fleet: fleet.view(rec)}
+	resp := NewResponse(s.desc, cd.name)
 	if err := s.tt.TranslateTarget(ctx, req, resp); err != nil {
 		res.err = fmt.Errorf("translate target %q: %w", cd.name, err)
 		return res
@@ -292,6 +295,19 @@ func (s *session) computeTarget(ctx context.Context, fleet *fleetData, cd *clust
 	}
 	res.state = &targetState{reads: rec.freeze(), diags: resp.Diagnostics()}
 	return res
+}
+
+// hasWork reports whether the translator has work in the cluster: some
+// backend of it needs no mesh, or the cluster has the mesh of one that
+// does. A target without work is not computed; it depends on its
+// cluster's meshes only (the read computeTarget records first).
+func (s *session) hasWork(cd *clusterData) bool {
+	for _, b := range s.desc.Backends {
+		if !slices.Contains(s.desc.Meshes, b) || slices.Contains(cd.meshes, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // hashOutputs hashes an output set: identities, sizes and bodies.

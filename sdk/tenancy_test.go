@@ -16,10 +16,10 @@ import (
 type guard struct{}
 
 func (guard) Describe() Description {
-	return Description{Name: "guard", Version: "1", Backends: []string{"b"}}
+	return Description{Name: "guard", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (guard) Translate(_ context.Context, req *Request, resp *Response) error {
+func (guard) Translate(_ context.Context, req *FleetRequest, resp *FleetResponse) error {
 	for _, ap := range req.Fleet.AccessPolicies() {
 		for _, d := range req.Fleet.Select(ap.Spec.DestinationSelectors) {
 			resp.Emit(d.Cluster.Name, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",

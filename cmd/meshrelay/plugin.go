@@ -25,19 +25,22 @@ before every start and refuses a binary that changed.`,
 		Example: `  meshrelay plugin install ./bin/meshrelay-plugin-istio --plugin-dir /plugins
   meshrelay plugin install https://example.com/meshrelay-plugin-acme --sha256 3f1c...
   meshrelay plugin list
-  meshrelay plugin init acme ./meshrelay-plugin-acme`,
+  meshrelay plugin init acme && meshrelay plugin install ./meshrelay-plugin-acme`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "plugin-dir", dir, "the plugin directory")
 
 	var sum string
 	install := &cobra.Command{
-		Use:   "install PATH|URL",
-		Short: "Install a plugin from a file or an HTTP(S) URL",
-		Long: `Install a plugin into the plugin directory. A file's checksum is computed
-(and must equal --sha256 when given); a URL is downloaded and needs --sha256.
-The plugin is started once to ask what it is; a plugin that speaks no
-supported protocol version is refused.`,
-		Example: `  meshrelay plugin install ./bin/meshrelay-plugin-cilium
+		Use:   "install PATH|DIR|URL",
+		Short: "Install a plugin from a file, a Go module directory or an HTTP(S) URL",
+		Long: `Install a plugin into the plugin directory. A directory holds the plugin's
+main package: it is built with the local Go toolchain (go build -trimpath) and
+the binary installed. A file's checksum is computed (and must equal --sha256
+when given); a URL is downloaded and needs --sha256. The plugin is started
+once to ask what it is; a plugin that speaks no supported protocol version is
+refused.`,
+		Example: `  meshrelay plugin install ./meshrelay-plugin-acme
+  meshrelay plugin install ./bin/meshrelay-plugin-cilium
   meshrelay plugin install https://example.com/meshrelay-plugin-acme --sha256 3f1c0a...`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -120,8 +123,10 @@ supported protocol version is refused.`,
 		Use:   "init NAME [DIR]",
 		Short: "Scaffold a new translator plugin project that builds and tests at once",
 		Long: `Scaffold a translator plugin project in DIR (default meshrelay-plugin-NAME):
-go.mod, main.go (sdk.Serve), translator.go to edit, a golden test and its
-fixture. examples/netpol/README.md is the tutorial that goes with it.`,
+go.mod, main.go (sdk.Serve), translator.go to edit, a test and its fixture,
+then run go mod tidy, so that the module's test passes as generated. Edit
+translator.go, then install the directory with meshrelay plugin install DIR.
+examples/netpol/README.md is the tutorial that goes with it.`,
 		Example: `  meshrelay plugin init acme
   meshrelay plugin init acme ./acme --module example.com/acme --meshrelay ../meshrelay`,
 		Args: cobra.RangeArgs(1, 2),
@@ -135,10 +140,11 @@ fixture. examples/netpol/README.md is the tutorial that goes with it.`,
 			if mod == "" {
 				mod = "example.com/meshrelay-plugin-" + name
 			}
-			if err := pluginhost.Scaffold(target, name, mod, local); err != nil {
+			if err := pluginhost.Scaffold(cmd.Context(), target, name, mod, local); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "scaffolded %s in %s\nnext: cd %s && go mod tidy && go test ./... && go build -o meshrelay-plugin-%s .\n", name, target, target, name)
+			fmt.Fprintf(cmd.OutOrStdout(), "scaffolded %s in %s\nnext: edit %s, then: meshrelay plugin install %s\n",
+				name, target, filepath.Join(target, "translator.go"), target)
 			return nil
 		},
 	}

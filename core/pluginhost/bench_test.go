@@ -18,25 +18,23 @@ import (
 type lister struct{}
 
 func (lister) Describe() sdk.Description {
-	return sdk.Description{Name: "good", Version: "1.0.0", Backends: []string{"test"}}
+	return sdk.Description{Name: "good", Version: "1.0.0", Backends: []string{"test"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (lister) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+func (lister) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
 	var ps []policyv1alpha1.Policy
 	for _, p := range req.Fleet.AccessPolicies() {
 		ps = append(ps, p)
 	}
-	for _, c := range req.Fleet.Clusters() {
-		var names []string
-		for _, s := range c.Services() {
-			names = append(names, s.Namespace+"/"+s.Name)
-		}
-		resp.Emit(c.Name, map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "services", "namespace": "default"},
-			"data":     map[string]any{"services": strings.Join(names, ","), "policies": strconv.Itoa(len(req.Fleet.AccessPolicies()))},
-		}, ps...)
+	var names []string
+	for _, s := range req.Target.Services() {
+		names = append(names, s.Namespace+"/"+s.Name)
 	}
+	resp.Emit(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "services", "namespace": "default"},
+		"data":     map[string]any{"services": strings.Join(names, ","), "policies": strconv.Itoa(len(req.Fleet.AccessPolicies()))},
+	}, ps...)
 	return nil
 }
 

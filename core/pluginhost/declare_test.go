@@ -83,7 +83,7 @@ type declaring struct{ d sdk.Description }
 
 func (t declaring) Describe() sdk.Description { return t.d }
 
-func (declaring) Translate(context.Context, *sdk.Request, *sdk.Response) error { return nil }
+func (declaring) TranslateTarget(context.Context, *sdk.Request, *sdk.Response) error { return nil }
 
 // A translator linked in process reports the kinds it declares it reads,
 // sorted and without duplicates; one declaring an input kind that is not

@@ -14,17 +14,15 @@ import (
 type counter struct{ fail bool }
 
 func (c *counter) Describe() sdk.Description {
-	return sdk.Description{Name: "counter", Version: "1", Backends: []string{"test"}}
+	return sdk.Description{Name: "counter", Version: "1", Backends: []string{"test"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (c *counter) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+func (c *counter) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
 	if c.fail {
 		return errors.New("cannot translate today")
 	}
-	for _, cl := range req.Fleet.Clusters() {
-		for _, s := range cl.Services() {
-			resp.Emit(cl.Name, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": s.Name, "namespace": s.Namespace}})
-		}
+	for _, s := range req.Target.Services() {
+		resp.Emit(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": s.Name, "namespace": s.Namespace}})
 	}
 	return nil
 }

@@ -109,7 +109,10 @@ func writeLock(dir string, entries []Entry) error {
 // Install copies a plugin binary into dir and records it in the lock file,
 // replacing an entry of the same name. src is a local path or an http(s)
 // URL; a URL needs sum (the hex SHA-256 of the binary), a path may have
-// one, and a binary that does not match it is refused. The plugin is
+// one, and a binary that does not match it is refused. A path that is a
+// directory holds the plugin's main package in a Go module: it is built
+// first with the local toolchain (`go build -trimpath`), and the binary
+// it builds is installed. The plugin is
 // started once to describe it: its name, version, backends, declared meshes,
 // input and output kinds, and protocol;
 // a plugin that speaks no protocol this host supports is refused
@@ -122,6 +125,14 @@ func Install(dir, src, sum string) (Entry, error) {
 // output while it is described.
 func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logger) (Entry, error) {
 	isURL := strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://")
+	if st, err := os.Stat(src); err == nil && st.IsDir() && !isURL {
+		built, err := buildPlugin(ctx, src)
+		if err != nil {
+			return Entry{}, fmt.Errorf("install %s: %w", src, err)
+		}
+		defer os.RemoveAll(filepath.Dir(built))
+		return InstallContext(ctx, dir, built, sum, logger)
+	}
 	if isURL && sum == "" {
 		return Entry{}, fmt.Errorf("install %s: a URL needs the binary's sha256", src)
 	}
@@ -180,6 +191,26 @@ func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logg
 		return Entry{}, fmt.Errorf("install %s: %w", src, err)
 	}
 	return e, nil
+}
+
+// buildPlugin builds the main package in the directory src into a new
+// temporary directory and returns the binary's path.
+func buildPlugin(ctx context.Context, src string) (string, error) {
+	tmp, err := os.MkdirTemp("", "meshrelay-plugin-build-*")
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	bin := filepath.Join(tmp, filepath.Base(abs))
+	if err := goCommand(ctx, src, "build", "-trimpath", "-o", bin, "."); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("build: %w", err)
+	}
+	return bin, nil
 }
 
 func copyFile(src string, w io.Writer) error {

@@ -2,11 +2,13 @@ package pluginhost
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"go/format"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,11 +21,14 @@ var pluginName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // Scaffold writes a new translator plugin project into dir, as `meshrelay
 // plugin init NAME DIR` does: go.mod, main.go (sdk.Serve), translator.go (a
 // translator to edit), translator_test.go (an sdktest test) and a fixture in
-// testdata/. modulePath is the new module's path. When meshrelayDir is set
-// it is a local meshrelay checkout that go.mod uses through a replace
-// directive; otherwise run `go get github.com/meshrelay/meshrelay@latest`.
-// Scaffold refuses to overwrite existing files.
-func Scaffold(dir, name, modulePath, meshrelayDir string) error {
+// testdata/, then runs `go mod tidy -e` there, so that the module builds
+// and its test passes as generated. modulePath is the new module's path. When
+// meshrelayDir is set it is a local meshrelay checkout that go.mod uses
+// through a replace directive, and tidying needs no network when the
+// module cache holds what the checkout builds with; otherwise tidying
+// fetches the latest github.com/meshrelay/meshrelay. Scaffold refuses to
+// overwrite existing files.
+func Scaffold(ctx context.Context, dir, name, modulePath, meshrelayDir string) error {
 	if !pluginName.MatchString(name) {
 		return fmt.Errorf("scaffold plugin %q: the name must be a DNS label (lower case letters, digits and '-')", name)
 	}
@@ -76,6 +81,25 @@ func Scaffold(dir, name, modulePath, meshrelayDir string) error {
 			return fmt.Errorf("scaffold plugin %q: %w", name, err)
 		}
 	}
+	// -e: offline, with only what the meshrelay checkout builds with in
+	// the module cache, the tests of dependencies' packages may not
+	// resolve; the module still builds and tests.
+	if err := goCommand(ctx, dir, "mod", "tidy", "-e"); err != nil {
+		return fmt.Errorf("scaffold plugin %q: %w", name, err)
+	}
+	return nil
+}
+
+// goCommand runs the go command in dir, with its error output in the
+// error.
+func goCommand(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
 	return nil
 }
 
@@ -89,10 +113,9 @@ replace github.com/meshrelay/meshrelay => {{.Meshrelay}}
 {{end}}`
 
 const scaffoldMain = `// Command meshrelay-plugin-{{.Name}} is a meshrelay translator plugin.
-// Build it, then install it with:
+// Build and install it with:
 //
-//	go build -o meshrelay-plugin-{{.Name}} .
-//	meshrelay plugin install ./meshrelay-plugin-{{.Name}}
+//	meshrelay plugin install .
 package main
 
 import "github.com/meshrelay/meshrelay/sdk"
@@ -114,24 +137,20 @@ import (
 // backend's resources.
 type {{.Type}} struct{}
 
-var (
-	_ sdk.TargetTranslator = (*{{.Type}})(nil)
-	_ sdk.PolicyValidator  = (*{{.Type}})(nil)
-)
-
-// Describe says what the translator is.
+// Describe says what the translator is: every kind it emits, and the
+// custom kinds it reads (none here: Services and policies are always
+// discovered).
 func (t *{{.Type}}) Describe() sdk.Description {
 	return sdk.Description{
 		Name:        "{{.Name}}",
 		Version:     "0.1.0",
 		Backends:    []string{"{{.Backend}}"},
-		InputKinds:  []string{"/Service", "policy.meshrelay.io/AccessPolicy"},
 		OutputKinds: []string{"/ConfigMap"},
 	}
 }
 
 // ValidatePolicy refuses policies this translator cannot serve. Policies
-// with an error diagnostic never reach Translate.
+// with an error diagnostic never reach TranslateTarget.
 func (t *{{.Type}}) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
 	if ap, ok := p.(*policyv1alpha1.AccessPolicy); ok && len(ap.Spec.Paths) > 0 {
 		return []sdk.Diagnostic{sdk.Errorf(ap, "spec.paths", "{{.Name}} cannot restrict paths")}
@@ -139,19 +158,14 @@ func (t *{{.Type}}) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
 	return nil
 }
 
-// Translate translates the whole fleet, one target at a time.
-func (t *{{.Type}}) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, t, req, resp)
-}
-
 // TranslateTarget emits, for every Service of the target cluster that an
 // AccessPolicy selects, a ConfigMap beside it naming the policy. It must be
 // a pure function of what it reads through req: the SDK computes a target
 // again only when something it read changes.
-func (t *{{.Type}}) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (t *{{.Type}}) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	for _, ap := range req.Fleet.AccessPolicies() {
 		for _, dst := range req.Target.Select(ap.Spec.DestinationSelectors) {
-			resp.Emit(req.Target.Name, map[string]any{
+			resp.Emit(map[string]any{
 				"apiVersion": "v1",
 				"kind":       "ConfigMap",
 				"metadata":   map[string]any{"name": "{{.Name}}-" + dst.Service.Name, "namespace": dst.Service.Namespace},

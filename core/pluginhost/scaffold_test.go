@@ -1,14 +1,21 @@
 package pluginhost
 
 import (
-	"os"
+	"context"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-func TestScaffoldBuildsAndTests(t *testing.T) {
+// TestInitInstallStart follows the plugin author's loop: scaffold a
+// project against this checkout (offline: the only proxy is the local
+// module cache), whose go.mod and go.sum suffice (no -mod=mod) and
+// whose test passes as generated; install the directory, which builds it;
+// and start the installed plugin through go-plugin and translate with it.
+func TestInitInstallStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
@@ -16,27 +23,47 @@ func TestScaffoldBuildsAndTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "hello")
-	if err := Scaffold(dir, "hello", "example.com/meshrelay-plugin-hello", root); err != nil {
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOPROXY", "file://"+filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"))
+	t.Setenv("GOSUMDB", "off")
+	t.Setenv("GOWORK", "off")
+	t.Setenv("GOFLAGS", "")
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "meshrelay-plugin-acme")
+	if err := Scaffold(ctx, dir, "acme", "example.com/meshrelay-plugin-acme", root); err != nil {
 		t.Fatalf("Scaffold = %v", err)
 	}
-	if err := Scaffold(dir, "hello", "example.com/x", root); err == nil {
+	if err := Scaffold(ctx, dir, "acme", "example.com/x", root); err == nil {
 		t.Error("Scaffold overwrote an existing project")
 	}
-	if err := Scaffold(t.TempDir(), "Bad_Name", "example.com/x", ""); err == nil {
+	if err := Scaffold(ctx, t.TempDir(), "Bad_Name", "example.com/x", ""); err == nil {
 		t.Error("Scaffold accepted an invalid name")
 	}
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOWORK=off")
-	for _, args := range [][]string{{"build", "-o", "meshrelay-plugin-hello", "."}, {"vet", "./..."}, {"test", "./..."}} {
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "./..."}} {
 		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, env
+		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("go %s in the scaffolded project: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	// The built plugin installs: it speaks the protocol.
-	e, err := Install(t.TempDir(), filepath.Join(dir, "meshrelay-plugin-hello"), "")
-	if err != nil || e.Name != "hello" {
-		t.Fatalf("Install(scaffolded plugin) = %+v, %v", e, err)
+
+	pluginDir := t.TempDir()
+	e, err := InstallContext(ctx, pluginDir, dir, "", slog.New(slog.DiscardHandler))
+	if err != nil || e.Name != "acme" || !slices.Equal(e.OutputKinds, []string{"/ConfigMap"}) || len(e.InputKinds) != 0 {
+		t.Fatalf("InstallContext(project directory) = %+v, %v", e, err)
+	}
+	h := newHost(t, pluginDir, testOptions(), nil)
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	p := mustPlugin(t, h, "acme")
+	if _, err := p.Translate(ctx, update(true, "east")); err != nil {
+		t.Fatalf("Translate with the installed plugin = %v", err)
+	}
+	if p.Pid() == 0 {
+		t.Error("the installed plugin runs in no process")
 	}
 }

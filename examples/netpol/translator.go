@@ -18,15 +18,13 @@ import (
 const Backend = "netpol"
 
 // Translator maps AccessPolicies to one NetworkPolicy per protected Service.
-// It computes one target cluster at a time (sdk.TargetTranslator), so that
-// after a change the SDK computes again only the clusters the change
-// concerns.
+// It computes one target cluster at a time, so that after a change the SDK
+// computes again only the clusters the change concerns.
 type Translator struct{}
 
 var (
-	_ sdk.Translator       = (*Translator)(nil)
-	_ sdk.TargetTranslator = (*Translator)(nil)
-	_ sdk.PolicyValidator  = (*Translator)(nil)
+	_ sdk.Translator      = (*Translator)(nil)
+	_ sdk.PolicyValidator = (*Translator)(nil)
 )
 
 // Describe says what the translator is.
@@ -35,7 +33,6 @@ func (t *Translator) Describe() sdk.Description {
 		Name:        "netpol", // the plugin is meshrelay-plugin-netpol
 		Version:     "0.1.0",
 		Backends:    []string{Backend}, // what Emit writes to
-		InputKinds:  []string{"/Service", "policy.meshrelay.io/AccessPolicy"},
 		OutputKinds: []string{"networking.k8s.io/NetworkPolicy"},
 	}
 }
@@ -63,29 +60,21 @@ func (t *Translator) ValidatePolicy(p policyv1alpha1.Policy) []sdk.Diagnostic {
 	return ds
 }
 
-// Translate computes every cluster of the fleet as a target; see
-// TranslateTarget.
-func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, t, req, resp)
-}
-
 // TranslateTarget emits, for every Service of the target cluster that some
 // AccessPolicy selects, a NetworkPolicy that admits only what the Allow
 // policies selecting it admit. It reads the policies and the target's own
 // Services, nothing of other clusters: a change elsewhere does not compute
 // this target again.
-func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	for _, p := range protectedServices(req) {
 		if len(p.svc.Spec.Selector) == 0 {
 			for _, ap := range p.policies {
-				d := sdk.Warningf(ap, "spec.destinationSelectors", "Service %s/%s has no pod selector; no NetworkPolicy protects it", p.svc.Namespace, p.svc.Name)
-				d.Cluster = req.Target.Name
-				resp.Diagnose(d)
+				resp.Diagnose(sdk.Warningf(ap, "spec.destinationSelectors", "Service %s/%s has no pod selector; no NetworkPolicy protects it", p.svc.Namespace, p.svc.Name))
 			}
 			continue
 		}
 		np, parents := networkPolicy(req.Target.Name, p)
-		resp.Emit(req.Target.Name, np, parents...)
+		resp.Emit(np, parents...)
 	}
 	return nil
 }
@@ -98,7 +87,7 @@ type protected struct {
 
 // protectedServices returns the target's Services that AccessPolicies
 // select, each with the policies selecting it.
-func protectedServices(req *sdk.TargetRequest) []*protected {
+func protectedServices(req *sdk.Request) []*protected {
 	var out []*protected
 	index := map[[2]string]*protected{}
 	for _, ap := range req.Fleet.AccessPolicies() {

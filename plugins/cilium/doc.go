@@ -2,7 +2,7 @@
 // policies to Cilium resources for every cluster where discovery found
 // Cilium. cmd/meshrelay-plugin-cilium serves it as a plugin.
 //
-// The translator is an [sdk.TargetTranslator]: it computes one target
+// The translator is an [sdk.Translator]: it computes one target
 // cluster's outputs at a time, and after a change the SDK computes again
 // only the targets whose reads the change concerns (see "What a target
 // reads" below).
@@ -116,7 +116,7 @@
 //     it admits forwards to a named targetPort;
 //   - every AccessPolicy, VirtualDestination and TrafficPolicy;
 //   - values computed once per state of the fleet and shared by every
-//     target that asks (sdk.Shared), so that a target depends on the value
+//     target that asks (sdk.NewSharedMap), so that a target depends on the value
 //     and not on every cluster it was derived from:
 //     "cilium/runs-cilium/<cluster>", whether a cluster that an
 //     AccessPolicy names among its clients runs Cilium (for the warning

@@ -12,9 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// virtualKeyPrefix starts the key of a VirtualDestination's shared facts
-// (see virtualFactsOf); the policy's reference follows it.
-const virtualKeyPrefix = "cilium/virtual-destination/"
+// sharedVirtualFacts are the facts of each VirtualDestination, by its
+// reference, that targets share (see virtualFactsOf).
+var sharedVirtualFacts = sdk.NewSharedMap("cilium/virtual-destination", func(f *sdk.Fleet, ref sdk.PolicyRef) virtualFacts {
+	vd, ok := findPolicy(f.VirtualDestinations(), ref)
+	if !ok {
+		return virtualFacts{}
+	}
+	return computeVirtualFacts(f, vd)
+})
 
 // globalService is a Service of the target that backs VirtualDestinations,
 // made a ClusterMesh global service.
@@ -210,14 +216,7 @@ type virtualFacts struct {
 // backends appear or leave, or when AccessPolicies start or stop covering
 // them — not on every Service the selectors were matched against.
 func virtualFactsOf(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) virtualFacts {
-	ref := sdk.RefOf(vd)
-	return sdk.Shared(f, virtualKeyPrefix+ref.String(), func(f *sdk.Fleet) virtualFacts {
-		vd, ok := findPolicy(f.VirtualDestinations(), ref)
-		if !ok {
-			return virtualFacts{}
-		}
-		return computeVirtualFacts(f, vd)
-	})
+	return sharedVirtualFacts.Get(f, sdk.RefOf(vd))
 }
 
 // computeVirtualFacts finds the VirtualDestination's backends in every

@@ -11,9 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// trafficKeyPrefix starts the key of a TrafficPolicy's shared warnings
-// (see trafficWarningsOf); the policy's reference follows it.
-const trafficKeyPrefix = "cilium/traffic-policy/"
+// sharedTrafficWarnings are the warnings of each TrafficPolicy, by its
+// reference, that targets share (see trafficWarningsOf).
+var sharedTrafficWarnings = sdk.NewSharedMap("cilium/traffic-policy", func(f *sdk.Fleet, ref sdk.PolicyRef) diagnostics {
+	tp, ok := findPolicy(f.TrafficPolicies(), ref)
+	if !ok {
+		return nil
+	}
+	return trafficWarnings(f, tp)
+})
 
 // trafficPolicies serves the TrafficPolicies selecting destinations in
 // the target when it runs Cilium and not Istio (where Istio runs too, its
@@ -55,14 +61,7 @@ func (tr *translation) trafficPolicies(tps []*policyv1alpha1.TrafficPolicy) {
 // the fleet once per state of the fleet and shared by the targets where it
 // selects destinations.
 func trafficWarningsOf(f *sdk.Fleet, tp *policyv1alpha1.TrafficPolicy) diagnostics {
-	ref := sdk.RefOf(tp)
-	return sdk.Shared(f, trafficKeyPrefix+ref.String(), func(f *sdk.Fleet) diagnostics {
-		tp, ok := findPolicy(f.TrafficPolicies(), ref)
-		if !ok {
-			return nil
-		}
-		return trafficWarnings(f, tp)
-	})
+	return sharedTrafficWarnings.Get(f, sdk.RefOf(tp))
 }
 
 // trafficWarnings returns a warning per field of the TrafficPolicy's rules

@@ -46,18 +46,18 @@ func (ds *diagnostics) add(d sdk.Diagnostic, cluster, detail string) {
 	*ds = append(*ds, d)
 }
 
-// ciliumKeyPrefix starts the key of the shared answer to whether a
-// cluster runs Cilium (see runsCilium); the cluster's name follows it.
-const ciliumKeyPrefix = "cilium/runs-cilium/"
+// sharedRunsCilium answers, per cluster name, whether the cluster is in
+// the fleet and runs Cilium (see runsCilium).
+var sharedRunsCilium = sdk.NewSharedMap("cilium/runs-cilium", func(f *sdk.Fleet, name string) bool {
+	c, ok := f.Cluster(name)
+	return ok && c.HasMesh(discoveryapi.MeshCilium)
+})
 
 // runsCilium reports whether the named cluster is in the fleet and runs
 // Cilium. The answer is shared, so a target that asks depends on the
 // answer alone, not on the cluster's staleness or other meshes.
 func runsCilium(f *sdk.Fleet, name string) bool {
-	return sdk.Shared(f, ciliumKeyPrefix+name, func(f *sdk.Fleet) bool {
-		c, ok := f.Cluster(name)
-		return ok && c.HasMesh(discoveryapi.MeshCilium)
-	})
+	return sharedRunsCilium.Get(f, name)
 }
 
 // key returns the key of a Service of the target.

@@ -18,29 +18,19 @@ type Translator struct{}
 // New returns the Cilium translator.
 func New() *Translator { return &Translator{} }
 
-var (
-	_ sdk.Translator       = (*Translator)(nil)
-	_ sdk.TargetTranslator = (*Translator)(nil)
-)
+var _ sdk.Translator = (*Translator)(nil)
 
 // Describe says what the translator is.
 func (*Translator) Describe() sdk.Description {
 	return sdk.Description{
-		Name:       "cilium",
-		Version:    "0.1.0",
-		Backends:   []string{Backend},
-		Meshes:     []string{Backend},
-		InputKinds: []string{"/Service", "/Namespace", "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "discovery.k8s.io/EndpointSlice"},
+		Name:     "cilium",
+		Version:  "0.1.0",
+		Backends: []string{Backend},
+		Meshes:   []string{Backend},
 		OutputKinds: []string{
 			"cilium.io/" + KindNetworkPolicy, "cilium.io/" + KindClusterwidePolicy, "cilium.io/" + KindEnvoyConfig, "/Service",
 		},
 	}
-}
-
-// Translate computes every cluster of the fleet as a target; see
-// TranslateTarget.
-func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, t, req, resp)
 }
 
 // TranslateTarget emits, when the target runs Cilium, a CiliumNetworkPolicy
@@ -49,11 +39,9 @@ func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.
 // backs a VirtualDestination a ClusterMesh global service.
 // TrafficPolicies become a CiliumEnvoyConfig per selected Service where
 // Cilium's Envoy takes them, and elsewhere a diagnostic naming what is not
-// applied where. A target without Cilium gets nothing.
-func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
-	if !req.Target.HasMesh(discoveryapi.MeshCilium) {
-		return nil
-	}
+// applied where. The SDK computes only targets with Cilium, the mesh the
+// backend declares.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	tr := newTranslation(req.Fleet, req.Target)
 	globals := tr.globalServices()
 	for _, ap := range req.Fleet.AccessPolicies() {
@@ -64,8 +52,8 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 	}
 	tr.trafficPolicies(req.Fleet.TrafficPolicies())
 	for _, out := range tr.outputs {
-		resp.Emit(req.Target.Name, out.obj, out.parents...)
+		resp.Emit(out.obj, out.parents...)
 	}
-	resp.Diagnose(tr.diags...)
+	resp.DiagnoseFleet(tr.diags...)
 	return nil
 }

@@ -21,7 +21,7 @@ type timed struct {
 	spent atomic.Int64
 }
 
-func (t *timed) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (t *timed) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	start := time.Now()
 	err := t.Translator.TranslateTarget(ctx, req, resp)
 	t.spent.Add(int64(time.Since(start)))

@@ -119,7 +119,7 @@
 //
 // # Targets and what they read
 //
-// The translator is an sdk.TargetTranslator: it computes one target
+// The translator is an sdk.Translator: it computes one target
 // cluster's outputs at a time, and after a change the SDK computes again
 // only the targets whose reads the change concerns. A target reads:
 //
@@ -132,7 +132,7 @@
 //     the endpoints of its Services that TrafficPolicies select or whose
 //     workloads belong to a node group;
 //   - the TrafficPolicies, AccessPolicies and VirtualDestinations;
-//   - the shared value (sdk.Shared) of every VirtualDestination's backing
+//   - the shared value (sdk.NewShared) of every VirtualDestination's backing
 //     Services — cluster, namespace, name, labels and ports — and of the
 //     warnings on the Services they list that do not exist. A change to a
 //     Service elsewhere computes the value again, and the targets only when

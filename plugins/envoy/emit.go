@@ -17,7 +17,7 @@ func (idx *index) emit(resp *sdk.Response, node string, rs []*resource) error {
 		if err != nil {
 			return fmt.Errorf("node %q: %w", node, err)
 		}
-		resp.Emit(idx.target.Name, newEmitted(node, r.msg, spec), r.parents...)
+		resp.Emit(newEmitted(node, r.msg, spec), r.parents...)
 	}
 	return nil
 }

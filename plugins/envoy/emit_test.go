@@ -67,8 +67,8 @@ func TestEmittedIsObject(t *testing.T) {
 
 func emitOne(t *testing.T, obj any, parents []policyv1alpha1.Policy) sdk.Output {
 	t.Helper()
-	resp := sdk.NewResponse("envoy", []string{Backend})
-	resp.Emit("east", obj, parents...)
+	resp := sdk.NewResponse(New().Describe(), "east")
+	resp.Emit(obj, parents...)
 	if err := resp.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,8 @@ func computedAfter(t *testing.T, base *fleet, change func(*fleet)) []string {
 	change(changed)
 	s := sdktest.NewSession(t, envoy.New())
 	s.Update(base.fixture(t))
-	if got, want := s.Computed(), []string{"east", "north", "south", "west"}; !slices.Equal(got, want) {
+	// south has no envoy mesh: the SDK does not compute it.
+	if got, want := s.Computed(), []string{"east", "north", "west"}; !slices.Equal(got, want) {
 		t.Fatalf("first update computed %v, want %v", got, want)
 	}
 	s.Update(changed.fixture(t))

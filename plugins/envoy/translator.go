@@ -28,10 +28,7 @@ type Translator struct{}
 // New returns the Envoy translator.
 func New() *Translator { return &Translator{} }
 
-var (
-	_ sdk.Translator       = (*Translator)(nil)
-	_ sdk.TargetTranslator = (*Translator)(nil)
-)
+var _ sdk.Translator = (*Translator)(nil)
 
 // Describe says what the translator is.
 func (*Translator) Describe() sdk.Description {
@@ -40,10 +37,6 @@ func (*Translator) Describe() sdk.Description {
 		Version:  "0.1.0",
 		Backends: []string{Backend},
 		Meshes:   []string{Backend},
-		InputKinds: []string{
-			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "apps/Deployment", "apps/StatefulSet",
-			"apps/DaemonSet", discoveryapi.Group + "/Mesh",
-		},
 		OutputKinds: []string{
 			xds.Group + "/" + xds.KindListener, xds.Group + "/" + xds.KindRouteConfiguration,
 			xds.Group + "/" + xds.KindCluster, xds.Group + "/" + xds.KindClusterLoadAssignment,
@@ -51,23 +44,14 @@ func (*Translator) Describe() sdk.Description {
 	}
 }
 
-// Translate computes every cluster of the fleet as a target; see
-// TranslateTarget.
-func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, t, req, resp)
-}
-
-// TranslateTarget emits, for every node group of the target when it has the
-// envoy mesh, the Listeners, RouteConfigurations, Clusters and
-// ClusterLoadAssignments its proxies and gRPC clients need. Every target,
-// with the envoy mesh or not, reports the VirtualDestinations' missing
-// Services, as the fleet-wide translation always did.
-func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
-	resp.Diagnose(virtualDestinationWarnings(req.Fleet)...)
+// TranslateTarget emits, for every node group of the target, the
+// Listeners, RouteConfigurations, Clusters and ClusterLoadAssignments its
+// proxies and gRPC clients need. The SDK computes only targets with the
+// envoy mesh, the mesh the backend declares. Every target reports the
+// VirtualDestinations' missing Services.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
+	resp.DiagnoseFleet(virtualDestinationWarnings(req.Fleet)...)
 	c := req.Target
-	if !c.HasMesh(discoveryapi.MeshEnvoy) {
-		return nil
-	}
 	nodes := envoyNodes(c)
 	if len(nodes) == 0 {
 		return nil
@@ -82,7 +66,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest
 			return err
 		}
 	}
-	resp.Diagnose(idx.diags.list...)
+	resp.DiagnoseFleet(idx.diags.list...)
 	return nil
 }
 

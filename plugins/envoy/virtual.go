@@ -10,13 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Keys of the values every target shares (see sdk.Shared). Each always
-// comes with the same computation.
-const (
-	backendsKey = "envoy/virtual-destination-backends"
-	warningsKey = "envoy/virtual-destination-warnings"
-)
-
 // backend is a Service backing a VirtualDestination, reduced to what node
 // groups' resources use of it: where it is, the labels TrafficPolicies
 // select it by, and its ports. Its endpoints are not part of it: each
@@ -43,28 +36,35 @@ func (b backend) service() *corev1.Service {
 // Service the selectors were matched against, and a change to a backing
 // Service that leaves its labels and ports alone recomputes no target.
 func virtualBackends(f *sdk.Fleet) map[sdk.PolicyRef][]backend {
-	return sdk.Shared(f, backendsKey, func(f *sdk.Fleet) map[sdk.PolicyRef][]backend {
-		out := map[sdk.PolicyRef][]backend{}
-		for _, vd := range f.VirtualDestinations() {
-			out[sdk.RefOf(vd)] = backendsOf(f, vd)
-		}
-		return out
-	})
+	return sharedBackends.Get(f)
 }
+
+// sharedBackends is virtualBackends' value, which targets share.
+var sharedBackends = sdk.NewShared("envoy/virtual-destination-backends", func(f *sdk.Fleet) map[sdk.PolicyRef][]backend {
+	out := map[sdk.PolicyRef][]backend{}
+	for _, vd := range f.VirtualDestinations() {
+		out[sdk.RefOf(vd)] = backendsOf(f, vd)
+	}
+	return out
+})
 
 // virtualDestinationWarnings returns a warning per Service a
 // VirtualDestination lists that does not exist. It is shared so that a
 // target depends on the warnings, not on the Services they are about.
 func virtualDestinationWarnings(f *sdk.Fleet) []sdk.Diagnostic {
-	return sdk.Shared(f, warningsKey, func(f *sdk.Fleet) []sdk.Diagnostic {
-		var out []sdk.Diagnostic
-		for _, vd := range f.VirtualDestinations() {
-			_, missing := listedServices(f, vd)
-			out = append(out, missing...)
-		}
-		return out
-	})
+	return sharedWarnings.Get(f)
 }
+
+// sharedWarnings is virtualDestinationWarnings' value, which targets
+// share.
+var sharedWarnings = sdk.NewShared("envoy/virtual-destination-warnings", func(f *sdk.Fleet) []sdk.Diagnostic {
+	var out []sdk.Diagnostic
+	for _, vd := range f.VirtualDestinations() {
+		_, missing := listedServices(f, vd)
+		out = append(out, missing...)
+	}
+	return out
+})
 
 // backendsOf returns a VirtualDestination's backing Services: those it
 // lists that exist and those its selectors match, once each, sorted by

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// accessKey names the accessFacts among the values targets share.
-const accessKey = "istio/access"
+// sharedAccess is the accessFacts that targets share.
+var sharedAccess = sdk.NewShared("istio/access", computeAccess)
 
 // accessFacts are the fleet-wide facts of the AccessPolicies: the clients
 // each Allow policy admits, as Istio identities, and the diagnostics about
@@ -74,7 +74,7 @@ func translateAccess(ctx context.Context, t *target, out *outputs) error {
 	if len(aps) == 0 {
 		return nil
 	}
-	facts := sdk.Shared(t.fleet, accessKey, computeAccess)
+	facts := sharedAccess.Get(t.fleet)
 	out.diagnose(facts.Diags...)
 	strict := map[sdk.ServiceKey][]policyv1alpha1.Policy{}
 	selectors := map[sdk.ServiceKey]map[string]string{}

@@ -11,7 +11,7 @@
 //
 // # One target at a time
 //
-// The translator is an sdk.TargetTranslator: it computes each Istio
+// The translator is an sdk.Translator: it computes each Istio
 // cluster's outputs on their own (a cluster without Istio gets nothing and
 // reads nothing more), and after a change the SDK computes again only the
 // targets that read what changed. A target reads:

@@ -197,9 +197,9 @@ func (o *outputs) emit(resp *sdk.Response) {
 	keys := slices.SortedFunc(maps.Keys(o.entries), outputKey.compare)
 	for _, k := range keys {
 		e := o.entries[k]
-		resp.Emit(k.Cluster, e.obj, e.parents...)
+		resp.Emit(e.obj, e.parents...)
 	}
-	resp.Diagnose(o.diags...)
+	resp.DiagnoseFleet(o.diags...)
 }
 
 // keyFor is the output key of an object of type tm, named namespace/name, in cluster.

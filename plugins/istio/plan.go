@@ -8,8 +8,8 @@ import (
 	"github.com/meshrelay/meshrelay/sdk"
 )
 
-// planKey names the trafficPlan among the values targets share.
-const planKey = "istio/traffic-plan"
+// sharedPlan is the trafficPlan that targets share.
+var sharedPlan = sdk.NewShared("istio/traffic-plan", computePlan)
 
 // trafficPlan is what every target needs to know of the TrafficPolicies and
 // VirtualDestinations over the whole fleet: which are valid, what they
@@ -99,7 +99,7 @@ type virtualFacts struct {
 }
 
 // planOf returns the fleet's plan, computed once and shared by the targets.
-func planOf(f *sdk.Fleet) *trafficPlan { return sdk.Shared(f, planKey, computePlan) }
+func planOf(f *sdk.Fleet) *trafficPlan { return sharedPlan.Get(f) }
 
 // computePlan decides the TrafficPolicies in order of age, then the
 // VirtualDestinations, as the objects of each claim their names in every

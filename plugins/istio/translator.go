@@ -5,7 +5,6 @@ import (
 	"context"
 	"slices"
 
-	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
@@ -24,7 +23,7 @@ const (
 // cluster at a time. Its zero value is not used; call New.
 type Translator struct{}
 
-var _ sdk.TargetTranslator = (*Translator)(nil)
+var _ sdk.Translator = (*Translator)(nil)
 
 // New returns the Istio translator.
 func New() *Translator { return &Translator{} }
@@ -36,11 +35,6 @@ func (t *Translator) Describe() sdk.Description {
 		Version:  Version,
 		Backends: []string{Backend},
 		Meshes:   []string{Backend},
-		InputKinds: []string{
-			"/Service", "discovery.k8s.io/EndpointSlice", "/Node", "/ServiceAccount",
-			"apps/Deployment", "apps/StatefulSet", "apps/DaemonSet",
-			"discovery.meshrelay.io/Mesh", "discovery.meshrelay.io/Gateway",
-		},
 		OutputKinds: []string{
 			"networking.istio.io/VirtualService", "networking.istio.io/DestinationRule", "networking.istio.io/ServiceEntry",
 			"networking.istio.io/Gateway",
@@ -49,20 +43,11 @@ func (t *Translator) Describe() sdk.Description {
 	}
 }
 
-// Translate emits, into every cluster where discovery found Istio, the
-// Istio resources that carry out the fleet's policies; see the package
-// documentation for the mapping.
-func (t *Translator) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, t, req, resp)
-}
-
-// TranslateTarget emits the Istio resources of one target cluster, nothing
-// when discovery found no Istio there. What it reads is listed in the
-// package documentation.
-func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
-	if !req.Target.HasMesh(discoveryapi.MeshIstio) {
-		return nil
-	}
+// TranslateTarget emits the Istio resources of one target cluster where
+// discovery found Istio (the SDK computes no other, since the backend
+// declares its mesh). What it reads is listed in the package
+// documentation.
+func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	tg := &target{view: newView(req.Fleet), cluster: req.Target, name: req.Target.Name}
 	out := newOutputs()
 	remote := newRemoteServices()

@@ -153,15 +153,19 @@ func selectIstio(v *view, selectors []policyv1alpha1.DestinationSelector) []dest
 // that targets share: a target depends on the label sets, not on every
 // workload of k's cluster. Values that targets share must not call it.
 func (v *view) sharedWorkloadLabels(k sdk.ServiceKey) []map[string]string {
-	return sdk.Shared(v.fleet, "istio/workloads/"+k.String(), func(f *sdk.Fleet) []map[string]string {
-		v := newView(f)
-		svc, ok := v.service(k)
-		if !ok {
-			return nil
-		}
-		return v.workloadLabels(k, svc)
-	})
+	return sharedWorkloads.Get(v.fleet, k)
 }
+
+// sharedWorkloads are the workloadLabels of each Service that
+// targets share.
+var sharedWorkloads = sdk.NewSharedMap("istio/workloads", func(f *sdk.Fleet, k sdk.ServiceKey) []map[string]string {
+	v := newView(f)
+	svc, ok := v.service(k)
+	if !ok {
+		return nil
+	}
+	return v.workloadLabels(k, svc)
+})
 
 // workloadLabels returns the pod template labels of the workloads
 // (Deployments, StatefulSets, DaemonSets) that a Service selects, sorted and
@@ -205,8 +209,11 @@ func containsLabels(labels, want map[string]string) bool {
 // a value that targets share: a target depends on the locality, not on the
 // endpoints it comes from. Values that targets share must not call it.
 func (v *view) locality(k sdk.ServiceKey) string {
-	return sdk.Shared(v.fleet, "istio/locality/"+k.String(), func(f *sdk.Fleet) string { return localityOf(f, k) })
+	return sharedLocality.Get(v.fleet, k)
 }
+
+// sharedLocality is the locality of each Service that targets share.
+var sharedLocality = sdk.NewSharedMap("istio/locality", localityOf)
 
 // localityOf returns the Istio locality ("region" or "region/zone") shared
 // by the ready endpoints of a Service or, when discovery knows none, by the

@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/sdk"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -80,6 +83,33 @@ func LoadFixture(path string) (*Fixture, error) {
 		f.Policies = append(f.Policies, objs...)
 	}
 	return f, nil
+}
+
+// discovered returns f without the objects an agent would not discover
+// for a translator declaring inputKinds: those of custom kinds not among
+// them (see sdk.AlwaysDiscovered). An object whose kind does not decode
+// stays, for the update to refuse.
+func (f *Fixture) discovered(inputKinds []string) *Fixture {
+	declared := map[string]bool{}
+	for _, k := range inputKinds {
+		declared[k] = true
+	}
+	out := &Fixture{Policies: f.Policies, Clusters: make([]Cluster, len(f.Clusters))}
+	for i, c := range f.Clusters {
+		c.Objects = slices.DeleteFunc(slices.Clone(c.Objects), func(obj json.RawMessage) bool {
+			h, err := snapshot.DecodeHeader(obj)
+			if err != nil {
+				return false
+			}
+			gv, err := schema.ParseGroupVersion(h.APIVersion)
+			if err != nil {
+				return false
+			}
+			return !sdk.AlwaysDiscovered(gv.Group, h.Kind) && !declared[gv.Group+"/"+h.Kind]
+		})
+		out.Clusters[i] = c
+	}
+	return out
 }
 
 // readManifests reads every Kubernetes object of a YAML file, or of the

@@ -19,6 +19,7 @@ import (
 	"github.com/meshrelay/meshrelay/sdk"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 	"github.com/meshrelay/meshrelay/sdk/protocol/host"
+	"google.golang.org/grpc"
 )
 
 // Result is what a translator answered to a fixture.
@@ -29,9 +30,27 @@ type Result struct {
 	Diagnostics []sdk.Diagnostic
 }
 
+// Translator is what sdktest runs in process: an [sdk.Translator] or an
+// [sdk.FleetTranslator].
+type Translator interface{ Describe() sdk.Description }
+
+// serve serves t in process.
+func serve(t Translator) (*grpc.ClientConn, func(), error) {
+	switch t := t.(type) {
+	case sdk.Translator:
+		return sdk.ServeInProcess(t)
+	case sdk.FleetTranslator:
+		return sdk.ServeFleetInProcess(t)
+	}
+	return nil, nil, fmt.Errorf("serve %T: neither an sdk.Translator nor an sdk.FleetTranslator", t)
+}
+
 // Run runs t on the fixture file through the translator protocol, in
-// process, and fails the test when translation fails.
-func Run(tb testing.TB, t sdk.Translator, fixture string) *Result {
+// process, and fails the test when translation fails: also when t emits
+// a kind it does not declare in OutputKinds. Objects of custom kinds t
+// does not declare in InputKinds are left out of the fixture, as
+// discovery leaves them out.
+func Run(tb testing.TB, t Translator, fixture string) *Result {
 	tb.Helper()
 	f, err := LoadFixture(fixture)
 	if err != nil {
@@ -41,9 +60,9 @@ func Run(tb testing.TB, t sdk.Translator, fixture string) *Result {
 }
 
 // RunFixture is Run with a loaded fixture.
-func RunFixture(tb testing.TB, t sdk.Translator, f *Fixture) *Result {
+func RunFixture(tb testing.TB, t Translator, f *Fixture) *Result {
 	tb.Helper()
-	conn, stop, err := sdk.ServeInProcess(t)
+	conn, stop, err := serve(t)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -110,16 +129,19 @@ func StartPlugin(binary string) (*plugin.Client, error) {
 // that is not a Kubernetes object matching its identity, for a cluster
 // not in the fleet or a backend the plugin did not describe, a set too
 // large — fails here too.
+//
+// Objects of custom kinds the translator does not declare in InputKinds
+// are left out of the fixture, as discovery leaves them out.
 func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fixture) (*Result, error) {
-	u, err := fullUpdate(f)
-	if err != nil {
-		return nil, err
-	}
-	s, err := openSession(ctx, client)
+	s, inputKinds, err := openSession(ctx, client)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
+	u, err := fullUpdate(f.discovered(inputKinds))
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.Translate(ctx, u)
 	if err != nil {
 		return nil, err
@@ -133,13 +155,15 @@ func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fix
 }
 
 // openSession asks the translator what it is and opens a host session
-// with it, with the server's default bound on an output set.
-func openSession(ctx context.Context, client translatorv1.TranslatorClient) (*host.Session, error) {
+// with it, with the server's default bound on an output set. It returns
+// the input kinds the translator declares.
+func openSession(ctx context.Context, client translatorv1.TranslatorClient) (*host.Session, []string, error) {
 	d, err := host.Describe(ctx, client)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return host.Open(client, d.GetName(), d.GetBackends(), host.DefaultMaxOutputBytes)
+	s, err := host.Open(client, d.GetName(), d.GetBackends(), host.DefaultMaxOutputBytes)
+	return s, d.GetInputKinds(), err
 }
 
 // outputsOf returns one output set as the SDK's outputs.

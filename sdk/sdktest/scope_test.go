@@ -9,14 +9,14 @@ import (
 )
 
 // onlyC0 emits one object, to cluster c0: every other cluster's set is
-// empty. Its TargetTranslator form is onlyC0Targets.
+// empty. Its per-target form is onlyC0Targets.
 type onlyC0 struct{}
 
 func (onlyC0) Describe() sdk.Description {
-	return sdk.Description{Name: "only-c0", Version: "1", Backends: []string{"x"}}
+	return sdk.Description{Name: "only-c0", Version: "1", Backends: []string{"x"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (onlyC0) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+func (onlyC0) Translate(_ context.Context, req *sdk.FleetRequest, resp *sdk.FleetResponse) error {
 	for _, c := range req.Fleet.Clusters() {
 		if c.Name == "c0" {
 			resp.Emit(c.Name, configMap("hello", nil))
@@ -27,9 +27,9 @@ func (onlyC0) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response)
 
 type onlyC0Targets struct{ onlyC0 }
 
-func (onlyC0Targets) TranslateTarget(_ context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (onlyC0Targets) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
 	if req.Target.Name == "c0" {
-		resp.Emit(req.Target.Name, configMap("hello", nil))
+		resp.Emit(configMap("hello", nil))
 	}
 	return nil
 }
@@ -39,7 +39,7 @@ func (onlyC0Targets) TranslateTarget(_ context.Context, req *sdk.TargetRequest, 
 // output of it that another replica delivered, which the empty set must
 // replace. A cluster already in scope whose set stays empty gets nothing.
 func TestClusterEnteringScopeGetsEverySet(t *testing.T) {
-	for name, tr := range map[string]sdk.Translator{"whole fleet": onlyC0{}, "targets": onlyC0Targets{}} {
+	for name, tr := range map[string]Translator{"whole fleet": onlyC0{}, "targets": onlyC0Targets{}} {
 		t.Run(name, func(t *testing.T) {
 			fs := newFleetSpec(2, 1)
 			s := NewSession(t, tr)

@@ -12,10 +12,10 @@ import (
 type lister struct{}
 
 func (lister) Describe() sdk.Description {
-	return sdk.Description{Name: "lister", Version: "1", Backends: []string{"list"}}
+	return sdk.Description{Name: "lister", Version: "1", Backends: []string{"list"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (lister) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+func (lister) Translate(_ context.Context, req *sdk.FleetRequest, resp *sdk.FleetResponse) error {
 	for _, c := range req.Fleet.Clusters() {
 		var names []string
 		for _, s := range c.Services() {

@@ -36,24 +36,28 @@ type Session struct {
 	sent     [][2]string
 	targets  []string
 	scoped   bool
+	// inputKinds are the kinds the translator declares it reads.
+	inputKinds []string
 }
 
-// NewSession opens a session with t served in process. It ends with the test.
-func NewSession(tb testing.TB, t sdk.Translator) *Session {
+// NewSession opens a session with t served in process. It ends with the
+// test. Like [Run], it leaves out of every fixture the objects of custom
+// kinds t does not declare, and fails on an emit of an undeclared kind.
+func NewSession(tb testing.TB, t Translator) *Session {
 	tb.Helper()
 	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}, accepted: map[[2]string]*snapshot.Snapshot{}}
-	if tt, ok := t.(sdk.TargetTranslator); ok {
-		s.counter = &counter{TargetTranslator: tt}
+	if tt, ok := t.(sdk.Translator); ok {
+		s.counter = &counter{Translator: tt}
 		t = s.counter
 		if v, ok := tt.(sdk.PolicyValidator); ok {
 			t = validatingCounter{counter: s.counter, v: v}
 		}
 	}
-	conn, stop, err := sdk.ServeInProcess(t)
+	conn, stop, err := serve(t)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.host, err = openSession(context.Background(), translatorv1.NewTranslatorClient(conn))
+	s.host, s.inputKinds, err = openSession(context.Background(), translatorv1.NewTranslatorClient(conn))
 	if err != nil {
 		stop()
 		tb.Fatal(err)
@@ -82,6 +86,7 @@ func (s *Session) Update(f *Fixture) *Result {
 // translate sends f and keeps the answer.
 func (s *Session) translate(f *Fixture) error {
 	s.updates++
+	f = f.discovered(s.inputKinds)
 	u, err := s.update(f)
 	if err != nil {
 		return err
@@ -126,7 +131,7 @@ func (s *Session) keep(res host.Result, f *Fixture) error {
 }
 
 // Computed returns the targets the last update computed, sorted; nil for a
-// translator that is not an [sdk.TargetTranslator].
+// translator that is not an [sdk.Translator].
 func (s *Session) Computed() []string {
 	if s.counter == nil {
 		return nil
@@ -233,7 +238,7 @@ func objectDelta(old, cur []json.RawMessage) ([]snapshot.Resource, []snapshot.ID
 // CheckIncremental runs the fixtures through one session, in full and then
 // as deltas, and fails the test unless every step's outputs and
 // diagnostics equal those of a fresh session given that fixture in full.
-func CheckIncremental(tb testing.TB, t sdk.Translator, fixtures ...*Fixture) {
+func CheckIncremental(tb testing.TB, t Translator, fixtures ...*Fixture) {
 	tb.Helper()
 	s := NewSession(tb, t)
 	for i, f := range fixtures {
@@ -251,18 +256,18 @@ func CheckIncremental(tb testing.TB, t sdk.Translator, fixtures ...*Fixture) {
 	}
 }
 
-// counter records the targets a TargetTranslator computes.
+// counter records the targets a Translator computes.
 type counter struct {
-	sdk.TargetTranslator
+	sdk.Translator
 	mu       sync.Mutex
 	computed []string
 }
 
-func (c *counter) TranslateTarget(ctx context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (c *counter) TranslateTarget(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
 	c.mu.Lock()
 	c.computed = append(c.computed, req.Target.Name)
 	c.mu.Unlock()
-	return c.TargetTranslator.TranslateTarget(ctx, req, resp)
+	return c.Translator.TranslateTarget(ctx, req, resp)
 }
 
 func (c *counter) reset() {

@@ -13,24 +13,20 @@ import (
 	"github.com/meshrelay/meshrelay/sdk"
 )
 
-// exporter is a TargetTranslator that reads the way real ones do: per
+// exporter is a Translator that reads the way real ones do: per
 // AccessPolicy, a ConfigMap per selected Service of the target; per
 // VirtualDestination, a ConfigMap listing every selected Service of the
 // fleet with its endpoints; and one ConfigMap with the fleet's trust
-// domains, derived once through sdk.Shared.
+// domains, derived once through an sdk.Shared.
 type exporter struct {
 	fail error
 }
 
 func (exporter) Describe() sdk.Description {
-	return sdk.Description{Name: "exporter", Version: "1", Backends: []string{"x"}}
+	return sdk.Description{Name: "exporter", Version: "1", Backends: []string{"x"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (e exporter) Translate(ctx context.Context, req *sdk.Request, resp *sdk.Response) error {
-	return sdk.TranslateTargets(ctx, e, req, resp)
-}
-
-func (e exporter) TranslateTarget(_ context.Context, req *sdk.TargetRequest, resp *sdk.Response) error {
+func (e exporter) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
 	if e.fail != nil && req.Target.Name == "c1" {
 		return e.fail
 	}
@@ -40,7 +36,7 @@ func (e exporter) TranslateTarget(_ context.Context, req *sdk.TargetRequest, res
 			resp.Diagnose(sdk.Warningf(ap, "spec.destinationSelectors", "selects no Service"))
 		}
 		for _, d := range t.Select(ap.Spec.DestinationSelectors) {
-			resp.Emit(t.Name, configMap("ap-"+ap.Name+"-"+d.Service.Name, map[string]any{"selector": fmt.Sprint(d.Service.Spec.Selector)}), ap)
+			resp.Emit(configMap("ap-"+ap.Name+"-"+d.Service.Name, map[string]any{"selector": fmt.Sprint(d.Service.Spec.Selector)}), ap)
 		}
 	}
 	for _, vd := range req.Fleet.VirtualDestinations() {
@@ -52,21 +48,25 @@ func (e exporter) TranslateTarget(_ context.Context, req *sdk.TargetRequest, res
 			}
 			members = append(members, d.Cluster.Name+"/"+d.Service.Name+"="+strings.Join(addrs, "+"))
 		}
-		resp.Emit(t.Name, configMap("vd-"+vd.Name, map[string]any{"members": strings.Join(members, ",")}), vd)
+		resp.Emit(configMap("vd-"+vd.Name, map[string]any{"members": strings.Join(members, ",")}), vd)
 	}
-	domains := sdk.Shared(req.Fleet, "domains", func(f *sdk.Fleet) []string {
-		var out []string
-		for _, c := range f.ClustersWithMesh("istio") {
-			for _, m := range c.MeshInfo() {
-				out = append(out, m.Spec.TrustDomain)
-			}
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
-	})
-	resp.Emit(t.Name, configMap("domains", map[string]any{"domains": strings.Join(domains, ",")}))
+	domains := trustDomains.Get(req.Fleet)
+	resp.Emit(configMap("domains", map[string]any{"domains": strings.Join(domains, ",")}))
 	return nil
 }
+
+// trustDomains are the trust domains of the fleet's Istio clusters,
+// sorted.
+var trustDomains = sdk.NewShared("trust-domains", func(f *sdk.Fleet) []string {
+	var out []string
+	for _, c := range f.ClustersWithMesh("istio") {
+		for _, m := range c.MeshInfo() {
+			out = append(out, m.Spec.TrustDomain)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+})
 
 func configMap(name string, data map[string]any) map[string]any {
 	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "out"}, "data": data}
@@ -211,7 +211,7 @@ func TestTargetsRecomputeOnlyWhatAChangeConcerns(t *testing.T) {
 }
 
 func TestIncrementalEqualsFull(t *testing.T) {
-	for _, tr := range []sdk.Translator{exporter{}, lister{}} {
+	for _, tr := range []Translator{exporter{}, lister{}} {
 		t.Run(tr.Describe().Name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			fs := newFleetSpec(3, 3)

@@ -78,18 +78,16 @@ func (translator) Describe() sdk.Description {
 	return sdk.Description{Name: name, Version: "1.0.0", Backends: []string{"test"}, OutputKinds: []string{"/ConfigMap"}}
 }
 
-func (translator) Translate(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
-	for _, c := range req.Fleet.Clusters() {
-		var names []string
-		for _, s := range c.Services() {
-			names = append(names, s.Namespace+"/"+s.Name)
-		}
-		resp.Emit(c.Name, map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "services", "namespace": "default"},
-			"data":     map[string]any{"services": strings.Join(names, ","), "policies": strconv.Itoa(len(req.Fleet.AccessPolicies()))},
-		}, policiesOf(req)...)
+func (translator) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+	var names []string
+	for _, s := range req.Target.Services() {
+		names = append(names, s.Namespace+"/"+s.Name)
 	}
+	resp.Emit(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "services", "namespace": "default"},
+		"data":     map[string]any{"services": strings.Join(names, ","), "policies": strconv.Itoa(len(req.Fleet.AccessPolicies()))},
+	}, policiesOf(req)...)
 	return nil
 }
 
