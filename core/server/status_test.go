@@ -162,7 +162,7 @@ func TestFoldPolicyStatus(t *testing.T) {
 // A management MeshTrust's targets come from the trust manager; a
 // workload cluster's MeshTrust has none.
 func TestFoldMeshTrustReach(t *testing.T) {
-	body := `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"MeshTrust","metadata":{"name":"fleet","namespace":"meshrelay"}}`
+	body := `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"MeshTrust","metadata":{"name":"fleet","namespace":"meshrelay"},"spec":{"clusters":["east","west"]}}`
 	r, err := snapshot.NewResource(snapshot.ID{Group: policyv1alpha1.GroupName, Version: "v1alpha1", Kind: policyv1alpha1.KindMeshTrust, Namespace: "meshrelay", Name: "fleet"}, []byte(body))
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func verifyAsIstio(t *testing.T, s *corev1.Secret, id string) error {
 	if !roots.AppendCertsFromPEM(s.Data[trust.KeyRootCert]) {
 		t.Fatal("root-cert.pem holds no certificate")
 	}
-	for _, c := range chain[1:] {
+	for _, c := range chain {
 		mids.AddCert(c)
 	}
 	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: mids})
@@ -150,9 +150,14 @@ spec: {}
 	rogue := startAgent(t, ts, "rogue", ts.register("rogue"))
 	client := rogue.TrustClient()
 	ctx := context.Background()
-	plan, err := client.Report(ctx, &relayv1.TrustReport{Policy: "meshrelay/fleet"})
-	if err != nil || plan.GetPolicy() != "" {
-		t.Fatalf("Report of an unnamed cluster = %v, %v; want an empty plan", plan, err)
+	var plan *relayv1.TrustPlan
+	testutil.Eventually(t, "the agent's first report", func() bool {
+		var err error
+		plan, err = client.Report(ctx, &relayv1.TrustReport{Policy: "meshrelay/fleet"})
+		return err == nil
+	})
+	if plan.GetPolicy() != "" {
+		t.Fatalf("Report of an unnamed cluster = %v; want an empty plan", plan)
 	}
 	key, _ := pki.NewKey()
 	csr, _ := pki.NewCSR(key, "rogue")

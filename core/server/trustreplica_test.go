@@ -56,9 +56,10 @@ func (g *readGate) wait(ctx context.Context, replica string) {
 }
 
 // gatedStore is a replica's store: reads of the record key pass the gate,
-// and every write of it is recorded.
+// and every write of it is recorded. It runs and reports the health of the
+// write-through store it wraps, as the server does with one.
 type gatedStore struct {
-	store.Store
+	*store.WriteThrough
 	replica string
 	key     string
 	gate    *readGate
@@ -97,7 +98,7 @@ func (l *writeLog) distinct() []string {
 }
 
 func (g *gatedStore) GetTrust(ctx context.Context, name string) (store.TrustRecord, error) {
-	r, err := g.Store.GetTrust(ctx, name)
+	r, err := g.WriteThrough.GetTrust(ctx, name)
 	if name == g.key {
 		g.gate.wait(ctx, g.replica)
 	}
@@ -105,7 +106,7 @@ func (g *gatedStore) GetTrust(ctx context.Context, name string) (store.TrustReco
 }
 
 func (g *gatedStore) CompareAndPutTrust(ctx context.Context, r store.TrustRecord) (store.TrustRecord, error) {
-	stored, err := g.Store.CompareAndPutTrust(ctx, r)
+	stored, err := g.WriteThrough.CompareAndPutTrust(ctx, r)
 	if err == nil && r.Name == g.key {
 		g.writes.add(r.Data)
 	}
@@ -113,7 +114,7 @@ func (g *gatedStore) CompareAndPutTrust(ctx context.Context, r store.TrustRecord
 }
 
 func (g *gatedStore) PutTrust(ctx context.Context, r store.TrustRecord) error {
-	err := g.Store.PutTrust(ctx, r)
+	err := g.WriteThrough.PutTrust(ctx, r)
 	if err == nil && r.Name == g.key {
 		g.writes.add(r.Data)
 	}
@@ -154,7 +155,7 @@ func TestMeshTrustReplicasRaceRotation(t *testing.T) {
 	r := testenv.StartRedis(t)
 	gate, writes := &readGate{replicas: 2}, &writeLog{t: t}
 	gated := func(replica string) store.Store {
-		return &gatedStore{Store: redisStore(t, r, replica), replica: replica, key: "meshrelay/fleet", gate: gate, writes: writes}
+		return &gatedStore{WriteThrough: redisStore(t, r, replica), replica: replica, key: "meshrelay/fleet", gate: gate, writes: writes}
 	}
 	raw := rawRedis(t, r)
 	pols1, pols2 := &memPolicies{}, &memPolicies{}
