@@ -103,10 +103,11 @@ type Options struct {
 	// MaxStreamsPerConnection bounds concurrent streams (calls) on one
 	// connection; a connection without a client certificate gets at most 8.
 	MaxStreamsPerConnection int
-	// MaxInputParts, MaxInputBytes and MaxInputResources bound one agent's
-	// input: the parts and bytes of one delta being assembled, and the
-	// resources of a delta and of the whole input snapshot. An input over a
-	// limit is nacked with the limit's name.
+	// MaxInputParts, MaxInputBytes and MaxInputResources bound one
+	// cluster's input: the parts, bytes (IDs and deletes included) and
+	// resources its unfinished deltas hold, on all its streams together,
+	// and the bytes and resources of its whole input snapshot. An input
+	// over a limit is nacked with the limit's name.
 	MaxInputParts, MaxInputBytes, MaxInputResources int
 	// Targets says whose outputs the replica computes: TargetsConnected,
 	// the clusters whose agents are connected to it (replicas divide the
@@ -176,9 +177,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ReservedConnections, "reserved-connections", o.ReservedConnections, "connections of --max-connections kept from authenticated agents for registrations and the admin API (0: a tenth)")
 	fs.IntVar(&o.MaxClusterBytesInFlight, "max-cluster-bytes-in-flight", o.MaxClusterBytesInFlight, "most bytes of unfinished messages one cluster's connections may hold (at least --max-message-bytes)")
 	fs.IntVar(&o.MaxStreamsPerConnection, "max-streams-per-connection", o.MaxStreamsPerConnection, "most concurrent calls on one connection (8 without a client certificate)")
-	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of one agent input delta")
-	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes of one agent input delta and of a cluster's whole input")
-	fs.IntVar(&o.MaxInputResources, "max-input-resources", o.MaxInputResources, "most resources of one agent input delta and of a cluster's whole input")
+	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of the input deltas one cluster has under way")
+	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes (IDs and deletes included) of the input deltas one cluster has under way, and of its whole input")
+	fs.IntVar(&o.MaxInputResources, "max-input-resources", o.MaxInputResources, "most resources of the input deltas one cluster has under way, and of its whole input")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file with the admin API token (default: DATA-DIR/admin-token, generated)")
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
