@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
@@ -18,11 +17,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/core/pki"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // TestAttackMemory reproduces memory attacks, by a client without
@@ -373,51 +368,8 @@ func (h *h2conn) read() {
 // attackParts registers a cluster with the admin token and sends input
 // parts of size bytes with More set.
 func attackParts(t *testing.T, addr, dataDir string, pool *x509.CertPool, parts, size int) {
-	tokData, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(cert *tls.Certificate) *grpc.ClientConn {
-		opts := pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}
-		if cert != nil {
-			r, err := pki.NewReloader(cert)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts.Certificate = r
-		}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLSConfig(opts))),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(32<<20), grpc.MaxCallRecvMsgSize(32<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.TrimSpace(string(tokData)))
-	name := fmt.Sprintf("attacker-%d", time.Now().UnixNano()%100000)
-	resp, err := relayv1.NewAdminClient(dial(nil)).RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := pki.NewKey()
-	csr, _ := pki.NewCSR(key, name)
-	certResp, err := relayv1.NewRegistrationClient(dial(nil)).Register(context.Background(), &relayv1.RegisterRequest{Cluster: name, Token: resp.GetToken(), Csr: csr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, _ := pki.KeyPEM(key)
-	cert, err := tls.X509KeyPair(certResp.GetChain(), keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := relayv1.NewRelayClient(dial(&cert)).Sync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: name}}}); err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"data":{"x":"` + strings.Repeat("x", size-64) + `"}}`)
+	_, stream := attackSync(t, addr, dataDir, pool)
+	data := strings.Repeat("x", max(size-128, 1))
 	nacks := make(chan string, parts)
 	go func() {
 		for {
@@ -431,7 +383,9 @@ func attackParts(t *testing.T, addr, dataDir string, pool *x509.CertPool, parts,
 		}
 	}()
 	for i := range parts {
-		r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i)}, body)
+		name := fmt.Sprintf("cm-%d", i)
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns"},"data":{"x":%q}}`, name, data)
+		r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}, []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,12 +30,27 @@ func attackDial(t *testing.T, addr string, pool *x509.CertPool, cert *tls.Certif
 		}
 		opts.Certificate = r
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLSConfig(opts))))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLSConfig(opts))),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(32<<20), grpc.MaxCallRecvMsgSize(32<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// attackSync registers a cluster on a running server and opens its Sync
+// stream with a Hello, as its agent would.
+func attackSync(t *testing.T, addr, dataDir string, pool *x509.CertPool) (string, relayv1.Relay_SyncClient) {
+	name, cert := attackCluster(t, addr, dataDir, pool, "attacker")
+	stream, err := relayv1.NewRelayClient(attackDial(t, addr, pool, cert)).Sync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: name}}}); err != nil {
+		t.Fatal(err)
+	}
+	return name, stream
 }
 
 // attackAdmin returns a context with the running server's admin token.

@@ -15,13 +15,9 @@ import (
 
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // inputAgent is a hand-driven agent stream for input tests.
@@ -306,51 +302,7 @@ func TestAttackInputIDs(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	tokData, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(cert *tls.Certificate) *grpc.ClientConn {
-		opts := pki.ClientTLSOptions{RootCAs: pool, ServerName: "127.0.0.1"}
-		if cert != nil {
-			r, err := pki.NewReloader(cert)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts.Certificate = r
-		}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLSConfig(opts))),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(32<<20), grpc.MaxCallRecvMsgSize(32<<20)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
-	}
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.TrimSpace(string(tokData)))
-	name := fmt.Sprintf("attacker-%d", time.Now().UnixNano()%100000)
-	resp, err := relayv1.NewAdminClient(dial(nil)).RegisterCluster(ctx, &relayv1.RegisterClusterRequest{Cluster: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := pki.NewKey()
-	csr, _ := pki.NewCSR(key, name)
-	certResp, err := relayv1.NewRegistrationClient(dial(nil)).Register(context.Background(), &relayv1.RegisterRequest{Cluster: name, Token: resp.GetToken(), Csr: csr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, _ := pki.KeyPEM(key)
-	cert, err := tls.X509KeyPair(certResp.GetChain(), keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := relayv1.NewRelayClient(dial(&cert)).Sync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{Cluster: name}}}); err != nil {
-		t.Fatal(err)
-	}
+	_, stream := attackSync(t, addr, dataDir, pool)
 	acks, nacks := make(chan struct{}, 100), make(chan string, 100)
 	go func() {
 		for {
