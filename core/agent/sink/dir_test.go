@@ -238,13 +238,19 @@ func TestDirRoundTripAdversarialNames(t *testing.T) {
 	names := []string{
 		".", "..", "...", "a/../../b", "../../../../etc/passwd", "/abs", "a/b", "a\\b", "a%2Fb", "%2F", "%", "%zz", "%41",
 		"grpc/server?xds.resource.listening_address=0.0.0.0:8080", "outbound|9080||reviews.shop.svc.cluster.local",
-		"a_b", "_", "__", "a~b", "a b", "tab\tnewline\n", "nul\x00",
+		"a_b", "_", "__", "a~b", "a b",
 		"Foo", "foo", "FOO", "\u00f1", "n\u0303", "日本語/名前", "a.yaml", ".tmp-1",
 		long, long + "y", long + "/", strings.Repeat("/", 300), strings.Repeat("é", 200), strings.Repeat("%", 100),
 	}
 	// Long names whose cut falls on each byte of an escape.
 	for n := 180; n < 210; n++ {
 		names = append(names, strings.Repeat("x", n)+strings.Repeat("/", 40))
+	}
+	// Names with control characters never reach a sink: no resource has one.
+	for _, name := range []string{"tab\tnewline\n", "nul\x00"} {
+		if _, err := snapshot.FromObject(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}}); err == nil {
+			t.Errorf("FromObject accepted the name %q", name)
+		}
 	}
 	var rs []snapshot.Resource
 	for _, ns := range []string{"", "ns", "_", "..", "a/b", "NS"} {
