@@ -283,7 +283,7 @@ func TestTokenLiftsLimitsInTLSMode(t *testing.T) {
 	ts := startServer(t, nil, "", func(o *Options) { o.Mode = ModeTLS })
 	tok := ts.register("east")
 	r, err := snapshot.NewResource(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "big"},
-		[]byte(`{"data":{"x":"`+strings.Repeat("x", 512<<10)+`"}}`))
+		[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"ns"},"data":{"x":"`+strings.Repeat("x", 512<<10)+`"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

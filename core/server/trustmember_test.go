@@ -164,14 +164,17 @@ spec: {}
 	if _, err := client.Sign(ctx, &relayv1.TrustSignRequest{Policy: "meshrelay/fleet", Csr: csr}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Sign by an unnamed cluster = %v, want FailedPrecondition", err)
 	}
-	big := strings.Repeat("a", 1<<20)
+	// Reports under the relay's receive limit for Report reach the
+	// server's checks; larger ones never reach gRPC (budget_test.go).
+	long := strings.Repeat("a", 8<<10)
 	fp := strings.Repeat("ab", 32)
 	for name, r := range map[string]*relayv1.TrustReport{
-		"two 1 MiB roots":      {Policy: "meshrelay/fleet", Roots: []string{big, big}},
-		"a root not a SHA-256": {Policy: "meshrelay/fleet", Roots: []string{fp + "00"}},
-		"an uppercase root":    {Policy: "meshrelay/fleet", Roots: []string{strings.ToUpper(fp)}},
-		"a 1 MiB policy name":  {Policy: big},
-		"too many valid roots": {Policy: "meshrelay/fleet", Roots: []string{fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp}},
+		"two 8 KiB roots":       {Policy: "meshrelay/fleet", Roots: []string{long, long}},
+		"a root not a SHA-256":  {Policy: "meshrelay/fleet", Roots: []string{fp + "00"}},
+		"an uppercase root":     {Policy: "meshrelay/fleet", Roots: []string{strings.ToUpper(fp)}},
+		"an 8 KiB policy name":  {Policy: long},
+		"too many valid roots":  {Policy: "meshrelay/fleet", Roots: []string{fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp, fp}},
+		"a 20 KiB error string": {Policy: "meshrelay/fleet", Error: strings.Repeat("e", 20<<10)},
 	} {
 		if _, err := client.Report(ctx, r); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("Report(%s) = %v, want InvalidArgument", name, err)
@@ -179,5 +182,9 @@ spec: {}
 	}
 	if _, err := client.Report(ctx, &relayv1.TrustReport{Policy: "meshrelay/fleet", Roots: []string{fp}}); err != nil {
 		t.Errorf("Report with a fingerprint root: %v", err)
+	}
+	big := strings.Repeat("a", 1<<20)
+	if _, err := client.Report(ctx, &relayv1.TrustReport{Policy: "meshrelay/fleet", Roots: []string{big, big}}); err == nil {
+		t.Error("Report(two 1 MiB roots) succeeded")
 	}
 }

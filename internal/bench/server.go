@@ -300,9 +300,10 @@ type replicaSet []*serverProcess
 
 // startReplicas starts opts.Replicas servers on one store and waits until
 // each answers. Replica 0 starts alone on the store, which must be empty,
-// and creates the CA (kept in the store) and the admin token (in its data
-// directory); once the CA is in the store the others start, reading it
-// from there and the admin token from replica 0's file, as replicas of one
+// and creates the CA (kept in the store, its key sealed), the admin token
+// and the CA key's encryption key (in its data directory); once the CA is
+// in the store the others start, reading it from there and the admin
+// token and the encryption key from replica 0's files, as replicas of one
 // installation do.
 func startReplicas(ctx context.Context, opts Options, work string, stores []string, say func(string, ...any)) (replicaSet, error) {
 	var rs replicaSet
@@ -335,7 +336,8 @@ func startReplicas(ctx context.Context, opts Options, work string, stores []stri
 		return fail(err)
 	}
 	for i := 1; i < opts.Replicas; i++ {
-		p, err := startServer(opts, work, storeOf(i), i, opts.Replicas, "--admin-token-file", first.adminToken)
+		p, err := startServer(opts, work, storeOf(i), i, opts.Replicas, "--admin-token-file", first.adminToken,
+			"--ca-key-encryption-key-file", filepath.Join(first.dataDir, "ca-key-encryption-key"))
 		if err != nil {
 			return fail(err)
 		}
