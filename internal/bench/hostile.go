@@ -112,6 +112,9 @@ func (c *chaosRun) hostile(ctx context.Context, rng *rand.Rand) (target, note st
 	}
 	stop()
 	wg.Wait()
+	if ctx.Err() != nil {
+		return target, "cut short by the end of the soak", nil
+	}
 	growth := peak.RSSBytes - rss.RSSBytes
 	note = fmt.Sprintf("dialed %d (refused %d), streams %d, closed by the server %d, %d MiB of unfinished messages sent; %s RSS %+d MiB; other agents connected %d → %d",
 		tally.dialed.Load(), tally.refused.Load(), tally.streams.Load(), tally.closed.Load(), tally.sent.Load()>>20, p.id, growth>>20, before, during)
