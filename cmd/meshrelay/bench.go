@@ -67,8 +67,14 @@ default): redis-restart (SIGKILL, back empty after 3s), kill-replica
 agents move), pause-replica (SIGSTOP past the agents' 10s server timeout),
 restart-agent and restart-agent-fresh (with and without its key and
 certificate), cut-replica (its Redis connections cut for 15s while the
-others keep theirs), crash-plugin (SIGKILL the Istio plugin process) and
-hang-plugin (SIGSTOP one past the 10s plugin call timeout). Every
+others keep theirs), crash-plugin (SIGKILL the Istio plugin process),
+hang-plugin (SIGSTOP one past the 10s plugin call timeout) and
+hostile-agent (one cluster's certificate used against a replica for 15s:
+64 connections of 100 streams, Sync streams held without a Hello, 16 MiB
+messages declared on the calls that need kilobytes and some sent but never
+finished; the other agents must stay connected, one restarted meanwhile
+must be welcomed, a new admin connection must work and the replica's
+memory may grow by 128 MiB at most). Every
 --check-every and at the end, churn and faults stop and an independent
 checker compares each agent's outputs with what translating the same
 inputs and policies offline gives (its own plugin processes), until they

@@ -46,12 +46,19 @@ const (
 	// FaultHangPlugin: SIGSTOP the Istio plugin process of a replica past
 	// the plugin call timeout; SIGCONT it if its host did not replace it.
 	FaultHangPlugin = "hang-plugin"
+	// FaultHostileAgent: one cluster's agent certificate used against a
+	// replica as a compromised agent would (connections and streams up to
+	// the limits, Sync streams held without a Hello, large messages
+	// declared and never finished) for 15s; every other agent must stay
+	// connected and a new admin connection must still work.
+	FaultHostileAgent = "hostile-agent"
 )
 
 // FaultKinds are every kind of fault, the default schedule's.
 var FaultKinds = []string{
 	FaultRedisRestart, FaultKillReplica, FaultPauseReplica, FaultRestartAgent,
 	FaultRestartAgentFresh, FaultCutReplica, FaultCrashPlugin, FaultHangPlugin,
+	FaultHostileAgent,
 }
 
 // The soak's timing: heartbeats every chaosHeartbeat both ways, agents
@@ -517,6 +524,8 @@ func (c *chaosRun) inject(ctx context.Context, rng *rand.Rand, kind string) Faul
 	case FaultCrashPlugin, FaultHangPlugin:
 		p := c.servers[rng.IntN(len(c.servers))]
 		f.Target, f.Note, err = c.pluginFault(ctx, p, kind == FaultHangPlugin)
+	case FaultHostileAgent:
+		f.Target, f.Note, err = c.hostile(ctx, rng)
 	}
 	f.Seconds = time.Since(at).Seconds()
 	if err != nil {

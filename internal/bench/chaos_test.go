@@ -83,3 +83,41 @@ func TestChaosSoak(t *testing.T) {
 		t.Errorf("the soak did not pass")
 	}
 }
+
+// TestChaosHostileAgent runs a short soak whose only fault is a hostile
+// agent: one cluster's certificate used against a replica to hold
+// connections and streams, Sync streams without a Hello and unfinished
+// large messages. It requires that every fault passed its own checks
+// (other agents connected, a restarted agent welcomed, a new admin
+// connection served, the replica's memory bounded) and that every check
+// converged.
+func TestChaosHostileAgent(t *testing.T) {
+	redis := testenv.RedisServer(t)
+	bin := buildBinaries(t)
+	opts := DefaultChaosOptions()
+	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 40*time.Second, 10*time.Second, time.Minute, 20*time.Second
+	opts.Faults = []string{FaultHostileAgent}
+	opts.Seed = 11
+	opts.Executable, opts.Plugins, opts.RedisServer = filepath.Join(bin, "meshrelay"), bin, redis
+	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	opts.Progress = t.Output()
+	rep, err := RunChaos(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Faults) == 0 {
+		t.Fatal("no hostile agent fault ran")
+	}
+	for _, f := range rep.Faults {
+		if f.Error != "" {
+			t.Errorf("hostile agent %s: %s (%s)", f.Target, f.Error, f.Note)
+		}
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("soak failure: %s", f)
+	}
+	if !rep.Passed {
+		t.Errorf("the soak did not pass")
+	}
+}
