@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/pki"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -39,6 +40,10 @@ type gate struct {
 	authedLimits  limits
 	log           *slog.Logger
 	refused       func(reason string)
+	// logRefusal bounds the warnings of refused and closed connections,
+	// which a peer can cause as fast as it connects; the metric counts
+	// every one.
+	logRefusal rate.Sometimes
 
 	authed, anon *connQueue
 
@@ -70,7 +75,8 @@ func newGate(lis net.Listener, tlsCreds credentials.TransportCredentials, o Opti
 		lis: lis, tls: tlsCreds, timeout: o.HandshakeTimeout, maxConns: o.MaxConnections, maxPerPeer: o.MaxConnectionsPerPeer,
 		maxPerCluster: o.MaxConnectionsPerCluster, reserve: o.reservedConnections(), clusterBytes: int64(o.MaxClusterBytesInFlight),
 		anonLimits: anon, authedLimits: authed,
-		log: log, refused: refused, peers: map[string]int{}, clusters: map[string]*clusterConns{}, unverified: map[string]*inspectedConn{},
+		log: log, refused: refused, logRefusal: rate.Sometimes{First: 10, Interval: time.Second},
+		peers: map[string]int{}, clusters: map[string]*clusterConns{}, unverified: map[string]*inspectedConn{},
 		authed: newConnQueue(lis.Addr()), anon: newConnQueue(lis.Addr()),
 	}
 }
@@ -168,7 +174,9 @@ func (g *gate) handshake(c *gatedConn, host string) {
 		budget, reason := g.authenticated(c, host, cluster)
 		if reason != "" {
 			g.refused(reason)
-			g.log.Warn("connection refused", "cluster", cluster, "peer", c.RemoteAddr().String(), "reason", reason)
+			g.logRefusal.Do(func() {
+				g.log.Warn("connection refused", "cluster", cluster, "peer", c.RemoteAddr().String(), "reason", reason)
+			})
 			conn.Close()
 			return
 		}
@@ -205,7 +213,9 @@ func (g *gate) inspectAnonymous(conn net.Conn, gc *gatedConn) *inspectedConn {
 // violation closes a connection a limit refused, counting and logging it.
 func (g *gate) violation(c *inspectedConn, reason string, err error) {
 	g.refused(reason)
-	g.log.Warn("connection closed: over a limit", "peer", c.RemoteAddr().String(), "reason", reason, "error", err)
+	g.logRefusal.Do(func() {
+		g.log.Warn("connection closed: over a limit", "peer", c.RemoteAddr().String(), "reason", reason, "error", err)
+	})
 }
 
 // authenticated moves a connection from its address's count to its
