@@ -31,6 +31,19 @@ func buildBinaries(t *testing.T) string {
 	return dir
 }
 
+// soakOptions are the chaos defaults for a soak in a test: a real
+// redis-server, the binaries built from this tree, errors logged to the
+// test and its progress written there.
+func soakOptions(t *testing.T) Options {
+	redis := testenv.RedisServer(t)
+	bin := buildBinaries(t)
+	opts := DefaultChaosOptions()
+	opts.Executable, opts.Plugins, opts.RedisServer = filepath.Join(bin, "meshrelay"), bin, redis
+	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	opts.Progress = t.Output()
+	return opts
+}
+
 // TestChaosSoak runs a two-minute soak with a fixed seed — three replicas
 // on a real redis-server, real plugin processes, agents over mTLS, a fault
 // every 10s of every kind — and requires that it passed: every check
@@ -38,15 +51,10 @@ func buildBinaries(t *testing.T) string {
 // no output went backwards, nothing the model holds was pruned, every
 // fault healed, and the reconnect storms converged.
 func TestChaosSoak(t *testing.T) {
-	redis := testenv.RedisServer(t)
-	bin := buildBinaries(t)
-	opts := DefaultChaosOptions()
+	opts := soakOptions(t)
 	opts.Agents, opts.Services, opts.Churn = 24, 5, 2
 	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 2*time.Minute, 10*time.Second, time.Minute, 20*time.Second
 	opts.Seed = 7
-	opts.Executable, opts.Plugins, opts.RedisServer = filepath.Join(bin, "meshrelay"), bin, redis
-	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	opts.Progress = t.Output()
 	rep, err := RunChaos(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -92,16 +100,11 @@ func TestChaosSoak(t *testing.T) {
 // connection served, the replica's memory bounded) and that every check
 // converged.
 func TestChaosHostileAgent(t *testing.T) {
-	redis := testenv.RedisServer(t)
-	bin := buildBinaries(t)
-	opts := DefaultChaosOptions()
+	opts := soakOptions(t)
 	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
 	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 40*time.Second, 10*time.Second, time.Minute, 20*time.Second
 	opts.Faults = []string{FaultHostileAgent}
 	opts.Seed = 11
-	opts.Executable, opts.Plugins, opts.RedisServer = filepath.Join(bin, "meshrelay"), bin, redis
-	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	opts.Progress = t.Output()
 	rep, err := RunChaos(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
