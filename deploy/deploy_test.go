@@ -840,7 +840,7 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 			user := fmt.Sprintf("system:serviceaccount:%s:%s-%s", namespace, release, tc.sa)
 			groups := []any{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 			sarGVR := schema.GroupVersionResource{Group: "authorization.k8s.io", Version: "v1", Resource: "subjectaccessreviews"}
-			for _, a := range tc.checks {
+			review := func(a access) (map[string]any, bool) {
 				attrs := map[string]any{"verb": a.verb, "group": a.group, "resource": a.resource}
 				switch a.namespace {
 				case ns:
@@ -869,8 +869,35 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 					t.Fatalf("SubjectAccessReview %v: %v", attrs, err)
 				}
 				allowed, _, _ := unstructured.NestedBool(got.Object, "status", "allowed")
-				if allowed != a.allowed {
-					t.Errorf("%s may %s %v: allowed = %v, want %v", tc.sa, a.verb, attrs, allowed, a.allowed)
+				return attrs, allowed
+			}
+			// The RBAC authorizer reads bindings from an informer, so a
+			// binding just created may not count yet: what must be allowed
+			// is asked until it is (or 30 s pass), and only then is what
+			// must be denied asked, once, against bindings known to be seen.
+			deadline := time.Now().Add(30 * time.Second)
+			for _, a := range tc.checks {
+				if !a.allowed {
+					continue
+				}
+				for {
+					attrs, allowed := review(a)
+					if allowed {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("%s may %s %v: allowed = false, want true", tc.sa, a.verb, attrs)
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			for _, a := range tc.checks {
+				if a.allowed {
+					continue
+				}
+				if attrs, allowed := review(a); allowed {
+					t.Errorf("%s may %s %v: allowed = true, want false", tc.sa, a.verb, attrs)
 				}
 			}
 		})
