@@ -9,18 +9,6 @@ import (
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 )
 
-// deliveredView is a fleet whose store holds outputs delivered before the
-// engine started (by another replica, or before a restart).
-type deliveredView struct {
-	*memView
-	delivered map[OutputKey]*snapshot.Snapshot
-}
-
-func (v deliveredView) Delivered(cluster, backend string) (*snapshot.Snapshot, bool) {
-	s, ok := v.delivered[OutputKey{Cluster: cluster, Backend: backend}]
-	return s, ok
-}
-
 // fixedSets answers every update with the same sets, empty ones included.
 type fixedSets struct{ sets []pluginhost.ClusterOutput }
 
@@ -29,8 +17,8 @@ func (f fixedSets) Backends() []string    { return []string{"netpol"} }
 func (f fixedSets) Meshes() []string      { return nil }
 func (f fixedSets) InputKinds() []string  { return nil }
 func (f fixedSets) OutputKinds() []string { return []string{"/ConfigMap"} }
-func (f fixedSets) Translate(context.Context, pluginhost.Update) (pluginhost.Result, error) {
-	return pluginhost.Result{Outputs: f.sets}, nil
+func (f fixedSets) Translate(context.Context, pluginhost.View) (pluginhost.Result, error) {
+	return pluginhost.Result{Sent: true, Outputs: f.sets}, nil
 }
 
 // TestFirstAnswerComparesWithDelivered: an answer for a key the engine
@@ -47,14 +35,17 @@ func TestFirstAnswerComparesWithDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := deliveredView{memView: &memView{clusters: map[string]memCluster{}}, delivered: map[OutputKey]*snapshot.Snapshot{
-		{Cluster: "same", Backend: "netpol"}:    same,
-		{Cluster: "changed", Backend: "netpol"}: older,
-		{Cluster: "emptied", Backend: "netpol"}: same,
-	}}
+	// The store holds outputs delivered before the engine started (by
+	// another replica, or before a restart).
+	v := NewMemView()
 	for _, c := range []string{"same", "changed", "emptied", "never"} {
-		v.set(c, input(t, 1, "istio", "s"))
+		v.SetInput(c, input(t, 1, "istio", "s"))
 	}
+	v.Deliver(Ready{Outputs: []Output{
+		{Key: OutputKey{Cluster: "same", Backend: "netpol"}, Snapshot: same},
+		{Key: OutputKey{Cluster: "changed", Backend: "netpol"}, Snapshot: older},
+		{Key: OutputKey{Cluster: "emptied", Backend: "netpol"}, Snapshot: same},
+	}})
 	e := New([]pluginhost.Translator{fixedSets{sets: []pluginhost.ClusterOutput{
 		{Cluster: "changed", Backend: "netpol", Resources: cm},
 		{Cluster: "emptied", Backend: "netpol"},
@@ -76,7 +67,7 @@ func TestFirstAnswerComparesWithDelivered(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("handed on (-want +got):\n%s", diff)
 	}
-	if o, ok := e.Output(OutputKey{Cluster: "same", Backend: "netpol"}); !ok || o.Snapshot.Version() != 3 {
+	if m, ok := e.Mark(OutputKey{Cluster: "same", Backend: "netpol"}); !ok || m.Version != 3 || m.Hash != same.Hash() {
 		t.Errorf("the engine does not hold the output delivered before, unchanged, at version 3 (holds one: %v)", ok)
 	}
 	if r := e.Step(context.Background()); len(r.Outputs) != 0 {

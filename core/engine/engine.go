@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -42,19 +41,13 @@ type Options struct {
 	// RetryBackoff is the first delay before retrying a failed translator;
 	// it doubles up to a minute. Default 500ms.
 	RetryBackoff time.Duration
-	// View is the fleet to translate. Unset, the engine keeps its own,
-	// fed with SetInput, SetStale and RemoveCluster.
+	// View is the fleet to translate (required): the server's reads the
+	// store; an engine used alone reads a [MemView].
 	View View
-	// Ready, when set, receives every cycle's result from Run, which then
-	// calls neither OnOutput nor OnCycle: the receiver delivers the
-	// outputs. Run waits for the receiver.
+	// Ready receives every cycle's result from Run (required by Run); the
+	// receiver delivers the outputs, then calls Advance. Run waits for
+	// the receiver.
 	Ready chan<- Ready
-	// OnOutput is called by Cycle, and by Run without Ready, from the
-	// engine's goroutine, with every output whose content changed.
-	OnOutput func(Output)
-	// OnCycle is called after every translation cycle with its statistics
-	// (by Cycle, and by Run without Ready).
-	OnCycle func(CycleStats)
 	// Scoped makes the engine compute outputs only for the clusters made
 	// targets with SetTarget, as a server replica does for the clusters
 	// whose agents are connected to it. Other clusters' inputs still count.
@@ -94,12 +87,6 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.OnOutput == nil {
-		o.OnOutput = func(Output) {}
-	}
-	if o.OnCycle == nil {
-		o.OnCycle = func(CycleStats) {}
-	}
 }
 
 type clusterState struct {
@@ -108,19 +95,30 @@ type clusterState struct {
 	meshes []string
 }
 
-// translatorState is what one translator has seen and said.
+// translatorState is how one translator fares and what it said last.
+// What its session holds is the session's to know (sdk/protocol/host).
 type translatorState struct {
-	t        pluginhost.Translator
-	seen     map[string]clusterState // what the translator's session holds
-	policies *snapshot.Snapshot
-	// scope is the target list the translator's session last answered for.
-	scope    []string
+	t pluginhost.Translator
+	// called is set once the translator was called: from then on it is
+	// called every cycle (its session sends nothing when nothing changed),
+	// so that it hears of clusters leaving even when its backends no
+	// longer run anywhere.
+	called   bool
 	diags    []meta.Diagnostic
 	lastErr  error
 	failedAt time.Time
 	backoff  time.Duration
 	lastOK   time.Time
 	lastCall time.Duration
+}
+
+// Mark is what the engine keeps of an output it handed on: its hash and
+// version, and the plugin that produced it. The output itself lives where
+// delivery put it (the store).
+type Mark struct {
+	Hash    snapshot.Hash
+	Version uint64
+	Plugin  string
 }
 
 // Engine coalesces input and policy changes and runs translators. All
@@ -132,74 +130,45 @@ type Engine struct {
 	// last is the view the last Step read; Step holds cycleMu.
 	last map[string]clusterState
 
-	view View
-	// mem is the engine's own view when Options.View is unset.
-	mem    *memView
+	view   View
 	meshes meshCache
 
 	mu          sync.Mutex
 	policies    *snapshot.Snapshot
 	dirty       bool
 	translators []*translatorState
-	outputs     map[OutputKey]Output
+	// marks are the outputs handed on, by key.
+	marks map[OutputKey]Mark
+	// unwritten are outputs delivery handed back with Advance: handed on
+	// again by the next cycle while they are current and their cluster a
+	// target.
+	unwritten map[OutputKey]Output
 	// targets are the clusters whose outputs are computed when Scoped.
 	targets    map[string]bool
 	generation uint64
 	wake       chan struct{}
 }
 
-// New returns an engine over translators.
+// New returns an engine over translators, reading opts.View.
 func New(translators []pluginhost.Translator, opts Options) *Engine {
+	if opts.View == nil {
+		panic("engine: Options.View is required")
+	}
 	opts.defaults()
 	e := &Engine{
-		opts:     opts,
-		view:     opts.View,
-		meshes:   meshCache{byName: map[string]cachedMeshes{}},
-		policies: snapshot.Empty,
-		outputs:  map[OutputKey]Output{},
-		targets:  map[string]bool{},
-		wake:     make(chan struct{}, 1),
-	}
-	if e.view == nil {
-		e.mem = &memView{clusters: map[string]memCluster{}}
-		e.view = e.mem
+		opts:      opts,
+		view:      opts.View,
+		meshes:    meshCache{byName: map[string]cachedMeshes{}},
+		policies:  snapshot.Empty,
+		marks:     map[OutputKey]Mark{},
+		unwritten: map[OutputKey]Output{},
+		targets:   map[string]bool{},
+		wake:      make(chan struct{}, 1),
 	}
 	for _, t := range translators {
-		e.translators = append(e.translators, &translatorState{t: t, seen: map[string]clusterState{}, policies: snapshot.Empty})
+		e.translators = append(e.translators, &translatorState{t: t})
 	}
 	return e
-}
-
-// SetInput records a cluster's latest input snapshot in the engine's own
-// view. It panics on an engine that reads Options.View: that view's owner
-// changes it and calls Refresh.
-func (e *Engine) SetInput(cluster string, s *snapshot.Snapshot) {
-	if e.ownView().set(cluster, s) {
-		e.Refresh()
-	}
-}
-
-// SetStale marks a cluster's inputs as stale (its agent is away) or fresh
-// in the engine's own view. Stale inputs stay in the fleet view.
-func (e *Engine) SetStale(cluster string, stale bool) {
-	if e.ownView().setStale(cluster, stale) {
-		e.Refresh()
-	}
-}
-
-// RemoveCluster drops a cluster from the engine's own view, as when it is
-// deregistered.
-func (e *Engine) RemoveCluster(cluster string) {
-	if e.ownView().remove(cluster) {
-		e.Refresh()
-	}
-}
-
-func (e *Engine) ownView() *memView {
-	if e.mem == nil {
-		panic("engine: SetInput, SetStale and RemoveCluster change the engine's own view; this engine reads Options.View")
-	}
-	return e.mem
 }
 
 // SetTarget makes a cluster a target of a Scoped engine, or stops
@@ -259,25 +228,47 @@ func (e *Engine) Refresh() {
 	e.touch()
 }
 
-// Output returns the last output handed on for key.
-func (e *Engine) Output(key OutputKey) (Output, bool) {
+// Mark returns the mark of the last output handed on for key.
+func (e *Engine) Mark(key OutputKey) (Mark, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, ok := e.outputs[key]
-	return o, ok
+	m, ok := e.marks[key]
+	return m, ok
 }
 
-// Outputs returns every output of a cluster, by backend.
-func (e *Engine) Outputs(cluster string) map[string]Output {
+// Marks returns the marks of a cluster's outputs, by backend.
+func (e *Engine) Marks(cluster string) map[string]Mark {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := map[string]Output{}
-	for k, o := range e.outputs {
+	out := map[string]Mark{}
+	for k, m := range e.marks {
 		if k.Cluster == cluster {
-			out[k.Backend] = o
+			out[k.Backend] = m
 		}
 	}
 	return out
+}
+
+// Advance tells the engine that delivery is done with a cycle's outputs,
+// and hands back those it did not write (their cluster's agent left this
+// replica meanwhile, or the write failed). The engine keeps them and hands
+// them on again, after Options.RetryBackoff, while they are the current
+// output of a cluster it computes; nothing newer supersedes them.
+func (e *Engine) Advance(unwritten []Output) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	retry := false
+	for _, o := range unwritten {
+		m, ok := e.marks[o.Key]
+		if !ok || m.Hash != o.Snapshot.Hash() || m.Version != o.Snapshot.Version() {
+			continue // superseded, or its cluster left
+		}
+		e.unwritten[o.Key] = o
+		retry = retry || !e.opts.Scoped || e.targets[o.Key.Cluster]
+	}
+	if retry {
+		time.AfterFunc(e.opts.RetryBackoff, e.Refresh)
+	}
 }
 
 // Run translates whenever the view changes, until ctx ends.
@@ -306,14 +297,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		retry = nil
 		r := e.Step(ctx)
-		if e.opts.Ready == nil {
-			e.handOn(r)
-		} else {
-			select {
-			case e.opts.Ready <- r:
-			case <-ctx.Done():
-				return nil
-			}
+		select {
+		case e.opts.Ready <- r:
+		case <-ctx.Done():
+			return nil
 		}
 		if r.Retry > 0 {
 			retry = time.After(r.Retry)
@@ -321,25 +308,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// Cycle runs one translation over the current view and hands on changed
-// outputs through OnOutput and OnCycle. It returns how long to wait before
-// retrying failed translators, or 0 when every translator succeeded.
-func (e *Engine) Cycle(ctx context.Context) time.Duration {
-	r := e.Step(ctx)
-	e.handOn(r)
-	return r.Retry
-}
-
-// handOn calls OnOutput with every output of r, then OnCycle.
-func (e *Engine) handOn(r Ready) {
-	for _, o := range r.Outputs {
-		e.opts.OnOutput(o)
-	}
-	e.opts.OnCycle(r.Stats)
-}
-
 // Step runs one translation over the current view and returns what it
-// produced; the caller delivers it. Run and Cycle call it.
+// produced; the caller delivers it and calls Advance. Run calls it; an
+// engine used alone (offline translation, tests) may call it directly.
 func (e *Engine) Step(ctx context.Context) Ready {
 	e.cycleMu.Lock()
 	defer e.cycleMu.Unlock()
@@ -363,19 +334,19 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.mu.Unlock()
 
 	active := activeBackends(view)
+	want := hostView(view, policies, e.opts.Scoped, scope)
 	type outcome struct {
-		ts      *translatorState
-		result  pluginhost.Result
-		err     error
-		updated bool
-		changed int
-		took    time.Duration
+		ts     *translatorState
+		result pluginhost.Result
+		err    error
+		called bool
+		took   time.Duration
 	}
 	outcomes := make([]outcome, len(e.translators))
 	var wait time.Duration // until the first failed translator's retry
 	var g errgroup.Group
 	for i, ts := range e.translators {
-		if !runs(ts.t.Backends(), ts.t.Meshes(), active) && len(ts.seen) == 0 {
+		if !runs(ts.t.Backends(), ts.t.Meshes(), active) && !ts.called {
 			continue
 		}
 		if left := ts.backoff - time.Since(ts.failedAt); ts.lastErr != nil && left > 0 {
@@ -385,38 +356,33 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			wait = sooner(wait, left)
 			continue
 		}
+		ts.called = true
 		g.Go(func() error {
-			u, changed := ts.update(view, policies, e.opts.Scoped, scope)
-			u.Accepted = e.accepted
-			if !u.Full && changed == 0 && len(u.PolicyUpserts)+len(u.PolicyDeletes) == 0 && slices.Equal(ts.scope, scope) {
-				outcomes[i] = outcome{ts: ts}
-				return nil
-			}
 			callStart := time.Now()
-			res, err := ts.t.Translate(ctx, u)
-			if errors.Is(err, pluginhost.ErrNeedFull) && !u.Full {
-				u, changed = ts.updateFull(view, policies, e.opts.Scoped, scope)
-				u.Accepted = e.accepted
-				res, err = ts.t.Translate(ctx, u)
-			}
-			outcomes[i] = outcome{ts: ts, result: res, err: err, updated: true, changed: changed, took: time.Since(callStart)}
+			res, err := ts.t.Translate(ctx, want)
+			outcomes[i] = outcome{ts: ts, result: res, err: err, called: err != nil || res.Sent, took: time.Since(callStart)}
 			return nil
 		})
 	}
 	_ = g.Wait()
+
+	var answers []pluginhost.ClusterOutput
+	for _, oc := range outcomes {
+		answers = append(answers, oc.result.Outputs...)
+	}
+	before := e.deliveredBefore(answers)
 
 	stats := CycleStats{Generation: generation}
 	var handOn []Output
 	e.mu.Lock()
 	for _, oc := range outcomes {
 		ts := oc.ts
-		if ts == nil || !oc.updated {
+		if ts == nil || !oc.called {
 			continue
 		}
 		ts.lastCall = oc.took
 		if oc.err != nil {
-			// The session may hold a partial update: the retry resends
-			// everything (see update).
+			// The session may hold a partial update: its next one is full.
 			ts.lastErr = oc.err
 			ts.failedAt = time.Now()
 			ts.backoff = min(max(ts.backoff*2, e.opts.RetryBackoff), time.Minute)
@@ -425,46 +391,47 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", oc.err, "retry_in", ts.backoff)
 			continue
 		}
-		ts.commit(view, policies, scope)
 		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
 		ts.diags = oc.result.Diagnostics
-		stats.ChangedClusters = max(stats.ChangedClusters, oc.changed)
-		for _, o := range e.take(ts, view, oc.result.Outputs) {
-			handOn = append(handOn, o)
-			stats.Bytes += o.Snapshot.Size()
+		stats.ChangedClusters = max(stats.ChangedClusters, oc.result.Clusters)
+		handOn = append(handOn, e.take(ts, view, before, oc.result.Outputs)...)
+	}
+	// Clusters that left the fleet, or stopped being targets, lose their
+	// marks; what delivery handed back is handed on again unless
+	// superseded.
+	gone := func(cluster string) bool {
+		_, ok := view[cluster]
+		return !ok || (e.opts.Scoped && !e.targets[cluster])
+	}
+	for key := range e.marks {
+		if gone(key.Cluster) {
+			delete(e.marks, key)
 		}
 	}
-	// Clusters that left the fleet, or stopped being targets, lose their outputs.
-	for key := range e.outputs {
-		if _, ok := view[key.Cluster]; !ok || (e.opts.Scoped && !e.targets[key.Cluster]) {
-			delete(e.outputs, key)
+	for key, o := range e.unwritten {
+		delete(e.unwritten, key)
+		if m, ok := e.marks[key]; ok && m.Hash == o.Snapshot.Hash() && m.Version == o.Snapshot.Version() &&
+			!slices.ContainsFunc(handOn, func(h Output) bool { return h.Key == key }) {
+			handOn = append(handOn, o)
 		}
 	}
 	e.mu.Unlock()
 
 	slices.SortFunc(handOn, func(a, b Output) int { return cmp.Compare(a.Key.String(), b.Key.String()) })
+	for _, o := range handOn {
+		stats.Bytes += o.Snapshot.Size()
+	}
 	stats.Outputs = len(handOn)
 	stats.Duration = time.Since(start)
 	return Ready{Outputs: handOn, Stats: stats, Retry: wait}
 }
 
-// accepted returns the output the engine holds for cluster and backend,
-// or nil: what a translator's answer is checked against.
-func (e *Engine) accepted(cluster, backend string) *snapshot.Snapshot {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if o, ok := e.outputs[OutputKey{Cluster: cluster, Backend: backend}]; ok {
-		return o.Snapshot
-	}
-	return nil
-}
-
 // take records one translator's answer and returns the outputs whose
-// content changed, to hand on. A set the engine holds no output of is
+// content changed, to hand on. A set the engine holds no mark of is
 // compared with the one delivered before: its cluster's agent may hold an
 // output another replica, or this server before a restart, delivered, so
 // a set that changed or emptied meanwhile is handed on. Callers hold e.mu.
-func (e *Engine) take(ts *translatorState, view map[string]clusterState, outs []pluginhost.ClusterOutput) []Output {
+func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput) []Output {
 	var changed []Output
 	for _, co := range outs {
 		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
@@ -480,11 +447,12 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, outs []
 			e.opts.Logger.Warn("translator emitted an invalid output; keeping the previous one", "plugin", ts.t.Name(), "cluster", co.Cluster, "backend", co.Backend, "error", err)
 			continue
 		}
-		prev, had := e.previous(key)
-		if had && prev.Hash() == s.Hash() {
-			if _, ok := e.outputs[key]; !ok {
-				e.outputs[key] = Output{Key: key, Snapshot: prev, Plugin: ts.t.Name()} // delivered before
-			}
+		prev, had := e.marks[key]
+		if !had {
+			prev, had = before[key]
+		}
+		if had && prev.Hash == s.Hash() {
+			e.marks[key] = Mark{Hash: prev.Hash, Version: prev.Version, Plugin: ts.t.Name()} // delivered before
 			continue
 		}
 		if !had && s.Len() == 0 {
@@ -492,80 +460,45 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, outs []
 		}
 		var version uint64 = 1
 		if had {
-			version = prev.Version() + 1
+			version = prev.Version + 1
 		}
 		o := Output{Key: key, Snapshot: s.WithVersion(version), Plugin: ts.t.Name()}
-		e.outputs[key] = o
+		e.marks[key] = Mark{Hash: s.Hash(), Version: version, Plugin: o.Plugin}
 		changed = append(changed, o)
 	}
 	return changed
 }
 
-// previous returns the output key had before this answer: the one the
-// engine handed on last, or else the one delivered before. Callers hold
-// e.mu.
-func (e *Engine) previous(key OutputKey) (*snapshot.Snapshot, bool) {
-	if o, ok := e.outputs[key]; ok {
-		return o.Snapshot, true
-	}
-	return e.view.Delivered(key.Cluster, key.Backend)
-}
-
-// update builds the translator's next update from the view: what changed
-// since its session last saw the view, or everything when the last call
-// failed (the session may hold part of that update). Whether the session
-// itself still holds a view is the translator's to say: it answers
-// pluginhost.ErrNeedFull, and the caller sends updateFull. It reports how
-// many clusters the update carries.
-func (ts *translatorState) update(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) (pluginhost.Update, int) {
-	if ts.lastErr != nil {
-		return ts.updateFull(view, policies, scoped, scope)
-	}
-	return ts.build(pluginhost.Update{Scoped: scoped, Targets: scope}, view, policies)
-}
-
-// updateFull builds an update that replaces the session's whole view.
-func (ts *translatorState) updateFull(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) (pluginhost.Update, int) {
-	return ts.build(pluginhost.Update{Full: true, Scoped: scoped, Targets: scope}, view, policies)
-}
-
-func (ts *translatorState) build(u pluginhost.Update, view map[string]clusterState, policies *snapshot.Snapshot) (pluginhost.Update, int) {
-	seen := ts.seen
-	basePolicies := ts.policies
-	if u.Full {
-		seen = map[string]clusterState{}
-		basePolicies = snapshot.Empty
-	}
-	for _, name := range slices.Sorted(maps.Keys(view)) {
-		cs := view[name]
-		old, had := seen[name]
-		if had && old.input.Hash() == cs.input.Hash() && old.stale == cs.stale {
-			continue
-		}
-		var base *snapshot.Snapshot = snapshot.Empty
-		if had {
-			base = old.input
-		}
-		d := snapshot.Diff(base, cs.input)
-		u.Clusters = append(u.Clusters, pluginhost.ClusterUpdate{
-			Name: name, Stale: cs.stale, Meshes: cs.meshes, Upserts: d.Upserts, Deletes: d.Deletes,
-		})
-	}
-	for _, name := range slices.Sorted(maps.Keys(seen)) {
-		if _, ok := view[name]; !ok {
-			u.Clusters = append(u.Clusters, pluginhost.ClusterUpdate{Name: name, Removed: true})
+// deliveredBefore returns the marks of the outputs delivered before (see
+// View.Delivered) of the sets answered that the engine holds no mark of.
+// It reads the view, which may read the store, without holding e.mu;
+// marks change only in Step, which the caller runs.
+func (e *Engine) deliveredBefore(answers []pluginhost.ClusterOutput) map[OutputKey]Mark {
+	e.mu.Lock()
+	var unknown []OutputKey
+	for _, co := range answers {
+		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
+		if _, ok := e.marks[key]; !ok {
+			unknown = append(unknown, key)
 		}
 	}
-	pd := snapshot.Diff(basePolicies, policies)
-	u.PolicyUpserts, u.PolicyDeletes = pd.Upserts, pd.Deletes
-	return u, len(u.Clusters)
+	e.mu.Unlock()
+	before := map[OutputKey]Mark{}
+	for _, key := range unknown {
+		if s, ok := e.view.Delivered(key.Cluster, key.Backend); ok {
+			before[key] = Mark{Hash: s.Hash(), Version: s.Version()}
+		}
+	}
+	return before
 }
 
-// commit records that the translator's session now holds the view.
-func (ts *translatorState) commit(view map[string]clusterState, policies *snapshot.Snapshot, scope []string) {
-	ts.seen = maps.Clone(view)
-	ts.policies = policies
-	ts.scope = scope
+// hostView is the view every translator is to hold this cycle.
+func hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
+	v := pluginhost.View{Clusters: make(map[string]pluginhost.Cluster, len(view)), Policies: policies, Scoped: scoped, Targets: scope}
+	for name, cs := range view {
+		v.Clusters[name] = pluginhost.Cluster{Input: cs.input, Stale: cs.stale, Meshes: cs.meshes}
+	}
+	return v
 }
 
 // Meshes returns the mesh types found in a cluster's inputs, from the Mesh

@@ -15,22 +15,23 @@ import (
 	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
-// counter is an in-process translator for engine logic tests: it keeps the
-// view from its updates like a plugin session does, and emits for every
-// cluster a ConfigMap counting the cluster's Services and the policies.
+// counter is an in-process translator for engine logic tests: given the
+// view, it emits for every target a ConfigMap counting the cluster's
+// Services and the policies, and answers only the sets that changed since
+// its last answer, as a plugin does. Like a host session, it answers
+// nothing (Sent false) when the view is the one it answered last.
 type counter struct {
 	backend string
 
-	mu       sync.Mutex
-	view     map[string]map[snapshot.ID]bool
-	policies map[snapshot.ID]bool
-	updates  []pluginhost.Update
-	fail     error
-	last     map[string]string
+	mu    sync.Mutex
+	views []pluginhost.View
+	fail  error
+	last  map[string]string
+	held  *pluginhost.View
 }
 
 func newCounter(backend string) *counter {
-	return &counter{backend: backend, view: map[string]map[snapshot.ID]bool{}, policies: map[snapshot.ID]bool{}, last: map[string]string{}}
+	return &counter{backend: backend, last: map[string]string{}}
 }
 
 func (c *counter) Name() string       { return "counter-" + c.backend }
@@ -48,52 +49,35 @@ func (c *counter) Meshes() []string {
 func (c *counter) OutputKinds() []string { return []string{"/ConfigMap"} }
 func (c *counter) InputKinds() []string  { return nil }
 
-func (c *counter) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
+func (c *counter) Translate(_ context.Context, v pluginhost.View) (pluginhost.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.updates = append(c.updates, u)
+	if c.held != nil && sameView(*c.held, v) {
+		return pluginhost.Result{}, nil
+	}
+	c.views = append(c.views, v)
 	if c.fail != nil {
+		c.held, c.last = nil, map[string]string{}
 		return pluginhost.Result{}, c.fail
 	}
-	if u.Full {
-		c.view = map[string]map[snapshot.ID]bool{}
-		c.policies = map[snapshot.ID]bool{}
-		c.last = map[string]string{}
-	}
-	for _, cu := range u.Clusters {
-		if cu.Removed {
-			delete(c.view, cu.Name)
-			continue
-		}
-		if c.view[cu.Name] == nil {
-			c.view[cu.Name] = map[snapshot.ID]bool{}
-		}
-		for _, r := range cu.Upserts {
-			c.view[cu.Name][r.ID] = true
-		}
-		for _, id := range cu.Deletes {
-			delete(c.view[cu.Name], id)
-		}
-	}
-	for _, r := range u.PolicyUpserts {
-		c.policies[r.ID] = true
-	}
-	for _, id := range u.PolicyDeletes {
-		delete(c.policies, id)
-	}
-	var res pluginhost.Result
-	for name, objs := range c.view {
-		if u.Scoped && !slices.Contains(u.Targets, name) {
+	c.held = &v
+	res := pluginhost.Result{Sent: true, Clusters: len(v.Clusters)}
+	for name := range c.last {
+		if _, ok := v.Clusters[name]; !ok || (v.Scoped && !slices.Contains(v.Targets, name)) {
 			delete(c.last, name) // forgotten, as an SDK session forgets it
+		}
+	}
+	for name, cl := range v.Clusters {
+		if v.Scoped && !slices.Contains(v.Targets, name) {
 			continue
 		}
 		services := 0
-		for id := range objs {
-			if id.Kind == "Service" {
+		for r := range cl.Input.All() {
+			if r.ID.Kind == "Service" {
 				services++
 			}
 		}
-		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"count","namespace":"default"},"data":{"services":"%d","policies":"%d"}}`, services, len(c.policies))
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"count","namespace":"default"},"data":{"services":"%d","policies":"%d"}}`, services, v.Policies.Len())
 		if c.last[name] == body {
 			continue
 		}
@@ -107,11 +91,77 @@ func (c *counter) Translate(_ context.Context, u pluginhost.Update) (pluginhost.
 	return res, nil
 }
 
-func (c *counter) calls() []pluginhost.Update {
+func sameView(a, b pluginhost.View) bool {
+	if len(a.Clusters) != len(b.Clusters) || a.Policies.Hash() != b.Policies.Hash() || a.Scoped != b.Scoped || !slices.Equal(a.Targets, b.Targets) {
+		return false
+	}
+	for name, ca := range a.Clusters {
+		cb, ok := b.Clusters[name]
+		if !ok || ca.Input.Hash() != cb.Input.Hash() || ca.Stale != cb.Stale {
+			return false
+		}
+	}
+	return true
+}
+
+// calls returns the views the translator answered (or failed on).
+func (c *counter) calls() []pluginhost.View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]pluginhost.Update(nil), c.updates...)
+	return slices.Clone(c.views)
 }
+
+// fleet is an engine over a MemView, delivering as the server does.
+type fleet struct {
+	*Engine
+	view *MemView
+	// handed are the keys of every output handed on, in order.
+	handed []string
+	last   CycleStats
+}
+
+func newFleet(opts Options, translators ...pluginhost.Translator) *fleet {
+	f := &fleet{view: NewMemView()}
+	opts.View = f.view
+	f.Engine = New(translators, opts)
+	return f
+}
+
+func (f *fleet) SetInput(cluster string, s *snapshot.Snapshot) {
+	if f.view.SetInput(cluster, s) {
+		f.Refresh()
+	}
+}
+
+func (f *fleet) SetStale(cluster string, stale bool) {
+	if f.view.SetStale(cluster, stale) {
+		f.Refresh()
+	}
+}
+
+func (f *fleet) RemoveCluster(cluster string) {
+	if f.view.RemoveCluster(cluster) {
+		f.Refresh()
+	}
+}
+
+// cycle runs one Step, delivers its outputs and returns its retry.
+func (f *fleet) cycle(ctx context.Context) time.Duration {
+	r := f.Step(ctx)
+	f.deliver(r)
+	return r.Retry
+}
+
+func (f *fleet) deliver(r Ready) {
+	for _, o := range r.Outputs {
+		f.handed = append(f.handed, o.Key.String())
+	}
+	f.last = r.Stats
+	f.Advance(f.view.Deliver(r))
+}
+
+// output returns the delivered output of key.
+func (f *fleet) output(key OutputKey) (*snapshot.Snapshot, bool) { return f.view.Output(key) }
 
 func mesh(t testing.TB, typ string) snapshot.Resource {
 	r, err := snapshot.FromJSON([]byte(`{"apiVersion":"discovery.meshrelay.io/v1alpha1","kind":"Mesh","metadata":{"name":"` + typ + `"},"spec":{"type":"` + typ + `"}}`))
@@ -141,76 +191,57 @@ func input(t testing.TB, version uint64, meshType string, services ...string) *s
 	return s
 }
 
-type recorder struct {
-	mu   sync.Mutex
-	outs []Output
-}
-
-func (r *recorder) record(o Output) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.outs = append(r.outs, o)
-}
-
-func (r *recorder) keys() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ks []string
-	for _, o := range r.outs {
-		ks = append(ks, o.Key.String())
-	}
-	return ks
-}
-
 func TestOnlyChangedOutputsAreHandedOn(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	var rec recorder
-	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.SetInput("west", input(t, 1, "istio", "b"))
-	e.Cycle(ctx)
-	if diff := cmp.Diff([]string{"east/istio", "west/istio"}, rec.keys()); diff != "" {
+	f := newFleet(Options{}, tr)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.SetInput("west", input(t, 1, "istio", "b"))
+	f.cycle(ctx)
+	if diff := cmp.Diff([]string{"east/istio", "west/istio"}, f.handed); diff != "" {
 		t.Fatalf("first cycle outputs (-want +got):\n%s", diff)
 	}
 
-	e.SetInput("east", input(t, 2, "istio", "a", "c"))
-	e.Cycle(ctx)
-	if diff := cmp.Diff([]string{"east/istio", "west/istio", "east/istio"}, rec.keys()); diff != "" {
+	f.SetInput("east", input(t, 2, "istio", "a", "c"))
+	f.cycle(ctx)
+	if diff := cmp.Diff([]string{"east/istio", "west/istio", "east/istio"}, f.handed); diff != "" {
 		t.Fatalf("after one cluster changed (-want +got):\n%s", diff)
 	}
-	calls := tr.calls()
-	last := calls[len(calls)-1]
-	if last.Full || len(last.Clusters) != 1 || last.Clusters[0].Name != "east" || len(last.Clusters[0].Upserts) != 1 {
-		t.Fatalf("second update = %+v, want only east's one new Service", last)
+	if o, _ := f.output(OutputKey{"east", "istio"}); o.Version() != 2 {
+		t.Errorf("east output version = %d, want 2", o.Version())
 	}
-	o, _ := e.Output(OutputKey{"east", "istio"})
-	if o.Snapshot.Version() != 2 {
-		t.Errorf("east output version = %d, want 2", o.Snapshot.Version())
+	if m, _ := f.Mark(OutputKey{"east", "istio"}); m.Version != 2 || m.Hash != func() snapshot.Hash { o, _ := f.output(OutputKey{"east", "istio"}); return o.Hash() }() {
+		t.Errorf("east mark = %+v, want version 2 and the delivered output's hash", m)
 	}
 
-	// The same input again changes nothing and calls nobody.
-	e.SetInput("east", input(t, 3, "istio", "a", "c"))
-	e.Cycle(ctx)
+	// The same input again changes nothing and hands on nothing.
+	f.SetInput("east", input(t, 3, "istio", "a", "c"))
+	f.cycle(ctx)
 	if n := len(tr.calls()); n != 2 {
-		t.Errorf("translator called %d times, want 2", n)
+		t.Errorf("translator answered %d views, want 2", n)
+	}
+	if len(f.handed) != 3 {
+		t.Errorf("handed on %v, want nothing more", f.handed)
 	}
 }
 
 func TestRunCoalescesChanges(t *testing.T) {
 	tr := newCounter("istio")
-	var rec recorder
-	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record, Debounce: 200 * time.Millisecond})
+	ready := make(chan Ready)
+	f := newFleet(Options{Ready: ready, Debounce: 200 * time.Millisecond}, tr)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- e.Run(ctx) }()
+	go func() { done <- f.Run(ctx) }()
 	for i := range 20 {
-		e.SetInput("east", input(t, uint64(i+1), "istio", fmt.Sprint("svc-", i)))
+		f.SetInput("east", input(t, uint64(i+1), "istio", fmt.Sprint("svc-", i)))
 	}
-	testutil.Eventually(t, "the condition", func() bool { return len(rec.keys()) == 1 })
+	f.deliver(<-ready)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if len(f.handed) != 1 {
+		t.Errorf("handed on %v, want east once", f.handed)
 	}
 	if n := len(tr.calls()); n != 1 {
 		t.Errorf("20 quick changes gave %d translations, want 1", n)
@@ -220,24 +251,23 @@ func TestRunCoalescesChanges(t *testing.T) {
 func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	var rec recorder
-	e := New([]pluginhost.Translator{tr}, Options{OnOutput: rec.record, RetryBackoff: time.Millisecond})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.Cycle(ctx)
-	before, _ := e.Output(OutputKey{"east", "istio"})
+	f := newFleet(Options{RetryBackoff: time.Millisecond}, tr)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.cycle(ctx)
+	before, _ := f.output(OutputKey{"east", "istio"})
 
 	tr.mu.Lock()
 	tr.fail = errors.New("plugin crashed")
 	tr.mu.Unlock()
-	e.SetInput("east", input(t, 2, "istio", "a", "b"))
-	if wait := e.Cycle(ctx); wait <= 0 {
-		t.Errorf("Cycle after a failure asks no retry")
+	f.SetInput("east", input(t, 2, "istio", "a", "b"))
+	if wait := f.cycle(ctx); wait <= 0 {
+		t.Errorf("a cycle after a failure asks no retry")
 	}
-	after, _ := e.Output(OutputKey{"east", "istio"})
-	if after.Snapshot.Hash() != before.Snapshot.Hash() || len(rec.keys()) != 1 {
+	after, _ := f.output(OutputKey{"east", "istio"})
+	if after.Hash() != before.Hash() || len(f.handed) != 1 {
 		t.Fatalf("a failed translator changed the outputs")
 	}
-	st := e.Status()
+	st := f.Status()
 	if st[0].Healthy || st[0].Error == "" {
 		t.Errorf("Status = %+v, want unhealthy with the error", st[0])
 	}
@@ -245,12 +275,8 @@ func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 	tr.mu.Lock()
 	tr.fail = nil
 	tr.mu.Unlock()
-	testutil.Eventually(t, "the condition", func() bool { e.Cycle(ctx); return len(rec.keys()) == 2 })
-	calls := tr.calls()
-	if !calls[len(calls)-1].Full {
-		t.Errorf("retry after a failure must resend the full view")
-	}
-	if !e.Status()[0].Healthy {
+	testutil.Eventually(t, "the retry hands on east's new output", func() bool { f.cycle(ctx); return len(f.handed) == 2 })
+	if !f.Status()[0].Healthy {
 		t.Errorf("translator still unhealthy after success")
 	}
 }
@@ -262,18 +288,18 @@ func TestFailedTranslatorKeepsLastOutputs(t *testing.T) {
 func TestRetryOutlivesCyclesDuringBackoff(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	e := New([]pluginhost.Translator{tr}, Options{RetryBackoff: time.Minute})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.Cycle(ctx)
+	f := newFleet(Options{RetryBackoff: time.Minute}, tr)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.cycle(ctx)
 	tr.mu.Lock()
 	tr.fail = errors.New("plugin crashed")
 	tr.mu.Unlock()
-	e.SetInput("east", input(t, 2, "istio", "a", "b"))
-	if wait := e.Cycle(ctx); wait <= 0 {
-		t.Fatalf("Cycle after a failure asks no retry")
+	f.SetInput("east", input(t, 2, "istio", "a", "b"))
+	if wait := f.cycle(ctx); wait <= 0 {
+		t.Fatalf("a cycle after a failure asks no retry")
 	}
-	e.SetInput("west", input(t, 1, "istio", "c"))
-	if wait := e.Cycle(ctx); wait <= 0 || wait > time.Minute {
+	f.SetInput("west", input(t, 1, "istio", "c"))
+	if wait := f.cycle(ctx); wait <= 0 || wait > time.Minute {
 		t.Errorf("a cycle while the failed translator backs off asks a retry in %s, want one within its backoff (1m)", wait)
 	}
 	if n := len(tr.calls()); n != 2 {
@@ -281,44 +307,12 @@ func TestRetryOutlivesCyclesDuringBackoff(t *testing.T) {
 	}
 }
 
-// needFull answers ErrNeedFull to the first delta after a restart, as a
-// restarted plugin does.
-type needFull struct {
-	*counter
-	restarted bool
-}
-
-func (n *needFull) Translate(ctx context.Context, u pluginhost.Update) (pluginhost.Result, error) {
-	if n.restarted && !u.Full {
-		n.restarted = false
-		return pluginhost.Result{}, pluginhost.ErrNeedFull
-	}
-	return n.counter.Translate(ctx, u)
-}
-
-func TestNeedFullResendsEverything(t *testing.T) {
-	ctx := context.Background()
-	tr := &needFull{counter: newCounter("istio")}
-	e := New([]pluginhost.Translator{tr}, Options{})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.SetInput("west", input(t, 1, "istio", "b"))
-	e.Cycle(ctx)
-	tr.restarted = true
-	e.SetInput("east", input(t, 2, "istio", "a", "c"))
-	e.Cycle(ctx)
-	calls := tr.calls()
-	last := calls[len(calls)-1]
-	if !last.Full || len(last.Clusters) != 2 {
-		t.Fatalf("after ErrNeedFull the update = full %v with %d clusters, want full with 2", last.Full, len(last.Clusters))
-	}
-}
-
 func TestTranslatorsRunOnlyForTheirMeshes(t *testing.T) {
 	ctx := context.Background()
 	istio, cilium, custom := newCounter("istio"), newCounter("cilium"), newCounter("netpol")
-	e := New([]pluginhost.Translator{istio, cilium, custom}, Options{})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.Cycle(ctx)
+	f := newFleet(Options{}, istio, cilium, custom)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.cycle(ctx)
 	if len(istio.calls()) != 1 || len(cilium.calls()) != 0 || len(custom.calls()) != 1 {
 		t.Errorf("calls istio=%d cilium=%d custom=%d, want 1, 0, 1", len(istio.calls()), len(cilium.calls()), len(custom.calls()))
 	}
@@ -327,14 +321,14 @@ func TestTranslatorsRunOnlyForTheirMeshes(t *testing.T) {
 func TestDeterministicAcrossEngines(t *testing.T) {
 	ctx := context.Background()
 	hashes := func() map[string]snapshot.Hash {
-		e := New([]pluginhost.Translator{newCounter("istio")}, Options{})
-		e.SetInput("west", input(t, 1, "istio", "x", "y"))
-		e.SetInput("east", input(t, 1, "istio", "a"))
-		e.Cycle(ctx)
+		f := newFleet(Options{}, newCounter("istio"))
+		f.SetInput("west", input(t, 1, "istio", "x", "y"))
+		f.SetInput("east", input(t, 1, "istio", "a"))
+		f.cycle(ctx)
 		out := map[string]snapshot.Hash{}
 		for _, c := range []string{"east", "west"} {
-			o, _ := e.Output(OutputKey{c, "istio"})
-			out[c] = o.Snapshot.Hash()
+			o, _ := f.output(OutputKey{c, "istio"})
+			out[c] = o.Hash()
 		}
 		return out
 	}
@@ -346,99 +340,137 @@ func TestDeterministicAcrossEngines(t *testing.T) {
 func TestRemovedClusterLosesOutputs(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	e := New([]pluginhost.Translator{tr}, Options{})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.SetInput("west", input(t, 1, "istio", "b"))
-	e.Cycle(ctx)
-	e.RemoveCluster("west")
-	e.Cycle(ctx)
-	if _, ok := e.Output(OutputKey{"west", "istio"}); ok {
-		t.Error("a removed cluster still has outputs")
+	f := newFleet(Options{}, tr)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.SetInput("west", input(t, 1, "istio", "b"))
+	f.cycle(ctx)
+	f.RemoveCluster("west")
+	f.cycle(ctx)
+	if _, ok := f.Mark(OutputKey{"west", "istio"}); ok {
+		t.Error("the engine keeps a mark of a removed cluster's output")
 	}
 	calls := tr.calls()
-	last := calls[len(calls)-1]
-	if len(last.Clusters) != 1 || !last.Clusters[0].Removed {
-		t.Errorf("update after removal = %+v, want west removed", last.Clusters)
+	if _, ok := calls[len(calls)-1].Clusters["west"]; ok || len(calls) != 2 {
+		t.Errorf("the translator answered %d views, the last with west, want 2 and west gone", len(calls))
 	}
 }
 
 func TestStaleClusterStaysInView(t *testing.T) {
 	ctx := context.Background()
 	tr := newCounter("istio")
-	e := New([]pluginhost.Translator{tr}, Options{})
-	e.SetInput("east", input(t, 1, "istio", "a"))
-	e.Cycle(ctx)
-	e.SetStale("east", true)
-	e.Cycle(ctx)
+	f := newFleet(Options{}, tr)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	f.cycle(ctx)
+	f.SetStale("east", true)
+	f.cycle(ctx)
 	calls := tr.calls()
-	last := calls[len(calls)-1]
-	if len(last.Clusters) != 1 || !last.Clusters[0].Stale || last.Clusters[0].Removed {
-		t.Fatalf("update after stale = %+v, want east marked stale, not removed", last.Clusters)
+	if c, ok := calls[len(calls)-1].Clusters["east"]; !ok || !c.Stale {
+		t.Fatalf("the view after stale has east %+v (present %v), want it marked stale", c, ok)
 	}
-	if _, ok := e.Output(OutputKey{"east", "istio"}); !ok {
+	if _, ok := f.Mark(OutputKey{"east", "istio"}); !ok {
 		t.Error("a stale cluster lost its outputs")
 	}
 }
 
 func TestRefreshRunsACycleThatSeesTheView(t *testing.T) {
-	var gens []uint64
-	var mu sync.Mutex
-	e := New([]pluginhost.Translator{newCounter("istio")}, Options{Debounce: time.Millisecond, OnCycle: func(c CycleStats) {
-		mu.Lock()
-		gens = append(gens, c.Generation)
-		mu.Unlock()
-	}})
+	ready := make(chan Ready)
+	f := newFleet(Options{Ready: ready, Debounce: time.Millisecond}, newCounter("istio"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- e.Run(ctx) }()
+	go func() { done <- f.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	before := e.Generation()
-	e.Refresh()
-	testutil.Eventually(t, "the condition", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(gens) > 0 && gens[len(gens)-1] > before
-	})
+	before := f.Generation()
+	f.Refresh()
+	if r := <-ready; r.Stats.Generation <= before {
+		t.Errorf("the cycle after Refresh is generation %d, want more than %d", r.Stats.Generation, before)
+	}
 }
 
 func TestScopedEngineComputesOnlyItsTargets(t *testing.T) {
 	c := newCounter("istio")
-	e := New([]pluginhost.Translator{c}, Options{Scoped: true})
+	f := newFleet(Options{Scoped: true}, c)
 	ctx := context.Background()
-	e.SetInput("a", input(t, 1, "istio", "s1"))
-	e.SetInput("b", input(t, 1, "istio", "s1", "s2"))
-	e.SetTarget("a", true)
-	e.Cycle(ctx)
-	if _, ok := e.Output(OutputKey{"a", "istio"}); !ok {
+	f.SetInput("a", input(t, 1, "istio", "s1"))
+	f.SetInput("b", input(t, 1, "istio", "s1", "s2"))
+	f.SetTarget("a", true)
+	f.cycle(ctx)
+	if _, ok := f.Mark(OutputKey{"a", "istio"}); !ok {
 		t.Fatal("no output for target a")
 	}
-	if _, ok := e.Output(OutputKey{"b", "istio"}); ok {
+	if _, ok := f.Mark(OutputKey{"b", "istio"}); ok {
 		t.Fatal("output for b, which is not a target")
 	}
 	last := c.calls()[len(c.calls())-1]
 	if !last.Scoped || !slices.Equal(last.Targets, []string{"a"}) || len(last.Clusters) != 2 {
-		t.Fatalf("update scoped %v targets %v with %d clusters, want scoped to [a] with both clusters' inputs", last.Scoped, last.Targets, len(last.Clusters))
+		t.Fatalf("view scoped %v targets %v with %d clusters, want scoped to [a] with both clusters' inputs", last.Scoped, last.Targets, len(last.Clusters))
 	}
 
 	// b becomes a target: a cycle runs though no input changed.
-	e.SetTarget("b", true)
-	e.Cycle(ctx)
-	if last := c.calls()[len(c.calls())-1]; !slices.Equal(last.Targets, []string{"a", "b"}) || len(last.Clusters) != 0 {
-		t.Fatalf("update targets %v with %d clusters, want [a b] and no input", last.Targets, len(last.Clusters))
+	f.SetTarget("b", true)
+	f.cycle(ctx)
+	if last := c.calls()[len(c.calls())-1]; !slices.Equal(last.Targets, []string{"a", "b"}) {
+		t.Fatalf("view targets %v, want [a b]", last.Targets)
 	}
-	if _, ok := e.Output(OutputKey{"b", "istio"}); !ok {
+	if _, ok := f.Mark(OutputKey{"b", "istio"}); !ok {
 		t.Fatal("no output for b once it is a target")
 	}
 
 	// a stops being a target: its output is dropped, not kept stale.
-	e.SetTarget("a", false)
-	e.Cycle(ctx)
-	if _, ok := e.Output(OutputKey{"a", "istio"}); ok {
+	f.SetTarget("a", false)
+	f.cycle(ctx)
+	if _, ok := f.Mark(OutputKey{"a", "istio"}); ok {
 		t.Error("a kept its output after it stopped being a target")
 	}
 	n := len(c.calls())
-	e.Cycle(ctx)
+	f.cycle(ctx)
 	if len(c.calls()) != n {
 		t.Error("a cycle with nothing changed called the translator")
+	}
+}
+
+// TestUnwrittenOutputIsHandedOnAgain: an output delivery hands back
+// (its agent had left this replica) is handed on again while it is
+// current and its cluster a target, though the translator answers
+// nothing new; one superseded or of a cluster that stopped being a
+// target is not.
+func TestUnwrittenOutputIsHandedOnAgain(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter("istio")
+	f := newFleet(Options{Scoped: true, RetryBackoff: time.Millisecond}, c)
+	f.SetInput("a", input(t, 1, "istio", "s1"))
+	f.SetInput("b", input(t, 1, "istio", "s1"))
+	f.SetTarget("a", true)
+	f.SetTarget("b", true)
+	r := f.Step(ctx)
+	if len(r.Outputs) != 2 {
+		t.Fatalf("first cycle handed on %d outputs, want 2", len(r.Outputs))
+	}
+	f.Advance(r.Outputs) // neither written
+	f.SetTarget("b", false)
+
+	r = f.Step(ctx)
+	var keys []string
+	for _, o := range r.Outputs {
+		keys = append(keys, o.Key.String())
+	}
+	if diff := cmp.Diff([]string{"a/istio"}, keys); diff != "" {
+		t.Fatalf("handed on again (-want +got):\n%s", diff)
+	}
+	if r.Outputs[0].Snapshot.Version() != 1 {
+		t.Errorf("the output handed on again has version %d, want the same 1", r.Outputs[0].Snapshot.Version())
+	}
+	f.Advance(nil)
+	if r := f.Step(ctx); len(r.Outputs) != 0 {
+		t.Errorf("an output written is handed on again: %d outputs", len(r.Outputs))
+	}
+
+	// Superseded before the next cycle: only the newer one goes.
+	f.SetInput("a", input(t, 2, "istio", "s1", "s2"))
+	r = f.Step(ctx)
+	f.Advance(r.Outputs)
+	f.SetInput("a", input(t, 3, "istio", "s1", "s2", "s3"))
+	r = f.Step(ctx)
+	if len(r.Outputs) != 1 || r.Outputs[0].Snapshot.Version() != 3 {
+		t.Fatalf("after a newer answer handed on %d outputs (want 1, version 3)", len(r.Outputs))
 	}
 }

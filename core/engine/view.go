@@ -11,9 +11,10 @@ import (
 // View is the fleet an engine translates: every cluster's current input
 // and whether it is stale, and the outputs delivered before. The server's
 // View reads the store, the source of truth for inputs and outputs; the
-// engine keeps no copy of the inputs, only what each translator's session
-// has seen. Implementations are safe for concurrent use and cheap to call
-// once per cluster and cycle (the engine calls Delivered holding its lock).
+// engine keeps no copy of either, only the marks (hash and version) of the
+// outputs it handed on. Implementations are safe for concurrent use and
+// cheap to call once per cluster and cycle; the engine holds no lock of
+// its own while it calls them.
 type View interface {
 	// Clusters returns the names of the clusters in the fleet.
 	Clusters() []string
@@ -30,12 +31,15 @@ type View interface {
 	Delivered(cluster, backend string) (*snapshot.Snapshot, bool)
 }
 
-// memView is the engine's own View when Options.View is unset: the inputs
-// given with SetInput, SetStale and RemoveCluster, for engines used alone
-// (offline translation, tests).
-type memView struct {
+// MemView is a View held in memory, for an engine used alone (offline
+// translation, tests): its owner sets inputs with SetInput, SetStale and
+// RemoveCluster, runs [Engine.Step] (or Run, after Engine.Refresh), and
+// hands each [Ready] to Deliver, which keeps the outputs as the store
+// would.
+type MemView struct {
 	mu       sync.Mutex
 	clusters map[string]memCluster
+	outputs  map[OutputKey]*snapshot.Snapshot
 }
 
 type memCluster struct {
@@ -43,25 +47,36 @@ type memCluster struct {
 	stale bool
 }
 
-func (m *memView) Clusters() []string {
+// NewMemView returns an empty fleet.
+func NewMemView() *MemView {
+	return &MemView{clusters: map[string]memCluster{}, outputs: map[OutputKey]*snapshot.Snapshot{}}
+}
+
+// Clusters returns the names of the clusters.
+func (m *MemView) Clusters() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Collect(maps.Keys(m.clusters))
 }
 
-func (m *memView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
+// Input returns a cluster's input and whether it is stale.
+func (m *MemView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.clusters[cluster]
 	return c.input, c.stale, ok
 }
 
-// Delivered reports none: an engine used alone delivers nothing it must
-// compare with later.
-func (m *memView) Delivered(string, string) (*snapshot.Snapshot, bool) { return nil, false }
+// Delivered returns the output Deliver kept for cluster and backend.
+func (m *MemView) Delivered(cluster, backend string) (*snapshot.Snapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.outputs[OutputKey{Cluster: cluster, Backend: backend}]
+	return s, ok
+}
 
-// set records a cluster's input; it reports whether the view changed.
-func (m *memView) set(cluster string, s *snapshot.Snapshot) bool {
+// SetInput records a cluster's input; it reports whether the view changed.
+func (m *MemView) SetInput(cluster string, s *snapshot.Snapshot) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.clusters[cluster]
@@ -71,8 +86,9 @@ func (m *memView) set(cluster string, s *snapshot.Snapshot) bool {
 	return changed
 }
 
-// setStale marks a cluster stale or fresh; it reports whether the view changed.
-func (m *memView) setStale(cluster string, stale bool) bool {
+// SetStale marks a cluster stale (its agent is away; its input still
+// counts) or fresh; it reports whether the view changed.
+func (m *MemView) SetStale(cluster string, stale bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.clusters[cluster]
@@ -84,13 +100,52 @@ func (m *memView) setStale(cluster string, stale bool) bool {
 	return true
 }
 
-// remove drops a cluster; it reports whether the view changed.
-func (m *memView) remove(cluster string) bool {
+// RemoveCluster drops a cluster and its outputs, as a deregistration
+// does; it reports whether the view changed.
+func (m *MemView) RemoveCluster(cluster string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.clusters[cluster]
 	delete(m.clusters, cluster)
+	for k := range m.outputs {
+		if k.Cluster == cluster {
+			delete(m.outputs, k)
+		}
+	}
 	return ok
+}
+
+// Deliver keeps the outputs of r, of the clusters still in the view, and
+// returns those it did not keep, for Engine.Advance.
+func (m *MemView) Deliver(r Ready) (unwritten []Output) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range r.Outputs {
+		if _, ok := m.clusters[o.Key.Cluster]; !ok {
+			unwritten = append(unwritten, o)
+			continue
+		}
+		m.outputs[o.Key] = o.Snapshot
+	}
+	return unwritten
+}
+
+// Output returns the output kept for key.
+func (m *MemView) Output(key OutputKey) (*snapshot.Snapshot, bool) {
+	return m.Delivered(key.Cluster, key.Backend)
+}
+
+// Outputs returns the outputs kept for a cluster, by backend.
+func (m *MemView) Outputs(cluster string) map[string]*snapshot.Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]*snapshot.Snapshot{}
+	for k, s := range m.outputs {
+		if k.Cluster == cluster {
+			out[k.Backend] = s
+		}
+	}
+	return out
 }
 
 // meshCache remembers each cluster's meshes by input hash, so that a cycle
@@ -131,9 +186,6 @@ func (c *meshCache) keep(view map[string]clusterState) {
 // (the last cycle's view), so that a failed read neither removes it from
 // the translators' view nor prunes its outputs.
 func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
-	if e.mem != nil {
-		return e.readOwn()
-	}
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
 	e.meshes.mu.Lock()
@@ -147,19 +199,6 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 			continue
 		}
 		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
-	}
-	return view
-}
-
-// readOwn reads the engine's own view under one lock.
-func (e *Engine) readOwn() map[string]clusterState {
-	e.mem.mu.Lock()
-	defer e.mem.mu.Unlock()
-	e.meshes.mu.Lock()
-	defer e.meshes.mu.Unlock()
-	view := make(map[string]clusterState, len(e.mem.clusters))
-	for name, c := range e.mem.clusters {
-		view[name] = clusterState{input: c.input, stale: c.stale, meshes: e.meshes.getLocked(name, c.input)}
 	}
 	return view
 }

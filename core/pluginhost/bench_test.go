@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,23 +60,27 @@ func translators(b *testing.B) map[string]Translator {
 	return map[string]Translator{"process": p, "inprocess": l}
 }
 
-// bigFleet returns a full update of about size bytes of inputs over 10 clusters.
-func bigFleet(b *testing.B, size int) Update {
+// bigFleet returns a view of about size bytes of inputs over 10 clusters.
+func bigFleet(b *testing.B, size int) View {
 	const body = 10 << 10
-	u := Update{Full: true}
+	v := View{Clusters: map[string]Cluster{}}
 	n := size / body / 10
 	for c := range 10 {
-		cu := ClusterUpdate{Name: fmt.Sprintf("cluster-%02d", c), Meshes: []string{"istio"}}
+		var rs []snapshot.Resource
 		for i := range n {
 			r, err := snapshot.FromJSON(fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"ns","name":"svc-%05d","annotations":{"pad":%q}},"spec":{"selector":{"app":"x"}}}`, i, strings.Repeat("p", body)))
 			if err != nil {
 				b.Fatal(err)
 			}
-			cu.Upserts = append(cu.Upserts, r)
+			rs = append(rs, r)
 		}
-		u.Clusters = append(u.Clusters, cu)
+		in, err := snapshot.New(1, rs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		v.Clusters[fmt.Sprintf("cluster-%02d", c)] = Cluster{Input: in, Meshes: []string{"istio"}}
 	}
-	return u
+	return v
 }
 
 // BenchmarkRoundTripSmall is the overhead of one small delta: one Service
@@ -84,12 +89,19 @@ func BenchmarkRoundTripSmall(b *testing.B) {
 	for name, tr := range translators(b) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			if _, err := tr.Translate(ctx, update(true, "east", "west")); err != nil {
+			v := view("east", "west")
+			if _, err := tr.Translate(ctx, v); err != nil {
 				b.Fatal(err)
 			}
+			east := v.Clusters["east"].Input
 			for i := 0; b.Loop(); i++ {
-				u := Update{Clusters: []ClusterUpdate{{Name: "east", Meshes: []string{"istio"}, Upserts: []snapshot.Resource{service("default", "svc-"+strconv.Itoa(i%50))}}}}
-				if _, err := tr.Translate(ctx, u); err != nil {
+				in, err := snapshot.New(uint64(i), append(east.Resources(), service("default", "svc-"+strconv.Itoa(i%50))))
+				if err != nil {
+					b.Fatal(err)
+				}
+				v.Clusters = maps.Clone(v.Clusters)
+				v.Clusters["east"] = Cluster{Input: in, Meshes: []string{"istio"}}
+				if _, err := tr.Translate(ctx, v); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -97,13 +109,18 @@ func BenchmarkRoundTripSmall(b *testing.B) {
 	}
 }
 
-// BenchmarkFleet10MB sends a 10 MB fleet view in full and waits for the answer.
+// BenchmarkFleet10MB sends a 10 MB fleet view whole and waits for the
+// answer: each round empties the view (a small update) and sends it all
+// again.
 func BenchmarkFleet10MB(b *testing.B) {
 	u := bigFleet(b, 10<<20)
 	for name, tr := range translators(b) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(10 << 20)
 			for b.Loop() {
+				if _, err := tr.Translate(context.Background(), View{}); err != nil {
+					b.Fatal(err)
+				}
 				res, err := tr.Translate(context.Background(), u)
 				if err != nil {
 					b.Fatal(err)

@@ -1,7 +1,8 @@
 // Package pluginhost finds, verifies, starts and restarts meshrelay
 // translator plugins, and calls them through the translator protocol
 // (proto/translator/v1) the way the engine needs. The protocol's host side
-// (sending updates, checking and assembling answers) is sdk/protocol/host,
+// (working out what the plugin holds and what to send, checking and
+// assembling answers) is sdk/protocol/host,
 // which sdk/sdktest runs too; pluginhost adds processes, the lock file,
 // restarts and timeouts around it, and names its types.
 //
@@ -23,7 +24,7 @@
 //	h, err := pluginhost.New(dir, logger, pluginhost.DefaultOptions())
 //	defer h.Close() // kills every plugin process
 //	p, _ := h.Plugin("netpol")
-//	res, err := p.Translate(ctx, pluginhost.Update{Full: true, Clusters: ...})
+//	res, err := p.Translate(ctx, pluginhost.View{Clusters: ..., Policies: ...})
 //
 // A [Plugin] starts its process on first use through go-plugin: the sha256
 // from the lock file is checked before every start ([ErrChecksum] names the
@@ -34,8 +35,8 @@
 // (before the handshake it is a clear start error). Every call has a
 // timeout, and [Host.Watch] checks each plugin's health on a timer, busy or
 // idle; a plugin that crashes or hangs is killed and started again with
-// exponential backoff, and the next call that is not a full update returns
-// [ErrNeedFull]. Answers that break the protocol — invalid JSON, objects
+// exponential backoff; its new session sends the next call's view in full.
+// Answers that break the protocol — invalid JSON, objects
 // without kind or name, outputs for clusters not in the view or for
 // backends the plugin does not serve, sets over Options.MaxOutputBytes — are
 // refused as errors, never passed on as empty outputs.

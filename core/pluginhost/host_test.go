@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -85,12 +87,31 @@ func service(ns, name string) snapshot.Resource {
 	return r
 }
 
-func update(full bool, clusters ...string) Update {
-	u := Update{Full: full}
-	for _, c := range clusters {
-		u.Clusters = append(u.Clusters, ClusterUpdate{Name: c, Meshes: []string{"istio"}, Upserts: []snapshot.Resource{service("default", "svc-"+c)}})
+// views numbers the views view returns.
+var views atomic.Int64
+
+// view returns a fleet of the clusters, each with one Service whose name
+// differs from any earlier view's, so that a session sends every cluster
+// of it and a plugin answers every one.
+func view(clusters ...string) View {
+	return with(View{}, clusters...)
+}
+
+// with returns v with more clusters (see view), the others as they were.
+func with(v View, clusters ...string) View {
+	out := View{Clusters: maps.Clone(v.Clusters)}
+	if out.Clusters == nil {
+		out.Clusters = map[string]Cluster{}
 	}
-	return u
+	n := views.Add(1)
+	for _, c := range clusters {
+		in, err := snapshot.New(uint64(n), []snapshot.Resource{service("default", fmt.Sprintf("svc-%s-%d", c, n))})
+		if err != nil {
+			panic(err)
+		}
+		out.Clusters[c] = Cluster{Input: in, Meshes: []string{"istio"}}
+	}
+	return out
 }
 
 func mustPlugin(t *testing.T, h *Host, name string) *Plugin {
@@ -124,16 +145,30 @@ func alive(pid int) bool {
 	return true
 }
 
-// works checks that a plugin answers a full update with one output per cluster.
-func works(t *testing.T, tr Translator) {
+// works checks that a plugin answers a view of two clusters with one
+// output per cluster, and returns the view and the answer.
+func works(t *testing.T, tr Translator) (View, Result) {
 	t.Helper()
-	res, err := tr.Translate(context.Background(), update(true, "east", "west"))
+	v := view("east", "west")
+	res, err := tr.Translate(context.Background(), v)
 	if err != nil {
-		t.Fatalf("%s: Translate(full) = %v", tr.Name(), err)
+		t.Fatalf("%s: Translate = %v", tr.Name(), err)
 	}
 	if len(res.Outputs) != 2 {
-		t.Fatalf("%s: Translate(full) gave %d outputs, want 2: %+v", tr.Name(), len(res.Outputs), res.Outputs)
+		t.Fatalf("%s: Translate gave %d outputs, want 2: %+v", tr.Name(), len(res.Outputs), res.Outputs)
 	}
+	return v, res
+}
+
+// worksAfresh checks that a plugin works and that its session sent the
+// view in full: a new session, after a crash, a kill or a refused answer.
+func worksAfresh(t *testing.T, tr Translator) View {
+	t.Helper()
+	v, res := works(t, tr)
+	if !res.Full {
+		t.Errorf("%s: the update after the session was lost was a delta, want the whole view", tr.Name())
+	}
+	return v
 }
 
 func TestInstallListVerifyRemove(t *testing.T) {
@@ -211,7 +246,7 @@ func TestWrongChecksum(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHost(t, dir, testOptions(), nil)
-	_, err = mustPlugin(t, h, "good").Translate(context.Background(), update(true, "east"))
+	_, err = mustPlugin(t, h, "good").Translate(context.Background(), view("east"))
 	if !errors.Is(err, ErrChecksum) {
 		t.Fatalf("Translate = %v, want ErrChecksum", err)
 	}
@@ -239,7 +274,7 @@ func TestUnsupportedProtocol(t *testing.T) {
 	}
 	// Installed by other means, it is refused at start too.
 	installRaw(t, dir, pluginBinary(t, "v2", "future"), "future")
-	_, err = mustPlugin(t, newHost(t, dir, testOptions(), nil), "future").Translate(context.Background(), update(true, "east"))
+	_, err = mustPlugin(t, newHost(t, dir, testOptions(), nil), "future").Translate(context.Background(), view("east"))
 	if !errors.Is(err, ErrUnsupportedProtocol) {
 		t.Fatalf("Translate(v2 plugin) = %v, want ErrUnsupportedProtocol", err)
 	}
@@ -254,13 +289,13 @@ func TestCrashAtStart(t *testing.T) {
 	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
 	h := newHost(t, dir, testOptions(), nil)
 	crashy := mustPlugin(t, h, "crashy")
-	_, err := crashy.Translate(context.Background(), update(true, "east"))
+	_, err := crashy.Translate(context.Background(), view("east"))
 	if err == nil || !strings.Contains(err.Error(), `"crashy"`) || !strings.Contains(err.Error(), "boom: faulty plugin cannot start") {
 		t.Fatalf("Translate = %v, want an error with the plugin's name and stderr", err)
 	}
 	t.Logf("error: %v", err)
 	// The next attempt waits out the backoff and fails again.
-	if _, err := crashy.Translate(context.Background(), update(true, "east")); err == nil || crashy.Starts() != 2 {
+	if _, err := crashy.Translate(context.Background(), view("east")); err == nil || crashy.Starts() != 2 {
 		t.Fatalf("second Translate = %v after %d starts", err, crashy.Starts())
 	}
 	works(t, mustPlugin(t, h, "good"))
@@ -271,7 +306,7 @@ func TestStdoutBeforeHandshake(t *testing.T) {
 	installRaw(t, dir, pluginBinary(t, "stdout", "chatty"), "chatty")
 	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
 	h := newHost(t, dir, testOptions(), nil)
-	_, err := mustPlugin(t, h, "chatty").Translate(context.Background(), update(true, "east"))
+	_, err := mustPlugin(t, h, "chatty").Translate(context.Background(), view("east"))
 	if err == nil || !strings.Contains(err.Error(), "stdout before the handshake") || !strings.Contains(err.Error(), "hello from a plugin that prints") {
 		t.Fatalf("Translate = %v, want a clear stdout error", err)
 	}
@@ -285,23 +320,20 @@ func TestCrashMidSession(t *testing.T) {
 	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
 	h := newHost(t, dir, testOptions(), nil)
 	p := mustPlugin(t, h, "faulty")
-	works(t, p)
+	v, _ := works(t, p)
 	pid := p.Pid()
-	_, err := p.Translate(context.Background(), update(false, "crash"))
+	_, err := p.Translate(context.Background(), with(v, "crash"))
 	if err == nil || !strings.Contains(err.Error(), "crashed") || !strings.Contains(err.Error(), "faulty plugin crashes on purpose") {
 		t.Fatalf("Translate(crash) = %v, want a crash error", err)
 	}
 	t.Logf("error: %v", err)
 	waitGone(t, pid)
-	if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
-		t.Fatalf("Translate(delta) after crash = %v, want ErrNeedFull", err)
-	}
-	works(t, p)
+	v = worksAfresh(t, p)
 	if p.Starts() != 2 || p.Pid() == pid || p.Pid() == 0 {
 		t.Errorf("after restart: %d starts, pid %d (was %d)", p.Starts(), p.Pid(), pid)
 	}
 	// Deltas work again.
-	res, err := p.Translate(context.Background(), update(false, "north"))
+	res, err := p.Translate(context.Background(), with(v, "north"))
 	if err != nil || len(res.Outputs) != 1 || res.Outputs[0].Cluster != "north" {
 		t.Fatalf("Translate(delta) after restart = %+v, %v", res, err)
 	}
@@ -315,18 +347,15 @@ func TestHang(t *testing.T) {
 	opts.CallTimeout = 2 * time.Second
 	h := newHost(t, dir, opts, nil)
 	p := mustPlugin(t, h, "faulty")
-	works(t, p)
+	v, _ := works(t, p)
 	pid := p.Pid()
-	_, err := p.Translate(context.Background(), update(false, "hang"))
+	_, err := p.Translate(context.Background(), with(v, "hang"))
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("Translate(hang) = %v, want a timeout that killed the plugin", err)
 	}
 	t.Logf("error: %v", err)
 	waitGone(t, pid)
-	if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
-		t.Fatalf("Translate(delta) after hang = %v, want ErrNeedFull", err)
-	}
-	works(t, p)
+	worksAfresh(t, p)
 }
 
 // TestStoppedPluginIsKilled stops a plugin process (SIGSTOP), as a frozen
@@ -348,7 +377,7 @@ func TestStoppedPluginIsKilled(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Translate(context.Background(), update(false, "east"))
+		_, err := p.Translate(context.Background(), view("east"))
 		done <- err
 	}()
 	select {
@@ -360,7 +389,7 @@ func TestStoppedPluginIsKilled(t *testing.T) {
 		t.Fatal("Translate on a stopped plugin did not return within 30s: the host waits for the plugin to agree to exit")
 	}
 	waitGone(t, pid)
-	works(t, p)
+	worksAfresh(t, p)
 	if p.Pid() == pid {
 		t.Errorf("the plugin runs as pid %d still", pid)
 	}
@@ -368,7 +397,7 @@ func TestStoppedPluginIsKilled(t *testing.T) {
 
 // TestWatchKillsIdleStoppedPlugin stops a plugin while nothing calls it:
 // no call can time out, so only the host's health watch can find it, and
-// it must kill it (the next full update starts a new one) while leaving a
+// it must kill it (the next call starts a new one) while leaving a
 // healthy plugin alone.
 func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 	dir := t.TempDir()
@@ -390,10 +419,7 @@ func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 	if healthy.Pid() != healthyPid || healthy.Starts() != 1 {
 		t.Errorf("the healthy plugin was restarted: pid %d (was %d), %d starts", healthy.Pid(), healthyPid, healthy.Starts())
 	}
-	if _, err := stopped.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
-		t.Fatalf("Translate(delta) after the watch killed the plugin = %v, want ErrNeedFull", err)
-	}
-	works(t, stopped)
+	worksAfresh(t, stopped)
 }
 
 // TestWatchKillsPluginStoppedDuringCall stops a plugin while a call
@@ -405,7 +431,7 @@ func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
 	pid := p.Pid()
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Translate(context.Background(), update(false, "hang"))
+		_, err := p.Translate(context.Background(), view("hang"))
 		done <- err
 	}()
 	waitCallInFlight(t, p)
@@ -424,7 +450,7 @@ func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
 		t.Fatal("the call on a stopped plugin did not end within a minute")
 	}
 	waitGone(t, pid)
-	works(t, p)
+	worksAfresh(t, p)
 }
 
 // TestWatchLeavesBusyPluginToCallTimeout runs the watch beside a call that
@@ -433,7 +459,7 @@ func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
 func TestWatchLeavesBusyPluginToCallTimeout(t *testing.T) {
 	h, p := watchedFaulty(t, 2*time.Second, 50*time.Millisecond)
 	watch(t, h)
-	_, err := p.Translate(context.Background(), update(false, "hang"))
+	_, err := p.Translate(context.Background(), view("hang"))
 	if err == nil || !strings.Contains(err.Error(), "no answer within 2s") {
 		t.Fatalf("Translate(hang) with the watch running = %v, want the call timeout", err)
 	}
@@ -491,9 +517,9 @@ func TestRefusedOutputs(t *testing.T) {
 	p := mustPlugin(t, h, "faulty")
 	for cluster, want := range tests {
 		t.Run(cluster, func(t *testing.T) {
-			works(t, p)
+			v, _ := works(t, p)
 			starts := p.Starts()
-			res, err := p.Translate(context.Background(), update(false, cluster))
+			res, err := p.Translate(context.Background(), with(v, cluster))
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"faulty"`) {
 				t.Fatalf("Translate(%s) = %+v, %v; want an error containing %q", cluster, res, err, want)
 			}
@@ -501,10 +527,7 @@ func TestRefusedOutputs(t *testing.T) {
 			if len(res.Outputs) != 0 {
 				t.Errorf("Translate(%s) passed on outputs: %+v", cluster, res.Outputs)
 			}
-			if _, err := p.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
-				t.Errorf("Translate(delta) after a refused answer = %v, want ErrNeedFull", err)
-			}
-			works(t, p)
+			worksAfresh(t, p)
 			if p.Starts() != starts {
 				t.Errorf("a plugin that answered badly was restarted; it still runs and only its session is reset")
 			}
@@ -518,7 +541,7 @@ func TestLargeOutputInParts(t *testing.T) {
 	dir := t.TempDir()
 	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
 	p := mustPlugin(t, newHost(t, dir, testOptions(), nil), "faulty")
-	res, err := p.Translate(context.Background(), update(true, "big-20"))
+	res, err := p.Translate(context.Background(), view("big-20"))
 	if err != nil {
 		t.Fatalf("Translate(20 MB) = %v", err)
 	}
@@ -538,15 +561,19 @@ func TestLargeInput(t *testing.T) {
 	dir := t.TempDir()
 	installRaw(t, dir, pluginBinary(t, "sdk", "good"), "good")
 	p := mustPlugin(t, newHost(t, dir, testOptions(), nil), "good")
-	u := Update{Full: true, Clusters: []ClusterUpdate{{Name: "east"}}}
+	var rs []snapshot.Resource
 	for i := range 2000 {
 		r, err := snapshot.FromJSON([]byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"ns","name":"svc-%04d","annotations":{"pad":%q}}}`, i, strings.Repeat("p", 10<<10))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		u.Clusters[0].Upserts = append(u.Clusters[0].Upserts, r)
+		rs = append(rs, r)
 	}
-	res, err := p.Translate(context.Background(), u)
+	in, err := snapshot.New(1, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Translate(context.Background(), View{Clusters: map[string]Cluster{"east": {Input: in}}})
 	if err != nil {
 		t.Fatalf("Translate(20 MB input) = %v", err)
 	}
@@ -640,7 +667,7 @@ func TestCloseKillsEveryPlugin(t *testing.T) {
 		}
 		waitGone(t, pid)
 	}
-	if _, err := h.Plugins()[0].Translate(context.Background(), update(true, "east")); err == nil {
+	if _, err := h.Plugins()[0].Translate(context.Background(), view("east")); err == nil {
 		t.Error("Translate after Close succeeded")
 	}
 }

@@ -25,7 +25,7 @@ type Linked struct {
 	logger   *slog.Logger
 
 	mu sync.Mutex
-	// sess is the Translate session; nil until a Full update opens one,
+	// sess is the Translate session; nil until the first call opens one,
 	// and after it broke.
 	sess   *host.Session
 	closed bool
@@ -69,15 +69,12 @@ func (l *Linked) InputKinds() []string { _, k, _ := l.decl.get(); return k }
 // OutputKinds returns the kinds the translator declares it emits.
 func (l *Linked) OutputKinds() []string { _, _, k := l.decl.get(); return k }
 
-// Translate sends the update; see [Translator].
-func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
+// Translate brings the translator to the view v; see [Translator].
+func (l *Linked) Translate(ctx context.Context, v View) (Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return Result{}, fmt.Errorf("translator %q is closed", l.name)
-	}
-	if l.sess.NeedFull() && !u.Full {
-		return Result{}, fmt.Errorf("translator %q: %w", l.name, ErrNeedFull)
 	}
 	if l.sess == nil {
 		s, err := host.Open(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
@@ -86,7 +83,7 @@ func (l *Linked) Translate(ctx context.Context, u Update) (Result, error) {
 		}
 		l.sess = s
 	}
-	res, err := l.sess.Translate(ctx, u)
+	res, err := l.sess.Translate(ctx, v)
 	if err != nil {
 		if !errors.Is(err, ErrPluginFailed) {
 			l.sess.Close()

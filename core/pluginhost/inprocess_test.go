@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -37,28 +39,36 @@ func TestInProcess(t *testing.T) {
 	if l.Name() != "counter" || len(l.Backends()) != 1 {
 		t.Fatalf("Name, Backends = %q, %v", l.Name(), l.Backends())
 	}
-	if _, err := l.Translate(context.Background(), update(false, "east")); !errors.Is(err, ErrNeedFull) {
-		t.Fatalf("first delta = %v, want ErrNeedFull", err)
-	}
-	works(t, l)
+	v := worksAfresh(t, l)
 
-	res, err := l.Translate(context.Background(), Update{Clusters: []ClusterUpdate{{Name: "east", Deletes: []snapshot.ID{service("default", "svc-east").ID}}}})
+	// The same view again sends nothing.
+	if res, err := l.Translate(context.Background(), v); err != nil || res.Sent {
+		t.Fatalf("the same view again = sent %v, %v; want nothing sent", res.Sent, err)
+	}
+
+	emptied := maps.Clone(v.Clusters)
+	emptied["east"] = Cluster{Input: snapshot.Empty, Meshes: []string{"istio"}}
+	v = View{Clusters: emptied}
+	res, err := l.Translate(context.Background(), v)
 	if err != nil || len(res.Outputs) != 1 || len(res.Outputs[0].Resources) != 0 {
-		t.Fatalf("emptying delta = %+v, %v; want one empty output", res, err)
+		t.Fatalf("emptying east = %+v, %v; want one empty output", res, err)
 	}
 
 	c.fail = true
-	if _, err := l.Translate(context.Background(), update(false, "north")); !errors.Is(err, ErrPluginFailed) {
+	failed := with(v, "north")
+	if _, err := l.Translate(context.Background(), failed); !errors.Is(err, ErrPluginFailed) {
 		t.Fatalf("failing translate = %v, want ErrPluginFailed", err)
 	}
 	c.fail = false
-	// The session survives a failed translation: deltas go on, and the
-	// output held back meanwhile arrives.
-	res, err = l.Translate(context.Background(), Update{})
-	if err != nil || len(res.Outputs) != 1 || res.Outputs[0].Cluster != "north" {
-		t.Fatalf("after a failure: %+v, %v", res, err)
+	// The session survives a failed translation: the same view again is
+	// sent in full (the plugin may hold part of it), and the output held
+	// back meanwhile arrives.
+	res, err = l.Translate(context.Background(), failed)
+	if err != nil || !res.Full || !slices.ContainsFunc(res.Outputs, func(o ClusterOutput) bool { return o.Cluster == "north" }) {
+		t.Fatalf("after a failure: %+v, %v; want a full update answered with north's output", res, err)
 	}
-	if _, err := l.Translate(context.Background(), Update{Clusters: []ClusterUpdate{{Name: "east", Removed: true}}}); err != nil {
+	delete(failed.Clusters, "east")
+	if _, err := l.Translate(context.Background(), failed); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,7 +31,7 @@ type Plugin struct {
 	// running is proc, readable without mu by the health watch while a
 	// call holds mu.
 	running atomic.Pointer[process]
-	// sess is the Translate session of proc; nil until a Full update
+	// sess is the Translate session of proc; nil until the first call
 	// opens one, and after the process or its session broke.
 	sess     *host.Session
 	failures int
@@ -114,11 +114,11 @@ func (p *Plugin) Pid() int {
 	return 0
 }
 
-// Translate sends the update to the plugin; see [Translator]. It starts
+// Translate brings the plugin to the view v; see [Translator]. It starts
 // the plugin when none runs, waiting out the restart backoff within ctx,
 // and checks the plugin's sha256 before every start. A call that takes
 // longer than Options.CallTimeout kills the plugin.
-func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
+func (p *Plugin) Translate(ctx context.Context, v View) (Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -126,9 +126,6 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	}
 	if p.proc != nil && p.proc.exited() {
 		p.crashed("plugin process exited")
-	}
-	if p.sess.NeedFull() && !u.Full {
-		return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, ErrNeedFull)
 	}
 	if p.proc == nil {
 		if err := p.start(ctx); err != nil {
@@ -145,7 +142,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	}
 	callCtx, cancel := context.WithTimeoutCause(ctx, p.opts.CallTimeout, errCallTimeout)
 	defer cancel()
-	res, err := p.sess.Translate(callCtx, u)
+	res, err := p.sess.Translate(callCtx, v)
 	switch {
 	case err == nil:
 		p.failures = 0
@@ -155,7 +152,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 	case errors.Is(context.Cause(callCtx), errCallTimeout) && ctx.Err() == nil:
 		p.logger.Error("plugin did not answer in time; killing it", "timeout", p.opts.CallTimeout)
 		p.crashed("hung")
-		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next full update: %w", p.entry.Name, p.opts.CallTimeout, err)
+		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next call: %w", p.entry.Name, p.opts.CallTimeout, err)
 	case errors.Is(err, host.ErrProtocol):
 		// The plugin runs but its session's idea of what was sent is wrong.
 		p.resetSession()
@@ -169,7 +166,7 @@ func (p *Plugin) Translate(ctx context.Context, u Update) (Result, error) {
 		proc := p.proc
 		p.crashed(err.Error()) // kills the process and waits for its output
 		if proc.unhealthy.Load() {
-			return Result{}, fmt.Errorf("plugin %q failed its health check during the call (no answer within %s); killed it, it restarts on the next full update: %w", p.entry.Name, p.opts.HealthTimeout, err)
+			return Result{}, fmt.Errorf("plugin %q failed its health check during the call (no answer within %s); killed it, it restarts on the next call: %w", p.entry.Name, p.opts.HealthTimeout, err)
 		}
 		if out := lastLines(proc.stderr.String(), 10); out != "" {
 			return Result{}, fmt.Errorf("plugin %q crashed: %w; its stderr ends with:\n%s", p.entry.Name, err, out)

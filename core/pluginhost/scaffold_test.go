@@ -60,7 +60,7 @@ func TestInitInstallStart(t *testing.T) {
 		t.Fatalf("Start = %v", err)
 	}
 	p := mustPlugin(t, h, "acme")
-	if _, err := p.Translate(ctx, update(true, "east")); err != nil {
+	if _, err := p.Translate(ctx, view("east")); err != nil {
 		t.Fatalf("Translate with the installed plugin = %v", err)
 	}
 	if p.Pid() == 0 {

@@ -2,16 +2,9 @@ package pluginhost
 
 import (
 	"context"
-	"errors"
 
 	"github.com/meshrelay/meshrelay/sdk/protocol/host"
 )
-
-// ErrNeedFull is returned by Translate when the translator lost its view of
-// the fleet since the last successful call (the plugin was restarted, or a
-// session broke) and the update is not Full. The caller resends everything
-// with Full set.
-var ErrNeedFull = errors.New("translator needs a full update")
 
 // ErrPluginFailed is wrapped by the error Translate returns when the plugin
 // answered but could not translate (its Translate returned an error). The
@@ -37,21 +30,23 @@ type Translator interface {
 	// "group/Kind": the server sends them to the agents, which prune by
 	// them.
 	OutputKinds() []string
-	// Translate sends an update and returns the outputs that changed and
-	// every current diagnostic. It returns ErrNeedFull (nothing was sent)
-	// when the update must be resent in full; an error wrapping
-	// ErrPluginFailed when the plugin could not translate; any other error
-	// when the plugin broke, in which case the next call needs a full update.
-	Translate(ctx context.Context, u Update) (Result, error)
+	// Translate brings the translator to the view v and returns the
+	// outputs that changed and every current diagnostic. What the
+	// translator holds is its session's to know (sdk/protocol/host): it
+	// sends the whole view to a new session or after a failure, and
+	// otherwise what changed, or nothing (Result.Sent is false). It
+	// returns an error wrapping ErrPluginFailed when the plugin could not
+	// translate, and any other error when the plugin broke.
+	Translate(ctx context.Context, v View) (Result, error)
 }
 
 // The types of the translator protocol's host side, which
 // sdk/protocol/host defines so that sdk/sdktest drives the same code.
 type (
-	// Update is one change of the fleet view sent to a translator.
-	Update = host.Update
-	// ClusterUpdate is the change of one cluster's inputs.
-	ClusterUpdate = host.ClusterUpdate
+	// View is the fleet a translator is to hold.
+	View = host.View
+	// Cluster is one cluster of a View.
+	Cluster = host.Cluster
 	// Result is a translator's answer to one update.
 	Result = host.Result
 	// ClusterOutput is the complete set of resources of one backend in

@@ -137,10 +137,10 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 			len(east.sink.names()) == 2 && len(west.sink.names()) == 1
 	})
 	// Replicas divide the work: each computes only its own agents' outputs.
-	if got := ts1.Engine().Outputs("west"); len(got) != 0 {
+	if got := ts1.Engine().Marks("west"); len(got) != 0 {
 		t.Errorf("replica 1 computed outputs for west, whose agent is on replica 2: %v", slices.Collect(maps.Keys(got)))
 	}
-	if got := ts2.Engine().Outputs("east"); len(got) != 0 {
+	if got := ts2.Engine().Marks("east"); len(got) != 0 {
 		t.Errorf("replica 2 computed outputs for east, whose agent is on replica 1: %v", slices.Collect(maps.Keys(got)))
 	}
 	eastCreates, _ := east.sink.counts()
@@ -155,7 +155,7 @@ func TestReplicaLostAgentsResume(t *testing.T) {
 	east.src.set(t, "e1", "e2", "e3")
 	testutil.Eventually(t, "east's change through replica 2", func() bool { return len(east.sink.names()) == 3 })
 
-	if got := ts2.Engine().Outputs("east"); len(got) == 0 {
+	if got := ts2.Engine().Marks("east"); len(got) == 0 {
 		t.Error("replica 2 does not compute east's outputs after east moved to it")
 	}
 	if n := east.Stats.FullInputs.Load(); n != fullBefore {
@@ -262,7 +262,7 @@ func TestAgentDisconnectKeepsItsInputs(t *testing.T) {
 	east.src.set(t, "e1")
 	west.src.set(t, "w1")
 	testutil.Eventually(t, "outputs", func() bool { return cmp.Equal(east.sink.peers(), []string{"peer-west"}) })
-	before, _ := ts.Engine().Output(engineKey("east"))
+	before, _ := ts.Engine().Mark(engineKey("east"))
 
 	west.cancel()
 	testutil.Eventually(t, "west to be stale", func() bool {
@@ -278,8 +278,8 @@ func TestAgentDisconnectKeepsItsInputs(t *testing.T) {
 	if !cmp.Equal(east.sink.peers(), []string{"peer-west"}) {
 		t.Errorf("east lost west's peer when west disconnected: %v", east.sink.peers())
 	}
-	after, _ := ts.Engine().Output(engineKey("east"))
-	if after.Snapshot.Hash() == before.Snapshot.Hash() {
+	after, _ := ts.Engine().Mark(engineKey("east"))
+	if after.Hash == before.Hash {
 		t.Error("east's output did not change with its own input")
 	}
 	cs, err := relayv1.NewAdminClient(ts.dial(nil)).ListClusters(ts.adminCtx(), &relayv1.ListClustersRequest{})

@@ -121,67 +121,87 @@ func (s *Server) leave(cluster string) {
 
 // deliver consumes the engine's cycles, off the engine's goroutine: it
 // writes every changed output to the store, whether or not its agent is
-// connected here, wakes the agent's stream, and records the cycle.
+// connected here, wakes the agent's stream, records the cycle, and hands
+// the engine back what it did not write (engine.Engine.Advance).
 func (s *Server) deliver(ctx context.Context, ready <-chan engine.Ready) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case r := <-ready:
+			var unwritten []engine.Output
 			for _, o := range r.Outputs {
-				s.deliverOutput(ctx, o)
+				if !s.deliverOutput(ctx, o) {
+					unwritten = append(unwritten, o)
+				}
 			}
 			s.cycleDone(r.Stats)
+			s.engine.Advance(unwritten)
 		}
 	}
 }
 
-func (s *Server) deliverOutput(ctx context.Context, o engine.Output) {
+// deliverOutput writes o to the store and offers it to its agent's stream.
+// It reports whether the store holds o: an output of a cluster that left
+// the fleet, or whose agent left this replica, is not written, nor is one
+// the store refused.
+func (s *Server) deliverOutput(ctx context.Context, o engine.Output) bool {
 	s.m.outputs.Inc()
 	s.mu.Lock()
 	_, here := s.streams[o.Key.Cluster]
 	_, member := s.fleet[o.Key.Cluster]
 	s.mu.Unlock()
 	if !member {
-		return // left the fleet (deregistered) since the cycle read it
+		return false // left the fleet (deregistered) since the cycle read it
 	}
 	if !here && s.opts.Targets == TargetsConnected {
 		// Its agent left this replica since the cycle read the view: the
 		// replica it went to computes its outputs now, and this older one
-		// must not overwrite theirs. Should the agent come back first, its
-		// stream starts from the engine's outputs (startingOutputs).
-		return
+		// must not overwrite theirs. Should the agent come back first, the
+		// engine hands this output on again.
+		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	written := true
 	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
 		s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
+		written = false
 	}
-	// Looked up after the write. A stream that attached since the cycle
-	// started from the engine's outputs, which hold this one already.
+	// Looked up after the write: a stream that attached since then read
+	// this output from the store.
 	s.mu.Lock()
 	st := s.streams[o.Key.Cluster]
 	s.mu.Unlock()
 	if st != nil {
 		st.offer(o.Key.Backend, o.Snapshot)
 	}
+	return written
 }
 
-// startingOutputs are what a stream starts from: the outputs this
-// replica's engine holds for the cluster (delivery may not have written
-// them if the agent was away for a moment), and those the store holds,
-// delivered by this replica or another. A store that cannot be read gives
-// none.
-func (s *Server) startingOutputs(ctx context.Context, cluster string) (computed, stored map[string]*snapshot.Snapshot) {
-	computed = map[string]*snapshot.Snapshot{}
-	for b, o := range s.engine.Outputs(cluster) {
-		computed[b] = o.Snapshot
-	}
+// startingOutputs are what a stream starts from: the outputs the store
+// holds for the cluster, delivered by this replica or another, each with
+// whether it is the one this replica's engine handed on last (so it is
+// current, not an older copy). A store that cannot be read gives none.
+func (s *Server) startingOutputs(ctx context.Context, cluster string) map[string]startingOutput {
 	stored, err := s.outputs(ctx, cluster)
 	if err != nil {
 		s.log.Warn("read the outputs a stream resumes from", "cluster", cluster, "error", err)
 	}
-	return computed, stored
+	marks := s.engine.Marks(cluster)
+	out := make(map[string]startingOutput, len(stored))
+	for b, o := range stored {
+		m, ok := marks[b]
+		out[b] = startingOutput{snap: o, current: ok && m.Hash == o.Hash()}
+	}
+	return out
+}
+
+// startingOutput is a stored output a stream starts from.
+type startingOutput struct {
+	snap *snapshot.Snapshot
+	// current is true when this replica's engine handed it on last.
+	current bool
 }
 
 // outputs returns the outputs the store holds for cluster, by backend, of

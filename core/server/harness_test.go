@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,30 +47,30 @@ func (e *echo) Meshes() []string   { return nil }
 func (e *echo) OutputKinds() []string { return nil }
 func (e *echo) InputKinds() []string  { return nil }
 
-func (e *echo) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
+func (e *echo) Translate(_ context.Context, v pluginhost.View) (pluginhost.Result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if u.Full {
-		e.view = map[string]map[snapshot.ID]snapshot.Resource{}
-		e.last = map[string]snapshot.Hash{}
+	e.view = map[string]map[snapshot.ID]snapshot.Resource{}
+	for name, c := range v.Clusters {
+		if v.Scoped && !slices.Contains(v.Targets, name) {
+			delete(e.last, name) // forgotten, as an SDK session forgets it
+		}
+		objs := map[snapshot.ID]snapshot.Resource{}
+		for r := range c.Input.All() {
+			objs[r.ID] = r
+		}
+		e.view[name] = objs
 	}
-	for _, cu := range u.Clusters {
-		if cu.Removed {
-			delete(e.view, cu.Name)
+	for name := range e.last {
+		if _, ok := v.Clusters[name]; !ok {
+			delete(e.last, name)
+		}
+	}
+	res := pluginhost.Result{Sent: true}
+	for cluster, objs := range e.view {
+		if v.Scoped && !slices.Contains(v.Targets, cluster) {
 			continue
 		}
-		if e.view[cu.Name] == nil {
-			e.view[cu.Name] = map[snapshot.ID]snapshot.Resource{}
-		}
-		for _, r := range cu.Upserts {
-			e.view[cu.Name][r.ID] = r
-		}
-		for _, id := range cu.Deletes {
-			delete(e.view[cu.Name], id)
-		}
-	}
-	var res pluginhost.Result
-	for cluster, objs := range e.view {
 		var out []snapshot.Resource
 		for id := range objs {
 			if id.Kind != "Service" {

@@ -51,9 +51,9 @@ type stream struct {
 	refusing bool
 
 	mu sync.Mutex
-	// want are the outputs to send, by backend: at attach those the engine
-	// held and those stored that the agent holds (start), then each one
-	// delivery hands on (offer).
+	// want are the outputs to send, by backend: at attach those stored
+	// that the engine handed on last or that the agent holds (start),
+	// then each one delivery hands on (offer).
 	want map[string]*snapshot.Snapshot
 	sent map[string]sent
 	// held are the outputs the agent said it holds when it connected, by
@@ -247,25 +247,20 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	return w
 }
 
-// start sets the outputs the stream starts from, keeping any delivery
-// handed on meanwhile: those the engine computed, and those stored that
-// are what the agent holds, resumed without a resend. A stored output the
-// agent does not hold is not sent: it may be older than the agent's (a
-// copy not yet caught up with another replica's); the engine's answer
-// comes through delivery, compared with the stored one (see
-// engine.View.Delivered).
-func (st *stream) start(computed, stored map[string]*snapshot.Snapshot) {
+// start sets the outputs the stream starts from, all read from the store,
+// keeping any delivery handed on meanwhile: those this replica's engine
+// handed on last, and those that are what the agent holds, resumed
+// without a resend. Another stored output is not sent: it may be older
+// than the agent's (a copy not yet caught up with another replica's); the
+// engine's answer comes through delivery, compared with the stored one
+// (see engine.View.Delivered).
+func (st *stream) start(stored map[string]startingOutput) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for b, o := range computed {
-		if _, ok := st.want[b]; !ok {
-			st.want[b] = o
-		}
-	}
 	for b, o := range stored {
-		h := o.Hash()
-		if _, ok := st.want[b]; !ok && string(st.held[b].hash) == string(h[:]) {
-			st.want[b] = o
+		h := o.snap.Hash()
+		if _, ok := st.want[b]; !ok && (o.current || string(st.held[b].hash) == string(h[:])) {
+			st.want[b] = o.snap
 		}
 	}
 	st.resume(st.want)

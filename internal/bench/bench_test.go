@@ -18,7 +18,6 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
-	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
@@ -35,14 +34,15 @@ const fleetClusters = 1000
 
 // mirror is an in-engine translator with the cheapest possible work: each
 // cluster's output (backend "test") is a copy of its inputs' Services as
-// ConfigMaps, recomputed only for the clusters in the update; a policy
-// change restamps every cluster's outputs with the policies' hash.
+// ConfigMaps, recomputed only for the clusters whose input changed; a
+// policy change restamps every cluster's outputs with the policies' hash.
 type mirror struct {
-	inputs map[string]map[snapshot.ID]snapshot.Resource
-	stamp  string
+	inputs   map[string]*snapshot.Snapshot
+	policies snapshot.Hash
+	stamp    string
 }
 
-func newMirror() *mirror { return &mirror{inputs: map[string]map[snapshot.ID]snapshot.Resource{}} }
+func newMirror() *mirror { return &mirror{inputs: map[string]*snapshot.Snapshot{}} }
 
 func (m *mirror) Name() string       { return "mirror" }
 func (m *mirror) Backends() []string { return []string{"test"} }
@@ -52,32 +52,23 @@ func (m *mirror) Meshes() []string   { return nil }
 func (m *mirror) OutputKinds() []string { return nil }
 func (m *mirror) InputKinds() []string  { return nil }
 
-func (m *mirror) Translate(_ context.Context, u pluginhost.Update) (pluginhost.Result, error) {
-	if u.Full {
-		clear(m.inputs)
-	}
+func (m *mirror) Translate(_ context.Context, v pluginhost.View) (pluginhost.Result, error) {
 	touched := map[string]bool{}
-	for _, cu := range u.Clusters {
-		touched[cu.Name] = true
-		if cu.Removed {
-			delete(m.inputs, cu.Name)
-			continue
-		}
-		in := m.inputs[cu.Name]
-		if in == nil {
-			in = map[snapshot.ID]snapshot.Resource{}
-			m.inputs[cu.Name] = in
-		}
-		for _, r := range cu.Upserts {
-			in[r.ID] = r
-		}
-		for _, id := range cu.Deletes {
-			delete(in, id)
+	for name := range m.inputs {
+		if _, ok := v.Clusters[name]; !ok {
+			delete(m.inputs, name)
 		}
 	}
-	if len(u.PolicyUpserts)+len(u.PolicyDeletes) > 0 {
+	for name, c := range v.Clusters {
+		if old, ok := m.inputs[name]; !ok || old.Hash() != c.Input.Hash() {
+			touched[name] = true
+			m.inputs[name] = c.Input
+		}
+	}
+	if v.Policies.Hash() != m.policies {
+		m.policies = v.Policies.Hash()
 		var sb strings.Builder
-		for _, p := range u.PolicyUpserts {
+		for p := range v.Policies.All() {
 			sb.WriteString(p.Hash.Short())
 		}
 		m.stamp = sb.String()
@@ -85,14 +76,11 @@ func (m *mirror) Translate(_ context.Context, u pluginhost.Update) (pluginhost.R
 			touched[name] = true
 		}
 	}
-	var res pluginhost.Result
+	res := pluginhost.Result{Sent: len(touched) > 0}
 	for name := range touched {
-		in, ok := m.inputs[name]
-		if !ok {
-			continue
-		}
 		var out []snapshot.Resource
-		for id, r := range in {
+		for r := range m.inputs[name].All() {
+			id := r.ID
 			if id.Kind != "Service" && id.Kind != "ConfigMap" {
 				continue
 			}
@@ -155,8 +143,7 @@ func benchmarkFanout(b *testing.B, tr, change string) {
 	default:
 		t = newMirror()
 	}
-	var last engine.CycleStats
-	e := engine.New([]pluginhost.Translator{t}, engine.Options{OnCycle: func(c engine.CycleStats) { last = c }})
+	e := newMemFleet(t)
 	clusters := make([]*Cluster, fleetClusters)
 	for i := range clusters {
 		c, err := NewCluster(i, 50)
@@ -172,7 +159,9 @@ func benchmarkFanout(b *testing.B, tr, change string) {
 	}
 	e.SetPolicies(policies(b, "p0"))
 	ctx := context.Background()
-	if wait := e.Cycle(ctx); wait != 0 || len(last.Failed) > 0 {
+	first := e.cycle(ctx)
+	last := first.Stats
+	if first.Retry != 0 || len(last.Failed) > 0 {
 		b.Fatalf("first cycle failed: %v", last.Failed)
 	}
 	b.ReportMetric(float64(last.Bytes), "full-B")
@@ -191,7 +180,7 @@ func benchmarkFanout(b *testing.B, tr, change string) {
 		} else {
 			e.SetPolicies(policies(b, marker))
 		}
-		e.Cycle(ctx)
+		last = e.cycle(ctx).Stats
 		if len(last.Failed) > 0 {
 			b.Fatalf("cycle failed: %v", last.Failed)
 		}
@@ -435,7 +424,7 @@ func BenchmarkOutOfProcessRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	const clusters = 200
-	update := fullUpdate(b, clusters)
+	view := fleetView(b, clusters)
 	for _, mode := range []string{"inprocess", "process"} {
 		b.Run(mode, func(b *testing.B) {
 			var t pluginhost.Translator
@@ -460,7 +449,12 @@ func BenchmarkOutOfProcessRatio(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for range b.N {
-				res, err := t.Translate(ctx, update)
+				// An empty view first (a small update), so that the
+				// whole view is sent again.
+				if _, err := t.Translate(ctx, pluginhost.View{}); err != nil {
+					b.Fatal(err)
+				}
+				res, err := t.Translate(ctx, view)
 				if err != nil {
 					b.Fatal(err)
 				}

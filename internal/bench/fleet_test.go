@@ -190,15 +190,14 @@ func TestGlobalChangesReachTheirOutputs(t *testing.T) {
 // three clusters of 4 services made by newCluster as its inputs, and a
 // cycle that runs it and returns the Istio outputs it handed on, by
 // cluster.
-func istioFleet(t *testing.T, newCluster func(i, services int) (*Cluster, error)) (*engine.Engine, []*Cluster, func() map[string]*snapshot.Snapshot) {
+func istioFleet(t *testing.T, newCluster func(i, services int) (*Cluster, error)) (memFleet, []*Cluster, func() map[string]*snapshot.Snapshot) {
 	t.Helper()
 	l, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	var handed []engine.Output
-	e := engine.New([]pluginhost.Translator{l}, engine.Options{OnOutput: func(o engine.Output) { handed = append(handed, o) }})
+	e := newMemFleet(l)
 	clusters := make([]*Cluster, 3)
 	for i := range clusters {
 		c, err := newCluster(i, 4)
@@ -214,10 +213,8 @@ func istioFleet(t *testing.T, newCluster func(i, services int) (*Cluster, error)
 	}
 	cycle := func() map[string]*snapshot.Snapshot {
 		t.Helper()
-		handed = nil
-		e.Cycle(context.Background())
 		out := map[string]*snapshot.Snapshot{}
-		for _, o := range handed {
+		for _, o := range e.cycle(context.Background()).Outputs {
 			if o.Key.Backend != "istio" {
 				t.Errorf("output for backend %q, want istio", o.Key.Backend)
 			}
@@ -226,4 +223,26 @@ func istioFleet(t *testing.T, newCluster func(i, services int) (*Cluster, error)
 		return out
 	}
 	return e, clusters, cycle
+}
+
+// memFleet is an engine over a MemView, delivering as offline translation
+// does.
+type memFleet struct {
+	*engine.Engine
+	view *engine.MemView
+}
+
+func newMemFleet(translators ...pluginhost.Translator) memFleet {
+	view := engine.NewMemView()
+	return memFleet{Engine: engine.New(translators, engine.Options{View: view}), view: view}
+}
+
+// SetInput sets a cluster's input; the next cycle reads it.
+func (f memFleet) SetInput(cluster string, s *snapshot.Snapshot) { f.view.SetInput(cluster, s) }
+
+// cycle runs one translation, delivers it and returns it.
+func (f memFleet) cycle(ctx context.Context) engine.Ready {
+	r := f.Step(ctx)
+	f.Advance(f.view.Deliver(r))
+	return r
 }

@@ -23,7 +23,7 @@ import (
 //	go test -run '^$' -bench PluginHeap ./internal/bench/
 func BenchmarkPluginHeap(b *testing.B) {
 	const clusters = 500
-	update := fullUpdate(b, clusters)
+	view := fleetView(b, clusters)
 	for name, tr := range map[string]sdk.Translator{"istio": istio.New(), "envoy": envoy.New(), "cilium": cilium.New()} {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
@@ -32,7 +32,7 @@ func BenchmarkPluginHeap(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, err := l.Translate(context.Background(), update)
+				res, err := l.Translate(context.Background(), view)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -64,7 +64,7 @@ func liveHeap() int64 {
 //	go test -run '^$' -bench PolicyEditPlugins ./internal/bench/
 func BenchmarkPolicyEditPlugins(b *testing.B) {
 	const clusters = 1000
-	update := fullUpdate(b, clusters)
+	view := fleetView(b, clusters)
 	var ls []*pluginhost.Linked
 	for _, tr := range []sdk.Translator{istio.New(), envoy.New(), cilium.New()} {
 		l, err := pluginhost.InProcess(tr, nil)
@@ -72,7 +72,7 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		if _, err := l.Translate(context.Background(), update); err != nil {
+		if _, err := l.Translate(context.Background(), view); err != nil {
 			b.Fatal(err)
 		}
 		ls = append(ls, l)
@@ -80,7 +80,8 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := range b.N {
-		edit := pluginhost.Update{PolicyUpserts: policies(b, fmt.Sprintf("p%d", i+1)).Resources()}
+		edit := view
+		edit.Policies = policies(b, fmt.Sprintf("p%d", i+1))
 		changed := 0
 		for _, l := range ls {
 			res, err := l.Translate(context.Background(), edit)
@@ -96,11 +97,11 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 }
 
-// fullUpdate is a full update of n generated clusters of 50 Services each
-// and the fleet-wide AccessPolicy.
-func fullUpdate(tb testing.TB, n int) pluginhost.Update {
+// fleetView is a view of n generated clusters of 50 Services each and the
+// fleet-wide AccessPolicy.
+func fleetView(tb testing.TB, n int) pluginhost.View {
 	tb.Helper()
-	update := pluginhost.Update{Full: true}
+	view := pluginhost.View{Clusters: make(map[string]pluginhost.Cluster, n), Policies: policies(tb, "p0")}
 	for i := range n {
 		c, err := NewCluster(i, 50)
 		if err != nil {
@@ -110,8 +111,7 @@ func fullUpdate(tb testing.TB, n int) pluginhost.Update {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		update.Clusters = append(update.Clusters, pluginhost.ClusterUpdate{Name: c.Name, Meshes: engine.Meshes(s), Upserts: s.Resources()})
+		view.Clusters[c.Name] = pluginhost.Cluster{Input: s, Meshes: engine.Meshes(s)}
 	}
-	update.PolicyUpserts = policies(tb, "p0").Resources()
-	return update
+	return view
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server"
+	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/ui"
 	"github.com/meshrelay/meshrelay/internal/adminclient"
@@ -153,8 +154,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	sopts.DataDir = filepath.Join(out, "server")
 	sopts.ServerID = "demo"
 	sopts.Heartbeat = time.Second
+	st := memory.New()
 	srv, err := server.New(ctx, sopts, server.Deps{
-		Store: memory.New(), Translators: translators, Policies: server.NewDirPolicies(policyDir, logger), Logger: logger,
+		Store: st, Translators: translators, Policies: server.NewDirPolicies(policyDir, logger), Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -203,7 +205,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	report.Status = status
-	report.Outputs = outputs(srv.Engine())
+	if report.Outputs, err = outputs(ctx, st, srv.Engine()); err != nil {
+		return nil, err
+	}
 	printReport(opts.Stdout, report)
 
 	// One change: edit the TrafficPolicy's weights and watch it propagate.
@@ -409,12 +413,18 @@ func converged(st *relayv1.Status) bool {
 	return trustActive(st)
 }
 
-func outputs(e *engine.Engine) map[string][]string {
+// outputs lists the resources of every cluster's outputs, as the server
+// stored them.
+func outputs(ctx context.Context, st store.Outputs, e *engine.Engine) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, c := range e.Clusters() {
-		for backend, o := range e.Outputs(c.Name) {
+		outs, err := st.ListOutputs(ctx, c.Name)
+		if err != nil {
+			return nil, fmt.Errorf("outputs of %s: %w", c.Name, err)
+		}
+		for backend, o := range outs {
 			var rs []string
-			for r := range o.Snapshot.All() {
+			for r := range o.All() {
 				ns := r.ID.Namespace
 				if ns != "" {
 					ns += "/"
@@ -424,14 +434,14 @@ func outputs(e *engine.Engine) map[string][]string {
 			out[c.Name+"/"+backend] = rs
 		}
 	}
-	return out
+	return out, nil
 }
 
 func hashes(e *engine.Engine) map[string]string {
 	out := map[string]string{}
 	for _, c := range e.Clusters() {
-		for backend, o := range e.Outputs(c.Name) {
-			out[c.Name+"/"+backend] = o.Snapshot.Hash().String()
+		for backend, m := range e.Marks(c.Name) {
+			out[c.Name+"/"+backend] = m.Hash.String()
 		}
 	}
 	return out

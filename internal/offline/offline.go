@@ -78,6 +78,7 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 // concurrent use.
 type Model struct {
 	e        *engine.Engine
+	view     *engine.MemView
 	clusters map[string]bool
 	version  uint64
 }
@@ -87,19 +88,20 @@ func NewModel(translators []pluginhost.Translator, logger *slog.Logger) *Model {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Model{e: engine.New(translators, engine.Options{Logger: logger}), clusters: map[string]bool{}}
+	view := engine.NewMemView()
+	return &Model{e: engine.New(translators, engine.Options{View: view, Logger: logger}), view: view, clusters: map[string]bool{}}
 }
 
 // SetInput makes s the inputs of cluster.
 func (m *Model) SetInput(cluster string, s *snapshot.Snapshot) {
 	m.version++
-	m.e.SetInput(cluster, s.WithVersion(m.version))
+	m.view.SetInput(cluster, s.WithVersion(m.version))
 	m.clusters[cluster] = true
 }
 
 // RemoveCluster forgets a cluster, as a deregistration does.
 func (m *Model) RemoveCluster(cluster string) {
-	m.e.RemoveCluster(cluster)
+	m.view.RemoveCluster(cluster)
 	delete(m.clusters, cluster)
 }
 
@@ -124,11 +126,11 @@ func (m *Model) SetPolicies(resources []snapshot.Resource) error {
 // Translate runs the translators over the current inputs and policies and
 // returns every cluster's outputs.
 func (m *Model) Translate(ctx context.Context) *Result {
-	m.e.Cycle(ctx)
+	m.e.Advance(m.view.Deliver(m.e.Step(ctx)))
 	res := &Result{Outputs: map[engine.OutputKey]*snapshot.Snapshot{}, Diagnostics: m.e.Diagnostics()}
 	for name := range m.clusters {
-		for backend, o := range m.e.Outputs(name) {
-			res.Outputs[engine.OutputKey{Cluster: name, Backend: backend}] = o.Snapshot
+		for backend, o := range m.view.Outputs(name) {
+			res.Outputs[engine.OutputKey{Cluster: name, Backend: backend}] = o
 		}
 	}
 	for _, ps := range m.e.Status() {

@@ -138,11 +138,11 @@ func Translate(ctx context.Context, client translatorv1.TranslatorClient, f *Fix
 		return nil, err
 	}
 	defer s.Close()
-	u, err := fullUpdate(f.discovered(inputKinds))
+	v, err := viewOf(f.discovered(inputKinds))
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.Translate(ctx, u)
+	res, err := s.Translate(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -185,22 +185,30 @@ func sortOutputs(outs []sdk.Output) {
 	})
 }
 
-// fullUpdate encodes a fixture as one full update.
-func fullUpdate(f *Fixture) (host.Update, error) {
-	u := host.Update{Full: true}
+// viewOf returns a fixture as the view a host hands its session.
+func viewOf(f *Fixture) (host.View, error) {
+	v := host.View{Clusters: make(map[string]host.Cluster, len(f.Clusters))}
 	for _, c := range f.Clusters {
-		rs, err := resourcesOf(c.Objects)
+		in, err := snapshotOf(c.Objects)
 		if err != nil {
-			return host.Update{}, fmt.Errorf("cluster %q: %w", c.Name, err)
+			return host.View{}, fmt.Errorf("cluster %q: %w", c.Name, err)
 		}
-		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: rs})
+		v.Clusters[c.Name] = host.Cluster{Input: in, Stale: c.Stale, Meshes: c.Meshes}
 	}
-	ps, err := resourcesOf(f.Policies)
+	ps, err := snapshotOf(f.Policies)
 	if err != nil {
-		return host.Update{}, fmt.Errorf("policies: %w", err)
+		return host.View{}, fmt.Errorf("policies: %w", err)
 	}
-	u.PolicyUpserts = ps
-	return u, nil
+	v.Policies = ps
+	return v, nil
+}
+
+func snapshotOf(objs []json.RawMessage) (*snapshot.Snapshot, error) {
+	rs, err := resourcesOf(objs)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.New(1, rs)
 }
 
 func resourcesOf(objs []json.RawMessage) ([]snapshot.Resource, error) {

@@ -3,9 +3,7 @@ package sdktest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -20,22 +18,19 @@ import (
 // Session drives one translator session in process, update by update,
 // through the host side of the protocol the server runs
 // (sdk/protocol/host): the first [Session.Update] is a full update, later
-// ones carry only what changed since the previous fixture. It keeps the
-// complete outputs the answers add up to.
+// ones carry only what changed since the previous fixture, as the host's
+// session works it out. It keeps the complete outputs the answers add up
+// to.
 type Session struct {
 	tb      testing.TB
 	host    *host.Session
 	counter *counter
 	updates int
-	prev    *Fixture
 	sets    map[[2]string][]sdk.Output
-	// accepted holds each set as the host's Update.Accepted reads it,
-	// as the engine holds the outputs it accepted.
-	accepted map[[2]string]*snapshot.Snapshot
-	diags    []sdk.Diagnostic
-	sent     [][2]string
-	targets  []string
-	scoped   bool
+	diags   []sdk.Diagnostic
+	sent    [][2]string
+	targets []string
+	scoped  bool
 	// inputKinds are the kinds the translator declares it reads.
 	inputKinds []string
 }
@@ -45,7 +40,7 @@ type Session struct {
 // kinds t does not declare, and fails on an emit of an undeclared kind.
 func NewSession(tb testing.TB, t Translator) *Session {
 	tb.Helper()
-	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}, accepted: map[[2]string]*snapshot.Snapshot{}}
+	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}}
 	if tt, ok := t.(sdk.Translator); ok {
 		s.counter = &counter{Translator: tt}
 		t = s.counter
@@ -87,19 +82,18 @@ func (s *Session) Update(f *Fixture) *Result {
 func (s *Session) translate(f *Fixture) error {
 	s.updates++
 	f = f.discovered(s.inputKinds)
-	u, err := s.update(f)
+	v, err := viewOf(f)
 	if err != nil {
 		return err
 	}
+	v.Scoped, v.Targets = s.scoped, slices.Sorted(slices.Values(s.targets))
 	if s.counter != nil {
 		s.counter.reset()
 	}
-	u.Accepted = func(cluster, backend string) *snapshot.Snapshot { return s.accepted[[2]string{cluster, backend}] }
-	res, err := s.host.Translate(context.Background(), u)
+	res, err := s.host.Translate(context.Background(), v)
 	if err != nil {
 		return err
 	}
-	s.prev = f
 	return s.keep(res, f)
 }
 
@@ -107,13 +101,15 @@ func (s *Session) translate(f *Fixture) error {
 // add up to without the clusters f no longer has, and its diagnostics.
 func (s *Session) keep(res host.Result, f *Fixture) error {
 	s.sent = s.sent[:0]
+	if !res.Sent {
+		return nil // the fixture is the view the translator holds
+	}
 	for _, set := range res.Outputs {
 		key := [2]string{set.Cluster, set.Backend}
-		snap, err := snapshot.New(0, set.Resources)
-		if err != nil {
+		if _, err := snapshot.New(0, set.Resources); err != nil {
 			return fmt.Errorf("output of cluster %q backend %q: %w", set.Cluster, set.Backend, err)
 		}
-		s.accepted[key], s.sets[key] = snap, outputsOf(set)
+		s.sets[key] = outputsOf(set)
 		s.sent = append(s.sent, key)
 	}
 	present := map[string]bool{}
@@ -123,7 +119,6 @@ func (s *Session) keep(res host.Result, f *Fixture) error {
 	for k := range s.sets {
 		if !present[k[0]] {
 			delete(s.sets, k)
-			delete(s.accepted, k)
 		}
 	}
 	s.diags = diagnosticsOf(res.Diagnostics)
@@ -149,90 +144,6 @@ func (s *Session) result() *Result {
 	}
 	sortOutputs(res.Outputs)
 	return res
-}
-
-// update encodes f as the next update: in full the first time, else as
-// the change from the previous fixture.
-func (s *Session) update(f *Fixture) (host.Update, error) {
-	if s.prev == nil {
-		u, err := fullUpdate(f)
-		u.Scoped, u.Targets = s.scoped, s.targets
-		return u, err
-	}
-	u := host.Update{Scoped: s.scoped, Targets: s.targets}
-	old := map[string]Cluster{}
-	for _, c := range s.prev.Clusters {
-		old[c.Name] = c
-	}
-	for _, c := range f.Clusters {
-		cu, changed, err := clusterDelta(old[c.Name], c)
-		if err != nil {
-			return host.Update{}, err
-		}
-		if changed {
-			u.Clusters = append(u.Clusters, cu)
-		}
-		delete(old, c.Name)
-	}
-	for _, name := range slices.Sorted(maps.Keys(old)) {
-		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: name, Removed: true})
-	}
-	var err error
-	if u.PolicyUpserts, u.PolicyDeletes, err = objectDelta(s.prev.Policies, f.Policies); err != nil {
-		return host.Update{}, fmt.Errorf("policies: %w", err)
-	}
-	return u, nil
-}
-
-// clusterDelta returns the change from old (zero when the cluster is new)
-// to c, and whether there is one.
-func clusterDelta(old, c Cluster) (host.ClusterUpdate, bool, error) {
-	ups, dels, err := objectDelta(old.Objects, c.Objects)
-	if err != nil {
-		return host.ClusterUpdate{}, false, fmt.Errorf("cluster %q: %w", c.Name, err)
-	}
-	same := old.Name == c.Name && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes)
-	if same && len(ups)+len(dels) == 0 {
-		return host.ClusterUpdate{}, false, nil
-	}
-	return host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: ups, Deletes: dels}, true, nil
-}
-
-// objectDelta returns the upserts and deletes that turn old into cur, in
-// the order of their identities.
-func objectDelta(old, cur []json.RawMessage) ([]snapshot.Resource, []snapshot.ID, error) {
-	index := func(objs []json.RawMessage) (map[snapshot.ID]snapshot.Resource, error) {
-		m := map[snapshot.ID]snapshot.Resource{}
-		for _, o := range objs {
-			r, err := resourceOf(o)
-			if err != nil {
-				return nil, err
-			}
-			m[r.ID] = r
-		}
-		return m, nil
-	}
-	before, err := index(old)
-	if err != nil {
-		return nil, nil, err
-	}
-	after, err := index(cur)
-	if err != nil {
-		return nil, nil, err
-	}
-	var ups []snapshot.Resource
-	var dels []snapshot.ID
-	for _, id := range slices.SortedFunc(maps.Keys(after), snapshot.ID.Compare) {
-		if b, ok := before[id]; !ok || b.Hash != after[id].Hash {
-			ups = append(ups, after[id])
-		}
-	}
-	for _, id := range slices.SortedFunc(maps.Keys(before), snapshot.ID.Compare) {
-		if _, ok := after[id]; !ok {
-			dels = append(dels, id)
-		}
-	}
-	return ups, dels, nil
 }
 
 // CheckIncremental runs the fixtures through one session, in full and then

@@ -24,12 +24,12 @@ type assembly struct {
 	out  ClusterOutput
 	size int
 	seen map[snapshot.ID]bool
-	// accepted is the host's current output for key, whose resources
-	// need no check again; nil for none.
-	accepted *snapshot.Snapshot
+	// checked are the resources of the plugin's last answer for key, by
+	// body hash, which need no check again; nil for none.
+	checked map[snapshot.Hash]snapshot.ID
 }
 
-func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool, accepted func(cluster, backend string) *snapshot.Snapshot) (Result, error) {
+func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, error) {
 	var (
 		res     Result
 		pending *assembly
@@ -54,10 +54,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool,
 				if err := s.checkTarget(key, view, done); err != nil {
 					return Result{}, err
 				}
-				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}}
-				if accepted != nil {
-					pending.accepted = accepted(key[0], key[1])
-				}
+				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}, checked: s.checked[key]}
 			} else if pending.key != key {
 				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
@@ -92,9 +89,10 @@ func (s *Session) receive(ctx context.Context, gen uint64, view map[string]bool,
 	}
 }
 
-func (s *Session) checkTarget(key [2]string, view map[string]bool, done map[[2]string]bool) error {
+func (s *Session) checkTarget(key [2]string, view View, done map[[2]string]bool) error {
+	_, inView := view.Clusters[key[0]]
 	switch {
-	case !view[key[0]]:
+	case !inView:
 		return fmt.Errorf("%w: output for cluster %q, which is not in the fleet view", ErrProtocol, key[0])
 	case !slices.Contains(s.backends, key[1]):
 		return fmt.Errorf("%w: output for backend %q, which the plugin does not serve (%v)", ErrProtocol, key[1], s.backends)
@@ -133,14 +131,11 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 	return nil
 }
 
-// unchanged reports whether r is, byte for byte, a resource of the output
-// the host already accepted for the set.
+// unchanged reports whether r is, byte for byte, a resource of the
+// plugin's last answer for the set, which passed the checks then.
 func (a *assembly) unchanged(r snapshot.Resource) bool {
-	if a.accepted == nil {
-		return false
-	}
-	old, ok := a.accepted.Get(r.ID)
-	return ok && old.Hash == r.Hash
+	id, ok := a.checked[r.Hash]
+	return ok && id == r.ID
 }
 
 // checkBody checks that a body is a Kubernetes object matching its ID.

@@ -9,7 +9,7 @@ import (
 )
 
 // TestAddResourcesAgainstAccepted checks that a resource equal to one of
-// the accepted output is taken as it is, and that anything else is still
+// the plugin's last answer is taken as it is, and that anything else is still
 // checked: a changed body, a body under another identity.
 func TestAddResourcesAgainstAccepted(t *testing.T) {
 	id := snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}
@@ -17,10 +17,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted, err := snapshot.New(1, []snapshot.Resource{good})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checked := map[snapshot.Hash]snapshot.ID{good.Hash: good.ID}
 	other := snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b"}
 	tests := map[string]struct {
 		id      snapshot.ID
@@ -36,7 +33,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := &Session{maxOutput: 1 << 20}
-			a := &assembly{key: [2]string{"east", "b"}, seen: map[snapshot.ID]bool{}, accepted: accepted}
+			a := &assembly{key: [2]string{"east", "b"}, seen: map[snapshot.ID]bool{}, checked: checked}
 			err := s.addResources(a, []*snapshotv1.Resource{{Id: snapshot.IDToProto(tc.id), Body: []byte(tc.body)}})
 			switch {
 			case tc.wantErr == "" && err != nil:

@@ -1,8 +1,10 @@
 // Package host is the host's side of the translator protocol
-// (proto/translator/v1): one [Session] per Translate stream sends each
-// [Update] — the fleet view in full, then only what changed — split into
-// parts of about protocol.PartBytes, and checks and assembles the answer
-// into a [Result].
+// (proto/translator/v1). One [Session] per Translate stream owns what the
+// plugin holds: the host hands it the [View] it wants the plugin to have
+// (inputs, policies, targets), and the session sends the view in full the
+// first time and after a failure, then only what changed, or nothing,
+// split into parts of about protocol.PartBytes; it checks and assembles
+// the answer into a [Result].
 //
 // An answer is refused, with an error wrapping [ErrProtocol], when it
 // breaks the protocol: an output that is not a Kubernetes object matching
@@ -11,12 +13,13 @@
 // (cluster, backend) set over the session's byte limit, parts out of order
 // or a Done for another update. Such outputs are never passed on, not even
 // as empty sets. A plugin that answers but cannot translate gives an error
-// wrapping [ErrPluginFailed], and the session stays usable.
+// wrapping [ErrPluginFailed], and the session stays usable (its next
+// update is full).
 //
 //	d, err := host.Describe(ctx, client)
 //	s, err := host.Open(client, d.GetName(), d.GetBackends(), host.DefaultMaxOutputBytes)
 //	defer s.Close()
-//	res, err := s.Translate(ctx, host.Update{Full: true, Clusters: ...})
+//	res, err := s.Translate(ctx, host.View{Clusters: ..., Policies: ...})
 //
 // The server runs it through core/pluginhost, which adds processes,
 // restarts and timeouts around it; sdk/sdktest runs the same code, so a

@@ -2,8 +2,9 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -12,8 +13,10 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
 
-// Session is the host's side of one Translate stream: it sends updates in
-// parts, and checks and assembles the answers. Calls must not overlap.
+// Session is the host's side of one Translate stream, and the one owner of
+// what the plugin holds: given the [View] the host wants the plugin to
+// have, it sends the whole view or only what changed, in parts, and checks
+// and assembles the answer. Calls must not overlap.
 type Session struct {
 	plugin    string
 	backends  []string
@@ -22,18 +25,17 @@ type Session struct {
 	stream     translatorv1.Translator_TranslateClient
 	cancel     context.CancelFunc
 	generation uint64
-	// view holds the clusters the plugin knows of.
-	view map[string]bool
-	// holds is set once the plugin answered an update of this session: it
-	// holds a view a delta applies to.
+	// held is the view the plugin answered for last; holds is false until
+	// it answered one, and again after a failed update, whose next update
+	// is full.
+	held  View
 	holds bool
+	// checked holds, by (cluster, backend), the resources of the plugin's
+	// last answer for the set, which passed the checks: body hash to
+	// identity. A resource answered again unchanged is not checked again,
+	// so an answer costs the host what changed.
+	checked map[[2]string]map[snapshot.Hash]snapshot.ID
 }
-
-// NeedFull reports whether the next update on s must be Full: s is nil (no
-// session runs), or the plugin has not answered an update of it yet. The
-// session is the one place that knows what the plugin holds; hosts ask it
-// before sending a delta.
-func (s *Session) NeedFull() bool { return s == nil || !s.holds }
 
 // Open starts a Translate stream on client with the plugin of that name,
 // which serves backends (as it described them) and may answer at most
@@ -46,7 +48,10 @@ func Open(client translatorv1.TranslatorClient, plugin string, backends []string
 		cancel()
 		return nil, fmt.Errorf("open translate session: %w", err)
 	}
-	return &Session{plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel, view: map[string]bool{}}, nil
+	return &Session{
+		plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel,
+		checked: map[[2]string]map[snapshot.Hash]snapshot.ID{},
+	}, nil
 }
 
 // Close ends the stream.
@@ -55,28 +60,93 @@ func (s *Session) Close() {
 	s.cancel()
 }
 
-// Translate sends one update and returns the checked answer. Any error but
-// one wrapping [ErrPluginFailed] leaves the session unusable; one wrapping
-// [ErrProtocol] means the plugin answered something the host refuses.
-func (s *Session) Translate(ctx context.Context, u Update) (Result, error) {
+// Translate brings the plugin to v and returns its checked answer. When v
+// is the view the plugin holds, nothing is sent and the Result's Sent is
+// false. Any error but one wrapping [ErrPluginFailed] leaves the session
+// unusable; one wrapping [ErrProtocol] means the plugin answered something
+// the host refuses.
+func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
+	u := s.plan(v)
+	if u.none(s.held) {
+		return Result{}, nil
+	}
 	stop := context.AfterFunc(ctx, s.cancel)
 	defer stop()
-	view := s.nextView(u)
 	s.generation++
 	gen := s.generation
+	s.holds = false // until the plugin answers this update
 	if err := s.send(u, gen); err != nil {
 		return Result{}, fmt.Errorf("send update %d: %w", gen, s.streamErr(ctx, err))
 	}
-	res, err := s.receive(ctx, gen, view, u.Accepted)
-	if errors.Is(err, ErrPluginFailed) {
-		// The plugin applied the update though it could not translate it.
-		s.view = view
-	}
+	res, err := s.receive(ctx, gen, v)
 	if err != nil {
 		return Result{}, err
 	}
-	s.view, s.holds = view, true
+	s.held, s.holds = v, true
+	s.keepChecked(v, res.Outputs)
+	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
 	return res, nil
+}
+
+// plan works out the update that turns the view the plugin holds into v:
+// everything when it holds none.
+func (s *Session) plan(v View) update {
+	u := update{full: !s.holds, scoped: v.Scoped, targets: v.Targets}
+	held := s.held
+	if u.full {
+		held = View{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(v.Clusters)) {
+		c := v.Clusters[name]
+		old, had := held.Clusters[name]
+		if had && old.Input.Hash() == c.Input.Hash() && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes) {
+			continue
+		}
+		base := snapshot.Empty
+		if had {
+			base = old.Input
+		}
+		d := snapshot.Diff(base, c.Input)
+		u.clusters = append(u.clusters, clusterUpdate{name: name, stale: c.Stale, meshes: c.Meshes, upserts: d.Upserts, deletes: d.Deletes})
+	}
+	for _, name := range slices.Sorted(maps.Keys(held.Clusters)) {
+		if _, ok := v.Clusters[name]; !ok {
+			u.clusters = append(u.clusters, clusterUpdate{name: name, removed: true})
+		}
+	}
+	pd := snapshot.Diff(orEmpty(held.Policies), orEmpty(v.Policies))
+	u.policyUpserts, u.policyDeletes = pd.Upserts, pd.Deletes
+	return u
+}
+
+// none reports whether u changes nothing of held, the view the plugin holds.
+func (u update) none(held View) bool {
+	return !u.full && len(u.clusters) == 0 && len(u.policyUpserts)+len(u.policyDeletes) == 0 &&
+		u.scoped == held.Scoped && slices.Equal(u.targets, held.Targets)
+}
+
+func orEmpty(s *snapshot.Snapshot) *snapshot.Snapshot {
+	if s == nil {
+		return snapshot.Empty
+	}
+	return s
+}
+
+// keepChecked records the resources of the sets answered, and forgets the
+// sets of clusters that left the view.
+func (s *Session) keepChecked(v View, outs []ClusterOutput) {
+	for _, o := range outs {
+		m := make(map[snapshot.Hash]snapshot.ID, len(o.Resources))
+		for _, r := range o.Resources {
+			m[r.Hash] = r.ID
+		}
+		s.checked[[2]string{o.Cluster, o.Backend}] = m
+	}
+	for key := range s.checked {
+		if _, ok := v.Clusters[key[0]]; !ok {
+			delete(s.checked, key)
+		}
+	}
 }
 
 // streamErr prefers the call's own context error to the transport's echo of it.
@@ -87,44 +157,27 @@ func (s *Session) streamErr(ctx context.Context, err error) error {
 	return err
 }
 
-func (s *Session) nextView(u Update) map[string]bool {
-	view := map[string]bool{}
-	if !u.Full {
-		for c := range s.view {
-			view[c] = true
-		}
-	}
-	for _, c := range u.Clusters {
-		if c.Removed {
-			delete(view, c.Name)
-		} else {
-			view[c.Name] = true
-		}
-	}
-	return view
-}
-
-func (s *Session) send(u Update, gen uint64) error {
+func (s *Session) send(u update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
-	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.Full, Scoped: u.Scoped, Targets: u.Targets}}}); err != nil {
+	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, Targets: u.targets}}}); err != nil {
 		return err
 	}
-	for _, c := range u.Clusters {
-		for i, part := range meta.Split(c.Upserts, snapshot.Resource.Size, protocol.PartBytes) {
-			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Upserts: resourcesToProto(part)}
+	for _, c := range u.clusters {
+		for i, part := range meta.Split(c.upserts, snapshot.Resource.Size, protocol.PartBytes) {
+			in := &translatorv1.ClusterInput{Cluster: c.name, Removed: c.removed, Stale: c.stale, Meshes: c.meshes, Upserts: resourcesToProto(part)}
 			if i == 0 {
-				in.Deletes = idsToProto(c.Deletes)
+				in.Deletes = idsToProto(c.deletes)
 			}
 			if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: in}}); err != nil {
 				return err
 			}
 		}
 	}
-	if len(u.PolicyUpserts)+len(u.PolicyDeletes) > 0 {
-		for i, part := range meta.Split(u.PolicyUpserts, snapshot.Resource.Size, protocol.PartBytes) {
+	if len(u.policyUpserts)+len(u.policyDeletes) > 0 {
+		for i, part := range meta.Split(u.policyUpserts, snapshot.Resource.Size, protocol.PartBytes) {
 			pc := &translatorv1.PolicyChange{Upserts: resourcesToProto(part)}
 			if i == 0 {
-				pc.Deletes = idsToProto(u.PolicyDeletes)
+				pc.Deletes = idsToProto(u.policyDeletes)
 			}
 			if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Policies{Policies: pc}}); err != nil {
 				return err

@@ -9,7 +9,8 @@ import (
 
 // ErrPluginFailed is wrapped by the error [Session.Translate] returns when
 // the plugin answered but could not translate (its Translate returned an
-// error). The session stays usable: the next update may be a delta.
+// error). The session stays usable, and its next update is full: the
+// plugin may hold part of the one it failed on.
 var ErrPluginFailed = errors.New("plugin could not translate")
 
 // ErrProtocol is wrapped by the errors of answers that break the protocol:
@@ -22,43 +23,66 @@ var ErrProtocol = errors.New("plugin broke the translator protocol")
 // (cluster, backend) output set: 256 MiB.
 const DefaultMaxOutputBytes = 256 << 20
 
-// Update is one change of the fleet view sent to a translator.
-type Update struct {
-	// Full replaces the translator's whole view.
-	Full bool
-	// Clusters are the clusters that changed (all of them when Full).
-	Clusters []ClusterUpdate
-	// PolicyUpserts and PolicyDeletes change the policies of the
-	// management source.
-	PolicyUpserts []snapshot.Resource
-	PolicyDeletes []snapshot.ID
+// View is the fleet a host wants a translator to hold: each cluster's
+// input, the management source's policies and the targets to compute.
+// The session works out what to send: the whole view the first time and
+// after any failure, otherwise only what changed since the view the
+// plugin last answered for.
+type View struct {
+	// Clusters are the fleet's clusters, by name.
+	Clusters map[string]Cluster
+	// Policies are the management source's policies; nil is none.
+	Policies *snapshot.Snapshot
 	// Scoped limits the answer to the Targets: the translator computes
 	// and sends outputs for those clusters only. Unset, every cluster of
 	// the view is a target.
-	Scoped  bool
+	Scoped bool
+	// Targets are sorted.
 	Targets []string
-	// Accepted, when set, returns the output the host holds for cluster
-	// and backend (nil for none). A resource of the answer with the same
-	// identity and hash as one in it was checked when it was accepted and
-	// is not checked again, so an answer costs the host what changed.
-	Accepted func(cluster, backend string) *snapshot.Snapshot
 }
 
-// ClusterUpdate is the change of one cluster's inputs.
-type ClusterUpdate struct {
-	Name string
-	// Removed is true when the cluster left the fleet.
-	Removed bool
+// Cluster is one cluster of a [View].
+type Cluster struct {
+	Input *snapshot.Snapshot
 	// Stale is true while the cluster's agent is disconnected.
 	Stale bool
-	// Meshes are the cluster's mesh types, as found by discovery.
-	Meshes  []string
-	Upserts []snapshot.Resource
-	Deletes []snapshot.ID
+	// Meshes are the cluster's mesh types, as found by discovery, sorted.
+	Meshes []string
+}
+
+// update is one change of the plugin's view, as sent on the stream.
+type update struct {
+	// full replaces the plugin's whole view.
+	full bool
+	// clusters are the clusters that changed (all of them when full).
+	clusters []clusterUpdate
+	// policyUpserts and policyDeletes change the policies.
+	policyUpserts []snapshot.Resource
+	policyDeletes []snapshot.ID
+	scoped        bool
+	targets       []string
+}
+
+// clusterUpdate is the change of one cluster's inputs.
+type clusterUpdate struct {
+	name    string
+	removed bool
+	stale   bool
+	meshes  []string
+	upserts []snapshot.Resource
+	deletes []snapshot.ID
 }
 
 // Result is a translator's answer to one update.
 type Result struct {
+	// Sent is false when the view was the one the plugin already held:
+	// nothing was sent, and the plugin's outputs and diagnostics are
+	// those of its last answer.
+	Sent bool
+	// Full is true when the update replaced the plugin's whole view.
+	Full bool
+	// Clusters is how many clusters' inputs the update carried.
+	Clusters int
 	// Outputs are the (cluster, backend) sets that changed, each complete,
 	// sorted by cluster and backend.
 	Outputs []ClusterOutput

@@ -1,0 +1,101 @@
+package host
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+)
+
+func service(t *testing.T, name string) snapshot.Resource {
+	t.Helper()
+	r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + name + `","namespace":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func snap(t *testing.T, rs ...snapshot.Resource) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.New(1, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// planned is what an update says, in a form go-cmp compares.
+type planned struct {
+	Full     bool
+	Clusters []string // name, with "-" for removed and "~" for stale, and upserts/deletes
+	Policies int
+	Targets  []string
+}
+
+func summary(u update) planned {
+	p := planned{Full: u.full, Policies: len(u.policyUpserts) + len(u.policyDeletes), Targets: u.targets}
+	for _, c := range u.clusters {
+		name := c.name
+		switch {
+		case c.removed:
+			name = "-" + name
+		case c.stale:
+			name = "~" + name
+		}
+		for _, r := range c.upserts {
+			name += " +" + r.ID.Name
+		}
+		for _, id := range c.deletes {
+			name += " -" + id.Name
+		}
+		p.Clusters = append(p.Clusters, name)
+	}
+	return p
+}
+
+// TestSessionPlansWhatThePluginLacks walks a session through the views a
+// host hands it and checks each update it would send: the whole view
+// first, then only what changed, nothing when nothing did, and the whole
+// view again after a failed update.
+func TestSessionPlansWhatThePluginLacks(t *testing.T) {
+	a, b, c := service(t, "a"), service(t, "b"), service(t, "c")
+	policy := snap(t, service(t, "p"))
+	s := &Session{checked: map[[2]string]map[snapshot.Hash]snapshot.ID{}}
+	// answered records v as answered, as Translate does after an answer.
+	answered := func(v View) { s.held, s.holds = v, true }
+
+	v1 := View{Clusters: map[string]Cluster{"east": {Input: snap(t, a)}, "west": {Input: snap(t, b)}}, Policies: policy}
+	if diff := cmp.Diff(planned{Full: true, Clusters: []string{"east +a", "west +b"}, Policies: 1}, summary(s.plan(v1))); diff != "" {
+		t.Fatalf("first update (-want +got):\n%s", diff)
+	}
+	answered(v1)
+
+	if u := s.plan(v1); !u.none(s.held) {
+		t.Fatalf("the same view again plans %+v, want nothing sent", summary(u))
+	}
+
+	v2 := View{Clusters: map[string]Cluster{"east": {Input: snap(t, a, c)}, "west": {Input: snap(t, b), Stale: true}}, Policies: policy}
+	if diff := cmp.Diff(planned{Clusters: []string{"east +c", "~west"}}, summary(s.plan(v2))); diff != "" {
+		t.Fatalf("update after one new Service and a stale cluster (-want +got):\n%s", diff)
+	}
+	answered(v2)
+
+	v3 := View{Clusters: map[string]Cluster{"east": {Input: snap(t, c)}}, Scoped: true, Targets: []string{"east"}}
+	u := s.plan(v3)
+	if diff := cmp.Diff(planned{Clusters: []string{"east -a", "-west"}, Policies: 1, Targets: []string{"east"}}, summary(u)); diff != "" {
+		t.Fatalf("update after a removal, a deleted policy and a scope (-want +got):\n%s", diff)
+	}
+	answered(v3)
+
+	v4 := View{Clusters: v3.Clusters, Scoped: true, Targets: []string{"east", "west"}}
+	if u := s.plan(v4); u.none(s.held) {
+		t.Fatal("a new target alone plans nothing, want an update with the new targets")
+	}
+
+	// A failed update leaves the plugin holding an unknown view.
+	s.holds = false
+	if diff := cmp.Diff(planned{Full: true, Clusters: []string{"east +c"}, Targets: []string{"east"}}, summary(s.plan(v3))); diff != "" {
+		t.Fatalf("update after a failure (-want +got):\n%s", diff)
+	}
+}
