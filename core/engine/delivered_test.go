@@ -67,11 +67,14 @@ func TestFirstAnswerComparesWithDelivered(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("handed on (-want +got):\n%s", diff)
 	}
+	if want := []Current{{Key: OutputKey{Cluster: "same", Backend: "netpol"}, Hash: same.Hash()}}; !cmp.Equal(want, r.Current) {
+		t.Errorf("current as delivered before: %+v, want %+v", r.Current, want)
+	}
 	if m, ok := e.Mark(OutputKey{Cluster: "same", Backend: "netpol"}); !ok || m.Version != 3 || m.Hash != same.Hash() {
 		t.Errorf("the engine does not hold the output delivered before, unchanged, at version 3 (holds one: %v)", ok)
 	}
-	if r := e.Step(context.Background()); len(r.Outputs) != 0 {
-		t.Errorf("the same answer again handed on %d outputs", len(r.Outputs))
+	if r := e.Step(context.Background()); len(r.Outputs)+len(r.Current) != 0 {
+		t.Errorf("the same answer again handed on %d outputs, %d current", len(r.Outputs), len(r.Current))
 	}
 }
 

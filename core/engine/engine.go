@@ -72,9 +72,20 @@ type Ready struct {
 	// Outputs are the outputs whose content changed, sorted by key.
 	Outputs []Output
 	Stats   CycleStats
+	// Current are the outputs, of clusters the engine held no mark of,
+	// whose answer is the one delivered before (View.Delivered): nothing
+	// to write, but a stream that started without them (its agent may
+	// hold an older one) sends the stored copy.
+	Current []Current
 	// Retry is how long to wait before retrying failed translators; 0
 	// when every translator succeeded.
 	Retry time.Duration
+}
+
+// Current names an output that is current as delivered before.
+type Current struct {
+	Key  OutputKey
+	Hash snapshot.Hash
 }
 
 func (o *Options) defaults() {
@@ -374,6 +385,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 
 	stats := CycleStats{Generation: generation}
 	var handOn []Output
+	var currents []Current
 	e.mu.Lock()
 	for _, oc := range outcomes {
 		ts := oc.ts
@@ -394,7 +406,9 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
 		ts.diags = oc.result.Diagnostics
 		stats.ChangedClusters = max(stats.ChangedClusters, oc.result.Clusters)
-		handOn = append(handOn, e.take(ts, view, before, oc.result.Outputs)...)
+		changed, current := e.take(ts, view, before, oc.result.Outputs)
+		handOn = append(handOn, changed...)
+		currents = append(currents, current...)
 	}
 	// Clusters that left the fleet, or stopped being targets, lose their
 	// marks; what delivery handed back is handed on again unless
@@ -423,16 +437,15 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	}
 	stats.Outputs = len(handOn)
 	stats.Duration = time.Since(start)
-	return Ready{Outputs: handOn, Stats: stats, Retry: wait}
+	return Ready{Outputs: handOn, Current: currents, Stats: stats, Retry: wait}
 }
 
 // take records one translator's answer and returns the outputs whose
-// content changed, to hand on. A set the engine holds no mark of is
+// content changed, to hand on, and those current as delivered before. A set the engine holds no mark of is
 // compared with the one delivered before: its cluster's agent may hold an
 // output another replica, or this server before a restart, delivered, so
 // a set that changed or emptied meanwhile is handed on. Callers hold e.mu.
-func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput) []Output {
-	var changed []Output
+func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput) (changed []Output, current []Current) {
 	for _, co := range outs {
 		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
 		if _, ok := view[co.Cluster]; !ok {
@@ -448,11 +461,15 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, before 
 			continue
 		}
 		prev, had := e.marks[key]
+		marked := had
 		if !had {
 			prev, had = before[key]
 		}
 		if had && prev.Hash == s.Hash() {
-			e.marks[key] = Mark{Hash: prev.Hash, Version: prev.Version, Plugin: ts.t.Name()} // delivered before
+			if !marked {
+				e.marks[key] = Mark{Hash: prev.Hash, Version: prev.Version, Plugin: ts.t.Name()} // delivered before
+				current = append(current, Current{Key: key, Hash: prev.Hash})
+			}
 			continue
 		}
 		if !had && s.Len() == 0 {
@@ -466,7 +483,7 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, before 
 		e.marks[key] = Mark{Hash: s.Hash(), Version: version, Plugin: o.Plugin}
 		changed = append(changed, o)
 	}
-	return changed
+	return changed, current
 }
 
 // deliveredBefore returns the marks of the outputs delivered before (see

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testutil"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
 // TestOutputsReachTheStoreWithoutTheirAgent: the delivery step writes every
@@ -76,4 +79,82 @@ func configMapNamed(t *testing.T, name string) snapshot.Resource {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestStoredOutputReachesAnAgentThatMissedIt: another replica stored a
+// cluster's output, then died before its agent got it. The agent comes
+// here holding an older one. The stream cannot tell at its start that the
+// stored copy is not older than the agent's, but once the engine's answer
+// equals it, it is current and the agent gets it, though the engine hands
+// nothing on (nothing changed since it was delivered).
+func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
+	shared := memory.New()
+	ts := startServer(t, shared.Replica("a"), "", withID("a"))
+	ctx := t.Context()
+	other := shared.Replica("b")
+	token := ts.register("west")
+	svc, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := snapshot.New(3, []snapshot.Resource{svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.PutInput(ctx, "west", in); err != nil {
+		t.Fatal(err)
+	}
+	ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: "west", Replica: "b"})
+	// What the echo translator answers for that input, stored by "b".
+	cm, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web","namespace":"default"},"data":{"cluster":"west"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := snapshot.New(5, []snapshot.Resource{cm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.PutOutput(ctx, "west", "test", stored); err != nil {
+		t.Fatal(err)
+	}
+	older, err := snapshot.New(4, []snapshot.Resource{configMapNamed(t, "older")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := ts.certificate("west", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ih, oh := in.Hash(), older.Hash()
+	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{
+		Cluster: "west", InputHash: ih[:], InputVersion: in.Version(),
+		OutputHashes: map[string][]byte{"test": oh[:]}, OutputVersions: map[string]uint64{"test": older.Version()},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended before the stored output came: %v", err)
+		}
+		out := msg.GetOutput()
+		if out.GetBackend() != "test" {
+			continue
+		}
+		d, err := snapshot.DeltaFromProto(out.GetDelta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Upserts) != 1 || d.Upserts[0].Hash != cm.Hash {
+			t.Fatalf("the agent got %+v, want the stored ConfigMap", d)
+		}
+		return
+	}
 }

@@ -135,6 +135,7 @@ func (s *Server) deliver(ctx context.Context, ready <-chan engine.Ready) error {
 					unwritten = append(unwritten, o)
 				}
 			}
+			s.resumeCurrent(ctx, r.Current)
 			s.cycleDone(r.Stats)
 			s.engine.Advance(unwritten)
 		}
@@ -177,6 +178,29 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) bool {
 		st.offer(o.Key.Backend, o.Snapshot)
 	}
 	return written
+}
+
+// resumeCurrent offers each stream here the stored outputs the engine
+// found current and that the stream does not send yet: a stream starts
+// before the engine computes its cluster, so an output stored by another
+// replica that the agent does not hold (it may have left before getting
+// it) reaches the agent once the engine's answer shows it is current.
+func (s *Server) resumeCurrent(ctx context.Context, current []engine.Current) {
+	for _, c := range current {
+		s.mu.Lock()
+		st := s.streams[c.Key.Cluster]
+		s.mu.Unlock()
+		if st == nil || st.wants(c.Key.Backend) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
+		o, err := s.deps.Store.GetOutput(rctx, c.Key.Cluster, c.Key.Backend)
+		cancel()
+		if err != nil || o.Hash() != c.Hash {
+			continue // superseded meanwhile: delivery hands on the newer one
+		}
+		st.offerIfNone(c.Key.Backend, o)
+	}
 }
 
 // startingOutputs are what a stream starts from: the outputs the store

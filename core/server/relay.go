@@ -274,6 +274,28 @@ func (st *stream) offer(backend string, o *snapshot.Snapshot) {
 	st.notifyAll()
 }
 
+// wants reports whether the stream has an output to send for backend.
+func (st *stream) wants(backend string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_, ok := st.want[backend]
+	return ok
+}
+
+// offerIfNone offers o unless delivery offered an output of its backend
+// meanwhile, which is newer.
+func (st *stream) offerIfNone(backend string, o *snapshot.Snapshot) {
+	st.mu.Lock()
+	_, had := st.want[backend]
+	if !had {
+		st.want[backend] = o
+	}
+	st.mu.Unlock()
+	if !had {
+		st.notifyAll()
+	}
+}
+
 // resume records as sent every output the agent already holds. Callers
 // hold st.mu.
 func (st *stream) resume(current map[string]*snapshot.Snapshot) {
