@@ -19,6 +19,14 @@ import (
 // its server.
 func serveDemo(t *testing.T) []string {
 	t.Helper()
+	flags, _ := serveDemoAt(t)
+	return flags
+}
+
+// serveDemoAt is serveDemo, and also returns the demo's directory: its
+// plugins/ and policies/ are those its server runs with.
+func serveDemoAt(t *testing.T) ([]string, string) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +50,10 @@ func serveDemo(t *testing.T) []string {
 	})
 	select {
 	case r := <-ready:
-		return []string{"--server", r.ServerAddr, "--ca-file", r.CABundlePath, "--admin-token-file", r.AdminTokenPath}
+		return []string{"--server", r.ServerAddr, "--ca-file", r.CABundlePath, "--admin-token-file", r.AdminTokenPath}, out
 	case err := <-done:
 		t.Fatalf("demo ended before serving: %v", err)
-		return nil
+		return nil, ""
 	}
 }
 

@@ -39,7 +39,9 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "error:", err)
+	if !errors.Is(err, errDiffers) {
+		fmt.Fprintln(os.Stderr, "error:", err)
+	}
 	os.Exit(exitCode(err))
 }
 
@@ -123,6 +125,7 @@ cluster discovers what runs there, and applies what translator plugins
 		newDescribeCommand(),
 		newPluginCommand(logs),
 		newTranslateCommand(logs),
+		newDiffCommand(logs),
 		newDemoCommand(logs),
 		newBenchCommand(logs),
 	)

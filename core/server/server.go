@@ -129,6 +129,8 @@ type Server struct {
 	turn *discoveryTurn
 	// ready carries the engine's cycles to deliver.
 	ready chan engine.Ready
+	// diffs holds the one diff that may run (admin Diff).
+	diffs chan struct{}
 }
 
 // ackState is what an agent said about the last output it applied.
@@ -173,6 +175,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		discoveryKick: make(chan struct{}, 1),
 		unauthHellos:  make(chan struct{}, maxPendingHellos),
 		hellos:        map[string]int{},
+		diffs:         make(chan struct{}, 1),
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.trust = newTrustManager(s)

@@ -35,9 +35,10 @@ var coreLayers = map[string]int{
 	"core/catalog":    0,
 	"core/pluginhost": 0,
 	"core/engine":     1,
-	"core/server":     2,
-	"core/agent":      2,
-	"core/ui":         3,
+	"core/preview":    2,
+	"core/server":     3,
+	"core/agent":      3,
+	"core/ui":         4,
 }
 
 // apart lists prefixes whose packages never import each other's, in either

@@ -41,34 +41,77 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	entries, err := os.ReadDir(opts.ClustersDir)
+	fleet, err := ReadFleet(opts.ClustersDir, opts.PoliciesDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	m := NewModel(opts.Translators, logger)
+	for name, in := range fleet.Inputs {
+		m.SetInput(name, in)
+	}
+	if err := m.SetPolicies(fleet.Policies.Resources()); err != nil {
+		return nil, err
+	}
+	return m.Translate(ctx), nil
+}
+
+// Fleet is a fleet read from directories.
+type Fleet struct {
+	// Inputs are the clusters' inputs, by cluster.
+	Inputs map[string]*snapshot.Snapshot
+	// Policies are the policies of the policies directory (the policy API
+	// group; the rest is left out), never nil.
+	Policies *snapshot.Snapshot
+}
+
+// ReadFleet reads every subdirectory of clustersDir as a cluster's input,
+// discovered as an agent's dir source discovers it, and the policies of
+// policiesDir (none when empty).
+func ReadFleet(clustersDir, policiesDir string, logger *slog.Logger) (*Fleet, error) {
+	entries, err := os.ReadDir(clustersDir)
 	if err != nil {
 		return nil, fmt.Errorf("read clusters: %w", err)
 	}
-	m := NewModel(opts.Translators, logger)
+	f := &Fleet{Inputs: map[string]*snapshot.Snapshot{}, Policies: snapshot.Empty}
 	for _, ent := range entries {
 		if !ent.IsDir() {
 			continue
 		}
-		s, err := discovery.NewDir(filepath.Join(opts.ClustersDir, ent.Name()), discovery.DirOptions{Logger: logger}).Snapshot()
+		s, err := discovery.NewDir(filepath.Join(clustersDir, ent.Name()), discovery.DirOptions{Logger: logger}).Snapshot()
 		if err != nil {
 			return nil, fmt.Errorf("read cluster %s: %w", ent.Name(), err)
 		}
-		m.SetInput(ent.Name(), s)
+		f.Inputs[ent.Name()] = s
 	}
-	if len(m.clusters) == 0 {
-		return nil, fmt.Errorf("no cluster directories in %s", opts.ClustersDir)
+	if len(f.Inputs) == 0 {
+		return nil, fmt.Errorf("no cluster directories in %s", clustersDir)
 	}
-	if opts.PoliciesDir != "" {
-		s, err := discovery.NewDir(opts.PoliciesDir, discovery.DirOptions{Logger: logger}).Snapshot()
+	if policiesDir != "" {
+		s, err := discovery.NewDir(policiesDir, discovery.DirOptions{Logger: logger}).Snapshot()
 		if err != nil {
 			return nil, fmt.Errorf("read policies: %w", err)
 		}
-		if err := m.SetPolicies(s.Resources()); err != nil {
+		if f.Policies, err = policiesOf(1, s.Resources()); err != nil {
 			return nil, err
 		}
 	}
-	return m.Translate(ctx), nil
+	return f, nil
+}
+
+// policiesOf returns the resources of the policy API group among
+// resources, as a snapshot at version.
+func policiesOf(version uint64, resources []snapshot.Resource) (*snapshot.Snapshot, error) {
+	var rs []snapshot.Resource
+	for _, r := range resources {
+		if r.ID.Group == policyv1alpha1.GroupName {
+			rs = append(rs, r)
+		}
+	}
+	p, err := snapshot.New(version, rs)
+	if err != nil {
+		return nil, fmt.Errorf("policies: %w", err)
+	}
+	return p, nil
 }
 
 // Model keeps a fleet's inputs and policies and translates them with an
@@ -108,16 +151,10 @@ func (m *Model) RemoveCluster(cluster string) {
 // SetPolicies makes the policies among resources (the policy API group;
 // the rest is ignored) the fleet's policies.
 func (m *Model) SetPolicies(resources []snapshot.Resource) error {
-	var rs []snapshot.Resource
-	for _, r := range resources {
-		if r.ID.Group == policyv1alpha1.GroupName {
-			rs = append(rs, r)
-		}
-	}
 	m.version++
-	p, err := snapshot.New(m.version, rs)
+	p, err := policiesOf(m.version, resources)
 	if err != nil {
-		return fmt.Errorf("policies: %w", err)
+		return err
 	}
 	m.e.SetPolicies(p)
 	return nil

@@ -295,6 +295,7 @@ const (
 	Admin_DescribeDestination_FullMethodName = "/meshrelay.relay.v1.Admin/DescribeDestination"
 	Admin_DescribePolicy_FullMethodName      = "/meshrelay.relay.v1.Admin/DescribePolicy"
 	Admin_DescribeCluster_FullMethodName     = "/meshrelay.relay.v1.Admin/DescribeCluster"
+	Admin_Diff_FullMethodName                = "/meshrelay.relay.v1.Admin/Diff"
 )
 
 // AdminClient is the client API for Admin service.
@@ -338,6 +339,15 @@ type AdminClient interface {
 	// counts of workloads and destinations, its outputs per backend and the
 	// policies that reach it. Errors: NotFound.
 	DescribeCluster(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*ClusterDescription, error)
+	// Diff translates a proposed change of the management source's policies
+	// over every cluster's input, with the installed plugins, and changes
+	// nothing: it answers what the change would create, change and delete
+	// per cluster and backend, and the diagnostics it would add or clear
+	// (meshrelay diff). One runs at a time.
+	// Errors: InvalidArgument for a change that is not valid policies, or
+	// deletes a policy the fleet does not have; ResourceExhausted while
+	// another diff runs; Unavailable when the store or a plugin fails.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
 }
 
 type adminClient struct {
@@ -428,6 +438,16 @@ func (c *adminClient) DescribeCluster(ctx context.Context, in *DescribeRequest, 
 	return out, nil
 }
 
+func (c *adminClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, Admin_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -469,6 +489,15 @@ type AdminServer interface {
 	// counts of workloads and destinations, its outputs per backend and the
 	// policies that reach it. Errors: NotFound.
 	DescribeCluster(context.Context, *DescribeRequest) (*ClusterDescription, error)
+	// Diff translates a proposed change of the management source's policies
+	// over every cluster's input, with the installed plugins, and changes
+	// nothing: it answers what the change would create, change and delete
+	// per cluster and backend, and the diagnostics it would add or clear
+	// (meshrelay diff). One runs at a time.
+	// Errors: InvalidArgument for a change that is not valid policies, or
+	// deletes a policy the fleet does not have; ResourceExhausted while
+	// another diff runs; Unavailable when the store or a plugin fails.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -502,6 +531,9 @@ func (UnimplementedAdminServer) DescribePolicy(context.Context, *DescribeRequest
 }
 func (UnimplementedAdminServer) DescribeCluster(context.Context, *DescribeRequest) (*ClusterDescription, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
+}
+func (UnimplementedAdminServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -668,6 +700,24 @@ func _Admin_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -706,6 +756,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeCluster",
 			Handler:    _Admin_DescribeCluster_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _Admin_Diff_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
