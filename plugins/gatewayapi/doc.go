@@ -1,0 +1,97 @@
+// Package gatewayapi is meshrelay's Gateway API translator: it maps
+// TrafficPolicies to the routes of the Gateway API's mesh profile (GAMMA:
+// an HTTPRoute or GRPCRoute whose parentRef is a Service) and, where
+// Linkerd runs, AccessPolicies to Linkerd's authorization resources.
+// cmd/meshrelay-plugin-gatewayapi serves it as a plugin. It imports only
+// the public SDK and the policy and discovery APIs, as any plugin outside
+// this repository would.
+//
+// # Which clusters
+//
+// The backend gatewayapi is no mesh, so the translator declares no Meshes
+// and chooses its targets from what discovery found (implementationOf):
+// a cluster running Linkerd, which no other backend serves; or a cluster
+// running Istio or Cilium whose control plane's Namespace carries the
+// label meshrelay.io/routes=gatewayapi. Those meshes have their own
+// backends' routing (VirtualService, CiliumEnvoyConfig), and two backends
+// routing one Service conflict, so they opt in. A cluster with none gets
+// nothing.
+//
+// # What each implementation supports
+//
+// Implementations is a table keyed by mesh, taken from the Gateway API
+// v1.3.0 conformance reports' supportedFeatures (Linkerd 2.18, Istio
+// 1.26.1, Cilium main): method and query parameter matching, response
+// header changes, request mirroring and its percentage, request
+// timeouts, a route for one port of a Service (HTTPRouteParentRefPort;
+// Cilium lacks it) and the MESH-GRPC profile (Istio's report lacks it,
+// so gRPC ports get HTTPRoutes there), plus whether the mesh detects HTTP
+// on any TCP port (Linkerd) and takes retries from annotations (Linkerd's
+// retry.linkerd.io/*). A field whose feature the target's mesh lacks is
+// not emitted: a warning names the field, the feature and the report.
+//
+// # TrafficPolicy → HTTPRoute, GRPCRoute
+//
+// Each Service of the target that TrafficPolicies select gets one route in
+// its namespace, named after it, whose parentRef is the Service, with the
+// policies' rules in order; a Service with several ports gets one route
+// per port that carries HTTP, named "<service>-<port>", whose parentRef
+// names the port. A port carries HTTP when its appProtocol or name
+// declares HTTP, HTTP2 or gRPC (Istio's rules), or, where the mesh
+// detects the protocol, when it is TCP and declares nothing else. A gRPC
+// port gets a GRPCRoute where the mesh passes MESH-GRPC. A rule becomes:
+//
+//   - matches: Exact paths as Exact; a Prefix other than "/" as the
+//     RegularExpression `<quoted prefix>.*`, since TrafficPolicy prefixes
+//     are string prefixes and PathPrefix matches whole segments;
+//     RegularExpression as is; methods; headers Exact, Prefix and Present
+//     as Exact or RegularExpression; query parameters. An inverted header
+//     match cannot be expressed: that match is left out with a warning,
+//     and a rule none of whose matches is left is left out. For a
+//     GRPCRoute, paths "/service/method" (Exact) and "/service/" (Prefix)
+//     become method matches, and other paths and query parameters cannot
+//     be expressed;
+//   - backendRefs: the route's destinations, weights scaled by 1000 (an
+//     equal split when none is set), or the Service itself at the port
+//     the route is for. A Service of the target is itself; a Service of
+//     another cluster is Linkerd multicluster's mirror "<service>-<cluster>"
+//     where the target has a Link to that cluster (discovery's
+//     MeshSpec.LinkedClusters) and the mirror was discovered, else the
+//     rule is left out with a warning. A VirtualDestination is its backing
+//     Services reachable so, sharing the destination's weight equally:
+//     routes split by weight and cannot fail over (a warning says so when
+//     the VirtualDestination orders failover). Subsets, and Services of
+//     another namespace (which would need a ReferenceGrant), leave the rule
+//     out with a warning. Mirrored Services are Linkerd's own; the Gateway
+//     API's portable answer, ServiceImport backends (GEP-1748), is still
+//     experimental and not used;
+//   - filters: RequestHeaderModifier and ResponseHeaderModifier (a header
+//     set or added twice keeps its first value), RequestMirror with its
+//     percent;
+//   - timeouts.request from the timeout, in GEP-2257's format (whole
+//     milliseconds, rounded up); GRPCRoutes have no timeouts;
+//   - retries: only Linkerd takes them, per route, from annotations
+//     (limit, per-try timeout, conditions 5xx, gateway-error, 409 for
+//     retriable-4xx, and the gRPC codes); the route takes the first rule's
+//     retries, and rules that differ get a warning. Elsewhere retries need
+//     the experimental channel's HTTPRouteRetry: a warning;
+//   - fault injection cannot be expressed: a warning.
+//
+// The Gateway API orders a route's rules by the specificity of their
+// matches, not by their order: a rule without matches followed by other
+// rules gets a warning, since the later rules take the requests they match.
+//
+// # What a target reads
+//
+// Its own meshes, Mesh resources and (for the opt-in) Namespaces; its
+// Services (Cluster.Select, Cluster.Service for destinations and mirrors);
+// every TrafficPolicy and VirtualDestination, and the Services of the
+// fleet a VirtualDestination's selectors select. incremental_test.go
+// checks that incremental translation equals full translation after
+// changes to each.
+//
+// # Output
+//
+// Output is sorted and deterministic; routes carry no status, which is
+// the implementation's.
+package gatewayapi
