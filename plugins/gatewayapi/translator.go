@@ -43,6 +43,9 @@ func (*Translator) Describe() sdk.Description {
 		Name:     "gatewayapi",
 		Version:  "0.1.0",
 		Backends: []string{Backend},
+		// Agents watch Links so that discovery finds the clusters Linkerd
+		// multicluster links to (Mesh linkedClusters).
+		InputKinds: []string{"multicluster.linkerd.io/Link"},
 		OutputKinds: []string{
 			GatewayGroup + "/" + KindHTTPRoute, GatewayGroup + "/" + KindGRPCRoute,
 			LinkerdPolicyGroup + "/" + KindServer, LinkerdPolicyGroup + "/" + KindAuthorizationPolicy,

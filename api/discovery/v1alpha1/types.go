@@ -82,6 +82,11 @@ type MeshSpec struct {
 	// ConfigMap sets enable-envoy-config to "true", as Cilium's Helm value
 	// envoyConfig.enabled does.
 	EnvoyConfig bool `json:"envoyConfig,omitempty"`
+	// TrustAnchors are, for a Linkerd mesh, the SHA-256 fingerprints (hex)
+	// of its trust anchors, the certificates of the
+	// linkerd-identity-trust-roots ConfigMap, sorted, when discovered.
+	// Clusters joined by Linkerd multicluster share them.
+	TrustAnchors []string `json:"trustAnchors,omitempty"`
 	// LinkedClusters are, for a Linkerd mesh with the multicluster
 	// extension, the clusters its Links (multicluster.linkerd.io) name as
 	// targets, sorted: their exported Services are mirrored here as

@@ -236,6 +236,11 @@ func (in *MeshSpec) DeepCopyInto(out *MeshSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.TrustAnchors != nil {
+		in, out := &in.TrustAnchors, &out.TrustAnchors
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LinkedClusters != nil {
 		in, out := &in.LinkedClusters, &out.LinkedClusters
 		*out = make([]string, len(*in))
