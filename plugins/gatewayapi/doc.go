@@ -81,12 +81,47 @@
 // matches, not by their order: a rule without matches followed by other
 // rules gets a warning, since the later rules take the requests they match.
 //
+// # AccessPolicy → Linkerd authorization (Linkerd clusters only)
+//
+// Every TCP port of a Service that an AccessPolicy selects gets a Server
+// (policy.linkerd.io/v1beta3) "<service>-<port>" in its namespace:
+// podSelector the Service's selector, port its targetPort (a name as is:
+// Linkerd resolves it per pod), proxyProtocol from the port's declared
+// protocol (HTTP/1, HTTP/2, gRPC, TLS, opaque; else unknown, detected),
+// accessPolicy deny. That is the AccessPolicy's default-deny: a DenyAll
+// policy adds nothing else. Pods that no selected Service selects are not
+// covered (Linkerd's namespace default, config.linkerd.io/default-inbound-policy,
+// is left to the cluster), nor are Services without a selector (a warning).
+//
+// An Allow policy's clients become a MeshTLSAuthentication
+// "meshrelay-<hash>" in each namespace where it admits something, whose
+// identities are Linkerd's: "<sa>.<ns>.serviceaccount.identity.linkerd.<trust-domain>",
+// "*.<ns>.serviceaccount.identity.linkerd.<trust-domain>" for a
+// namespace, "*.serviceaccount.identity.linkerd.<trust-domain>" for any
+// (the trust domain is discovery's, cluster.local by default). Linkerd's
+// identities do not name the cluster, and clusters joined by multicluster
+// share the trust domain: a selector or service account naming only other
+// clusters admits nothing there (fail closed), and one naming this
+// cluster admits the same identity from every cluster sharing the trust
+// domain; each gets a warning. The policy then gets an
+// AuthorizationPolicy per Server of its ports (every port without ports),
+// "<server>-<hash>", requiring that authentication. With methods or
+// paths, it gets instead a policy.linkerd.io HTTPRoute per Server whose
+// parent is the Server and whose matches are every method with every path
+// ("/x*" as the regular expression `/x.*`), and its AuthorizationPolicy
+// targets that route. Once routes attach to a Server, Linkerd admits only
+// requests matching one, each by its route's authorizations; so such a
+// Server also gets a catch-all route "<server>-all", and the policies
+// admitting the whole port are authorized on every route of the Server. A
+// port that is not HTTP admits nothing by methods and paths (a warning),
+// nor does a port the Service lacks.
+//
 // # What a target reads
 //
 // Its own meshes, Mesh resources and (for the opt-in) Namespaces; its
 // Services (Cluster.Select, Cluster.Service for destinations and mirrors);
-// every TrafficPolicy and VirtualDestination, and the Services of the
-// fleet a VirtualDestination's selectors select. incremental_test.go
+// every TrafficPolicy, AccessPolicy and VirtualDestination, and the
+// Services of the fleet a VirtualDestination's selectors select. incremental_test.go
 // checks that incremental translation equals full translation after
 // changes to each.
 //

@@ -109,14 +109,37 @@ func changes(t testing.TB) map[string]*sdktest.Fixture {
 	}
 }
 
-// TestIncrementalMatchesFull checks, for each change of the fixture and
+// accessChanges are edits of the access fixture: the trust domain, a
+// Service's ports and selector, a policy.
+func accessChanges(t testing.TB) map[string]*sdktest.Fixture {
+	base := load(t, "access")
+	return map[string]*sdktest.Fixture{
+		"trust domain changes": edit(t, base, "east", named("Mesh", "linkerd", func(o map[string]any) map[string]any {
+			o["spec"].(map[string]any)["trustDomain"] = "corp.example"
+			return o
+		})),
+		"service port renamed": edit(t, base, "east", named("Service", "details", func(o map[string]any) map[string]any {
+			o["spec"].(map[string]any)["ports"].([]any)[1].(map[string]any)["name"] = "http-db"
+			return o
+		})),
+		"service loses its selector": edit(t, base, "west", named("Service", "details", func(o map[string]any) map[string]any {
+			delete(o["spec"].(map[string]any), "selector")
+			return o
+		})),
+		"scoped policy dropped": edit(t, base, "", named("AccessPolicy", "reviews-get", func(map[string]any) map[string]any { return nil })),
+	}
+}
+
+// TestIncrementalMatchesFull checks, for each change of a fixture and
 // back, that the session's incremental answer equals a full translation.
 func TestIncrementalMatchesFull(t *testing.T) {
-	base := load(t, "routes")
-	for name, changed := range changes(t) {
-		t.Run(name, func(t *testing.T) {
-			sdktest.CheckIncremental(t, gatewayapi.New(), base, changed, base)
-		})
+	for fixture, cs := range map[string]map[string]*sdktest.Fixture{"routes": changes(t), "access": accessChanges(t)} {
+		base := load(t, fixture)
+		for name, changed := range cs {
+			t.Run(fixture+"/"+name, func(t *testing.T) {
+				sdktest.CheckIncremental(t, gatewayapi.New(), base, changed, base)
+			})
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/sdk"
 )
@@ -68,7 +69,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("gatewayapi target %q: %w", req.Target.Name, err)
 	}
-	if impl.Mesh == "linkerd" {
+	if impl.Mesh == discoveryapi.MeshLinkerd {
 		tr.accessPolicies(req.Fleet.AccessPolicies())
 	}
 	for _, out := range tr.outputs {
@@ -92,6 +93,8 @@ type translation struct {
 	outputs []output
 	diags   []sdk.Diagnostic
 	seen    map[diagKey]bool
+	// authn holds the Linkerd identities of each Allow policy's clients.
+	authn map[*policyv1alpha1.AccessPolicy][]string
 }
 
 type diagKey struct {
