@@ -1,9 +1,11 @@
 package gatewayapi
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -99,10 +101,6 @@ type server struct {
 // admitting them to the Servers of its ports, or to HTTPRoutes of its
 // methods and paths.
 func (tr *translation) accessPolicies(aps []*policyv1alpha1.AccessPolicy) {
-	domain := "cluster.local"
-	if m, ok := meshOf(tr.target, discoveryapi.MeshLinkerd); ok && m.TrustDomain != "" {
-		domain = m.TrustDomain
-	}
 	tr.authn = map[*policyv1alpha1.AccessPolicy][]string{}
 	servers := map[string]*server{}
 	var order []string
@@ -113,7 +111,7 @@ func (tr *translation) accessPolicies(aps []*policyv1alpha1.AccessPolicy) {
 		}
 		var ids []string
 		if ap.Spec.Action != policyv1alpha1.ActionDenyAll {
-			ids = tr.identities(ap, domain)
+			ids = tr.identities(ap)
 			tr.authn[ap] = ids
 		}
 		for _, d := range dests {
@@ -264,53 +262,101 @@ func (tr *translation) admittedPorts(ap *policyv1alpha1.AccessPolicy, svc *corev
 	return out
 }
 
-// identities returns the Linkerd identities of a policy's clients in the
-// target, sorted: "<sa>.<ns>.serviceaccount.identity.linkerd.<domain>",
-// "*.<ns>.serviceaccount.identity.linkerd.<domain>" for a namespace, and
-// "*.serviceaccount.identity.linkerd.<domain>" for any. Linkerd's
-// identities do not name the cluster: a client selector or service account
-// naming only other clusters is left out with a warning (fail closed), and
-// one naming this cluster and others admits the identity from any
-// cluster sharing the trust domain, with a warning; so does a service
-// account naming this cluster.
-func (tr *translation) identities(ap *policyv1alpha1.AccessPolicy, domain string) []string {
-	suffix := ".serviceaccount.identity.linkerd." + domain
+// sharedTrustDomains maps each cluster of the fleet running Linkerd to
+// its identity trust domain. It is shared: a target depends on the table,
+// not on every cluster's meshes.
+var sharedTrustDomains = sdk.NewShared("gatewayapi/linkerd-trust-domains", func(f *sdk.Fleet) map[string]string {
+	out := map[string]string{}
+	for _, c := range f.ClustersWithMesh(discoveryapi.MeshLinkerd) {
+		m, _ := meshOf(c, discoveryapi.MeshLinkerd)
+		out[c.Name] = cmp.Or(m.TrustDomain, defaultTrustDomain)
+	}
+	return out
+})
+
+// defaultTrustDomain is Linkerd's identity trust domain unless configured.
+const defaultTrustDomain = "cluster.local"
+
+// identities returns the Linkerd identities of a policy's clients, sorted:
+// "<sa>.<ns>.serviceaccount.identity.linkerd.<domain>",
+// "*.<ns>.serviceaccount.identity.linkerd.<domain>" for a namespace and
+// "*.serviceaccount.identity.linkerd.<domain>" for any, in the trust
+// domain of each Linkerd cluster the selector admits (every one when it
+// names none). An identity names no cluster, only a trust domain: where
+// a cluster the selector names shares its trust domain with a Linkerd
+// cluster it does not name, the identity admits the clients of both, and
+// a warning says so. Clients of clusters without Linkerd have no Linkerd
+// identity and are left out with a warning.
+func (tr *translation) identities(ap *policyv1alpha1.AccessPolicy) []string {
+	domains := sharedTrustDomains.Get(tr.fleet)
+	byDomain := map[string][]string{}
+	for c, d := range domains {
+		byDomain[d] = append(byDomain[d], c)
+	}
+	// domainsOf returns the trust domains of the named clusters (every
+	// Linkerd cluster for none), warning at path about what they cannot
+	// tell apart.
+	domainsOf := func(clusters []string, path string) []string {
+		if len(clusters) == 0 {
+			return slices.Sorted(maps.Keys(byDomain))
+		}
+		var out []string
+		for _, c := range clusters {
+			d, ok := domains[c]
+			if !ok {
+				tr.warn(ap, path, "cluster %q runs no Linkerd, so its clients have no Linkerd identity: they are not admitted in cluster %q", c, tr.target.Name)
+				continue
+			}
+			out = append(out, d)
+			for _, other := range byDomain[d] {
+				if !slices.Contains(clusters, other) {
+					tr.warn(ap, path, "Linkerd identities name a trust domain, not a cluster: cluster %q shares trust domain %s with cluster %q, whose clients are admitted too", c, d, other)
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
 	var out []string
 	for i, cs := range ap.Spec.From {
 		at := fmt.Sprintf("spec.from[%d]", i)
-		if len(cs.Clusters) > 0 {
-			if !slices.Contains(cs.Clusters, tr.target.Name) {
-				tr.warn(ap, at+".clusters", "Linkerd identities do not name the cluster, so clients of other clusters cannot be told from cluster %q's: the selector admits nothing there", tr.target.Name)
-				continue
-			}
-			tr.warn(ap, at+".clusters", "Linkerd identities do not name the cluster: in cluster %q the selector admits its clients from every cluster sharing the trust domain %s", tr.target.Name, domain)
-		}
+		clusterDomains := domainsOf(cs.Clusters, at+".clusters")
 		switch {
 		case len(cs.ServiceAccounts) > 0:
 			for j, sa := range cs.ServiceAccounts {
-				if sa.Cluster != "" && sa.Cluster != tr.target.Name {
-					tr.warn(ap, fmt.Sprintf("%s.serviceAccounts[%d].cluster", at, j), "Linkerd identities do not name the cluster, so a service account of cluster %q cannot be told from cluster %q's: it admits nothing there", sa.Cluster, tr.target.Name)
-					continue
-				}
 				if len(cs.Namespaces) > 0 && !slices.Contains(cs.Namespaces, sa.Namespace) {
 					continue
 				}
+				ds := clusterDomains
 				if sa.Cluster != "" {
-					tr.warn(ap, fmt.Sprintf("%s.serviceAccounts[%d].cluster", at, j), "Linkerd identities do not name the cluster: in cluster %q the service account is admitted from every cluster sharing the trust domain %s", tr.target.Name, domain)
+					if len(cs.Clusters) > 0 && !slices.Contains(cs.Clusters, sa.Cluster) {
+						continue
+					}
+					ds = domainsOf([]string{sa.Cluster}, fmt.Sprintf("%s.serviceAccounts[%d].cluster", at, j))
 				}
-				out = append(out, sa.Name+"."+sa.Namespace+suffix)
+				for _, d := range ds {
+					out = append(out, sa.Name+"."+sa.Namespace+identitySuffix+d)
+				}
 			}
 		case len(cs.Namespaces) > 0:
 			for _, ns := range cs.Namespaces {
-				out = append(out, "*."+ns+suffix)
+				for _, d := range clusterDomains {
+					out = append(out, "*."+ns+identitySuffix+d)
+				}
 			}
 		default:
-			out = append(out, "*"+suffix)
+			for _, d := range clusterDomains {
+				out = append(out, "*"+identitySuffix+d)
+			}
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// identitySuffix follows the namespace in a Linkerd identity, before the
+// trust domain.
+const identitySuffix = ".serviceaccount.identity.linkerd."
 
 // proxyProtocol returns the Server's proxyProtocol for a Service port:
 // what its appProtocol or name declares, else unknown (Linkerd detects

@@ -98,12 +98,17 @@
 // identities are Linkerd's: "<sa>.<ns>.serviceaccount.identity.linkerd.<trust-domain>",
 // "*.<ns>.serviceaccount.identity.linkerd.<trust-domain>" for a
 // namespace, "*.serviceaccount.identity.linkerd.<trust-domain>" for any
-// (the trust domain is discovery's, cluster.local by default). Linkerd's
-// identities do not name the cluster, and clusters joined by multicluster
-// share the trust domain: a selector or service account naming only other
-// clusters admits nothing there (fail closed), and one naming this
-// cluster admits the same identity from every cluster sharing the trust
-// domain; each gets a warning. The policy then gets an
+// — in the trust domain of each Linkerd cluster the selector admits (every
+// Linkerd cluster when it names none; discovery's trust domain,
+// cluster.local by default). An identity names a trust domain, not a
+// cluster: where a named cluster shares its trust domain with a Linkerd
+// cluster the selector does not name, both clusters' clients are
+// admitted, with a warning; give clusters trust domains of their own to
+// tell them apart. A cluster without Linkerd has no Linkerd identities:
+// its clients are not admitted, with a warning. Clients reaching a
+// Service through Linkerd multicluster's gateway arrive with the gateway's
+// identity, not theirs; pod-to-pod multicluster keeps the client's. The
+// policy then gets an
 // AuthorizationPolicy per Server of its ports (every port without ports),
 // "<server>-<hash>", requiring that authentication. With methods or
 // paths, it gets instead a policy.linkerd.io HTTPRoute per Server whose
@@ -118,7 +123,9 @@
 //
 // # What a target reads
 //
-// Its own meshes, Mesh resources and (for the opt-in) Namespaces; its
+// Its own meshes, Mesh resources and (for the opt-in) Namespaces; the
+// trust domain of every Linkerd cluster, a value computed once per state
+// of the fleet and shared ("gatewayapi/linkerd-trust-domains"); its
 // Services (Cluster.Select, Cluster.Service for destinations and mirrors);
 // every TrafficPolicy, AccessPolicy and VirtualDestination, and the
 // Services of the fleet a VirtualDestination's selectors select. incremental_test.go
