@@ -77,9 +77,19 @@
 //     the experimental channel's HTTPRouteRetry: a warning;
 //   - fault injection cannot be expressed: a warning.
 //
-// The Gateway API orders a route's rules by the specificity of their
-// matches, not by their order: a rule without matches followed by other
-// rules gets a warning, since the later rules take the requests they match.
+// The Gateway API does not keep a route's rules in order: among the
+// matches a request matches it takes the most specific — Exact and
+// RegularExpression paths (which match the whole path) above prefixes,
+// longer prefixes first, then a method, more headers, more query
+// parameters — and the earlier rule only among equals, while a
+// TrafficPolicy takes the first rule that matches. A match that may take
+// requests an earlier rule of the route also matches, and outranks that
+// rule's match, gets a warning naming both (precedenceWarnings); order
+// the rules from the most specific to the least to avoid it.
+// plugins/conformance's route-semantics test evaluates the emitted
+// HTTPRoute and the Istio backend's VirtualService of one fleet and
+// checks that every request reaches the same Services in the same shares,
+// or that such a warning explains why not.
 //
 // # AccessPolicy → Linkerd authorization (Linkerd clusters only)
 //

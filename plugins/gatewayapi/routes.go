@@ -100,7 +100,6 @@ func (tr *translation) serviceRoutes(svc *corev1.Service, rules []ruleRef) {
 		}
 		return
 	}
-	tr.precedenceWarnings(rules)
 	for _, sp := range ports {
 		parent := gatewayv1.ParentReference{Group: ptr(gatewayv1.Group("")), Kind: ptr(gatewayv1.Kind("Service")), Name: gatewayv1.ObjectName(svc.Name)}
 		name := svc.Name
@@ -116,15 +115,110 @@ func (tr *translation) serviceRoutes(svc *corev1.Service, rules []ruleRef) {
 	}
 }
 
-// precedenceWarnings warns about rules whose order Gateway API does not
-// keep: it gives a rule without matches the lowest precedence, so the
-// rules after one take the requests they match.
+// precedenceWarnings warns about rules whose order a route does not
+// keep. The Gateway API chooses among the matching rules of a route by
+// the specificity of their matches — the path (Exact and
+// RegularExpression, which match the whole path, above a PathPrefix,
+// longer prefixes first), then a method, then more headers, then more
+// query parameters — and by order only among equals. A TrafficPolicy takes
+// the first rule that matches. So a match that may take a request an
+// earlier rule also matches, and outranks that rule's match, is warned
+// about: requests both match go to the later rule.
 func (tr *translation) precedenceWarnings(rules []ruleRef) {
-	for i, r := range rules {
-		if len(r.rule().Matches) == 0 && i < len(rules)-1 {
-			tr.warn(r.policy, r.path(".matches"), "the rule matches every request, yet Gateway API gives a rule without matches the lowest precedence: the rules after it take the requests they match")
+	for j, later := range rules {
+		for k, lm := range matchesOf(later) {
+			for _, earlier := range rules[:j] {
+				if slices.ContainsFunc(matchesOf(earlier), func(em policyv1alpha1.HTTPMatch) bool { return overlap(em, lm) && outranks(lm, em) }) {
+					path := later.path(fmt.Sprintf(".matches[%d]", k))
+					if len(later.rule().Matches) == 0 {
+						path = later.path(".matches")
+					}
+					tr.warn(later.policy, path, "the Gateway API ranks this match above one of %s spec.http[%d], which comes first: the requests both match take this rule", sdk.RefOf(earlier.policy).Key(), earlier.index)
+					break
+				}
+			}
 		}
 	}
+}
+
+// matchesOf returns a rule's matches; a rule without matches matches
+// every request, as the match "/" does.
+func matchesOf(r ruleRef) []policyv1alpha1.HTTPMatch {
+	if ms := r.rule().Matches; len(ms) > 0 {
+		return ms
+	}
+	return []policyv1alpha1.HTTPMatch{{}}
+}
+
+// pathRank returns how the Gateway API ranks a match's path: 2 for Exact
+// and RegularExpression (they match the whole path), 1 for a prefix, with
+// its length ("/" without a path).
+func pathRank(m policyv1alpha1.HTTPMatch) (int, int) {
+	if m.Path == nil {
+		return 1, 1
+	}
+	switch m.Path.Type {
+	case policyv1alpha1.MatchExact, policyv1alpha1.MatchRegex:
+		return 2, 0
+	}
+	return 1, len(m.Path.Value)
+}
+
+// outranks reports whether a may win over b for a request both match.
+func outranks(a, b policyv1alpha1.HTTPMatch) bool {
+	ac, al := pathRank(a)
+	bc, bl := pathRank(b)
+	if ac != bc {
+		return ac > bc
+	}
+	if ac == 1 && al != bl {
+		return al > bl
+	}
+	secondary := func(m policyv1alpha1.HTTPMatch) [3]int {
+		method := 0
+		if m.Method != "" {
+			method = 1
+		}
+		return [3]int{method, len(m.Headers), len(m.QueryParams)}
+	}
+	sa, sb := secondary(a), secondary(b)
+	if c := slices.Compare(sa[:], sb[:]); c != 0 {
+		return c > 0
+	}
+	// Whole-path matches tie on the path; so may prefixes of different
+	// lengths.
+	return false
+}
+
+// overlap reports whether some request may match both a and b: not when
+// their exact paths, methods or exact values of one header differ, or an
+// exact path lacks the other's prefix.
+func overlap(a, b policyv1alpha1.HTTPMatch) bool {
+	if a.Method != "" && b.Method != "" && a.Method != b.Method {
+		return false
+	}
+	if a.Path != nil && b.Path != nil {
+		exact := func(p *policyv1alpha1.PathMatch) bool { return p.Type == policyv1alpha1.MatchExact }
+		prefix := func(p *policyv1alpha1.PathMatch) bool { return p.Type == "" || p.Type == policyv1alpha1.MatchPrefix }
+		switch {
+		case exact(a.Path) && exact(b.Path) && a.Path.Value != b.Path.Value:
+			return false
+		case exact(a.Path) && prefix(b.Path) && !strings.HasPrefix(a.Path.Value, b.Path.Value),
+			exact(b.Path) && prefix(a.Path) && !strings.HasPrefix(b.Path.Value, a.Path.Value):
+			return false
+		case prefix(a.Path) && prefix(b.Path) && !strings.HasPrefix(a.Path.Value, b.Path.Value) && !strings.HasPrefix(b.Path.Value, a.Path.Value):
+			return false
+		}
+	}
+	for _, ha := range a.Headers {
+		for _, hb := range b.Headers {
+			if strings.EqualFold(ha.Name, hb.Name) && !ha.Invert && !hb.Invert &&
+				(ha.Type == "" || ha.Type == policyv1alpha1.MatchExact) && (hb.Type == "" || hb.Type == policyv1alpha1.MatchExact) && ha.Value != hb.Value {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // carriesHTTP reports whether a Service port can carry routes: any TCP
@@ -182,6 +276,7 @@ func (tr *translation) httpRoute(name string, svc *corev1.Service, port int32, p
 	if len(route.Spec.Rules) == 0 {
 		return
 	}
+	tr.precedenceWarnings(used)
 	route.Annotations = tr.retryAnnotations(used, false)
 	tr.emit(route, parentsOf(used)...)
 }
@@ -205,6 +300,7 @@ func (tr *translation) grpcRoute(name string, svc *corev1.Service, port int32, p
 	if len(route.Spec.Rules) == 0 {
 		return
 	}
+	tr.precedenceWarnings(used)
 	route.Annotations = tr.retryAnnotations(used, true)
 	tr.emit(route, parentsOf(used)...)
 }
