@@ -181,7 +181,11 @@ func (tr *translation) server(s *server, emitted map[string]bool) {
 		ProxyProtocol: proxyProtocol(s.port), AccessPolicy: "deny",
 	}), s.parents...)
 	authorize := func(ap *policyv1alpha1.AccessPolicy, target objectRef) {
-		tr.emit(newLinkerdObject(linkerdAuthVersion, KindAuthorizationPolicy, ns, target.Name+"-"+refHash(ap), authorizationSpec{
+		name := target.Name + "-" + refHash(ap)
+		if strings.HasSuffix(target.Name, "-"+refHash(ap)) {
+			name = target.Name // the policy's own route
+		}
+		tr.emit(newLinkerdObject(linkerdAuthVersion, KindAuthorizationPolicy, ns, name, authorizationSpec{
 			TargetRef:                  target,
 			RequiredAuthenticationRefs: []objectRef{{Group: LinkerdPolicyGroup, Kind: KindMeshTLSAuthentication, Name: tr.authentication(ap, ns, emitted)}},
 		}), ap)

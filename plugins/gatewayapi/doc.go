@@ -121,7 +121,7 @@
 // policy then gets an
 // AuthorizationPolicy per Server of its ports (every port without ports),
 // "<server>-<hash>", requiring that authentication. With methods or
-// paths, it gets instead a policy.linkerd.io HTTPRoute per Server whose
+// paths, it gets instead a policy.linkerd.io HTTPRoute "<server>-<hash>" whose
 // parent is the Server and whose matches are every method with every path
 // ("/x*" as the regular expression `/x.*`), and its AuthorizationPolicy
 // targets that route. Once routes attach to a Server, Linkerd admits only
