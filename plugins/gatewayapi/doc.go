@@ -105,31 +105,31 @@
 //
 // An Allow policy's clients become a MeshTLSAuthentication
 // "meshrelay-<hash>" in each namespace where it admits something, whose
-// identities are Linkerd's: "<sa>.<ns>.serviceaccount.identity.linkerd.<trust-domain>",
-// "*.<ns>.serviceaccount.identity.linkerd.<trust-domain>" for a
-// namespace, "*.serviceaccount.identity.linkerd.<trust-domain>" for any
-// — in the trust domain of each Linkerd cluster the selector admits (every
-// Linkerd cluster when it names none; discovery's trust domain,
-// cluster.local by default). An identity names a trust domain, not a
-// cluster: where a named cluster shares its trust domain with a Linkerd
-// cluster the selector does not name, both clusters' clients are
-// admitted, with a warning; give clusters trust domains of their own to
-// tell them apart. A cluster without Linkerd has no Linkerd identities:
-// its clients are not admitted, with a warning. Clients reaching a
-// Service through Linkerd multicluster's gateway arrive with the gateway's
-// identity, not theirs; pod-to-pod multicluster keeps the client's. The
-// policy then gets an
-// AuthorizationPolicy per Server of its ports (every port without ports),
-// "<server>-<hash>", requiring that authentication. With methods or
-// paths, it gets instead a policy.linkerd.io HTTPRoute "<server>-<hash>" whose
-// parent is the Server and whose matches are every method with every path
-// ("/x*" as the regular expression `/x.*`), and its AuthorizationPolicy
-// targets that route. Once routes attach to a Server, Linkerd admits only
-// requests matching one, each by its route's authorizations; so such a
-// Server also gets a catch-all route "<server>-all", and the policies
-// admitting the whole port are authorized on every route of the Server. A
-// port that is not HTTP admits nothing by methods and paths (a warning),
-// nor does a port the Service lacks.
+// identities are Linkerd's:
+// "<sa>.<ns>.serviceaccount.identity.linkerd.<trust-domain>",
+// "*.<ns>.serviceaccount.identity.linkerd.<trust-domain>" for a namespace,
+// "*.serviceaccount.identity.linkerd.<trust-domain>" for any — in the trust
+// domain of each Linkerd cluster the selector admits (every Linkerd cluster
+// when it names none; discovery's trust domain, cluster.local by default).
+// An identity names a trust domain, not a cluster: where a named cluster
+// shares its trust domain with a Linkerd cluster the selector does not
+// name, both clusters' clients are admitted, with a warning; give clusters
+// trust domains of their own to tell them apart. A cluster without Linkerd
+// has no Linkerd identities: its clients are not admitted, with a warning.
+// Clients reaching a Service through Linkerd multicluster's gateway arrive
+// with the gateway's identity, not theirs; pod-to-pod multicluster keeps
+// the client's. The policy then gets an AuthorizationPolicy per Server of
+// its ports (every port without ports), "<server>-<hash>", requiring that
+// authentication. With methods or paths, it gets instead a
+// policy.linkerd.io HTTPRoute "<server>-<hash>" whose parent is the Server
+// and whose matches are every method with every path ("/x*" as the regular
+// expression `/x.*`), and its AuthorizationPolicy targets that route. Once
+// routes attach to a Server, Linkerd admits only requests matching one,
+// each by its route's authorizations; so such a Server also gets a
+// catch-all route "<server>-all", and the policies admitting the whole port
+// are authorized on every route of the Server. A port that is not HTTP
+// admits nothing by methods and paths (a warning), nor does a port the
+// Service lacks.
 //
 // # What a target reads
 //
@@ -138,9 +138,9 @@
 // of the fleet and shared ("gatewayapi/linkerd-trust-domains"); its
 // Services (Cluster.Select, Cluster.Service for destinations and mirrors);
 // every TrafficPolicy, AccessPolicy and VirtualDestination, and the
-// Services of the fleet a VirtualDestination's selectors select. incremental_test.go
-// checks that incremental translation equals full translation after
-// changes to each.
+// Services of the fleet a VirtualDestination's selectors select.
+// incremental_test.go checks that incremental translation equals full
+// translation after changes to each.
 //
 // # Output
 //
