@@ -22,7 +22,7 @@ BENCHTIME   ?= 1x
 
 all: build
 
-## build: the meshrelay binary and the three plugins into bin/.
+## build: the meshrelay binary and the four plugins into bin/.
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 

@@ -357,7 +357,7 @@ func TestServerRender(t *testing.T) {
 		for _, c := range inits {
 			names = append(names, c.(map[string]any)["name"].(string))
 		}
-		if want := []string{"plugin-istio", "plugin-envoy", "plugin-cilium"}; !slices.Equal(names, want) {
+		if want := []string{"plugin-istio", "plugin-envoy", "plugin-cilium", "plugin-gatewayapi"}; !slices.Equal(names, want) {
 			t.Errorf("init containers = %q, want %q", names, want)
 		}
 		// The server accepts only admin tokens shaped like pki.NewToken's.
@@ -538,6 +538,12 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 		"cilium.io/ciliumclusterwidenetworkpolicies": all,
 		"cilium.io/ciliumenvoyconfigs":               all,
 		"networking.k8s.io/networkpolicies":          all,
+		"gateway.networking.k8s.io/httproutes":       all,
+		"gateway.networking.k8s.io/grpcroutes":       all,
+		"policy.linkerd.io/servers":                  all,
+		"policy.linkerd.io/authorizationpolicies":    all,
+		"policy.linkerd.io/meshtlsauthentications":   all,
+		"policy.linkerd.io/httproutes":               all,
 		// Global service annotations only: never create or delete Services.
 		"/services": {"patch"},
 		// Mesh trust: rollout restarts of workloads whose proxies carry an old chain.
@@ -553,7 +559,7 @@ func TestAgentRBACIsLeastPrivilege(t *testing.T) {
 		"apiextensions.k8s.io/customresourcedefinitions",
 		"networking.istio.io/virtualservices", "security.istio.io/authorizationpolicies",
 		"policy.meshrelay.io/trafficpolicies", "policy.meshrelay.io/accesspolicies", "policy.meshrelay.io/virtualdestinations",
-		"policy.meshrelay.io/meshtrusts",
+		"policy.meshrelay.io/meshtrusts", "multicluster.linkerd.io/links",
 	}
 
 	objs := render(t, renderCases["agent/defaults"], "mr")
@@ -762,6 +768,10 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 				{verb: "patch", group: "networking.istio.io", resource: "virtualservices", namespace: other, allowed: true},
 				{verb: "delete", group: "cilium.io", resource: "ciliumclusterwidenetworkpolicies", allowed: true},
 				{verb: "create", group: "networking.k8s.io", resource: "networkpolicies", namespace: other, allowed: true},
+				{verb: "patch", group: "gateway.networking.k8s.io", resource: "httproutes", namespace: other, allowed: true},
+				{verb: "delete", group: "policy.linkerd.io", resource: "authorizationpolicies", namespace: other, allowed: true},
+				{verb: "watch", group: "multicluster.linkerd.io", resource: "links", namespace: other, allowed: true},
+				{verb: "patch", group: "multicluster.linkerd.io", resource: "links", namespace: other},
 				{verb: "patch", resource: "services", namespace: other, allowed: true},
 				{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: ns, allowed: true},
 				{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "<release>-meshrelay-agent", allowed: true},

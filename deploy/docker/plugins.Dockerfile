@@ -27,7 +27,7 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     set -eu; \
-    for cmd in meshrelay meshrelay-plugin-istio meshrelay-plugin-envoy meshrelay-plugin-cilium; do \
+    for cmd in meshrelay meshrelay-plugin-istio meshrelay-plugin-envoy meshrelay-plugin-cilium meshrelay-plugin-gatewayapi; do \
       CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
       go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/$cmd ./cmd/$cmd; \
     done; \
@@ -37,7 +37,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="meshrelay-plugins" \
-      org.opencontainers.image.description="meshrelay translator plugins: istio, envoy, cilium" \
+      org.opencontainers.image.description="meshrelay translator plugins: istio, envoy, cilium, gatewayapi" \
       org.opencontainers.image.source="https://github.com/meshrelay/meshrelay" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/meshrelay /usr/local/bin/meshrelay

@@ -36,6 +36,14 @@ const (
 	// CiliumCRDs holds CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy
 	// and CiliumEnvoyConfig.
 	CiliumCRDs = "testdata/crds/cilium"
+	// GatewayAPICRDs holds the Gateway API's standard-channel HTTPRoute and
+	// GRPCRoute, with their CEL validation rules; StartKube installs them
+	// only when asked (KubeCRDs).
+	GatewayAPICRDs = "testdata/crds/gatewayapi"
+	// LinkerdCRDs holds Linkerd's policy.linkerd.io CRDs (Server,
+	// AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication,
+	// HTTPRoute); StartKube installs them only when asked (KubeCRDs).
+	LinkerdCRDs = "testdata/crds/linkerd"
 )
 
 const etcdHint = installHint + ", which installs the Debian package etcd-server"

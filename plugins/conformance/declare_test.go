@@ -9,6 +9,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/plugins/cilium"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/plugins/gatewayapi"
 	"github.com/meshrelay/meshrelay/plugins/istio"
 	"github.com/meshrelay/meshrelay/sdk"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,13 +19,19 @@ import (
 // TestDeclarationsCoverGoldenOutputs checks what each plugin declares
 // against what its golden files show it emitting: agents prune only the
 // declared output kinds, so a kind emitted but not declared would never be
-// pruned after an agent restart; and each backend needs its mesh.
+// pruned after an agent restart; and each mesh backend needs its mesh
+// (gatewayapi is no mesh: it serves the meshes implementing the Gateway
+// API's mesh profile, so it needs none and chooses its targets itself).
 func TestDeclarationsCoverGoldenOutputs(t *testing.T) {
-	for name, tr := range map[string]sdk.Translator{"istio": istio.New(), "envoy": envoy.New(), "cilium": cilium.New()} {
+	for name, tr := range map[string]sdk.Translator{"istio": istio.New(), "envoy": envoy.New(), "cilium": cilium.New(), "gatewayapi": gatewayapi.New()} {
 		t.Run(name, func(t *testing.T) {
 			d := tr.Describe()
-			if !slices.Equal(d.Meshes, d.Backends) {
-				t.Errorf("Describe().Meshes = %v, want every backend %v: each runs only where its mesh is", d.Meshes, d.Backends)
+			want := d.Backends
+			if name == "gatewayapi" {
+				want = nil
+			}
+			if !slices.Equal(d.Meshes, want) {
+				t.Errorf("Describe().Meshes = %v, want %v", d.Meshes, want)
 			}
 			goldens, err := filepath.Glob(filepath.Join("..", name, "testdata", "*.golden.yaml"))
 			if err != nil || len(goldens) == 0 {

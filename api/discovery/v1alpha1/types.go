@@ -16,6 +16,8 @@ const (
 	MeshIstio  = "istio"
 	MeshCilium = "cilium"
 	MeshEnvoy  = "envoy"
+	// MeshLinkerd is Linkerd, found by its linkerd-destination Deployment.
+	MeshLinkerd = "linkerd"
 )
 
 // EnvoyNodeLabel on a workload's pod template says which standalone Envoy (or
@@ -56,13 +58,15 @@ type Mesh struct {
 
 // MeshSpec describes a mesh found in a cluster.
 type MeshSpec struct {
-	// Type is istio, cilium or envoy.
+	// Type is istio, cilium, envoy or linkerd.
 	Type string `json:"type"`
 	// Namespace is where the mesh's control plane runs.
 	Namespace string `json:"namespace,omitempty"`
 	// Version is the control plane's version, from its image tag, when known.
 	Version string `json:"version,omitempty"`
-	// TrustDomain is Istio's trust domain ("cluster.local" by default).
+	// TrustDomain is Istio's trust domain ("cluster.local" by default), or
+	// Linkerd's identity trust domain (its destination controller's
+	// -identity-trust-domain, "cluster.local" by default).
 	TrustDomain string `json:"trustDomain,omitempty"`
 	// Network is Istio's network name for the cluster, when set.
 	Network string `json:"network,omitempty"`
@@ -78,6 +82,19 @@ type MeshSpec struct {
 	// ConfigMap sets enable-envoy-config to "true", as Cilium's Helm value
 	// envoyConfig.enabled does.
 	EnvoyConfig bool `json:"envoyConfig,omitempty"`
+	// TrustAnchors are, for a Linkerd mesh, the SHA-256 fingerprints (hex)
+	// of its trust anchors, the certificates of the
+	// linkerd-identity-trust-roots ConfigMap, sorted, when discovered.
+	// Clusters joined by Linkerd multicluster share them.
+	TrustAnchors []string `json:"trustAnchors,omitempty"`
+	// LinkedClusters are, for a Linkerd mesh with the multicluster
+	// extension, the clusters its Links (multicluster.linkerd.io) name as
+	// targets, sorted: their exported Services are mirrored here as
+	// "<service>-<cluster>". Empty without Links.
+	LinkedClusters []string `json:"linkedClusters,omitempty"`
+	// Multicluster is true for a Linkerd mesh whose multicluster extension
+	// runs here (a Link, or the linkerd-gateway Deployment).
+	Multicluster bool `json:"multicluster,omitempty"`
 	// Cluster is the cluster the mesh runs in. Agents leave it empty (a
 	// snapshot is one cluster's); the server sets it on the copies it
 	// serves and writes to the management cluster.

@@ -88,6 +88,8 @@ type service struct {
 //     workloads label meshrelay.io/envoy-proxy "envoy" or "grpc" in the
 //     same place (pod template, else the workload), that value in
 //     envoyProxies — "envoy" when the group's workloads disagree;
+//   - Mesh "linkerd" when a linkerd-destination Deployment exists
+//     (detectLinkerd);
 //   - a Gateway per east-west gateway Service (label istio=eastwestgateway,
 //     or a LoadBalancer Service labelled topology.istio.io/network), with
 //     its load-balancer addresses (else its external IPs), its
@@ -232,6 +234,9 @@ func Compute(objects []snapshot.Resource) []snapshot.Resource {
 				Type: discoveryv1alpha1.MeshEnvoy, EnvoyNodes: slices.Compact(envoyNodes), EnvoyProxies: envoyProxies,
 			},
 		})
+	}
+	if m, ok := detectLinkerd(objects); ok {
+		add(m)
 	}
 	// The server refuses an input with more Gateways or an invalid one (an
 	// address that is not an IP or a DNS name, say): a Service in a

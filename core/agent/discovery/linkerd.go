@@ -1,0 +1,187 @@
+package discovery
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+)
+
+// Names of Linkerd's objects that discovery recognizes.
+const (
+	// LinkerdDestination is the Deployment of Linkerd's destination
+	// controller; its container "destination" takes the identity trust
+	// domain as -identity-trust-domain.
+	LinkerdDestination = "linkerd-destination"
+	// LinkerdConfigMap holds Linkerd's install values (key "values"),
+	// among them identityTrustDomain.
+	LinkerdConfigMap = "linkerd-config"
+	// LinkerdTrustRootsConfigMap holds Linkerd's trust anchors, PEM, in
+	// the key ca-bundle.crt.
+	LinkerdTrustRootsConfigMap = "linkerd-identity-trust-roots"
+	// LinkerdGateway is the Deployment of Linkerd multicluster's gateway.
+	LinkerdGateway = "linkerd-gateway"
+	// LinkerdMirrorClusterLabel on a service mirror Deployment names the
+	// cluster its Link targets.
+	LinkerdMirrorClusterLabel = "mirror.linkerd.io/cluster-name"
+	// LinkerdMulticlusterGroup is the group of Linkerd multicluster's Link.
+	LinkerdMulticlusterGroup = "multicluster.linkerd.io"
+)
+
+// linkerdDeployment is the part of a Deployment detectLinkerd reads.
+type linkerdDeployment struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Name  string   `json:"name"`
+					Image string   `json:"image"`
+					Args  []string `json:"args"`
+				} `json:"containers"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// detectLinkerd returns Mesh "linkerd" when the objects hold a
+// linkerd-destination Deployment (by name, or the label
+// linkerd.io/control-plane-component=destination):
+//
+//   - namespace and version (the destination container's image tag);
+//   - trustDomain: identityTrustDomain of the linkerd-config ConfigMap's
+//     values when present, else the destination container's
+//     -identity-trust-domain, else cluster.local;
+//   - trustAnchors: the SHA-256 fingerprints of the certificates in the
+//     linkerd-identity-trust-roots ConfigMap, sorted, when present;
+//   - multicluster, when a Link (multicluster.linkerd.io) or a
+//     linkerd-gateway Deployment exists, and linkedClusters: the Links'
+//     spec.targetClusterName and the service mirror Deployments' label
+//     mirror.linkerd.io/cluster-name, sorted and unique.
+//
+// Objects that cannot be decoded are ignored.
+func detectLinkerd(objects []snapshot.Resource) (discoveryv1alpha1.Mesh, bool) {
+	var (
+		dest         *linkerdDeployment
+		configDomain string
+		anchors      []string
+		multicluster bool
+		linked       []string
+	)
+	for _, r := range objects {
+		id := r.ID
+		switch {
+		case id.Group == "apps" && id.Kind == "Deployment":
+			if !bytes.Contains(r.Body, []byte("linkerd")) {
+				continue
+			}
+			var d linkerdDeployment
+			if err := json.Unmarshal(r.Body, &d); err != nil {
+				continue
+			}
+			switch {
+			case d.Metadata.Name == LinkerdDestination || d.Metadata.Labels["linkerd.io/control-plane-component"] == "destination":
+				if dest == nil || cmp.Compare(d.Metadata.Namespace, dest.Metadata.Namespace) < 0 {
+					dest = &d
+				}
+			case d.Metadata.Name == LinkerdGateway:
+				multicluster = true
+			}
+			if c := d.Metadata.Labels[LinkerdMirrorClusterLabel]; c != "" {
+				linked = append(linked, c)
+			}
+		case id.Group == LinkerdMulticlusterGroup && id.Kind == "Link":
+			var l struct {
+				Spec struct {
+					TargetClusterName string `json:"targetClusterName"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal(r.Body, &l); err != nil {
+				continue
+			}
+			multicluster = true
+			if l.Spec.TargetClusterName != "" {
+				linked = append(linked, l.Spec.TargetClusterName)
+			}
+		case id.Group == "" && id.Kind == "ConfigMap" && (id.Name == LinkerdConfigMap || id.Name == LinkerdTrustRootsConfigMap):
+			var cm struct {
+				Data map[string]string `json:"data"`
+			}
+			if err := json.Unmarshal(r.Body, &cm); err != nil {
+				continue
+			}
+			if id.Name == LinkerdTrustRootsConfigMap {
+				anchors = certificateFingerprints(cm.Data["ca-bundle.crt"])
+				continue
+			}
+			var values struct {
+				IdentityTrustDomain string `json:"identityTrustDomain"`
+			}
+			if yaml.Unmarshal([]byte(cm.Data["values"]), &values) == nil {
+				configDomain = values.IdentityTrustDomain
+			}
+		}
+	}
+	if dest == nil {
+		return discoveryv1alpha1.Mesh{}, false
+	}
+	image, argDomain := "", ""
+	if cs := dest.Spec.Template.Spec.Containers; len(cs) > 0 {
+		c := cs[0]
+		for _, cc := range cs {
+			if cc.Name == "destination" {
+				c = cc
+				break
+			}
+		}
+		image = c.Image
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "-identity-trust-domain="); ok {
+				argDomain = v
+			}
+		}
+	}
+	slices.Sort(linked)
+	return discoveryv1alpha1.Mesh{
+		TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
+		ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshLinkerd},
+		Spec: discoveryv1alpha1.MeshSpec{
+			Type: discoveryv1alpha1.MeshLinkerd, Namespace: dest.Metadata.Namespace, Version: imageVersion(image),
+			TrustDomain:    cmp.Or(configDomain, argDomain, DefaultTrustDomain),
+			TrustAnchors:   anchors,
+			Multicluster:   multicluster,
+			LinkedClusters: slices.Compact(linked),
+		},
+	}, true
+}
+
+// certificateFingerprints returns the SHA-256 fingerprints, hex, of the
+// certificates in a PEM bundle, sorted and unique.
+func certificateFingerprints(bundle string) []string {
+	var out []string
+	rest := []byte(bundle)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		sum := sha256.Sum256(b.Bytes)
+		out = append(out, hex.EncodeToString(sum[:]))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
