@@ -1,7 +1,6 @@
 package cilium_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,24 +12,22 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
 
-// obj is a decoded input object or policy.
-type obj = map[string]any
+// The fleet model these tests edit is sdktest's.
+type (
+	obj     = sdktest.Object
+	fleet   = sdktest.Model
+	cluster = sdktest.ModelCluster
+)
 
-// fleet is a fixture being edited, its objects decoded.
-type fleet struct {
-	clusters []*cluster
-	policies []obj
-	// next numbers new names, so that none repeats.
-	next int
-}
-
-// cluster is one cluster of a fleet.
-type cluster struct {
-	name    string
-	meshes  []string
-	stale   bool
-	objects []obj
-}
+var (
+	get         = sdktest.Get
+	kindOf      = sdktest.KindOf
+	nameOf      = sdktest.NameOf
+	namespaceOf = sdktest.NamespaceOf
+	deepCopy    = sdktest.DeepCopy
+	decodeObj   = sdktest.Decode
+	fleetOf     = sdktest.ModelOf
+)
 
 // loadFixture reads testdata/<name>.yaml.
 func loadFixture(t testing.TB, name string) *sdktest.Fixture {
@@ -42,134 +39,8 @@ func loadFixture(t testing.TB, name string) *sdktest.Fixture {
 	return f
 }
 
-func fleetOf(t testing.TB, f *sdktest.Fixture) *fleet {
-	t.Helper()
-	e := &fleet{}
-	for _, c := range f.Clusters {
-		ec := &cluster{name: c.Name, meshes: slices.Clone(c.Meshes), stale: c.Stale}
-		for _, raw := range c.Objects {
-			ec.objects = append(ec.objects, decodeObj(t, raw))
-		}
-		e.clusters = append(e.clusters, ec)
-	}
-	for _, raw := range f.Policies {
-		e.policies = append(e.policies, decodeObj(t, raw))
-	}
-	return e
-}
-
-// fixture encodes the fleet.
-func (e *fleet) fixture(t testing.TB) *sdktest.Fixture {
-	t.Helper()
-	f := &sdktest.Fixture{}
-	for _, c := range e.clusters {
-		fc := sdktest.Cluster{Name: c.name, Meshes: slices.Clone(c.meshes), Stale: c.stale}
-		for _, o := range c.objects {
-			fc.Objects = append(fc.Objects, encodeObj(t, o))
-		}
-		f.Clusters = append(f.Clusters, fc)
-	}
-	for _, p := range e.policies {
-		f.Policies = append(f.Policies, encodeObj(t, p))
-	}
-	return f
-}
-
-// clone returns a deep copy of the fleet.
-func (e *fleet) clone(t testing.TB) *fleet {
-	t.Helper()
-	c := fleetOf(t, e.fixture(t))
-	c.next = e.next
-	return c
-}
-
-func (e *fleet) cluster(name string) *cluster {
-	for _, c := range e.clusters {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// serial returns a number no earlier call returned.
-func (e *fleet) serial() int {
-	e.next++
-	return e.next
-}
-
-func decodeObj(t testing.TB, raw json.RawMessage) obj {
-	t.Helper()
-	var o obj
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
-func encodeObj(t testing.TB, o obj) json.RawMessage {
-	t.Helper()
-	raw, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
-// deepCopy returns a copy of a decoded object.
-func deepCopy(o obj) obj {
-	var dup obj
-	raw, _ := json.Marshal(o)
-	_ = json.Unmarshal(raw, &dup) // a copy of decoded JSON cannot fail
-	return dup
-}
-
-// get returns the map at path under o, creating the maps that are missing.
-func get(o obj, path ...string) obj {
-	for _, k := range path {
-		next, ok := o[k].(obj)
-		if !ok {
-			next = obj{}
-			o[k] = next
-		}
-		o = next
-	}
-	return o
-}
-
-func kindOf(o obj) string          { s, _ := o["kind"].(string); return s }
-func nameOf(o obj) string          { s, _ := get(o, "metadata")["name"].(string); return s }
-func namespaceOf(o obj) string     { s, _ := get(o, "metadata")["namespace"].(string); return s }
 func labelsOf(o obj) obj           { return get(o, "metadata", "labels") }
 func listOf(o obj, k string) []any { l, _ := o[k].([]any); return l }
-
-// ofKind returns the cluster's objects of kind.
-func (c *cluster) ofKind(kind string) []obj {
-	var out []obj
-	for _, o := range c.objects {
-		if kindOf(o) == kind {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// object returns the object of kind and name.
-func (c *cluster) object(kind, name string) obj {
-	for _, o := range c.ofKind(kind) {
-		if nameOf(o) == name {
-			return o
-		}
-	}
-	return nil
-}
-
-// remove drops an object.
-func (c *cluster) remove(o obj) {
-	c.objects = slices.DeleteFunc(c.objects, func(x obj) bool {
-		return kindOf(x) == kindOf(o) && namespaceOf(x) == namespaceOf(o) && nameOf(x) == nameOf(o)
-	})
-}
 
 // service returns a Service in bookinfo selecting app.
 func service(name, app string) obj {
@@ -202,26 +73,26 @@ func incrementalFleet(t testing.TB) *fleet {
 			shopObjs = append(shopObjs, o)
 		}
 	}
-	for _, c := range f.clusters {
-		c.objects = append(c.objects, service("details", "details"), obj{"apiVersion": "apps/v1", "kind": "Deployment",
+	for _, c := range f.Clusters {
+		c.Objects = append(c.Objects, service("details", "details"), obj{"apiVersion": "apps/v1", "kind": "Deployment",
 			"metadata": obj{"name": "details-v1", "namespace": "bookinfo"},
 			"spec": obj{"selector": obj{"matchLabels": obj{"app": "details"}},
 				"template": obj{"metadata": obj{"labels": obj{"app": "details", "version": "v1"}}}}})
-		if c.name == "east" || c.name == "west" {
+		if c.Name == "east" || c.Name == "west" {
 			for _, o := range shopObjs {
-				c.objects = append(c.objects, deepCopy(o))
+				c.Objects = append(c.Objects, deepCopy(o))
 			}
 		}
 	}
-	central := &cluster{name: "central", meshes: []string{"cilium"}}
+	central := &cluster{Name: "central", Meshes: []string{"cilium"}}
 	for _, o := range shopObjs {
-		central.objects = append(central.objects, deepCopy(o))
+		central.Objects = append(central.Objects, deepCopy(o))
 	}
-	f.clusters = append(f.clusters, central)
+	f.Clusters = append(f.Clusters, central)
 	for _, raw := range loadFixture(t, "traffic").Policies {
-		f.policies = append(f.policies, decodeObj(t, raw))
+		f.Policies = append(f.Policies, decodeObj(t, raw))
 	}
-	f.policies = append(f.policies,
+	f.Policies = append(f.Policies,
 		obj{"apiVersion": "policy.meshrelay.io/v1alpha1", "kind": "AccessPolicy",
 			"metadata": obj{"name": "shop-default-deny", "namespace": "shop"},
 			"spec":     obj{"destinationSelectors": []any{obj{"namespaces": []any{"shop"}}}, "action": "DenyAll"}},
@@ -244,15 +115,15 @@ var (
 // against full translations.
 func computedAfter(t *testing.T, base *fleet, change func(*fleet)) []string {
 	t.Helper()
-	changed := base.clone(t)
+	changed := base.Clone(t)
 	change(changed)
 	s := sdktest.NewSession(t, cilium.New())
-	s.Update(base.fixture(t))
+	s.Update(base.Fixture(t))
 	if got := s.Computed(); !slices.Equal(got, ciliumTargets) {
 		t.Fatalf("first update computed %v, want %v", got, ciliumTargets)
 	}
-	s.Update(changed.fixture(t))
-	sdktest.CheckIncremental(t, cilium.New(), base.fixture(t), changed.fixture(t))
+	s.Update(changed.Fixture(t))
+	sdktest.CheckIncremental(t, cilium.New(), base.Fixture(t), changed.Fixture(t))
 	return s.Computed()
 }
 
@@ -270,54 +141,54 @@ func TestLocalChangeComputesItsTarget(t *testing.T) {
 		// when no container port has the name): any workload change of
 		// east concerns it.
 		"deployment of a cluster resolving a named target port": {func(f *fleet) {
-			d := f.cluster("east").object("Deployment", "details-v1")
+			d := f.Cluster("east").Object("Deployment", "details-v1")
 			get(d, "spec", "template", "metadata", "labels")["version"] = "v2"
 		}, []string{"east"}},
 		"container port a named target port resolves to": {func(f *fleet) {
-			d := f.cluster("east").object("Deployment", "ratings-v1")
+			d := f.Cluster("east").Object("Deployment", "ratings-v1")
 			ctr := listOf(get(d, "spec", "template", "spec"), "containers")[0].(obj)
 			listOf(ctr, "ports")[0].(obj)["name"] = "http"
 		}, []string{"east"}},
 		"deployment of a cluster resolving no named target port": {func(f *fleet) {
-			c := f.cluster("central")
-			c.objects = append(c.objects, obj{"apiVersion": "apps/v1", "kind": "Deployment",
+			c := f.Cluster("central")
+			c.Objects = append(c.Objects, obj{"apiVersion": "apps/v1", "kind": "Deployment",
 				"metadata": obj{"name": "cart-v1", "namespace": "shop"},
 				"spec": obj{"selector": obj{"matchLabels": obj{"app": "cart"}},
 					"template": obj{"metadata": obj{"labels": obj{"app": "cart"}}}}})
 		}, nil},
 		"new service": {func(f *fleet) {
-			c := f.cluster("east")
-			c.objects = append(c.objects, service("mail", "mail"))
+			c := f.Cluster("east")
+			c.Objects = append(c.Objects, service("mail", "mail"))
 		}, []string{"east"}},
 		"labels of a service no policy selects": {func(f *fleet) {
-			labelsOf(f.cluster("west").object("Service", "details"))["tier"] = "frontend"
+			labelsOf(f.Cluster("west").Object("Service", "details"))["tier"] = "frontend"
 		}, []string{"west"}},
 		"target port of a destination": {func(f *fleet) {
-			svc := f.cluster("east").object("Service", "reviews")
+			svc := f.Cluster("east").Object("Service", "reviews")
 			listOf(get(svc, "spec"), "ports")[0].(obj)["targetPort"] = 9081
 		}, []string{"east"}},
 		"port of a global service's backend": {func(f *fleet) {
-			svc := f.cluster("west").object("Service", "reviews")
+			svc := f.Cluster("west").Object("Service", "reviews")
 			listOf(get(svc, "spec"), "ports")[0].(obj)["port"] = 9081
 		}, []string{"west"}},
 		"selector of a destination removed": {func(f *fleet) {
-			delete(get(f.cluster("south").object("Service", "productpage"), "spec"), "selector")
+			delete(get(f.Cluster("south").Object("Service", "productpage"), "spec"), "selector")
 		}, []string{"south"}},
 		"namespace a DenyAll policy names whole": {func(f *fleet) {
-			c := f.cluster("south")
-			c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": "shop"}})
+			c := f.Cluster("south")
+			c.Objects = append(c.Objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": "shop"}})
 		}, []string{"south"}},
 		"service of a cluster without global services": {func(f *fleet) {
-			labelsOf(f.cluster("central").object("Service", "cart"))["app"] = "basket"
+			labelsOf(f.Cluster("central").Object("Service", "cart"))["app"] = "basket"
 		}, []string{"central"}},
 		"stale cluster that policies name as clients": {func(f *fleet) {
-			f.cluster("east").stale = true
+			f.Cluster("east").Stale = true
 		}, []string{"east"}},
 		"stale cluster without Cilium": {func(f *fleet) {
-			f.cluster("north").stale = true
+			f.Cluster("north").Stale = true
 		}, nil}, // north has no Cilium: the SDK never computes it
 		"service of a cluster without Cilium": {func(f *fleet) {
-			labelsOf(f.cluster("north").object("Service", "productpage"))["tier"] = "frontend"
+			labelsOf(f.Cluster("north").Object("Service", "productpage"))["tier"] = "frontend"
 		}, nil},
 	}
 	for name, tc := range tests {
@@ -340,24 +211,24 @@ func TestSharedChangeComputesDependents(t *testing.T) {
 		why    string
 	}{
 		"backend of a Locality VirtualDestination removed": {func(f *fleet) {
-			f.cluster("south").remove(service("ratings", ""))
+			f.Cluster("south").Remove(service("ratings", ""))
 		}, []string{"east", "south", "west"},
 			"ratings-global's and ratings-resilience's warnings name the clusters of their Services"},
 		"preferred backend of a Priority VirtualDestination removed": {func(f *fleet) {
-			f.cluster("east").remove(service("reviews", ""))
+			f.Cluster("east").Remove(service("reviews", ""))
 		}, []string{"east", "south", "west"},
 			"west's reviews becomes the preferred backend (affinity local); reviews-split's warning names south"},
 		"service a listing VirtualDestination does not list": {func(f *fleet) {
-			c := f.cluster("central")
-			c.objects = append(c.objects, service("productpage", "productpage"))
+			c := f.Cluster("central")
+			c.Objects = append(c.Objects, service("productpage", "productpage"))
 		}, []string{"central"},
 			"productpage-global lists no Service in central: only central's own policy objects change"},
 		"Cilium on a client cluster": {func(f *fleet) {
-			f.cluster("north").meshes = []string{"cilium", "istio"}
+			f.Cluster("north").Meshes = []string{"cilium", "istio"}
 		}, allTargets,
 			"north gets global services, every VirtualDestination a new backend, every target's productpage-from-north its warning"},
 		"access policy": {func(f *fleet) {
-			for _, p := range f.policies {
+			for _, p := range f.Policies {
 				if nameOf(p) == "shop-default-deny" {
 					get(p, "spec")["action"] = "Allow"
 					get(p, "spec")["from"] = []any{obj{"namespaces": []any{"shop"}}}
@@ -366,7 +237,7 @@ func TestSharedChangeComputesDependents(t *testing.T) {
 		}, []string{"central", "east", "south", "west"},
 			"every target with Cilium reads every AccessPolicy"},
 		"cluster removed": {func(f *fleet) {
-			f.clusters = slices.DeleteFunc(f.clusters, func(c *cluster) bool { return c.name == "south" })
+			f.Clusters = slices.DeleteFunc(f.Clusters, func(c *cluster) bool { return c.Name == "south" })
 		}, []string{"east", "west"},
 			"the VirtualDestinations and TrafficPolicies that south's Services backed name their clusters"},
 	}
@@ -398,12 +269,12 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			}
 			r := rand.New(rand.NewPCG(uint64(i), 7))
 			w := &world{fleet: f}
-			fixtures := []*sdktest.Fixture{f.fixture(t)}
+			fixtures := []*sdktest.Fixture{f.Fixture(t)}
 			for range steps {
 				for range 1 + r.IntN(3) {
 					mutations[r.IntN(len(mutations))](r, w)
 				}
-				fixtures = append(fixtures, f.fixture(t))
+				fixtures = append(fixtures, f.Fixture(t))
 			}
 			sdktest.CheckIncremental(t, cilium.New(), fixtures...)
 		})
@@ -428,11 +299,11 @@ func pick[T any](r *rand.Rand, xs []T) (T, bool) {
 
 // anyObject picks an object of kind in a random cluster.
 func (w *world) anyObject(r *rand.Rand, kind string) (*cluster, obj, bool) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return nil, nil, false
 	}
-	o, ok := pick(r, c.ofKind(kind))
+	o, ok := pick(r, c.OfKind(kind))
 	return c, o, ok
 }
 
@@ -488,17 +359,17 @@ func mutateService(r *rand.Rand, w *world) {
 }
 
 func addService(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
-	name := fmt.Sprintf("svc-%d", w.serial())
+	name := fmt.Sprintf("svc-%d", w.Serial())
 	if r.IntN(2) == 0 {
 		// A Service with a name the policies select.
 		name, _ = pick(r, randomServices)
 	}
 	ns, _ := pick(r, randomNamespaces)
-	if slices.ContainsFunc(c.ofKind("Service"), func(o obj) bool { return nameOf(o) == name && namespaceOf(o) == ns }) {
+	if slices.ContainsFunc(c.OfKind("Service"), func(o obj) bool { return nameOf(o) == name && namespaceOf(o) == ns }) {
 		return
 	}
 	svc := service(name, name)
@@ -506,52 +377,52 @@ func addService(r *rand.Rand, w *world) {
 	if r.IntN(2) == 0 {
 		labelsOf(svc)["tier"] = "backend"
 	}
-	c.objects = append(c.objects, svc)
+	c.Objects = append(c.Objects, svc)
 }
 
 func removeService(r *rand.Rand, w *world) {
 	if c, svc, ok := w.anyObject(r, "Service"); ok {
-		c.remove(svc)
+		c.Remove(svc)
 	}
 }
 
 // toggleNamespace adds or removes a Namespace of a cluster.
 func toggleNamespace(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
 	ns, _ := pick(r, randomNamespaces)
-	if o := c.object("Namespace", ns); o != nil {
-		c.remove(o)
+	if o := c.Object("Namespace", ns); o != nil {
+		c.Remove(o)
 		return
 	}
-	c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": ns}})
+	c.Objects = append(c.Objects, obj{"apiVersion": "v1", "kind": "Namespace", "metadata": obj{"name": ns}})
 }
 
 // mutateCluster turns a cluster's Istio mesh or staleness on or off, or
 // its Cilium mesh: off only while two other clusters keep it, so that the
 // fleet keeps targets with outputs.
 func mutateCluster(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
 	mesh, _ := pick(r, []string{"cilium", "istio", "stale"})
 	others := 0
-	for _, o := range w.clusters {
-		if o != c && slices.Contains(o.meshes, "cilium") {
+	for _, o := range w.Clusters {
+		if o != c && slices.Contains(o.Meshes, "cilium") {
 			others++
 		}
 	}
 	switch {
 	case mesh == "stale":
-		c.stale = !c.stale
-	case slices.Contains(c.meshes, mesh) && (mesh != "cilium" || others >= 2):
-		c.meshes = slices.DeleteFunc(c.meshes, func(m string) bool { return m == mesh })
-	case !slices.Contains(c.meshes, mesh):
-		c.meshes = append(c.meshes, mesh)
-		slices.Sort(c.meshes)
+		c.Stale = !c.Stale
+	case slices.Contains(c.Meshes, mesh) && (mesh != "cilium" || others >= 2):
+		c.Meshes = slices.DeleteFunc(c.Meshes, func(m string) bool { return m == mesh })
+	case !slices.Contains(c.Meshes, mesh):
+		c.Meshes = append(c.Meshes, mesh)
+		slices.Sort(c.Meshes)
 	}
 }
 
@@ -567,8 +438,8 @@ func (w *world) randomSelector(r *rand.Rand) obj {
 		ns, _ := pick(r, randomNamespaces)
 		sel["namespaces"] = []any{ns}
 	}
-	if c, ok := pick(r, w.clusters); ok && r.IntN(4) == 0 {
-		sel["clusters"] = []any{c.name}
+	if c, ok := pick(r, w.Clusters); ok && r.IntN(4) == 0 {
+		sel["clusters"] = []any{c.Name}
 	}
 	if r.IntN(4) == 0 {
 		sel["labels"] = obj{"tier": "backend"}
@@ -579,7 +450,7 @@ func (w *world) randomSelector(r *rand.Rand) obj {
 // mutatePolicy changes a policy's destinations — replacing or adding a
 // selector — or something of its kind.
 func mutatePolicy(r *rand.Rand, w *world) {
-	p, ok := pick(r, w.policies)
+	p, ok := pick(r, w.Policies)
 	if !ok {
 		return
 	}
@@ -670,52 +541,52 @@ func mutateAccessPolicy(r *rand.Rand, spec obj) {
 // togglePolicy removes a policy or adds back one it removed, keeping at
 // least one.
 func togglePolicy(r *rand.Rand, w *world) {
-	if len(w.removedPolicies) > 0 && (r.IntN(2) == 0 || len(w.policies) < 2) {
+	if len(w.removedPolicies) > 0 && (r.IntN(2) == 0 || len(w.Policies) < 2) {
 		i := r.IntN(len(w.removedPolicies))
-		w.policies = append(w.policies, w.removedPolicies[i])
+		w.Policies = append(w.Policies, w.removedPolicies[i])
 		w.removedPolicies = slices.Delete(w.removedPolicies, i, i+1)
 		return
 	}
-	if len(w.policies) < 2 {
+	if len(w.Policies) < 2 {
 		return
 	}
-	i := r.IntN(len(w.policies))
-	w.removedPolicies = append(w.removedPolicies, w.policies[i])
-	w.policies = slices.Delete(w.policies, i, i+1)
+	i := r.IntN(len(w.Policies))
+	w.removedPolicies = append(w.removedPolicies, w.Policies[i])
+	w.Policies = slices.Delete(w.Policies, i, i+1)
 }
 
 // toggleCluster removes a cluster or adds back one it removed.
 func toggleCluster(r *rand.Rand, w *world) {
 	if len(w.removedClusters) > 0 && r.IntN(2) == 0 {
 		i := r.IntN(len(w.removedClusters))
-		w.clusters = append(w.clusters, w.removedClusters[i])
+		w.Clusters = append(w.Clusters, w.removedClusters[i])
 		w.removedClusters = slices.Delete(w.removedClusters, i, i+1)
 		return
 	}
-	if len(w.clusters) < 2 {
+	if len(w.Clusters) < 2 {
 		return
 	}
-	i := r.IntN(len(w.clusters))
-	w.removedClusters = append(w.removedClusters, w.clusters[i])
-	w.clusters = slices.Delete(w.clusters, i, i+1)
+	i := r.IntN(len(w.Clusters))
+	w.removedClusters = append(w.removedClusters, w.Clusters[i])
+	w.Clusters = slices.Delete(w.Clusters, i, i+1)
 }
 
 // copyCluster adds a copy of a cluster under a new name, or under a name
 // the policies use when no cluster has it.
 func copyCluster(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
-	if !ok || len(w.clusters) > 5 {
+	c, ok := pick(r, w.Clusters)
+	if !ok || len(w.Clusters) > 5 {
 		return
 	}
-	name := fmt.Sprintf("copy-%d", w.serial())
-	if n, _ := pick(r, randomClusters); w.cluster(n) == nil && !slices.ContainsFunc(w.removedClusters, func(c *cluster) bool { return c.name == n }) {
+	name := fmt.Sprintf("copy-%d", w.Serial())
+	if n, _ := pick(r, randomClusters); w.Cluster(n) == nil && !slices.ContainsFunc(w.removedClusters, func(c *cluster) bool { return c.Name == n }) {
 		name = n
 	}
-	cp := &cluster{name: name, meshes: slices.Clone(c.meshes)}
-	for _, o := range c.objects {
+	cp := &cluster{Name: name, Meshes: slices.Clone(c.Meshes)}
+	for _, o := range c.Objects {
 		if apiVersion, _ := o["apiVersion"].(string); !strings.HasPrefix(apiVersion, "policy.meshrelay.io/") {
-			cp.objects = append(cp.objects, deepCopy(o))
+			cp.Objects = append(cp.Objects, deepCopy(o))
 		}
 	}
-	w.clusters = append(w.clusters, cp)
+	w.Clusters = append(w.Clusters, cp)
 }

@@ -13,24 +13,22 @@ import (
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 )
 
-// obj is a decoded input object or policy.
-type obj = map[string]any
+// The fleet model these tests edit is sdktest's.
+type (
+	obj     = sdktest.Object
+	fleet   = sdktest.Model
+	cluster = sdktest.ModelCluster
+)
 
-// fleet is a fixture being edited, its objects decoded.
-type fleet struct {
-	clusters []*cluster
-	policies []obj
-	// next numbers new names and addresses, so that none repeats.
-	next int
-}
-
-// cluster is one cluster of a fleet.
-type cluster struct {
-	name    string
-	meshes  []string
-	stale   bool
-	objects []obj
-}
+var (
+	get         = sdktest.Get
+	kindOf      = sdktest.KindOf
+	nameOf      = sdktest.NameOf
+	namespaceOf = sdktest.NamespaceOf
+	deepCopy    = sdktest.DeepCopy
+	decodeObj   = sdktest.Decode
+	fleetOf     = sdktest.ModelOf
+)
 
 // loadFleet reads a testdata fixture for editing.
 func loadFleet(t testing.TB, name string) *fleet {
@@ -42,123 +40,8 @@ func loadFleet(t testing.TB, name string) *fleet {
 	return fleetOf(t, f)
 }
 
-func fleetOf(t testing.TB, f *sdktest.Fixture) *fleet {
-	t.Helper()
-	e := &fleet{}
-	for _, c := range f.Clusters {
-		ec := &cluster{name: c.Name, meshes: slices.Clone(c.Meshes), stale: c.Stale}
-		for _, raw := range c.Objects {
-			ec.objects = append(ec.objects, decodeObj(t, raw))
-		}
-		e.clusters = append(e.clusters, ec)
-	}
-	for _, raw := range f.Policies {
-		e.policies = append(e.policies, decodeObj(t, raw))
-	}
-	return e
-}
-
-// fixture encodes the fleet.
-func (e *fleet) fixture(t testing.TB) *sdktest.Fixture {
-	t.Helper()
-	f := &sdktest.Fixture{}
-	for _, c := range e.clusters {
-		fc := sdktest.Cluster{Name: c.name, Meshes: slices.Clone(c.meshes), Stale: c.stale}
-		for _, o := range c.objects {
-			fc.Objects = append(fc.Objects, encodeObj(t, o))
-		}
-		f.Clusters = append(f.Clusters, fc)
-	}
-	for _, p := range e.policies {
-		f.Policies = append(f.Policies, encodeObj(t, p))
-	}
-	return f
-}
-
-// clone returns a deep copy of the fleet.
-func (e *fleet) clone(t testing.TB) *fleet {
-	t.Helper()
-	c := fleetOf(t, e.fixture(t))
-	c.next = e.next
-	return c
-}
-
-func (e *fleet) cluster(name string) *cluster {
-	for _, c := range e.clusters {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// serial returns a number no earlier call returned.
-func (e *fleet) serial() int {
-	e.next++
-	return e.next
-}
-
-func decodeObj(t testing.TB, raw json.RawMessage) obj {
-	t.Helper()
-	var o obj
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
-func encodeObj(t testing.TB, o obj) json.RawMessage {
-	t.Helper()
-	raw, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
-// get returns the map at path under o, creating the maps that are missing.
-func get(o obj, path ...string) obj {
-	for _, k := range path {
-		next, ok := o[k].(obj)
-		if !ok {
-			next = obj{}
-			o[k] = next
-		}
-		o = next
-	}
-	return o
-}
-
-func kindOf(o obj) string          { s, _ := o["kind"].(string); return s }
-func nameOf(o obj) string          { s, _ := get(o, "metadata")["name"].(string); return s }
 func labelsOf(o obj) obj           { return get(o, "metadata", "labels") }
 func listOf(o obj, k string) []any { l, _ := o[k].([]any); return l }
-
-// ofKind returns the cluster's objects of kind.
-func (c *cluster) ofKind(kind string) []obj {
-	var out []obj
-	for _, o := range c.objects {
-		if kindOf(o) == kind {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// object returns the object of kind and name.
-func (c *cluster) object(kind, name string) obj {
-	for _, o := range c.ofKind(kind) {
-		if nameOf(o) == name {
-			return o
-		}
-	}
-	return nil
-}
-
-// remove drops an object.
-func (c *cluster) remove(o obj) {
-	c.objects = slices.DeleteFunc(c.objects, func(x obj) bool { return kindOf(x) == kindOf(o) && nameOf(x) == nameOf(o) })
-}
 
 // incrementalFleet is four clusters: east and west as in the
 // virtualdestination fixture (envoy node groups, reviews-global over their
@@ -194,7 +77,7 @@ func incrementalFleet(t testing.TB) *fleet {
 
 // editEndpoints adds a ready endpoint to the first EndpointSlice of a Service.
 func editEndpoints(c *cluster, service, address string) {
-	for _, es := range c.ofKind("EndpointSlice") {
+	for _, es := range c.OfKind("EndpointSlice") {
 		if labelsOf(es)["kubernetes.io/service-name"] == service {
 			es["endpoints"] = append(listOf(es, "endpoints"), obj{"addresses": []any{address}, "conditions": obj{"ready": true}})
 			return
@@ -207,16 +90,16 @@ func editEndpoints(c *cluster, service, address string) {
 // against full translations.
 func computedAfter(t *testing.T, base *fleet, change func(*fleet)) []string {
 	t.Helper()
-	changed := base.clone(t)
+	changed := base.Clone(t)
 	change(changed)
 	s := sdktest.NewSession(t, envoy.New())
-	s.Update(base.fixture(t))
+	s.Update(base.Fixture(t))
 	// south has no envoy mesh: the SDK does not compute it.
 	if got, want := s.Computed(), []string{"east", "north", "west"}; !slices.Equal(got, want) {
 		t.Fatalf("first update computed %v, want %v", got, want)
 	}
-	s.Update(changed.fixture(t))
-	sdktest.CheckIncremental(t, envoy.New(), base.fixture(t), changed.fixture(t))
+	s.Update(changed.Fixture(t))
+	sdktest.CheckIncremental(t, envoy.New(), base.Fixture(t), changed.Fixture(t))
 	return s.Computed()
 }
 
@@ -229,26 +112,26 @@ func TestLocalChangeComputesItsTarget(t *testing.T) {
 		want   []string
 	}{
 		"deployment": {func(f *fleet) {
-			d := f.cluster("east").object("Deployment", "frontend")
+			d := f.Cluster("east").Object("Deployment", "frontend")
 			get(d, "spec", "template", "metadata", "labels")["version"] = "v2"
 		}, []string{"east"}},
 		"new service": {func(f *fleet) {
-			c := f.cluster("east")
-			c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Service",
+			c := f.Cluster("east")
+			c.Objects = append(c.Objects, obj{"apiVersion": "v1", "kind": "Service",
 				"metadata": obj{"name": "details", "namespace": "shop", "labels": obj{"app": "details"}},
 				"spec":     obj{"selector": obj{"app": "reviews"}, "ports": []any{obj{"name": "grpc", "port": 9070, "targetPort": 8080}}}})
 		}, []string{"east"}},
 		"service not exported": {func(f *fleet) {
-			labelsOf(f.cluster("north").object("Service", "reviews"))["tier"] = "gold"
+			labelsOf(f.Cluster("north").Object("Service", "reviews"))["tier"] = "gold"
 		}, []string{"north"}},
 		"exported service, same labels and ports": {func(f *fleet) {
-			get(f.cluster("west").object("Service", "reviews"), "metadata", "annotations")["note"] = "x"
+			get(f.Cluster("west").Object("Service", "reviews"), "metadata", "annotations")["note"] = "x"
 		}, []string{"west"}},
 		"endpoints not exported": {func(f *fleet) {
-			editEndpoints(f.cluster("north"), "reviews", "10.4.0.99")
+			editEndpoints(f.Cluster("north"), "reviews", "10.4.0.99")
 		}, []string{"north"}},
 		"workload of a cluster without envoy": {func(f *fleet) {
-			d := f.cluster("south").object("Deployment", "reviews")
+			d := f.Cluster("south").Object("Deployment", "reviews")
 			get(d, "spec", "template", "metadata", "labels")["version"] = "v2"
 		}, nil},
 	}
@@ -269,20 +152,20 @@ func TestExportedChangeComputesImporters(t *testing.T) {
 	base := incrementalFleet(t)
 	importers := []string{"east", "north", "west"}
 	tests := map[string]func(*fleet){
-		"listed service's endpoints": func(f *fleet) { editEndpoints(f.cluster("east"), "reviews", "10.1.0.99") },
+		"listed service's endpoints": func(f *fleet) { editEndpoints(f.Cluster("east"), "reviews", "10.1.0.99") },
 		"selected service's endpoints in a cluster without envoy": func(f *fleet) {
-			editEndpoints(f.cluster("south"), "ratings", "10.3.0.99")
+			editEndpoints(f.Cluster("south"), "ratings", "10.3.0.99")
 		},
 		"node locality": func(f *fleet) {
-			labelsOf(f.cluster("west").object("Node", "west-node-b"))["topology.kubernetes.io/zone"] = "us-west-2c"
+			labelsOf(f.Cluster("west").Object("Node", "west-node-b"))["topology.kubernetes.io/zone"] = "us-west-2c"
 		},
 		"exported service's ports": func(f *fleet) {
-			svc := f.cluster("south").object("Service", "ratings")
+			svc := f.Cluster("south").Object("Service", "ratings")
 			get(svc, "spec")["ports"] = []any{obj{"name": "grpc", "port": 9090, "targetPort": 8091}}
 		},
 		"selected service removed": func(f *fleet) {
-			c := f.cluster("south")
-			c.remove(obj{"kind": "Service", "metadata": obj{"name": "ratings"}})
+			c := f.Cluster("south")
+			c.Remove(c.Object("Service", "ratings"))
 		},
 	}
 	for name, change := range tests {
@@ -312,12 +195,12 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			}
 			r := rand.New(rand.NewPCG(uint64(i), 42))
 			w := &world{fleet: f}
-			fixtures := []*sdktest.Fixture{f.fixture(t)}
+			fixtures := []*sdktest.Fixture{f.Fixture(t)}
 			for range steps {
 				for range 1 + r.IntN(3) {
 					mutations[r.IntN(len(mutations))](r, w)
 				}
-				fixtures = append(fixtures, f.fixture(t))
+				fixtures = append(fixtures, f.Fixture(t))
 			}
 			sdktest.CheckIncremental(t, envoy.New(), fixtures...)
 		})
@@ -342,17 +225,17 @@ func pick[T any](r *rand.Rand, xs []T) (T, bool) {
 
 // anyObject picks an object of kind in a random cluster.
 func (w *world) anyObject(r *rand.Rand, kind string) (*cluster, obj, bool) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return nil, nil, false
 	}
-	o, ok := pick(r, c.ofKind(kind))
+	o, ok := pick(r, c.OfKind(kind))
 	return c, o, ok
 }
 
 // address returns an endpoint address no other endpoint has.
 func (w *world) address() string {
-	n := w.serial()
+	n := w.Serial()
 	return fmt.Sprintf("10.9.%d.%d", n/250, n%250+1)
 }
 
@@ -379,7 +262,7 @@ func mutateEndpoints(r *rand.Rand, w *world) {
 		}
 	case 1:
 		ep := obj{"addresses": []any{w.address()}, "conditions": obj{"ready": r.IntN(4) > 0}}
-		if n, ok := pick(r, c.ofKind("Node")); ok && r.IntN(2) == 0 {
+		if n, ok := pick(r, c.OfKind("Node")); ok && r.IntN(2) == 0 {
 			ep["nodeName"] = nameOf(n)
 		} else if r.IntN(2) == 0 {
 			ep["zone"] = fmt.Sprintf("zone-%d", r.IntN(3))
@@ -424,20 +307,20 @@ func mutateService(r *rand.Rand, w *world) {
 }
 
 func addService(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
-	name := fmt.Sprintf("svc-%d", w.serial())
+	name := fmt.Sprintf("svc-%d", w.Serial())
 	if r.IntN(3) == 0 {
 		// A Service with a name the policies select.
 		name, _ = pick(r, []string{"reviews", "ratings"})
-		if c.object("Service", name) != nil {
+		if c.Object("Service", name) != nil {
 			return
 		}
 	}
 	app, _ := pick(r, []string{"reviews", "ratings", "frontend"})
-	c.objects = append(c.objects,
+	c.Objects = append(c.Objects,
 		obj{"apiVersion": "v1", "kind": "Service",
 			"metadata": obj{"name": name, "namespace": "shop", "labels": obj{"app": app}},
 			"spec":     obj{"selector": obj{"app": app}, "ports": []any{obj{"name": "grpc", "port": 9080, "targetPort": 8080}}}},
@@ -449,7 +332,7 @@ func addService(r *rand.Rand, w *world) {
 
 func removeService(r *rand.Rand, w *world) {
 	if c, svc, ok := w.anyObject(r, "Service"); ok {
-		c.remove(svc)
+		c.Remove(svc)
 	}
 }
 
@@ -479,22 +362,22 @@ func mutateNode(r *rand.Rand, w *world) {
 		region, _ := pick(r, []string{"us-east-1", "us-west-2", "eu-1"})
 		labelsOf(n)["topology.kubernetes.io/region"] = region
 	case 2:
-		c.remove(n)
+		c.Remove(n)
 	case 3:
 		region, _ := pick(r, []string{"us-east-1", "us-west-2", "eu-1"})
-		c.objects = append(c.objects, obj{"apiVersion": "v1", "kind": "Node",
-			"metadata": obj{"name": fmt.Sprintf("node-%d", w.serial()), "labels": obj{"topology.kubernetes.io/region": region}}})
+		c.Objects = append(c.Objects, obj{"apiVersion": "v1", "kind": "Node",
+			"metadata": obj{"name": fmt.Sprintf("node-%d", w.Serial()), "labels": obj{"topology.kubernetes.io/region": region}}})
 	}
 }
 
 func mutateMesh(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
-	mesh := c.object("Mesh", "envoy")
+	mesh := c.Object("Mesh", "envoy")
 	if mesh == nil {
-		c.objects = append(c.objects, obj{"apiVersion": "discovery.meshrelay.io/v1alpha1", "kind": "Mesh",
+		c.Objects = append(c.Objects, obj{"apiVersion": "discovery.meshrelay.io/v1alpha1", "kind": "Mesh",
 			"metadata": obj{"name": "envoy"}, "spec": obj{"type": "envoy", "envoyNodes": []any{"backend"}}})
 		return
 	}
@@ -509,31 +392,31 @@ func mutateMesh(r *rand.Rand, w *world) {
 
 // mutateCluster turns a cluster's envoy mesh or staleness on or off.
 func mutateCluster(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
+	c, ok := pick(r, w.Clusters)
 	if !ok {
 		return
 	}
 	if r.IntN(3) == 0 {
-		c.stale = !c.stale
+		c.Stale = !c.Stale
 		return
 	}
-	if slices.Contains(c.meshes, "envoy") {
-		c.meshes = slices.DeleteFunc(c.meshes, func(m string) bool { return m == "envoy" })
+	if slices.Contains(c.Meshes, "envoy") {
+		c.Meshes = slices.DeleteFunc(c.Meshes, func(m string) bool { return m == "envoy" })
 	} else {
-		c.meshes = append(c.meshes, "envoy")
+		c.Meshes = append(c.Meshes, "envoy")
 	}
 }
 
 func (w *world) clusterNames() []any {
 	var out []any
-	for _, c := range w.clusters {
-		out = append(out, c.name)
+	for _, c := range w.Clusters {
+		out = append(out, c.Name)
 	}
 	return out
 }
 
 func mutatePolicy(r *rand.Rand, w *world) {
-	p, ok := pick(r, w.policies)
+	p, ok := pick(r, w.Policies)
 	if !ok {
 		return
 	}
@@ -581,46 +464,43 @@ func mutatePolicy(r *rand.Rand, w *world) {
 func togglePolicy(r *rand.Rand, w *world) {
 	if len(w.removedPolicies) > 0 && r.IntN(2) == 0 {
 		i := r.IntN(len(w.removedPolicies))
-		w.policies = append(w.policies, w.removedPolicies[i])
+		w.Policies = append(w.Policies, w.removedPolicies[i])
 		w.removedPolicies = slices.Delete(w.removedPolicies, i, i+1)
 		return
 	}
-	if len(w.policies) == 0 {
+	if len(w.Policies) == 0 {
 		return
 	}
-	i := r.IntN(len(w.policies))
-	w.removedPolicies = append(w.removedPolicies, w.policies[i])
-	w.policies = slices.Delete(w.policies, i, i+1)
+	i := r.IntN(len(w.Policies))
+	w.removedPolicies = append(w.removedPolicies, w.Policies[i])
+	w.Policies = slices.Delete(w.Policies, i, i+1)
 }
 
 // toggleCluster removes a cluster or adds back one it removed.
 func toggleCluster(r *rand.Rand, w *world) {
 	if len(w.removedClusters) > 0 && r.IntN(2) == 0 {
 		i := r.IntN(len(w.removedClusters))
-		w.clusters = append(w.clusters, w.removedClusters[i])
+		w.Clusters = append(w.Clusters, w.removedClusters[i])
 		w.removedClusters = slices.Delete(w.removedClusters, i, i+1)
 		return
 	}
-	if len(w.clusters) < 2 {
+	if len(w.Clusters) < 2 {
 		return
 	}
-	i := r.IntN(len(w.clusters))
-	w.removedClusters = append(w.removedClusters, w.clusters[i])
-	w.clusters = slices.Delete(w.clusters, i, i+1)
+	i := r.IntN(len(w.Clusters))
+	w.removedClusters = append(w.removedClusters, w.Clusters[i])
+	w.Clusters = slices.Delete(w.Clusters, i, i+1)
 }
 
 // copyCluster adds a copy of a cluster under a new name.
 func copyCluster(r *rand.Rand, w *world) {
-	c, ok := pick(r, w.clusters)
-	if !ok || len(w.clusters) > 5 {
+	c, ok := pick(r, w.Clusters)
+	if !ok || len(w.Clusters) > 5 {
 		return
 	}
-	cp := &cluster{name: fmt.Sprintf("copy-%d", w.serial()), meshes: slices.Clone(c.meshes)}
-	for _, o := range c.objects {
-		var dup obj
-		raw, _ := json.Marshal(o)
-		_ = json.Unmarshal(raw, &dup) // a copy of decoded JSON cannot fail
-		cp.objects = append(cp.objects, dup)
+	cp := &cluster{Name: fmt.Sprintf("copy-%d", w.Serial()), Meshes: slices.Clone(c.Meshes)}
+	for _, o := range c.Objects {
+		cp.Objects = append(cp.Objects, deepCopy(o))
 	}
-	w.clusters = append(w.clusters, cp)
+	w.Clusters = append(w.Clusters, cp)
 }

@@ -12,15 +12,16 @@ import (
 // incremental outputs equal full translations.
 func TestNetworkChanges(t *testing.T) {
 	base := loadFleet(t, "networks")
-	noGateway := base.clone(t)
-	noGateway.cluster("west").remove(obj{"kind": "Gateway", "metadata": obj{"name": "istio-eastwestgateway"}})
-	moved := noGateway.clone(t)
-	get(moved.cluster("north").object("Mesh", "istio"), "spec")["network"] = "network-east"
-	movedPort := moved.clone(t)
-	get(movedPort.cluster("east").object("Gateway", "istio-eastwestgateway"), "spec")["port"] = 15443
-	sdktest.CheckIncremental(t, envoy.New(), base.fixture(t), noGateway.fixture(t), moved.fixture(t), movedPort.fixture(t), base.fixture(t))
+	noGateway := base.Clone(t)
+	west := noGateway.Cluster("west")
+	west.Remove(west.Object("Gateway", "istio-eastwestgateway"))
+	moved := noGateway.Clone(t)
+	get(moved.Cluster("north").Object("Mesh", "istio"), "spec")["network"] = "network-east"
+	movedPort := moved.Clone(t)
+	get(movedPort.Cluster("east").Object("Gateway", "istio-eastwestgateway"), "spec")["port"] = 15443
+	sdktest.CheckIncremental(t, envoy.New(), base.Fixture(t), noGateway.Fixture(t), moved.Fixture(t), movedPort.Fixture(t), base.Fixture(t))
 
-	res := sdktest.RunFixture(t, envoy.New(), noGateway.fixture(t))
+	res := sdktest.RunFixture(t, envoy.New(), noGateway.Fixture(t))
 	warned := 0
 	for _, d := range res.Diagnostics {
 		if d.Cluster == "east" && d.Path == "spec.services" {

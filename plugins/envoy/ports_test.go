@@ -126,13 +126,13 @@ func TestAccessPolicyTargetPorts(t *testing.T) {
 // again, with the outputs a full translation gives.
 func TestAccessPolicyTargetPortsIncremental(t *testing.T) {
 	base := loadFleet(t, "ports")
-	changed := base.clone(t)
-	sts := changed.cluster("east").object("StatefulSet", "web-v2")
+	changed := base.Clone(t)
+	sts := changed.Cluster("east").Object("StatefulSet", "web-v2")
 	ctr := listOf(get(sts, "spec", "template", "spec"), "containers")[0].(obj)
 	listOf(ctr, "ports")[0].(obj)["containerPort"] = 9443
 	s := sdktest.NewSession(t, envoy.New())
-	s.Update(base.fixture(t))
-	res := s.Update(changed.fixture(t))
+	s.Update(base.Fixture(t))
+	res := s.Update(changed.Fixture(t))
 	if got := s.Computed(); !slices.Equal(got, []string{"east"}) {
 		t.Errorf("computed %v, want east", got)
 	}
@@ -140,5 +140,5 @@ func TestAccessPolicyTargetPortsIncremental(t *testing.T) {
 	if !slices.Equal(ports, []uint32{8080, 9443}) {
 		t.Errorf("web's ports %v, want 8080 and 9443", ports)
 	}
-	sdktest.CheckIncremental(t, envoy.New(), base.fixture(t), changed.fixture(t))
+	sdktest.CheckIncremental(t, envoy.New(), base.Fixture(t), changed.Fixture(t))
 }

@@ -42,11 +42,11 @@ func subsetAddresses(t *testing.T, res *sdktest.Result, node string) map[string]
 // equal full translations.
 func TestSubsetLabels(t *testing.T) {
 	base := loadFleet(t, "subsets")
-	relabeled := base.clone(t)
-	d := relabeled.cluster("east").object("Deployment", "details-v2")
+	relabeled := base.Clone(t)
+	d := relabeled.Cluster("east").Object("Deployment", "details-v2")
 	get(d, "spec", "template", "metadata", "labels")["version"] = "v3"
-	repointed := relabeled.clone(t)
-	for _, p := range repointed.policies {
+	repointed := relabeled.Clone(t)
+	for _, p := range repointed.Policies {
 		if nameOf(p) != "details-canary" {
 			continue
 		}
@@ -54,7 +54,7 @@ func TestSubsetLabels(t *testing.T) {
 		route := listOf(rules[1].(obj), "route")
 		route[1].(obj)["subset"] = obj{"version": "v3"}
 	}
-	sdktest.CheckIncremental(t, envoy.New(), base.fixture(t), relabeled.fixture(t), repointed.fixture(t), base.fixture(t))
+	sdktest.CheckIncremental(t, envoy.New(), base.Fixture(t), relabeled.Fixture(t), repointed.Fixture(t), base.Fixture(t))
 
 	const (
 		v1 = "svc|east|shop|details|9070|version=v1"
@@ -76,7 +76,7 @@ func TestSubsetLabels(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := subsetAddresses(t, sdktest.RunFixture(t, envoy.New(), tc.f.fixture(t)), "frontend")
+			got := subsetAddresses(t, sdktest.RunFixture(t, envoy.New(), tc.f.Fixture(t)), "frontend")
 			for _, name := range []string{v1, v2, v3} {
 				if !slices.Equal(got[name], tc.want[name]) {
 					t.Errorf("%s: endpoints %v, want %v", name, got[name], tc.want[name])

@@ -13,23 +13,24 @@ import (
 )
 
 // obj is a Kubernetes object or policy as decoded JSON.
-type obj = map[string]any
+type obj = sdktest.Object
 
 // fleetModel is a fleet that random changes edit, turned into a fixture
 // after each step.
 type fleetModel struct {
-	clusters []*clusterModel
-	policies []obj
+	*sdktest.Model
 	// spare are clusters not in the fleet that a change may add.
 	spare []*clusterModel
 }
 
 // clusterModel is one cluster of a fleetModel.
-type clusterModel struct {
-	name    string
-	meshes  []string
-	stale   bool
-	objects []obj
+type clusterModel = sdktest.ModelCluster
+
+var encodeObj = sdktest.Encode
+
+func modelOf(t testing.TB, f *sdktest.Fixture) *fleetModel {
+	t.Helper()
+	return &fleetModel{Model: sdktest.ModelOf(t, f)}
 }
 
 // loadModel reads a fixture of testdata into a model. Every cluster of the
@@ -38,27 +39,11 @@ func loadModel(t *testing.T, name string) *fleetModel {
 	t.Helper()
 	m := modelOf(t, loadFixture(t, filepath.Join("testdata", name+".yaml")))
 	for _, other := range goldenCases {
-		for _, c := range modelOf(t, loadFixture(t, filepath.Join("testdata", other+".yaml"))).clusters {
-			if m.cluster(c.name) == nil && !slices.ContainsFunc(m.spare, func(s *clusterModel) bool { return s.name == c.name }) {
+		for _, c := range modelOf(t, loadFixture(t, filepath.Join("testdata", other+".yaml"))).Clusters {
+			if m.Cluster(c.Name) == nil && !slices.ContainsFunc(m.spare, func(s *clusterModel) bool { return s.Name == c.Name }) {
 				m.spare = append(m.spare, c)
 			}
 		}
-	}
-	return m
-}
-
-func modelOf(t testing.TB, f *sdktest.Fixture) *fleetModel {
-	t.Helper()
-	m := &fleetModel{}
-	for _, c := range f.Clusters {
-		cm := &clusterModel{name: c.Name, meshes: slices.Clone(c.Meshes), stale: c.Stale}
-		for _, raw := range c.Objects {
-			cm.objects = append(cm.objects, decodeObj(t, raw))
-		}
-		m.clusters = append(m.clusters, cm)
-	}
-	for _, raw := range f.Policies {
-		m.policies = append(m.policies, decodeObj(t, raw))
 	}
 	return m
 }
@@ -70,23 +55,6 @@ func decodeObj(t testing.TB, raw []byte) obj {
 		t.Fatal(err)
 	}
 	return o
-}
-
-// fixture returns the model's current fleet.
-func (m *fleetModel) fixture(t testing.TB) *sdktest.Fixture {
-	t.Helper()
-	f := &sdktest.Fixture{}
-	for _, c := range m.clusters {
-		fc := sdktest.Cluster{Name: c.name, Meshes: slices.Clone(c.meshes), Stale: c.stale}
-		for _, o := range c.objects {
-			fc.Objects = append(fc.Objects, encodeObj(t, o))
-		}
-		f.Clusters = append(f.Clusters, fc)
-	}
-	for _, p := range m.policies {
-		f.Policies = append(f.Policies, encodeObj(t, p))
-	}
-	return f
 }
 
 // mustDecode decodes a YAML or JSON object of the test itself.
@@ -107,35 +75,17 @@ func cloneObj(o obj) obj {
 	return mustDecode(raw)
 }
 
-func encodeObj(t testing.TB, o obj) json.RawMessage {
-	t.Helper()
-	raw, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
-func (m *fleetModel) cluster(name string) *clusterModel {
-	for _, c := range m.clusters {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // randomSteps returns n fixtures, each the previous one with one to three
 // random changes.
 func randomSteps(t testing.TB, m *fleetModel, r *rand.Rand, n int) []*sdktest.Fixture {
 	t.Helper()
-	out := []*sdktest.Fixture{m.fixture(t)}
+	out := []*sdktest.Fixture{m.Fixture(t)}
 	for range n {
 		for range 1 + r.IntN(3) {
 			change := changes[r.IntN(len(changes))]
 			change(r, m)
 		}
-		out = append(out, m.fixture(t))
+		out = append(out, m.Fixture(t))
 	}
 	return out
 }
@@ -176,8 +126,8 @@ func pick[T any](r *rand.Rand, xs []T) (T, bool) {
 
 // objectsOf returns the objects of kind in the fleet's clusters, with their cluster.
 func objectsOf(m *fleetModel, kind string) (cs []*clusterModel, objs []obj) {
-	for _, c := range m.clusters {
-		for _, o := range c.objects {
+	for _, c := range m.Clusters {
+		for _, o := range c.Objects {
 			if kindOf(o) == kind {
 				cs, objs = append(cs, c), append(objs, o)
 			}
@@ -220,13 +170,13 @@ func changeService(r *rand.Rand, m *fleetModel) {
 
 func copyService(r *rand.Rand, m *fleetModel) {
 	_, svc, ok := pickObject(r, m, "Service")
-	to, ok2 := pick(r, m.clusters)
+	to, ok2 := pick(r, m.Clusters)
 	if !ok || !ok2 {
 		return
 	}
 	cp := cloneObj(svc)
-	to.objects = slices.DeleteFunc(to.objects, func(o obj) bool { return sameObject(o, cp) })
-	to.objects = append(to.objects, cp)
+	to.Objects = slices.DeleteFunc(to.Objects, func(o obj) bool { return sameObject(o, cp) })
+	to.Objects = append(to.Objects, cp)
 }
 
 func sameObject(a, b obj) bool {
@@ -239,7 +189,7 @@ func removeKind(kind string) func(*rand.Rand, *fleetModel) {
 		if !ok {
 			return
 		}
-		c.objects = slices.DeleteFunc(c.objects, func(x obj) bool { return sameObject(x, o) })
+		c.Objects = slices.DeleteFunc(c.Objects, func(x obj) bool { return sameObject(x, o) })
 	}
 }
 
@@ -288,23 +238,23 @@ func changeEndpoints(r *rand.Rand, m *fleetModel) {
 }
 
 func changeGateway(r *rand.Rand, m *fleetModel) {
-	c, ok := pick(r, m.clusters)
+	c, ok := pick(r, m.Clusters)
 	if !ok {
 		return
 	}
-	i := slices.IndexFunc(c.objects, func(o obj) bool { return kindOf(o) == "Gateway" })
+	i := slices.IndexFunc(c.Objects, func(o obj) bool { return kindOf(o) == "Gateway" })
 	switch {
 	case i >= 0 && r.IntN(2) == 0:
-		c.objects = slices.Delete(c.objects, i, i+1)
+		c.Objects = slices.Delete(c.Objects, i, i+1)
 	case i >= 0:
 		addresses := []any{fmt.Sprintf("198.51.100.%d", 1+r.IntN(9))}
 		if r.IntN(3) == 0 {
-			addresses = []any{"gateway." + c.name + ".example.com"}
+			addresses = []any{"gateway." + c.Name + ".example.com"}
 		}
-		spec(c.objects[i])["addresses"] = addresses
-		spec(c.objects[i])["port"] = []int{0, 15443, 15444}[r.IntN(3)]
+		spec(c.Objects[i])["addresses"] = addresses
+		spec(c.Objects[i])["port"] = []int{0, 15443, 15444}[r.IntN(3)]
 	default:
-		c.objects = append(c.objects, obj{
+		c.Objects = append(c.Objects, obj{
 			"apiVersion": "discovery.meshrelay.io/v1alpha1", "kind": "Gateway",
 			"metadata": obj{"name": "istio-eastwestgateway", "namespace": "istio-system"},
 			"spec":     obj{"mesh": "istio", "addresses": []any{fmt.Sprintf("198.51.100.%d", 1+r.IntN(9))}, "port": 15443},
@@ -313,27 +263,27 @@ func changeGateway(r *rand.Rand, m *fleetModel) {
 }
 
 func changeMesh(r *rand.Rand, m *fleetModel) {
-	c, ok := pick(r, m.clusters)
+	c, ok := pick(r, m.Clusters)
 	if !ok {
 		return
 	}
-	i := slices.IndexFunc(c.objects, func(o obj) bool { return kindOf(o) == "Mesh" })
+	i := slices.IndexFunc(c.Objects, func(o obj) bool { return kindOf(o) == "Mesh" })
 	switch n := r.IntN(4); {
 	case n == 0:
-		c.meshes, _ = pick(r, [][]string{{"istio"}, {"cilium"}, {"cilium", "istio"}})
+		c.Meshes, _ = pick(r, [][]string{{"istio"}, {"cilium"}, {"cilium", "istio"}})
 	case i < 0:
-		c.objects = append(c.objects, obj{
+		c.Objects = append(c.Objects, obj{
 			"apiVersion": "discovery.meshrelay.io/v1alpha1", "kind": "Mesh",
 			"metadata": obj{"name": "istio", "namespace": "istio-system"},
 			"spec":     obj{"type": "istio", "namespace": "istio-system"},
 		})
 	case n == 1:
-		spec(c.objects[i])["trustDomain"], _ = pick(r, []string{"", "cluster.local", "east.example", "west.example"})
+		spec(c.Objects[i])["trustDomain"], _ = pick(r, []string{"", "cluster.local", "east.example", "west.example"})
 	case n == 2:
-		spec(c.objects[i])["namespace"], _ = pick(r, []string{"", "istio-system", "istio-root"})
-		spec(c.objects[i])["network"], _ = pick(r, []string{"", "network-a", "network-b"})
+		spec(c.Objects[i])["namespace"], _ = pick(r, []string{"", "istio-system", "istio-root"})
+		spec(c.Objects[i])["network"], _ = pick(r, []string{"", "network-a", "network-b"})
 	default:
-		c.objects = slices.Delete(c.objects, i, i+1)
+		c.Objects = slices.Delete(c.Objects, i, i+1)
 	}
 }
 
@@ -353,7 +303,7 @@ func changeNode(r *rand.Rand, m *fleetModel) {
 }
 
 func changePolicy(r *rand.Rand, m *fleetModel) {
-	p, ok := pick(r, m.policies)
+	p, ok := pick(r, m.Policies)
 	if !ok {
 		return
 	}
@@ -388,53 +338,53 @@ func changePolicy(r *rand.Rand, m *fleetModel) {
 }
 
 func hasPolicy(m *fleetModel, name string) bool {
-	return slices.ContainsFunc(m.policies, func(p obj) bool { return meta(p)["name"] == name })
+	return slices.ContainsFunc(m.Policies, func(p obj) bool { return meta(p)["name"] == name })
 }
 
 func addOrRemovePolicy(r *rand.Rand, m *fleetModel) {
-	if r.IntN(3) == 0 && len(m.policies) > 0 {
-		i := r.IntN(len(m.policies))
-		m.policies = slices.Delete(m.policies, i, i+1)
+	if r.IntN(3) == 0 && len(m.Policies) > 0 {
+		i := r.IntN(len(m.Policies))
+		m.Policies = slices.Delete(m.Policies, i, i+1)
 		return
 	}
 	p := poolPolicies[r.IntN(len(poolPolicies))]
 	o := mustDecode([]byte(p))
-	if !slices.ContainsFunc(m.policies, func(p obj) bool { return sameObject(p, o) }) {
-		m.policies = append(m.policies, o)
+	if !slices.ContainsFunc(m.Policies, func(p obj) bool { return sameObject(p, o) }) {
+		m.Policies = append(m.Policies, o)
 	}
 }
 
 func addOrRemoveCluster(r *rand.Rand, m *fleetModel) {
 	switch r.IntN(3) {
 	case 0:
-		if len(m.clusters) > 1 {
-			i := r.IntN(len(m.clusters))
-			m.spare = append(m.spare, m.clusters[i])
-			m.clusters = slices.Delete(m.clusters, i, i+1)
+		if len(m.Clusters) > 1 {
+			i := r.IntN(len(m.Clusters))
+			m.spare = append(m.spare, m.Clusters[i])
+			m.Clusters = slices.Delete(m.Clusters, i, i+1)
 		}
 	case 1:
 		if len(m.spare) > 0 {
 			i := r.IntN(len(m.spare))
-			m.clusters = append(m.clusters, m.spare[i])
+			m.Clusters = append(m.Clusters, m.spare[i])
 			m.spare = slices.Delete(m.spare, i, i+1)
 		}
 	default:
-		src, ok := pick(r, m.clusters)
+		src, ok := pick(r, m.Clusters)
 		name := fmt.Sprintf("north-%d", r.IntN(3))
-		if !ok || m.cluster(name) != nil {
+		if !ok || m.Cluster(name) != nil {
 			return
 		}
-		cp := &clusterModel{name: name, meshes: slices.Clone(src.meshes)}
-		for _, o := range src.objects {
-			cp.objects = append(cp.objects, cloneObj(o))
+		cp := &clusterModel{Name: name, Meshes: slices.Clone(src.Meshes)}
+		for _, o := range src.Objects {
+			cp.Objects = append(cp.Objects, cloneObj(o))
 		}
-		m.clusters = append(m.clusters, cp)
+		m.Clusters = append(m.Clusters, cp)
 	}
 }
 
 func toggleStale(r *rand.Rand, m *fleetModel) {
-	if c, ok := pick(r, m.clusters); ok {
-		c.stale = !c.stale
+	if c, ok := pick(r, m.Clusters); ok {
+		c.Stale = !c.Stale
 	}
 }
 

@@ -101,7 +101,7 @@ func TestCrossNetworkGatewaysFollowExports(t *testing.T) {
 	m := modelOf(t, loadFixture(t, "testdata/gateway.yaml"))
 	removePolicy := func(name string) func() {
 		return func() {
-			m.policies = slices.DeleteFunc(m.policies, func(p obj) bool { return meta(p)["name"] == name })
+			m.Policies = slices.DeleteFunc(m.Policies, func(p obj) bool { return meta(p)["name"] == name })
 		}
 	}
 	var eastGateway obj
@@ -116,13 +116,13 @@ func TestCrossNetworkGatewaysFollowExports(t *testing.T) {
 		{"the VirtualDestination backed by ratings removed", removePolicy("ratings-global"),
 			[]string{"east istio-gateways/eastwest-global"}},
 		{"east's east-west gateway gone", func() {
-			east := m.cluster("east")
-			i := slices.IndexFunc(east.objects, func(o obj) bool { return kindOf(o) == "Gateway" })
-			eastGateway = east.objects[i]
-			east.objects = slices.Delete(east.objects, i, i+1)
+			east := m.Cluster("east")
+			i := slices.IndexFunc(east.Objects, func(o obj) bool { return kindOf(o) == "Gateway" })
+			eastGateway = east.Objects[i]
+			east.Objects = slices.Delete(east.Objects, i, i+1)
 		}, nil},
 		{"a TrafficPolicy exporting south's details", func() {
-			m.policies = append(m.policies, mustDecode([]byte(`apiVersion: policy.meshrelay.io/v1alpha1
+			m.Policies = append(m.Policies, mustDecode([]byte(`apiVersion: policy.meshrelay.io/v1alpha1
 kind: TrafficPolicy
 metadata: {name: details-timeout, namespace: bookinfo}
 spec:
@@ -130,12 +130,12 @@ spec:
   http: [{timeout: 1s}]`)))
 		}, []string{"south istio-system/istio-eastwestgateway-global"}},
 		{"east's gateway back", func() {
-			m.cluster("east").objects = append(m.cluster("east").objects, eastGateway)
+			m.Cluster("east").Objects = append(m.Cluster("east").Objects, eastGateway)
 		}, []string{"east istio-gateways/eastwest-global", "south istio-system/istio-eastwestgateway-global"}},
 		{"east the only Istio cluster", func() {
-			for _, c := range m.clusters {
-				if c.name != "east" {
-					c.meshes = nil
+			for _, c := range m.Clusters {
+				if c.Name != "east" {
+					c.Meshes = nil
 				}
 			}
 		}, nil},
@@ -144,7 +144,7 @@ spec:
 	var fixtures []*sdktest.Fixture
 	for _, st := range steps {
 		st.change()
-		f := m.fixture(t)
+		f := m.Fixture(t)
 		fixtures = append(fixtures, f)
 		got := slices.Sorted(maps.Keys(gatewaysOf(t, s.Update(f))))
 		if !slices.Equal(got, st.want) {

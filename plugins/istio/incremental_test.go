@@ -246,7 +246,7 @@ func TestIncrementalRandom(t *testing.T) {
 				m := loadModel(t, name)
 				if seed == 1 {
 					for _, p := range poolPolicies {
-						m.policies = append(m.policies, mustDecode([]byte(p)))
+						m.Policies = append(m.Policies, mustDecode([]byte(p)))
 					}
 				}
 				r := rand.New(rand.NewPCG(uint64(seed), uint64(len(name))))
@@ -268,8 +268,8 @@ func TestConflictsPerTarget(t *testing.T) {
 			f.Policies = append(f.Policies, encodeObj(t, mustDecode([]byte(p))))
 		}
 	}
-	south := modelOf(t, loadFixture(t, "testdata/diagnostics.yaml")).cluster("south")
-	f.Clusters = append(f.Clusters, (&fleetModel{clusters: []*clusterModel{south}}).fixture(t).Clusters...)
+	south := modelOf(t, loadFixture(t, "testdata/diagnostics.yaml")).Cluster("south")
+	f.Clusters = append(f.Clusters, (&sdktest.Model{Clusters: []*clusterModel{south}}).Fixture(t).Clusters...)
 	res := sdktest.RunFixture(t, istio.New(), f)
 	names := outputNames(res)
 	if want := "east security.istio.io/v1 AuthorizationPolicy bookinfo/pool-x-ratings-details"; !slices.Contains(names, want) {

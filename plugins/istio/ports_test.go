@@ -109,7 +109,7 @@ func TestAccessPolicyTargetPorts(t *testing.T) {
 func TestAccessPolicyTargetPortsIncremental(t *testing.T) {
 	m := modelOf(t, loadFixture(t, "testdata/ports.yaml"))
 	object := func(kind, name string) obj {
-		for _, o := range m.cluster("east").objects {
+		for _, o := range m.Cluster("east").Objects {
 			if kindOf(o) == kind && meta(o)["name"] == name {
 				return o
 			}
@@ -137,7 +137,7 @@ func TestAccessPolicyTargetPortsIncremental(t *testing.T) {
 	var fixtures []*sdktest.Fixture
 	for i, st := range steps {
 		st.change()
-		f := m.fixture(t)
+		f := m.Fixture(t)
 		fixtures = append(fixtures, f)
 		res := s.Update(f)
 		if i > 0 && !slices.Equal(s.Computed(), []string{"east"}) {

@@ -36,4 +36,13 @@
 //
 // `go test -update` rewrites testdata/<name>.golden.yaml. sdktest registers
 // the -update flag; a test package that uses sdktest must not define its own.
+//
+// An incremental test edits a fixture one change at a time with a [Model]
+// and checks that every step translated as a delta equals a full
+// translation:
+//
+//	base := sdktest.ModelOf(t, fixture)
+//	next := base.Clone(t)
+//	next.Cluster("east").Remove(next.Cluster("east").Object("Service", "ratings"))
+//	sdktest.CheckIncremental(t, &Translator{}, base.Fixture(t), next.Fixture(t))
 package sdktest
