@@ -312,6 +312,9 @@ type inputSender struct {
 	stream   relayv1.Relay_SyncClient
 	maxBytes int
 	base     *snapshot.Snapshot // what the server will hold once it applies what was sent
+	// full is the snapshot last sent whole, for the resend after a nack:
+	// the server refused it whole, so sending it again is refused again.
+	full *snapshot.Snapshot
 }
 
 // resume picks the base the server holds: a snapshot the agent still has
@@ -345,6 +348,7 @@ func (s *inputSender) next(force bool) []*relayv1.AgentMessage {
 	if s.base == nil {
 		d = snapshot.FullDelta(cur)
 		s.a.Stats.FullInputs.Add(1)
+		s.full = cur
 	} else {
 		if cur.Version() <= s.base.Version() {
 			cur = cur.WithVersion(s.base.Version() + 1)
@@ -363,6 +367,15 @@ func (s *inputSender) next(force bool) []*relayv1.AgentMessage {
 		}}}
 	}
 	return msgs
+}
+
+// refusedWhole reports whether the snapshot the server refused was the
+// current one, sent whole.
+func (s *inputSender) refusedWhole() bool {
+	s.a.mu.Lock()
+	cur := s.a.current
+	s.a.mu.Unlock()
+	return s.full != nil && cur != nil && s.base != nil && s.base.Hash() == cur.Hash() && s.full.Hash() == cur.Hash()
 }
 
 // sendLoop is the stream's only sender: inputs, acks and heartbeats.
@@ -396,6 +409,13 @@ func (a *Agent) sendLoop(ctx context.Context, stream relayv1.Relay_SyncClient, s
 			}
 		case m := <-queued:
 			if m.GetInput() != nil { // a resend after a nack
+				if sender.refusedWhole() {
+					// The server refused this very snapshot sent whole: it
+					// would refuse it again. Its next change is sent whole.
+					a.log.Warn("server refused the whole input; waiting for it to change before sending again")
+					sender.base = nil
+					continue
+				}
 				sender.base = nil
 				for _, m := range sender.next(true) {
 					if err := send(m); err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	discoveryv1alpha1 "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/internal/testutil"
@@ -351,4 +353,24 @@ func TestAttackInputIDs(t *testing.T) {
 		t.Logf("first nack: %.200s", <-nacks)
 	}
 	t.Logf("server RSS: before %d MiB, peak during the attack %d MiB, 2s after the agent left %d MiB", before>>20, peak.max>>20, after>>20)
+}
+
+// TestRefusedInputIsNotResentInALoop: an agent whose whole input is over
+// the server's limit does not send it again after the nack: it waits for
+// its input to change, and the change, which fits, is accepted.
+func TestRefusedInputIsNotResentInALoop(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.MaxInputResources = 3 })
+	east := startAgent(t, ts, "east", ts.register("east"))
+	east.src.set(t, "a", "b", "c", "d", "e")
+	testutil.Eventually(t, "the input refused", func() bool {
+		var m dto.Metric
+		return ts.m.inputNacks.Write(&m) == nil && m.GetCounter().GetValue() >= 1
+	})
+	sent := east.Stats.InputMessages.Load()
+	time.Sleep(time.Second) // what the agent sends meanwhile is the check
+	if got := east.Stats.InputMessages.Load(); got != sent {
+		t.Fatalf("the agent sent %d more input messages with nothing changed, after the server refused them whole", got-sent)
+	}
+	east.src.set(t, "a", "b")
+	testutil.Eventually(t, "the input that fits accepted", func() bool { return hasInput(ts, "east") })
 }

@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshrelay_relay_bytes_total", Help: "Relay message bytes, by direction."}, []string{"direction"}),
 		inputNacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "meshrelay_relay_input_nacks_total", Help: "Input deltas refused, each followed by a full resend."}),
+			Name: "meshrelay_relay_input_nacks_total", Help: "Input deltas refused; the agent resends in full, unless it sent that input whole."}),
 		inputLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshrelay_relay_input_limit_refusals_total", Help: "Agent inputs refused for exceeding a limit, by limit (parts, bytes, resources)."}, []string{"limit"}),
 		connRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
