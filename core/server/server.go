@@ -25,6 +25,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/server/trust"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,7 @@ type Server struct {
 	adminHash  []byte
 	sharedHash []byte
 	engine     *engine.Engine
-	trust      *trustManager
+	trust      *trust.Manager
 	started    time.Time
 
 	grpcLis  net.Listener
@@ -175,7 +176,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		hellos:        map[string]int{},
 	}
 	s.m = newMetrics(deps.Registerer, s)
-	s.trust = newTrustManager(s)
+	s.trust = newTrust(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
 		View:     fleetView{s},
@@ -230,21 +231,18 @@ func (s *Server) loadCA(ctx context.Context) error {
 		certPEM, storedKey, gerr := s.deps.Store.GetCA(ctx)
 		switch {
 		case gerr == nil:
-			keyPEM, legacy, err := key.open(certPEM, storedKey)
+			ca, legacy, err := openCA(key, certPEM, storedKey)
 			plain := errors.Is(err, errPlainCAKey)
 			switch {
 			case plain:
-				if s.ca, err = s.localCA(certPEM); err != nil {
+				if ca, err = s.localCA(certPEM); err != nil {
 					return fmt.Errorf("load CA from store: %w", err)
 				}
 				s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
 			case err != nil:
 				return fmt.Errorf("load CA from store: %w", err)
-			default:
-				if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
-					return fmt.Errorf("load CA from store: %w", err)
-				}
 			}
+			s.ca = ca
 			if legacy {
 				s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
 					"secret", s.caKeySecretSource(key))
@@ -324,12 +322,7 @@ func (s *Server) caKeySecretSource(key sealKey) string {
 
 // storeCA writes the CA to the store, its key sealed with key.
 func (s *Server) storeCA(ctx context.Context, key sealKey) error {
-	pemData, err := s.ca.MarshalPEM()
-	if err != nil {
-		return fmt.Errorf("encode CA: %w", err)
-	}
-	certPEM, keyPEM := splitPEM(pemData)
-	sealed, err := sealCAKey(key, certPEM, keyPEM)
+	certPEM, sealed, err := sealCA(key, s.ca)
 	if err != nil {
 		return err
 	}
@@ -561,7 +554,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.deliver(ctx, s.ready) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
-	g.Go(func() error { return s.trust.run(ctx) })
+	g.Go(func() error { return s.trust.Run(ctx) })
 	if s.deps.Policies != nil {
 		g.Go(func() error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
@@ -660,8 +653,8 @@ func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
-	s.trust.setPolicies(p)
-	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !isTrustPolicy(r) }))
+	s.trust.SetPolicies(p)
+	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) }))
 }
 
 // tick runs periodic duties: safe-mode deadline, last-seen, policy status.

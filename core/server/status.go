@@ -38,7 +38,7 @@ func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
 	for _, ps := range s.policyStatuses(ctx) {
 		st.Policies = append(st.Policies, ps.proto())
 	}
-	st.Trust = s.trust.statuses()
+	st.Trust = s.trust.Statuses()
 	return st, nil
 }
 
@@ -158,8 +158,8 @@ func (s *Server) collectStatusInputs(ctx context.Context) *statusInputs {
 	return &statusInputs{
 		sources:    s.policySources(),
 		reaches:    s.outputReaches(ctx),
-		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.diagnostics()...)),
-		trustReach: s.trust.reach,
+		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.Diagnostics()...)),
+		trustReach: s.trust.Reach,
 	}
 }
 
@@ -438,7 +438,7 @@ func (s *Server) writeStatus(ctx context.Context, w StatusWriter, ps policyStatu
 	if ps.ref.Kind != policyv1alpha1.KindMeshTrust || !ok {
 		return w.WriteStatus(ctx, ps.ref, ps.status)
 	}
-	return ew.WriteStatusWith(ctx, ps.ref, ps.status, s.trust.kubeStatus(ps.ref))
+	return ew.WriteStatusWith(ctx, ps.ref, ps.status, s.trust.KubeStatus(ps.ref))
 }
 
 // writePolicyStatus writes each management policy's status back to its
