@@ -306,44 +306,21 @@ func (d *Dir) Snapshot() (*snapshot.Snapshot, error) {
 // changed since the last read, and watching each directory it lists when
 // Run watches.
 func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
-	var (
-		paths   []string
-		tooMany string
-	)
-	err := filepath.WalkDir(d.path, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if path == d.path && errors.Is(err, fs.ErrNotExist) {
-				return fs.SkipAll
-			}
-			d.log.Warn("skip path", "path", path, "err", err)
-			if e != nil && e.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if e.IsDir() {
-			if path != d.path && strings.HasPrefix(e.Name(), ".") {
-				return fs.SkipDir
-			}
-			if d.watch != nil {
-				d.watch.add(path)
-			}
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			if !strings.HasPrefix(e.Name(), ".") {
-				if len(paths) == d.maxFiles {
-					tooMany = path
-					return fs.SkipAll
-				}
-				paths = append(paths, path)
-			}
-		}
-		return nil
-	})
+	paths, err := d.list()
+	if err != nil {
+		return nil, err
+	}
+	all, kept := d.objects(paths)
+	return d.opts.Assemble(version, kept, all)
+}
+
+// list returns the manifest files below the directory, sorted, and
+// watches each directory it lists when Run watches.
+func (d *Dir) list() ([]string, error) {
+	l := &listing{d: d}
+	err := filepath.WalkDir(d.path, l.visit)
 	if d.watch != nil {
-		if err != nil || tooMany != "" {
+		if err != nil || l.tooMany != "" {
 			d.watch.abort()
 		} else {
 			d.watch.done()
@@ -352,14 +329,65 @@ func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("walk %s: %w", d.path, err)
 	}
-	if tooMany != "" {
-		return nil, fmt.Errorf("walk %s: more than %d manifest files, the most read from one directory; %s is the first over the limit", d.path, d.maxFiles, tooMany)
+	if l.tooMany != "" {
+		return nil, fmt.Errorf("walk %s: more than %d manifest files, the most read from one directory; %s is the first over the limit", d.path, d.maxFiles, l.tooMany)
 	}
-	slices.Sort(paths)
+	slices.Sort(l.paths)
+	return l.paths, nil
+}
 
+// listing is one walk of a Dir: the manifest files it found, and the first
+// one over the limit.
+type listing struct {
+	d       *Dir
+	paths   []string
+	tooMany string
+}
+
+// visit is the walk's function: it skips hidden files and directories
+// (the root aside) and what cannot be read, watches directories and
+// collects YAML and JSON files, up to the limit.
+func (l *listing) visit(path string, e fs.DirEntry, err error) error {
+	d := l.d
+	if err != nil {
+		if path == d.path && errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipAll
+		}
+		d.log.Warn("skip path", "path", path, "err", err)
+		if e != nil && e.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	}
+	if e.IsDir() {
+		if path != d.path && strings.HasPrefix(e.Name(), ".") {
+			return fs.SkipDir
+		}
+		if d.watch != nil {
+			d.watch.add(path)
+		}
+		return nil
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		if !strings.HasPrefix(e.Name(), ".") {
+			if len(l.paths) == d.maxFiles {
+				l.tooMany = path
+				return fs.SkipAll
+			}
+			l.paths = append(l.paths, path)
+		}
+	}
+	return nil
+}
+
+// objects returns the objects of the files at paths, all of them and
+// those the Object option keeps, the first of each ID only. It parses
+// only files whose content changed since the last read, and forgets the
+// files no longer listed.
+func (d *Dir) objects(paths []string) (all, kept []snapshot.Resource) {
 	seen := map[string]bool{}
 	where := map[snapshot.ID]string{}
-	var all, kept []snapshot.Resource
 	for _, path := range paths {
 		data, err := d.readFile(path)
 		if err != nil {
@@ -390,7 +418,7 @@ func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
 			delete(d.files, path)
 		}
 	}
-	return d.opts.Assemble(version, kept, all)
+	return all, kept
 }
 
 // readFile reads one manifest file of at most maxFileSize bytes. It does
