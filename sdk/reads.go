@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -105,26 +106,16 @@ func compareReads(a, b read) int {
 	case a.op != b.op:
 		return int(a.op) - int(b.op)
 	case a.cluster != b.cluster:
-		return cmpString(a.cluster, b.cluster)
+		return cmp.Compare(a.cluster, b.cluster)
 	case a.group != b.group:
-		return cmpString(a.group, b.group)
+		return cmp.Compare(a.group, b.group)
 	case a.kind != b.kind:
-		return cmpString(a.kind, b.kind)
+		return cmp.Compare(a.kind, b.kind)
 	case a.namespace != b.namespace:
-		return cmpString(a.namespace, b.namespace)
+		return cmp.Compare(a.namespace, b.namespace)
 	default:
-		return cmpString(a.name, b.name)
+		return cmp.Compare(a.name, b.name)
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // clusters returns the clusters the set's reads are bound to, and whether
