@@ -189,35 +189,36 @@ func (c *change) addObject(cluster string, oc objectChange) {
 	c.objects[cluster][objectID{k.Group, k.Kind, k.Namespace, k.Name}] = true
 	switch {
 	case k.Group == "" && k.Kind == "Service":
-		for _, raw := range [][]byte{oc.old, oc.new} {
-			if raw == nil {
-				continue
-			}
-			var m struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-			}
-			_ = json.Unmarshal(raw, &m) // an undecodable Service has no labels
-			c.services[cluster] = append(c.services[cluster], serviceMeta{namespace: k.Namespace, name: k.Name, labels: m.Metadata.Labels})
+		for _, labels := range oc.labels() {
+			c.services[cluster] = append(c.services[cluster], serviceMeta{namespace: k.Namespace, name: k.Name, labels: labels})
 		}
 	case k.Group == "discovery.k8s.io" && k.Kind == "EndpointSlice":
-		for _, raw := range [][]byte{oc.old, oc.new} {
-			if raw == nil {
-				continue
-			}
-			var m struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-			}
-			_ = json.Unmarshal(raw, &m)
+		for _, labels := range oc.labels() {
 			if c.endpoints[cluster] == nil {
 				c.endpoints[cluster] = map[[2]string]bool{}
 			}
-			c.endpoints[cluster][[2]string{k.Namespace, m.Metadata.Labels[discoveryv1.LabelServiceName]}] = true
+			c.endpoints[cluster][[2]string{k.Namespace, labels[discoveryv1.LabelServiceName]}] = true
 		}
 	}
+}
+
+// labels returns the labels of the object before and after the change,
+// where it existed; an object that does not decode has none.
+func (oc objectChange) labels() []map[string]string {
+	var out []map[string]string
+	for _, raw := range [][]byte{oc.old, oc.new} {
+		if raw == nil {
+			continue
+		}
+		var m struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(raw, &m)
+		out = append(out, m.Metadata.Labels)
+	}
+	return out
 }
 
 // addMeta records that a cluster appeared, left, or changed staleness or meshes.
