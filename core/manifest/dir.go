@@ -208,24 +208,8 @@ func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 			changed = true
 		case <-timer.C:
 			debouncing = false
-			s, err := d.read(version + 1)
-			if err != nil {
-				d.log.Error("read directory", "err", err)
-			} else if last == nil || !s.Equal(last) {
-				version++
-				last = s
-				d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
-				publish(s)
-			}
-			if d.watch != nil && d.watch.err != nil {
-				d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", d.watch.err)
-				d.stopWatching()
-			}
-			if d.watching() {
-				timer.Reset(d.resync)
-			} else {
-				timer.Reset(d.opts.Interval)
-			}
+			last, version = d.reread(last, version, publish)
+			timer.Reset(d.nextRead())
 		}
 		if changed && !debouncing {
 			// Read once the burst this change starts is likely over, but
@@ -234,6 +218,37 @@ func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 			timer.Reset(d.debounce)
 		}
 	}
+}
+
+// reread reads the directory and publishes its snapshot when its meaning
+// changed since last, at version+1; it returns the last snapshot published
+// and its version.
+func (d *Dir) reread(last *snapshot.Snapshot, version uint64, publish func(*snapshot.Snapshot)) (*snapshot.Snapshot, uint64) {
+	s, err := d.read(version + 1)
+	switch {
+	case err != nil:
+		d.log.Error("read directory", "err", err)
+	case last == nil || !s.Equal(last):
+		version++
+		last = s
+		d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
+		publish(s)
+	}
+	return last, version
+}
+
+// nextRead returns when to read the directory next, the watch aside: after
+// the resync interval while it is watched, else after the polling
+// interval. It stops a watch that failed.
+func (d *Dir) nextRead() time.Duration {
+	if d.watch != nil && d.watch.err != nil {
+		d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", d.watch.err)
+		d.stopWatching()
+	}
+	if d.watching() {
+		return d.resync
+	}
+	return d.opts.Interval
 }
 
 // watching reports whether changes to the directory itself are notified.
