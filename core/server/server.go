@@ -217,51 +217,13 @@ func randomSuffix() string {
 // write the store could have put it there.
 func (s *Server) loadCA(ctx context.Context) error {
 	var err error
-	switch {
-	case s.opts.CACertFile != "":
+	if s.opts.CACertFile != "" {
 		s.ca, err = pki.LoadCA(s.opts.CACertFile, s.opts.CAKeyFile, s.opts.CAChainFile)
 		if err != nil {
 			return fmt.Errorf("load CA: %w", err)
 		}
-	default:
-		key, err := s.caKeySecret()
-		if err != nil {
-			return err
-		}
-		certPEM, storedKey, gerr := s.deps.Store.GetCA(ctx)
-		switch {
-		case gerr == nil:
-			ca, legacy, err := openCA(key, certPEM, storedKey)
-			plain := errors.Is(err, errPlainCAKey)
-			switch {
-			case plain:
-				if ca, err = s.localCA(certPEM); err != nil {
-					return fmt.Errorf("load CA from store: %w", err)
-				}
-				s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
-			case err != nil:
-				return fmt.Errorf("load CA from store: %w", err)
-			}
-			s.ca = ca
-			if legacy {
-				s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
-					"secret", s.caKeySecretSource(key))
-			}
-			if plain || legacy {
-				if err := s.storeCA(ctx, key); err != nil {
-					return err
-				}
-			}
-		case errors.Is(gerr, store.ErrNotFound):
-			if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
-				return fmt.Errorf("create CA: %w", err)
-			}
-			if err := s.storeCA(ctx, key); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("load CA from store: %w", gerr)
-		}
+	} else if err := s.loadSharedCA(ctx); err != nil {
+		return err
 	}
 	// The bundle agents and the CLI trust, next to the admin token.
 	if err := os.MkdirAll(s.opts.DataDir, 0o700); err != nil {
@@ -277,6 +239,46 @@ func (s *Server) loadCA(ctx context.Context) error {
 	s.serverCert, err = pki.NewReloader(&cert)
 	if err != nil {
 		return fmt.Errorf("issue server certificate: %w", err)
+	}
+	return nil
+}
+
+// loadSharedCA takes the CA from the store, else from the data directory,
+// generating it there on first start, and stores it sealed when the store
+// did not hold it sealed with the CA key's secret.
+func (s *Server) loadSharedCA(ctx context.Context) error {
+	key, err := s.caKeySecret()
+	if err != nil {
+		return err
+	}
+	certPEM, storedKey, err := s.deps.Store.GetCA(ctx)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
+			return fmt.Errorf("create CA: %w", err)
+		}
+		return s.storeCA(ctx, key)
+	case err != nil:
+		return fmt.Errorf("load CA from store: %w", err)
+	}
+	ca, legacy, err := openCA(key, certPEM, storedKey)
+	plain := errors.Is(err, errPlainCAKey)
+	switch {
+	case plain:
+		if ca, err = s.localCA(certPEM); err != nil {
+			return fmt.Errorf("load CA from store: %w", err)
+		}
+		s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
+	case err != nil:
+		return fmt.Errorf("load CA from store: %w", err)
+	}
+	s.ca = ca
+	if legacy {
+		s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
+			"secret", s.caKeySecretSource(key))
+	}
+	if plain || legacy {
+		return s.storeCA(ctx, key)
 	}
 	return nil
 }
