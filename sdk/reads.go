@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -105,26 +106,16 @@ func compareReads(a, b read) int {
 	case a.op != b.op:
 		return int(a.op) - int(b.op)
 	case a.cluster != b.cluster:
-		return cmpString(a.cluster, b.cluster)
+		return cmp.Compare(a.cluster, b.cluster)
 	case a.group != b.group:
-		return cmpString(a.group, b.group)
+		return cmp.Compare(a.group, b.group)
 	case a.kind != b.kind:
-		return cmpString(a.kind, b.kind)
+		return cmp.Compare(a.kind, b.kind)
 	case a.namespace != b.namespace:
-		return cmpString(a.namespace, b.namespace)
+		return cmp.Compare(a.namespace, b.namespace)
 	default:
-		return cmpString(a.name, b.name)
+		return cmp.Compare(a.name, b.name)
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // clusters returns the clusters the set's reads are bound to, and whether
@@ -198,35 +189,36 @@ func (c *change) addObject(cluster string, oc objectChange) {
 	c.objects[cluster][objectID{k.Group, k.Kind, k.Namespace, k.Name}] = true
 	switch {
 	case k.Group == "" && k.Kind == "Service":
-		for _, raw := range [][]byte{oc.old, oc.new} {
-			if raw == nil {
-				continue
-			}
-			var m struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-			}
-			_ = json.Unmarshal(raw, &m) // an undecodable Service has no labels
-			c.services[cluster] = append(c.services[cluster], serviceMeta{namespace: k.Namespace, name: k.Name, labels: m.Metadata.Labels})
+		for _, labels := range oc.labels() {
+			c.services[cluster] = append(c.services[cluster], serviceMeta{namespace: k.Namespace, name: k.Name, labels: labels})
 		}
 	case k.Group == "discovery.k8s.io" && k.Kind == "EndpointSlice":
-		for _, raw := range [][]byte{oc.old, oc.new} {
-			if raw == nil {
-				continue
-			}
-			var m struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-			}
-			_ = json.Unmarshal(raw, &m)
+		for _, labels := range oc.labels() {
 			if c.endpoints[cluster] == nil {
 				c.endpoints[cluster] = map[[2]string]bool{}
 			}
-			c.endpoints[cluster][[2]string{k.Namespace, m.Metadata.Labels[discoveryv1.LabelServiceName]}] = true
+			c.endpoints[cluster][[2]string{k.Namespace, labels[discoveryv1.LabelServiceName]}] = true
 		}
 	}
+}
+
+// labels returns the labels of the object before and after the change,
+// where it existed; an object that does not decode has none.
+func (oc objectChange) labels() []map[string]string {
+	var out []map[string]string
+	for _, raw := range [][]byte{oc.old, oc.new} {
+		if raw == nil {
+			continue
+		}
+		var m struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(raw, &m)
+		out = append(out, m.Metadata.Labels)
+	}
+	return out
 }
 
 // addMeta records that a cluster appeared, left, or changed staleness or meshes.

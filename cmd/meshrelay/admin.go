@@ -48,6 +48,17 @@ func (f *adminFlags) client(ctx context.Context) (relayv1.AdminClient, context.C
 	return c, ctx, func() { cancel(); c.Close() }, nil
 }
 
+// call makes one admin API call on a connection of its own.
+func call[T any](ctx context.Context, f *adminFlags, rpc func(context.Context, relayv1.AdminClient) (T, error)) (T, error) {
+	c, ctx, done, err := f.client(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer done()
+	return rpc(ctx, c)
+}
+
 func newClusterCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -81,13 +92,10 @@ replaces its token; its certificates stay valid until deregistration.`,
   meshrelay cluster register edge-42 --allow-shared-token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := af.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{
-				Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds()), Reusable: reusable, AllowSharedToken: shared,
+			resp, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.RegisterClusterResponse, error) {
+				return c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{
+					Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds()), Reusable: reusable, AllowSharedToken: shared,
+				})
 			})
 			if err != nil {
 				return err
@@ -111,12 +119,9 @@ func newClusterDeregisterCommand() *cobra.Command {
 		Example: `  meshrelay cluster deregister east`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := af.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			if _, err := c.DeregisterCluster(ctx, &relayv1.DeregisterClusterRequest{Cluster: args[0]}); err != nil {
+			if _, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.DeregisterClusterResponse, error) {
+				return c.DeregisterCluster(ctx, &relayv1.DeregisterClusterRequest{Cluster: args[0]})
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s deregistered\n", args[0])
@@ -136,12 +141,9 @@ func newClusterListCommand() *cobra.Command {
 		Example: `  meshrelay cluster list -o yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := af.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := c.ListClusters(ctx, &relayv1.ListClustersRequest{})
+			resp, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.ListClustersResponse, error) {
+				return c.ListClusters(ctx, &relayv1.ListClustersRequest{})
+			})
 			if err != nil {
 				return err
 			}
@@ -207,12 +209,9 @@ failing.`,
   meshrelay status --check   # for scripts`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := af.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			st, err := c.GetStatus(ctx, &relayv1.GetStatusRequest{})
+			st, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.Status, error) {
+				return c.GetStatus(ctx, &relayv1.GetStatusRequest{})
+			})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,32 +116,15 @@ type backgroundRunner interface {
 
 func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f agentFlags) error {
 	logger = logger.With("cluster", opts.Cluster)
-	needKube := f.source == "kube" || f.leaderElect
-	for _, s := range f.sinks {
-		needKube = needKube || s == "kube"
-	}
-	var cfg *rest.Config
-	if needKube {
-		var err error
-		if cfg, err = kubeConfig(f.kubeconfig); err != nil {
-			return fmt.Errorf("kubernetes config: %w", err)
-		}
+	cfg, err := agentKubeConfig(f)
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	var source agent.Source
-	switch {
-	case f.source == "kube":
-		k, err := discovery.NewKube(cfg, discovery.KubeOptions{Filter: f.filter, Logger: logger})
-		if err != nil {
-			return err
-		}
-		source = k
-	case strings.HasPrefix(f.source, "dir:"):
-		source = discovery.NewDir(strings.TrimPrefix(f.source, "dir:"), discovery.DirOptions{Filter: f.filter, Logger: logger})
-	default:
-		return &exitError{code: 2, err: fmt.Errorf("--source must be kube or dir:PATH, not %q", f.source)}
+	source, err := agentSource(cfg, f, logger)
+	if err != nil {
+		return err
 	}
 
 	var a *agent.Agent
@@ -149,30 +133,10 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 			a.Report(backend, results)
 		}
 	}
-	var runners []backgroundRunner
-	var sinks agent.Sinks
-	if f.xdsAddr != "" {
-		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, Report: report})
-		runners = append(runners, x)
-		sinks = append(sinks, x)
+	sinks, runners, err := agentSinks(cfg, opts, f, reg, report, logger)
+	if err != nil {
+		return err
 	}
-	for _, s := range f.sinks {
-		switch {
-		case s == "kube":
-			k, err := sink.NewKube(cfg, sink.KubeOptions{ServerID: ownerID(opts.Server), Registerer: reg, Report: report, Logger: logger})
-			if err != nil {
-				return err
-			}
-			sinks = append(sinks, k)
-			runners = append(runners, k)
-		case strings.HasPrefix(s, "dir:"):
-			sinks = append(sinks, sink.NewDir(strings.TrimPrefix(s, "dir:")))
-		default:
-			return &exitError{code: 2, err: fmt.Errorf("--sink must be kube or dir:PATH, not %q", s)}
-		}
-	}
-
-	var err error
 	a, err = agent.New(opts, source, sinks, logger)
 	if err != nil {
 		return err
@@ -186,22 +150,9 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	if f.metricsAddr != "" {
-		lis, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen metrics: %w", err)
+		if err := serveMetrics(ctx, g, f.metricsAddr, reg); err != nil {
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		g.Go(func() error {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error { <-ctx.Done(); return srv.Close() })
 	}
 	work := func(ctx context.Context) error {
 		wg, ctx := errgroup.WithContext(ctx)
@@ -230,6 +181,87 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 		return errors.Join(err, workErr)
 	})
 	return g.Wait()
+}
+
+// agentKubeConfig returns the Kubernetes client configuration when the
+// source, a sink or leader election needs one, else nil.
+func agentKubeConfig(f agentFlags) (*rest.Config, error) {
+	needKube := f.source == "kube" || f.leaderElect || slices.Contains(f.sinks, "kube")
+	if !needKube {
+		return nil, nil
+	}
+	cfg, err := kubeConfig(f.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	return cfg, nil
+}
+
+// agentSource returns the discovery source --source names.
+func agentSource(cfg *rest.Config, f agentFlags, logger *slog.Logger) (agent.Source, error) {
+	switch {
+	case f.source == "kube":
+		k, err := discovery.NewKube(cfg, discovery.KubeOptions{Filter: f.filter, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return k, nil
+	case strings.HasPrefix(f.source, "dir:"):
+		return discovery.NewDir(strings.TrimPrefix(f.source, "dir:"), discovery.DirOptions{Filter: f.filter, Logger: logger}), nil
+	}
+	return nil, &exitError{code: 2, err: fmt.Errorf("--source must be kube or dir:PATH, not %q", f.source)}
+}
+
+// agentSinks returns the sinks --xds-addr and --sink name, and those of
+// them with work of their own.
+func agentSinks(cfg *rest.Config, opts agent.Options, f agentFlags, reg prometheus.Registerer,
+	report func(string, map[snapshot.ID]error), logger *slog.Logger,
+) (agent.Sinks, []backgroundRunner, error) {
+	var runners []backgroundRunner
+	var sinks agent.Sinks
+	if f.xdsAddr != "" {
+		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, Report: report})
+		runners = append(runners, x)
+		sinks = append(sinks, x)
+	}
+	for _, s := range f.sinks {
+		switch {
+		case s == "kube":
+			k, err := sink.NewKube(cfg, sink.KubeOptions{ServerID: ownerID(opts.Server), Registerer: reg, Report: report, Logger: logger})
+			if err != nil {
+				return nil, nil, err
+			}
+			sinks = append(sinks, k)
+			runners = append(runners, k)
+		case strings.HasPrefix(s, "dir:"):
+			sinks = append(sinks, sink.NewDir(strings.TrimPrefix(s, "dir:")))
+		default:
+			return nil, nil, &exitError{code: 2, err: fmt.Errorf("--sink must be kube or dir:PATH, not %q", s)}
+		}
+	}
+	return sinks, runners, nil
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on addr in g until
+// ctx ends.
+func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg prometheus.Gatherer) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	return nil
 }
 
 // ownerID is the value of the meshrelay.io/server label on applied objects:

@@ -86,14 +86,11 @@ multi-document YAML stream, or a JSON List) ready to read or diff.`,
 			if !slices.Contains([]string{"table", "wide", "yaml", "json"}, out) {
 				return &exitError{code: 2, err: fmt.Errorf("--output must be table, wide, yaml or json, not %q", out)}
 			}
-			c, ctx, done, err := af.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
 			req.Kind = kind
 			req.Bodies = kind == server.KindOutputs && (out == "yaml" || out == "json")
-			resp, err := c.List(ctx, req)
+			resp, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.ListResponse, error) {
+				return c.List(ctx, req)
+			})
 			if err != nil {
 				return apiError(err)
 			}

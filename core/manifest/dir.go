@@ -208,24 +208,8 @@ func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 			changed = true
 		case <-timer.C:
 			debouncing = false
-			s, err := d.read(version + 1)
-			if err != nil {
-				d.log.Error("read directory", "err", err)
-			} else if last == nil || !s.Equal(last) {
-				version++
-				last = s
-				d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
-				publish(s)
-			}
-			if d.watch != nil && d.watch.err != nil {
-				d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", d.watch.err)
-				d.stopWatching()
-			}
-			if d.watching() {
-				timer.Reset(d.resync)
-			} else {
-				timer.Reset(d.opts.Interval)
-			}
+			last, version = d.reread(last, version, publish)
+			timer.Reset(d.nextRead())
 		}
 		if changed && !debouncing {
 			// Read once the burst this change starts is likely over, but
@@ -234,6 +218,37 @@ func (d *Dir) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error {
 			timer.Reset(d.debounce)
 		}
 	}
+}
+
+// reread reads the directory and publishes its snapshot when its meaning
+// changed since last, at version+1; it returns the last snapshot published
+// and its version.
+func (d *Dir) reread(last *snapshot.Snapshot, version uint64, publish func(*snapshot.Snapshot)) (*snapshot.Snapshot, uint64) {
+	s, err := d.read(version + 1)
+	switch {
+	case err != nil:
+		d.log.Error("read directory", "err", err)
+	case last == nil || !s.Equal(last):
+		version++
+		last = s
+		d.log.Debug("discovered", "version", version, "resources", s.Len(), "hash", s.Hash().Short())
+		publish(s)
+	}
+	return last, version
+}
+
+// nextRead returns when to read the directory next, the watch aside: after
+// the resync interval while it is watched, else after the polling
+// interval. It stops a watch that failed.
+func (d *Dir) nextRead() time.Duration {
+	if d.watch != nil && d.watch.err != nil {
+		d.log.Warn("cannot watch directory, polling it", "interval", d.opts.Interval, "err", d.watch.err)
+		d.stopWatching()
+	}
+	if d.watching() {
+		return d.resync
+	}
+	return d.opts.Interval
 }
 
 // watching reports whether changes to the directory itself are notified.
@@ -306,44 +321,21 @@ func (d *Dir) Snapshot() (*snapshot.Snapshot, error) {
 // changed since the last read, and watching each directory it lists when
 // Run watches.
 func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
-	var (
-		paths   []string
-		tooMany string
-	)
-	err := filepath.WalkDir(d.path, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if path == d.path && errors.Is(err, fs.ErrNotExist) {
-				return fs.SkipAll
-			}
-			d.log.Warn("skip path", "path", path, "err", err)
-			if e != nil && e.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if e.IsDir() {
-			if path != d.path && strings.HasPrefix(e.Name(), ".") {
-				return fs.SkipDir
-			}
-			if d.watch != nil {
-				d.watch.add(path)
-			}
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			if !strings.HasPrefix(e.Name(), ".") {
-				if len(paths) == d.maxFiles {
-					tooMany = path
-					return fs.SkipAll
-				}
-				paths = append(paths, path)
-			}
-		}
-		return nil
-	})
+	paths, err := d.list()
+	if err != nil {
+		return nil, err
+	}
+	all, kept := d.objects(paths)
+	return d.opts.Assemble(version, kept, all)
+}
+
+// list returns the manifest files below the directory, sorted, and
+// watches each directory it lists when Run watches.
+func (d *Dir) list() ([]string, error) {
+	l := &listing{d: d}
+	err := filepath.WalkDir(d.path, l.visit)
 	if d.watch != nil {
-		if err != nil || tooMany != "" {
+		if err != nil || l.tooMany != "" {
 			d.watch.abort()
 		} else {
 			d.watch.done()
@@ -352,14 +344,65 @@ func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("walk %s: %w", d.path, err)
 	}
-	if tooMany != "" {
-		return nil, fmt.Errorf("walk %s: more than %d manifest files, the most read from one directory; %s is the first over the limit", d.path, d.maxFiles, tooMany)
+	if l.tooMany != "" {
+		return nil, fmt.Errorf("walk %s: more than %d manifest files, the most read from one directory; %s is the first over the limit", d.path, d.maxFiles, l.tooMany)
 	}
-	slices.Sort(paths)
+	slices.Sort(l.paths)
+	return l.paths, nil
+}
 
+// listing is one walk of a Dir: the manifest files it found, and the first
+// one over the limit.
+type listing struct {
+	d       *Dir
+	paths   []string
+	tooMany string
+}
+
+// visit is the walk's function: it skips hidden files and directories
+// (the root aside) and what cannot be read, watches directories and
+// collects YAML and JSON files, up to the limit.
+func (l *listing) visit(path string, e fs.DirEntry, err error) error {
+	d := l.d
+	if err != nil {
+		if path == d.path && errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipAll
+		}
+		d.log.Warn("skip path", "path", path, "err", err)
+		if e != nil && e.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	}
+	if e.IsDir() {
+		if path != d.path && strings.HasPrefix(e.Name(), ".") {
+			return fs.SkipDir
+		}
+		if d.watch != nil {
+			d.watch.add(path)
+		}
+		return nil
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		if !strings.HasPrefix(e.Name(), ".") {
+			if len(l.paths) == d.maxFiles {
+				l.tooMany = path
+				return fs.SkipAll
+			}
+			l.paths = append(l.paths, path)
+		}
+	}
+	return nil
+}
+
+// objects returns the objects of the files at paths, all of them and
+// those the Object option keeps, the first of each ID only. It parses
+// only files whose content changed since the last read, and forgets the
+// files no longer listed.
+func (d *Dir) objects(paths []string) (all, kept []snapshot.Resource) {
 	seen := map[string]bool{}
 	where := map[snapshot.ID]string{}
-	var all, kept []snapshot.Resource
 	for _, path := range paths {
 		data, err := d.readFile(path)
 		if err != nil {
@@ -390,7 +433,7 @@ func (d *Dir) read(version uint64) (*snapshot.Snapshot, error) {
 			delete(d.files, path)
 		}
 	}
-	return d.opts.Assemble(version, kept, all)
+	return all, kept
 }
 
 // readFile reads one manifest file of at most maxFileSize bytes. It does

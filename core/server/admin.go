@@ -173,7 +173,7 @@ func (s *Server) forgetCluster(ctx context.Context, cluster string) {
 		st.goodbye(relayv1.Goodbye_REASON_DEREGISTERED, "cluster deregistered")
 	}
 	s.leave(cluster)
-	s.trust.forget(ctx, cluster)
+	s.trust.Forget(ctx, cluster)
 	if ended {
 		s.safeModeEnded()
 	}

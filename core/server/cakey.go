@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/meshrelay/meshrelay/core/pki"
 )
 
 // encryptedKeyType is the PEM block type of a CA private key encrypted for
@@ -139,6 +141,31 @@ func sealCAKey(k sealKey, certPEM, keyPEM []byte) ([]byte, error) {
 	}
 	sealed := aead.Seal(nonce, nonce, keyPEM, certPEM)
 	return pem.EncodeToMemory(&pem.Block{Type: encryptedKeyType, Bytes: sealed}), nil
+}
+
+// sealCA returns ca's certificates and its key sealed with k.
+func sealCA(k sealKey, ca *pki.CA) (certPEM, sealedKey []byte, err error) {
+	pemData, err := ca.MarshalPEM()
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode CA: %w", err)
+	}
+	certPEM, keyPEM := splitPEM(pemData)
+	sealedKey, err = sealCAKey(k, certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, sealedKey, nil
+}
+
+// openCA returns the CA of certPEM whose key k opens, and reports whether
+// the legacy secret opened it.
+func openCA(k sealKey, certPEM, sealedKey []byte) (*pki.CA, bool, error) {
+	keyPEM, legacy, err := k.open(certPEM, sealedKey)
+	if err != nil {
+		return nil, false, err
+	}
+	ca, err := pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...))
+	return ca, legacy, err
 }
 
 // errPlainCAKey reports a CA key stored in plain text by an older release,

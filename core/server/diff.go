@@ -12,6 +12,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/preview"
+	"github.com/meshrelay/meshrelay/core/server/trust"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -97,7 +98,7 @@ func (s *Server) previewFleet(ctx context.Context) (preview.Fleet, error) {
 	s.mu.Unlock()
 	fleet := preview.Fleet{Inputs: make(map[string]*snapshot.Snapshot, len(names))}
 	if policies != nil {
-		fleet.Policies = filterSnapshot(policies, func(r snapshot.Resource) bool { return !isTrustPolicy(r) })
+		fleet.Policies = filterSnapshot(policies, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) })
 	}
 	for _, name := range names {
 		rctx, cancel := context.WithTimeout(ctx, storeReadTimeout)

@@ -38,6 +38,11 @@
 // folds; derived objects go with their cluster's input when it is
 // deregistered.
 //
+// Mesh trust (core/server/trust) runs beside the fleet: the server wires
+// its store, its safe mode and the engine's meshes into a trust.Manager,
+// seals the mesh roots' keys like its CA's (cakey.go) and authenticates the
+// Trust RPCs before handing them to the manager (trust.go).
+//
 // Safe mode: after a start where some registered cluster has no fresh input
 // (the store was empty or lost), outputs are delivered with pruning forbidden
 // until every such cluster has sent a fresh snapshot, or the safe-start

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/pki"
+	"github.com/meshrelay/meshrelay/core/server/trust"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/credentials"
 )
@@ -64,7 +65,7 @@ type clusterConns struct {
 
 func newGate(lis net.Listener, tlsCreds credentials.TransportCredentials, o Options, log *slog.Logger, refused func(string)) *gate {
 	authed := limits{
-		small: o.MaxUnauthenticatedMessageBytes, sync: o.MaxMessageBytes, report: maxTrustReportBytes,
+		small: o.MaxUnauthenticatedMessageBytes, sync: o.MaxMessageBytes, report: trust.MaxReportBytes,
 		whole: o.MaxMessageBytes, conn: unauthenticatedConnBytes, authedConn: int64(o.MaxMessageBytes) + authenticatedConnSlack,
 	}
 	anon := authed

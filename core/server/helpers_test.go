@@ -43,3 +43,21 @@ func engineKey(cluster string) engine.OutputKey {
 var nsGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// The records core/server/trust keeps in the store, as tests read them
+// there: a cluster's last report is under trustReportPrefix+cluster, a
+// MeshTrust's roots (trustState) under its namespace/name.
+const trustReportPrefix = "report/"
+
+// trustState is the part of a MeshTrust's stored roots that tests read.
+type trustState struct {
+	Current *struct {
+		Cert string `json:"cert"`
+	} `json:"current"`
+	Old *struct {
+		Cert string `json:"cert"`
+	} `json:"old,omitempty"`
+}
+
+// maxTrustCertBytes is the largest intermediate a trust report may carry.
+const maxTrustCertBytes = 16 << 10

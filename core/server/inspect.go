@@ -14,7 +14,6 @@ import (
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
-	"github.com/meshrelay/meshrelay/core/engine"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/grpc/codes"
@@ -207,18 +206,14 @@ func (s *Server) outputResources(ctx context.Context, scope outputScope, keep fu
 		if scope.cluster != "" && ci.Name != scope.cluster {
 			continue
 		}
-		outs := s.computedOutputs(ctx, ci.Name)
-		for _, backend := range slices.Sorted(mapsKeys(outs)) {
-			if scope.backend != "" && backend != scope.backend {
+		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
+			if scope.backend != "" && o.backend != scope.backend {
 				continue
 			}
-			o := outs[backend]
-			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
-			current := acked && a.hash == o.Hash()
-			for r := range o.All() {
-				or := outputResource(ci.Name, backend, r)
-				or.Error = a.errors[r.ID]
-				or.Applied = current && or.Error == ""
+			for r := range o.set.All() {
+				or := outputResource(ci.Name, o.backend, r)
+				or.Error = o.ack.errors[r.ID]
+				or.Applied = o.applied && or.Error == ""
 				if !keep(or, r.Body) {
 					continue
 				}
@@ -441,47 +436,14 @@ func (s *Server) diagnostics(keep func(meta.Diagnostic) bool) []*relayv1.Diagnos
 // names the management source's policy when there is one, so a workload
 // cluster cannot shadow it.
 func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
-	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
+	q, err := parsePolicyName(req)
+	if err != nil {
 		return nil, err
 	}
-	full, source, qualified := strings.Cut(req.GetName(), "@")
-	cluster := req.GetCluster()
-	switch {
-	case qualified && source == "":
-		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: no cluster after @", req.GetName())
-	case qualified && cluster != "" && cluster != source:
-		return nil, status.Errorf(codes.InvalidArgument, "policy name %q is defined in cluster %s, not in --cluster %s", req.GetName(), source, cluster)
-	case qualified:
-		cluster = source
+	ps, err := q.find(s.policyStatuses(ctx))
+	if err != nil {
+		return nil, err
 	}
-	parts, ok := splitName(full, 3)
-	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "policy name %q: want NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME, with @CLUSTER for a workload cluster's", req.GetName())
-	}
-	kind, ns, name := cmp.Or(parts[0], req.GetKind()), cmp.Or(parts[1], req.GetNamespace()), parts[2]
-	var found []policyStatus
-	for _, ps := range s.policyStatuses(ctx) {
-		if ps.ref.Name == name && (kind == "" || strings.EqualFold(ps.ref.Kind, kind)) && (ns == "" || ps.ref.Namespace == ns) &&
-			(cluster == "" || ps.ref.Cluster == cluster) {
-			found = append(found, ps)
-		}
-	}
-	if len(found) > 1 && kind != "" && ns != "" && cluster == "" {
-		if i := slices.IndexFunc(found, func(ps policyStatus) bool { return ps.ref.Cluster == "" }); i >= 0 {
-			found = found[i : i+1]
-		}
-	}
-	switch {
-	case len(found) == 0:
-		return nil, notFound("policy", req.GetName())
-	case len(found) > 1:
-		var cands []string
-		for _, ps := range found {
-			cands = append(cands, ps.ref.String())
-		}
-		return nil, ambiguous("policy", req.GetName(), cands)
-	}
-	ps := found[0]
 	desc := &relayv1.PolicyDescription{Status: ps.proto()}
 	for _, src := range s.policySources() {
 		if src.cluster == ps.ref.Cluster && policyKey(src.res.ID) == ps.ref.Key() {
@@ -494,6 +456,71 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 	desc.Clusters = policyClusters(desc.Outputs)
 	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
 	return desc, nil
+}
+
+// policyQuery is the policy a DescribePolicy request names: its name, and
+// its kind, namespace and source cluster where given.
+type policyQuery struct {
+	req                     string
+	kind, ns, name, cluster string
+}
+
+// parsePolicyName checks a DescribePolicy request and returns the policy it
+// names.
+func parsePolicyName(req *relayv1.DescribeRequest) (policyQuery, error) {
+	if err := checkFields(req.GetName(), req.GetNamespace(), req.GetCluster(), req.GetKind()); err != nil {
+		return policyQuery{}, err
+	}
+	full, source, qualified := strings.Cut(req.GetName(), "@")
+	cluster := req.GetCluster()
+	switch {
+	case qualified && source == "":
+		return policyQuery{}, status.Errorf(codes.InvalidArgument, "policy name %q: no cluster after @", req.GetName())
+	case qualified && cluster != "" && cluster != source:
+		return policyQuery{}, status.Errorf(codes.InvalidArgument, "policy name %q is defined in cluster %s, not in --cluster %s", req.GetName(), source, cluster)
+	case qualified:
+		cluster = source
+	}
+	parts, ok := splitName(full, 3)
+	if !ok {
+		return policyQuery{}, status.Errorf(codes.InvalidArgument, "policy name %q: want NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME, with @CLUSTER for a workload cluster's", req.GetName())
+	}
+	return policyQuery{
+		req: req.GetName(), kind: cmp.Or(parts[0], req.GetKind()), ns: cmp.Or(parts[1], req.GetNamespace()), name: parts[2], cluster: cluster,
+	}, nil
+}
+
+// find returns the one policy of statuses q names: a full name without a
+// cluster names the management source's policy when there is one.
+func (q policyQuery) find(statuses []policyStatus) (policyStatus, error) {
+	var found []policyStatus
+	for _, ps := range statuses {
+		if q.matches(ps.ref) {
+			found = append(found, ps)
+		}
+	}
+	if len(found) > 1 && q.kind != "" && q.ns != "" && q.cluster == "" {
+		if i := slices.IndexFunc(found, func(ps policyStatus) bool { return ps.ref.Cluster == "" }); i >= 0 {
+			found = found[i : i+1]
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return policyStatus{}, notFound("policy", q.req)
+	case len(found) > 1:
+		var cands []string
+		for _, ps := range found {
+			cands = append(cands, ps.ref.String())
+		}
+		return policyStatus{}, ambiguous("policy", q.req, cands)
+	}
+	return found[0], nil
+}
+
+// matches reports whether ref is a policy q names.
+func (q policyQuery) matches(ref meta.PolicyRef) bool {
+	return ref.Name == q.name && (q.kind == "" || strings.EqualFold(ref.Kind, q.kind)) && (q.ns == "" || ref.Namespace == q.ns) &&
+		(q.cluster == "" || ref.Cluster == q.cluster)
 }
 
 // policyClusters folds a policy's outputs into its state per cluster.

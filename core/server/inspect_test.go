@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
@@ -258,5 +259,44 @@ func TestPolicyClusters(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
 		t.Errorf("policyClusters (-want +got):\n%s", d)
+	}
+}
+
+// The policy a DescribePolicy request names: "Kind/ns/name" without a
+// cluster is the management source's when there is one, "@cluster" a
+// workload cluster's, a shorter name is ambiguous between them; a name
+// that cannot be one is refused.
+func TestDescribePolicyName(t *testing.T) {
+	mgmt := policyStatus{ref: meta.PolicyRef{Kind: "AccessPolicy", Namespace: "bookinfo", Name: "reviews"}}
+	east := policyStatus{ref: meta.PolicyRef{Kind: "AccessPolicy", Namespace: "bookinfo", Name: "reviews", Cluster: "east"}}
+	other := policyStatus{ref: meta.PolicyRef{Kind: "TrafficPolicy", Namespace: "bookinfo", Name: "split"}}
+	statuses := []policyStatus{mgmt, east, other}
+	tests := map[string]struct {
+		req  *relayv1.DescribeRequest
+		want meta.PolicyRef
+		code codes.Code
+	}{
+		"full name is the management source's": {req: &relayv1.DescribeRequest{Name: "AccessPolicy/bookinfo/reviews"}, want: mgmt.ref},
+		"kind and namespace as flags":          {req: &relayv1.DescribeRequest{Name: "reviews", Kind: "accesspolicy", Namespace: "bookinfo"}, want: mgmt.ref},
+		"a workload cluster's":                 {req: &relayv1.DescribeRequest{Name: "reviews@east"}, want: east.ref},
+		"a workload cluster's by --cluster":    {req: &relayv1.DescribeRequest{Name: "bookinfo/reviews", Cluster: "east"}, want: east.ref},
+		"unique short name":                    {req: &relayv1.DescribeRequest{Name: "split"}, want: other.ref},
+		"ambiguous short name":                 {req: &relayv1.DescribeRequest{Name: "bookinfo/reviews"}, code: codes.InvalidArgument},
+		"not found":                            {req: &relayv1.DescribeRequest{Name: "reviews@west"}, code: codes.NotFound},
+		"no cluster after @":                   {req: &relayv1.DescribeRequest{Name: "reviews@"}, code: codes.InvalidArgument},
+		"@cluster against --cluster":           {req: &relayv1.DescribeRequest{Name: "reviews@east", Cluster: "west"}, code: codes.InvalidArgument},
+		"too many parts":                       {req: &relayv1.DescribeRequest{Name: "a/b/c/d"}, code: codes.InvalidArgument},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got policyStatus
+			q, err := parsePolicyName(tc.req)
+			if err == nil {
+				got, err = q.find(statuses)
+			}
+			if status.Code(err) != tc.code || got.ref != tc.want {
+				t.Errorf("DescribePolicy(%+v) = %v, %v; want %v, %v", tc.req, got.ref, err, tc.want, tc.code)
+			}
+		})
 	}
 }

@@ -267,13 +267,10 @@ func (c *inspectedConn) inspect(p []byte) (reason string, err error) {
 	f := &c.in
 	for len(p) > 0 {
 		if f.hdrN < h2FrameHeader {
-			k := copy(f.hdr[f.hdrN:], p)
-			f.hdrN += k
-			p = p[k:]
-			if f.hdrN < h2FrameHeader {
+			var complete bool
+			if p, complete = f.readHeader(p); !complete {
 				return "", nil
 			}
-			f.start()
 			if f.left > h2MaxFrame {
 				return "frame_too_large", fmt.Errorf("a frame of %d bytes", f.left)
 			}
@@ -312,6 +309,19 @@ func (c *inspectedConn) inspect(p []byte) (reason string, err error) {
 		}
 	}
 	return "", nil
+}
+
+// readHeader reads what p holds of the next frame's header, decodes the
+// header once it is complete (start) and reports whether it is; it
+// returns the rest of p.
+func (f *framer) readHeader(p []byte) ([]byte, bool) {
+	k := copy(f.hdr[f.hdrN:], p)
+	f.hdrN += k
+	if f.hdrN < h2FrameHeader {
+		return p[k:], false
+	}
+	f.start()
+	return p[k:], true
 }
 
 // start decodes the frame header just read.
@@ -467,13 +477,10 @@ func (c *inspectedConn) written(p []byte) {
 	f := &c.out
 	for len(p) > 0 {
 		if f.hdrN < h2FrameHeader {
-			k := copy(f.hdr[f.hdrN:], p)
-			f.hdrN += k
-			p = p[k:]
-			if f.hdrN < h2FrameHeader {
+			var complete bool
+			if p, complete = f.readHeader(p); !complete {
 				return
 			}
-			f.start()
 			switch {
 			case f.typ == h2RSTStream, f.typ == h2Headers && f.flag&h2EndStream != 0:
 				c.end(f.id)

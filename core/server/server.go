@@ -25,6 +25,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/server/trust"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,7 @@ type Server struct {
 	adminHash  []byte
 	sharedHash []byte
 	engine     *engine.Engine
-	trust      *trustManager
+	trust      *trust.Manager
 	started    time.Time
 
 	grpcLis  net.Listener
@@ -178,7 +179,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		diffs:         make(chan struct{}, 1),
 	}
 	s.m = newMetrics(deps.Registerer, s)
-	s.trust = newTrustManager(s)
+	s.trust = newTrust(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
 		View:     fleetView{s},
@@ -219,54 +220,13 @@ func randomSuffix() string {
 // write the store could have put it there.
 func (s *Server) loadCA(ctx context.Context) error {
 	var err error
-	switch {
-	case s.opts.CACertFile != "":
+	if s.opts.CACertFile != "" {
 		s.ca, err = pki.LoadCA(s.opts.CACertFile, s.opts.CAKeyFile, s.opts.CAChainFile)
 		if err != nil {
 			return fmt.Errorf("load CA: %w", err)
 		}
-	default:
-		key, err := s.caKeySecret()
-		if err != nil {
-			return err
-		}
-		certPEM, storedKey, gerr := s.deps.Store.GetCA(ctx)
-		switch {
-		case gerr == nil:
-			keyPEM, legacy, err := key.open(certPEM, storedKey)
-			plain := errors.Is(err, errPlainCAKey)
-			switch {
-			case plain:
-				if s.ca, err = s.localCA(certPEM); err != nil {
-					return fmt.Errorf("load CA from store: %w", err)
-				}
-				s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
-			case err != nil:
-				return fmt.Errorf("load CA from store: %w", err)
-			default:
-				if s.ca, err = pki.ParsePEM(append(append([]byte{}, certPEM...), keyPEM...)); err != nil {
-					return fmt.Errorf("load CA from store: %w", err)
-				}
-			}
-			if legacy {
-				s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
-					"secret", s.caKeySecretSource(key))
-			}
-			if plain || legacy {
-				if err := s.storeCA(ctx, key); err != nil {
-					return err
-				}
-			}
-		case errors.Is(gerr, store.ErrNotFound):
-			if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
-				return fmt.Errorf("create CA: %w", err)
-			}
-			if err := s.storeCA(ctx, key); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("load CA from store: %w", gerr)
-		}
+	} else if err := s.loadSharedCA(ctx); err != nil {
+		return err
 	}
 	// The bundle agents and the CLI trust, next to the admin token.
 	if err := os.MkdirAll(s.opts.DataDir, 0o700); err != nil {
@@ -282,6 +242,46 @@ func (s *Server) loadCA(ctx context.Context) error {
 	s.serverCert, err = pki.NewReloader(&cert)
 	if err != nil {
 		return fmt.Errorf("issue server certificate: %w", err)
+	}
+	return nil
+}
+
+// loadSharedCA takes the CA from the store, else from the data directory,
+// generating it there on first start, and stores it sealed when the store
+// did not hold it sealed with the CA key's secret.
+func (s *Server) loadSharedCA(ctx context.Context) error {
+	key, err := s.caKeySecret()
+	if err != nil {
+		return err
+	}
+	certPEM, storedKey, err := s.deps.Store.GetCA(ctx)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if s.ca, err = pki.LoadOrCreateCA(filepath.Join(s.opts.DataDir, "ca"), "meshrelay", 10*365*24*time.Hour); err != nil {
+			return fmt.Errorf("create CA: %w", err)
+		}
+		return s.storeCA(ctx, key)
+	case err != nil:
+		return fmt.Errorf("load CA from store: %w", err)
+	}
+	ca, legacy, err := openCA(key, certPEM, storedKey)
+	plain := errors.Is(err, errPlainCAKey)
+	switch {
+	case plain:
+		if ca, err = s.localCA(certPEM); err != nil {
+			return fmt.Errorf("load CA from store: %w", err)
+		}
+		s.log.Warn("the CA key was stored in plain text; this replica's data directory holds the same CA: storing its key sealed")
+	case err != nil:
+		return fmt.Errorf("load CA from store: %w", err)
+	}
+	s.ca = ca
+	if legacy {
+		s.log.Warn("the CA key was sealed with a secret derived from the admin token; sealing it with the CA key encryption key: every replica sharing this store needs the same one",
+			"secret", s.caKeySecretSource(key))
+	}
+	if plain || legacy {
+		return s.storeCA(ctx, key)
 	}
 	return nil
 }
@@ -327,12 +327,7 @@ func (s *Server) caKeySecretSource(key sealKey) string {
 
 // storeCA writes the CA to the store, its key sealed with key.
 func (s *Server) storeCA(ctx context.Context, key sealKey) error {
-	pemData, err := s.ca.MarshalPEM()
-	if err != nil {
-		return fmt.Errorf("encode CA: %w", err)
-	}
-	certPEM, keyPEM := splitPEM(pemData)
-	sealed, err := sealCAKey(key, certPEM, keyPEM)
+	certPEM, sealed, err := sealCA(key, s.ca)
 	if err != nil {
 		return err
 	}
@@ -564,7 +559,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.deliver(ctx, s.ready) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
-	g.Go(func() error { return s.trust.run(ctx) })
+	g.Go(func() error { return s.trust.Run(ctx) })
 	if s.deps.Policies != nil {
 		g.Go(func() error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
@@ -663,8 +658,8 @@ func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
-	s.trust.setPolicies(p)
-	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !isTrustPolicy(r) }))
+	s.trust.SetPolicies(p)
+	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) }))
 }
 
 // tick runs periodic duties: safe-mode deadline, last-seen, policy status.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -38,11 +40,12 @@ func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
 	for _, ps := range s.policyStatuses(ctx) {
 		st.Policies = append(st.Policies, ps.proto())
 	}
-	st.Trust = s.trust.statuses()
+	st.Trust = s.trust.Statuses()
 	return st, nil
 }
 
-// clusterStatuses joins the registry, the streams and the view.
+// clusterStatuses joins the registry, the streams, the view, the inputs
+// and the outputs.
 func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus, error) {
 	records, err := s.deps.Store.ListClusters(ctx)
 	if err != nil {
@@ -52,28 +55,10 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 	for _, ci := range s.engine.Clusters() {
 		view[ci.Name] = ci
 	}
-	var out []*relayv1.ClusterStatus
+	acks := s.ackStates()
+	out := make([]*relayv1.ClusterStatus, 0, len(records))
 	for _, c := range records {
-		cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica}
-		if !c.Registered.IsZero() {
-			cs.Registered = timestamppb.New(c.Registered)
-		}
-		if !c.LastSeen.IsZero() {
-			cs.LastSeen = timestamppb.New(c.LastSeen)
-		}
-		s.mu.Lock()
-		_, local := s.streams[c.Name]
-		acks := make(map[string]ackState)
-		for k, a := range s.acks {
-			if k.Cluster == c.Name {
-				acks[k.Backend] = a
-			}
-		}
-		s.mu.Unlock()
-		cs.Connected = local || (c.Replica != "" && c.Replica != s.opts.ServerID && time.Since(c.LastSeen) < freshWindowHeartbeats*s.opts.Heartbeat)
-		if local {
-			cs.Replica = s.opts.ServerID
-		}
+		cs := s.registryStatus(c)
 		if in, m, ok := s.input(ctx, c.Name); ok {
 			cs.InputVersion = in.Version()
 			cs.InputHash = in.Hash().Short()
@@ -83,13 +68,10 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 		if ci, ok := view[c.Name]; ok {
 			cs.Meshes, cs.Stale = ci.Meshes, ci.Stale
 		}
-		outs := s.computedOutputs(ctx, c.Name)
-		for _, b := range slices.Sorted(mapsKeys(outs)) {
-			o := outs[b]
-			a, acked := acks[b]
+		for _, o := range s.outputsOf(ctx, c.Name, acks) {
 			cs.Outputs = append(cs.Outputs, &relayv1.OutputStatus{
-				Backend: b, Resources: int32(o.Len()), Hash: o.Hash().Short(),
-				Applied: acked && a.hash == o.Hash(), Errors: int32(len(a.errors)),
+				Backend: o.backend, Resources: int32(o.set.Len()), Hash: o.set.Hash().Short(),
+				Applied: o.applied, Errors: int32(len(o.ack.errors)),
 			})
 		}
 		out = append(out, cs)
@@ -97,14 +79,49 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 	return out, nil
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// registryStatus is a cluster's status as its registry record and this
+// replica's streams say: registered, last seen, revoked, and connected to
+// this replica or, lately, to another.
+func (s *Server) registryStatus(c store.Cluster) *relayv1.ClusterStatus {
+	cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica}
+	if !c.Registered.IsZero() {
+		cs.Registered = timestamppb.New(c.Registered)
 	}
+	if !c.LastSeen.IsZero() {
+		cs.LastSeen = timestamppb.New(c.LastSeen)
+	}
+	s.mu.Lock()
+	_, local := s.streams[c.Name]
+	s.mu.Unlock()
+	cs.Connected = local || (c.Replica != "" && c.Replica != s.opts.ServerID && time.Since(c.LastSeen) < freshWindowHeartbeats*s.opts.Heartbeat)
+	if local {
+		cs.Replica = s.opts.ServerID
+	}
+	return cs
+}
+
+// clusterOutput is one backend's output of a cluster as status and
+// inspection show it, with what the cluster's agent said of it.
+type clusterOutput struct {
+	backend string
+	set     *snapshot.Snapshot
+	ack     ackState
+	// applied says the agent acked this very output.
+	applied bool
+}
+
+// outputsOf returns the outputs of cluster this replica computes
+// (computedOutputs), by backend, each with its agent's ack from acks
+// (ackStates).
+func (s *Server) outputsOf(ctx context.Context, cluster string, acks map[engine.OutputKey]ackState) []clusterOutput {
+	outs := s.computedOutputs(ctx, cluster)
+	out := make([]clusterOutput, 0, len(outs))
+	for _, b := range slices.Sorted(maps.Keys(outs)) {
+		o := outs[b]
+		a, acked := acks[engine.OutputKey{Cluster: cluster, Backend: b}]
+		out = append(out, clusterOutput{backend: b, set: o, ack: a, applied: acked && a.hash == o.Hash()})
+	}
+	return out
 }
 
 // policyStatus is one policy's folded status.
@@ -158,8 +175,8 @@ func (s *Server) collectStatusInputs(ctx context.Context) *statusInputs {
 	return &statusInputs{
 		sources:    s.policySources(),
 		reaches:    s.outputReaches(ctx),
-		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.diagnostics()...)),
-		trustReach: s.trust.reach,
+		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.Diagnostics()...)),
+		trustReach: s.trust.Reach,
 	}
 }
 
@@ -190,9 +207,8 @@ func (s *Server) outputReaches(ctx context.Context) reaches {
 	defer parents.done()
 	rs := reaches{}
 	for _, ci := range s.engine.Clusters() {
-		for backend, o := range s.computedOutputs(ctx, ci.Name) {
-			a, acked := acks[engine.OutputKey{Cluster: ci.Name, Backend: backend}]
-			rs.addOutput(ci.Name, o, acked && a.hash == o.Hash(), a.errors, parents.of)
+		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
+			rs.addOutput(ci.Name, o.set, o.applied, o.ack.errors, parents.of)
 		}
 	}
 	return rs
@@ -438,7 +454,7 @@ func (s *Server) writeStatus(ctx context.Context, w StatusWriter, ps policyStatu
 	if ps.ref.Kind != policyv1alpha1.KindMeshTrust || !ok {
 		return w.WriteStatus(ctx, ps.ref, ps.status)
 	}
-	return ew.WriteStatusWith(ctx, ps.ref, ps.status, s.trust.kubeStatus(ps.ref))
+	return ew.WriteStatusWith(ctx, ps.ref, ps.status, s.trust.KubeStatus(ps.ref))
 }
 
 // writePolicyStatus writes each management policy's status back to its

@@ -120,7 +120,7 @@ func TestMeshTrustExcludedClusterDoesNotHoldRotation(t *testing.T) {
 		return ms.GetPhase() == policyv1alpha1.TrustPhaseActive && len(ms.GetRoots()) == 1 && ms.GetRoots()[0] != first
 	})
 	if !hasTrustDiag(ts, "west", "excluded from rotations") {
-		t.Errorf("no warning flags west as excluded: %v", ts.trust.diagnostics())
+		t.Errorf("no warning flags west as excluded: %v", ts.trust.Diagnostics())
 	}
 	if roots := rootsOf(t, east.secret(t)); len(roots) != 1 || roots[0] != trustStatus(t, ts).GetRoots()[0] {
 		t.Errorf("east trusts %v after the rotation, want only the new root", roots)
@@ -128,7 +128,7 @@ func TestMeshTrustExcludedClusterDoesNotHoldRotation(t *testing.T) {
 }
 
 func hasTrustDiag(ts *testServer, cluster, summary string) bool {
-	for _, d := range ts.trust.diagnostics() {
+	for _, d := range ts.trust.Diagnostics() {
 		if d.Cluster == cluster && strings.Contains(d.Summary, summary) {
 			return true
 		}

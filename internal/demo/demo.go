@@ -80,27 +80,9 @@ var clusters = []string{"east", "west", "central"}
 
 // Run runs the demo.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	var err error
-	if opts.Root == "" {
-		if opts.Root, err = findRoot(); err != nil {
-			return nil, err
-		}
-	}
-	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute)
-	if opts.Stdout == nil {
-		opts.Stdout = io.Discard
-	}
-	out, err := filepath.Abs(cmp.Or(opts.Out, "demo-output"))
+	opts, out, err := prepare(opts)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.RemoveAll(out); err != nil {
-		return nil, fmt.Errorf("clean %s: %w", out, err)
-	}
-	for _, d := range []string{"plugins", "server", "policies", "outputs", "agents"} {
-		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
-			return nil, err
-		}
 	}
 	logFile, err := os.Create(filepath.Join(out, "meshrelay.log"))
 	if err != nil {
@@ -112,52 +94,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	say("meshrelay demo — outputs, logs and state go to %s\n", out)
 
-	// Plugins: real binaries, installed with their checksums.
-	bins, err := pluginBinaries(ctx, opts, out, say)
-	if err != nil {
-		return nil, err
-	}
-	pluginDir := filepath.Join(out, "plugins")
-	for _, name := range Plugins {
-		e, err := pluginhost.InstallContext(ctx, pluginDir, bins[name], "", logger)
-		if err != nil {
-			return nil, fmt.Errorf("install plugin %s: %w", name, err)
-		}
-		say("  installed plugin %-7s %s  sha256 %s…", e.Name, e.Version, e.SHA256[:16])
-	}
-	host, err := pluginhost.New(pluginDir, logger, pluginhost.DefaultOptions())
+	host, translators, err := startPlugins(ctx, opts, out, logger, say)
 	if err != nil {
 		return nil, err
 	}
 	defer host.Close()
-	if err := host.Start(ctx); err != nil {
-		return nil, err
-	}
-	go host.Watch(ctx)
-	var translators []pluginhost.Translator
-	for _, p := range host.Plugins() {
-		translators = append(translators, p)
-	}
-
-	// Policies: a copy, so the demo's edit never touches the source tree.
 	policyDir := filepath.Join(out, "policies")
-	if err := copyDir(filepath.Join(opts.Root, "testdata", "policies"), policyDir); err != nil {
+	if err := copyPolicies(opts.Root, policyDir); err != nil {
 		return nil, err
 	}
-	if err := copyFile(filepath.Join(opts.Root, "testdata", "demo", "mesh-trust.yaml"), filepath.Join(policyDir, "mesh-trust.yaml")); err != nil {
-		return nil, err
-	}
-
-	// The server, on loopback, with a generated CA.
-	sopts := server.DefaultOptions()
-	sopts.ListenAddr, sopts.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	sopts.DataDir = filepath.Join(out, "server")
-	sopts.ServerID = "demo"
-	sopts.Heartbeat = time.Second
 	st := memory.New()
-	srv, err := server.New(ctx, sopts, server.Deps{
-		Store: st, Translators: translators, Policies: server.NewDirPolicies(policyDir, logger), Logger: logger,
-	})
+	srv, err := newServer(ctx, st, out, policyDir, translators, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -177,24 +124,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer closeAdmin()
-
-	// Agents: each cluster is a directory of YAML; outputs go to files, and
-	// west's Envoy group is also served over xDS.
-	for _, name := range clusters {
-		a, runners, err := startAgent(actx, admin, srv, opts.Root, out, name, logger)
-		if err != nil {
-			return nil, err
-		}
-		g.Go(func() error {
-			if err := a.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("agent %s: %w", name, err)
-			}
-			return nil
-		})
-		for _, r := range runners {
-			g.Go(func() error { return r.Run(gctx) })
-		}
-		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
+	if err := startAgents(actx, gctx, g, admin, srv, opts.Root, out, logger, say); err != nil {
+		return nil, err
 	}
 
 	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath(), UI: web.URL()}
@@ -209,24 +140,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	printReport(opts.Stdout, report)
-
-	// One change: edit the TrafficPolicy's weights and watch it propagate.
-	say("\nEditing policies/reviews-traffic.yaml: reviews weights 50/30/20 → 10/10/80 …")
-	before := hashes(srv.Engine())
-	start := time.Now()
-	if err := editWeights(filepath.Join(policyDir, "reviews-traffic.yaml")); err != nil {
+	if err := editAndWatch(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
 		return nil, err
 	}
-	changed, err := waitChange(ctx, srv.Engine(), before, opts.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := converge(actx, admin, opts.Timeout); err != nil {
-		return nil, err
-	}
-	report.Changed, report.Propagation = changed, time.Since(start)
-	say("The edit reached %d outputs in %s (applied by every agent): %s",
-		len(changed), report.Propagation.Round(time.Millisecond), strings.Join(changed, ", "))
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
 
 	if opts.Ready != nil {
@@ -244,6 +160,133 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	say("\nDemo finished cleanly.")
 	return report, nil
+}
+
+// prepare fills opts' defaults and makes an empty output folder; it
+// returns the options and the folder's absolute path.
+func prepare(opts Options) (Options, string, error) {
+	var err error
+	if opts.Root == "" {
+		if opts.Root, err = findRoot(); err != nil {
+			return opts, "", err
+		}
+	}
+	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute)
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	out, err := filepath.Abs(cmp.Or(opts.Out, "demo-output"))
+	if err != nil {
+		return opts, "", err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return opts, "", fmt.Errorf("clean %s: %w", out, err)
+	}
+	for _, d := range []string{"plugins", "server", "policies", "outputs", "agents"} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			return opts, "", err
+		}
+	}
+	return opts, out, nil
+}
+
+// startPlugins installs the plugins (real binaries, with their checksums)
+// in out/plugins and starts them; the caller closes the host.
+func startPlugins(ctx context.Context, opts Options, out string, logger *slog.Logger, say func(string, ...any)) (*pluginhost.Host, []pluginhost.Translator, error) {
+	bins, err := pluginBinaries(ctx, opts, out, say)
+	if err != nil {
+		return nil, nil, err
+	}
+	pluginDir := filepath.Join(out, "plugins")
+	for _, name := range Plugins {
+		e, err := pluginhost.InstallContext(ctx, pluginDir, bins[name], "", logger)
+		if err != nil {
+			return nil, nil, fmt.Errorf("install plugin %s: %w", name, err)
+		}
+		say("  installed plugin %-7s %s  sha256 %s…", e.Name, e.Version, e.SHA256[:16])
+	}
+	host, err := pluginhost.New(pluginDir, logger, pluginhost.DefaultOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := host.Start(ctx); err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	go host.Watch(ctx)
+	var translators []pluginhost.Translator
+	for _, p := range host.Plugins() {
+		translators = append(translators, p)
+	}
+	return host, translators, nil
+}
+
+// copyPolicies copies the example policies and the demo's MeshTrust to
+// dir, so that the demo's edit never touches the source tree.
+func copyPolicies(root, dir string) error {
+	if err := copyDir(filepath.Join(root, "testdata", "policies"), dir); err != nil {
+		return err
+	}
+	return copyFile(filepath.Join(root, "testdata", "demo", "mesh-trust.yaml"), filepath.Join(dir, "mesh-trust.yaml"))
+}
+
+// newServer returns the server, on loopback, with a generated CA in
+// out/server and the policies of policyDir.
+func newServer(ctx context.Context, st store.Store, out, policyDir string, translators []pluginhost.Translator, logger *slog.Logger) (*server.Server, error) {
+	sopts := server.DefaultOptions()
+	sopts.ListenAddr, sopts.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	sopts.DataDir = filepath.Join(out, "server")
+	sopts.ServerID = "demo"
+	sopts.Heartbeat = time.Second
+	return server.New(ctx, sopts, server.Deps{
+		Store: st, Translators: translators, Policies: server.NewDirPolicies(policyDir, logger), Logger: logger,
+	})
+}
+
+// startAgents starts an agent per demo cluster in g: each cluster is a
+// directory of YAML; outputs go to files, and west's Envoy group is also
+// served over xDS.
+func startAgents(actx, gctx context.Context, g *errgroup.Group, admin relayv1.AdminClient, srv *server.Server, root, out string, logger *slog.Logger, say func(string, ...any)) error {
+	for _, name := range clusters {
+		a, runners, err := startAgent(actx, admin, srv, root, out, name, logger)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			if err := a.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("agent %s: %w", name, err)
+			}
+			return nil
+		})
+		for _, r := range runners {
+			g.Go(func() error { return r.Run(gctx) })
+		}
+		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
+	}
+	return nil
+}
+
+// editAndWatch makes the demo's one change, the TrafficPolicy's weights,
+// and waits until every affected agent applied it; it records what
+// changed and how long it took in report.
+func editAndWatch(ctx, actx context.Context, admin relayv1.AdminClient, srv *server.Server, policyDir string, timeout time.Duration, report *Report, say func(string, ...any)) error {
+	say("\nEditing policies/reviews-traffic.yaml: reviews weights 50/30/20 → 10/10/80 …")
+	before := hashes(srv.Engine())
+	start := time.Now()
+	if err := editWeights(filepath.Join(policyDir, "reviews-traffic.yaml")); err != nil {
+		return err
+	}
+	changed, err := waitChange(ctx, srv.Engine(), before, timeout)
+	if err != nil {
+		return err
+	}
+	if _, err := converge(actx, admin, timeout); err != nil {
+		return err
+	}
+	report.Changed, report.Propagation = changed, time.Since(start)
+	say("The edit reached %d outputs in %s (applied by every agent): %s",
+		len(changed), report.Propagation.Round(time.Millisecond), strings.Join(changed, ", "))
+	return nil
 }
 
 // startUI serves the web UI on addr (a free loopback port when empty).

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -185,20 +186,7 @@ func (r *Result) Keys() []engine.OutputKey {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b engine.OutputKey) int {
-		if a.Cluster != b.Cluster {
-			return compare(a.Cluster, b.Cluster)
-		}
-		return compare(a.Backend, b.Backend)
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
 	})
 	return keys
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -111,18 +111,9 @@ func (b *nodeBuilder) inboundListeners(d sdk.Destination) {
 			added = true
 		}
 		if added && !tcp && !b.envoy {
-			b.set.add(xds.RouteType, &routev3.RouteConfiguration{
-				Name: routeName,
-				VirtualHosts: []*routev3.VirtualHost{{
-					Name:    "inbound",
-					Domains: []string{"*"},
-					Routes: []*routev3.Route{{
-						Name:   "inbound",
-						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-						Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
-					}},
-				}},
-			})
+			b.set.add(xds.RouteType, inboundRoutes(routeName, &routev3.Route{
+				Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
+			}))
 		}
 	}
 }
@@ -161,21 +152,23 @@ func (b *nodeBuilder) envoyHCMFilters(aps []*policyv1alpha1.AccessPolicy, d sdk.
 	cluster := b.inboundCluster(port)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: routeName,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
-			Name: routeName,
-			VirtualHosts: []*routev3.VirtualHost{{
-				Name:    "inbound",
-				Domains: []string{"*"},
-				Routes: []*routev3.Route{{
-					Name:   "inbound",
-					Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-					Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}},
-				}},
-			}},
-		}},
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: inboundRoutes(routeName, &routev3.Route{
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}},
+		})},
 		HttpFilters: filters,
 	}
 	return []*listenerv3.Filter{networkFilter(HCMFilter, hcm)}
+}
+
+// inboundRoutes is an inbound RouteConfiguration: every request (route
+// "inbound", any host, any path) takes route's action.
+func inboundRoutes(name string, route *routev3.Route) *routev3.RouteConfiguration {
+	route.Name = "inbound"
+	route.Match = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	return &routev3.RouteConfiguration{
+		Name:         name,
+		VirtualHosts: []*routev3.VirtualHost{{Name: "inbound", Domains: []string{"*"}, Routes: []*routev3.Route{route}}},
+	}
 }
 
 // inboundCluster adds the STATIC Cluster InboundClusterName(port), the

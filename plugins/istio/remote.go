@@ -96,14 +96,7 @@ func (r *remoteServices) emit(t *target, plan *trafficPlan, out *outputs) {
 // is left empty on purpose: a client's istiod knows no gateway of another
 // cluster's network and would drop such endpoints.
 func importEntry(v *view, k sdk.ServiceKey, svc *corev1.Service, subsetKeys map[string]bool, address string) *clientnetworking.ServiceEntry {
-	se := &clientnetworking.ServiceEntry{
-		TypeMeta:   serviceEntryType,
-		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
-	}
-	se.Spec.Hosts = []string{remoteHost(k)}
-	se.Spec.Addresses = []string{address}
-	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
-	se.Spec.Ports = servicePorts(svc, false)
+	se := remoteHostEntry(k, svc, address, false)
 	labelSets := []map[string]string{{}}
 	if len(subsetKeys) > 0 {
 		labelSets = nil
@@ -146,6 +139,16 @@ func importEntry(v *view, k sdk.ServiceKey, svc *corev1.Service, subsetKeys map[
 // the remote host of k, with the same virtual IP as in every cluster, the
 // Service's workloads as endpoints.
 func exportEntry(k sdk.ServiceKey, svc *corev1.Service, address string) *clientnetworking.ServiceEntry {
+	se := remoteHostEntry(k, svc, address, true)
+	se.Spec.Resolution = networking.ServiceEntry_STATIC
+	se.Spec.WorkloadSelector = &networking.WorkloadSelector{Labels: maps.Clone(svc.Spec.Selector)}
+	return se
+}
+
+// remoteHostEntry is what the ServiceEntries of the remote host of k share:
+// the host, its virtual IP and the Service's ports (with their target
+// ports when withTarget), inside the mesh.
+func remoteHostEntry(k sdk.ServiceKey, svc *corev1.Service, address string, withTarget bool) *clientnetworking.ServiceEntry {
 	se := &clientnetworking.ServiceEntry{
 		TypeMeta:   serviceEntryType,
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(k.Name, k.Cluster), Namespace: k.Namespace},
@@ -153,9 +156,7 @@ func exportEntry(k sdk.ServiceKey, svc *corev1.Service, address string) *clientn
 	se.Spec.Hosts = []string{remoteHost(k)}
 	se.Spec.Addresses = []string{address}
 	se.Spec.Location = networking.ServiceEntry_MESH_INTERNAL
-	se.Spec.Resolution = networking.ServiceEntry_STATIC
-	se.Spec.Ports = servicePorts(svc, true)
-	se.Spec.WorkloadSelector = &networking.WorkloadSelector{Labels: maps.Clone(svc.Spec.Selector)}
+	se.Spec.Ports = servicePorts(svc, withTarget)
 	return se
 }
 

@@ -71,40 +71,10 @@ func validateHTTPRule(rule *HTTPRule, path *field.Path) field.ErrorList {
 		errs = append(errs, positiveDuration(*rule.Timeout, path.Child("timeout"))...)
 	}
 	if r := rule.Retries; r != nil {
-		rp := path.Child("retries")
-		errs = append(errs, inRange(int64(r.Attempts), 0, MaxRetryAttempts, rp.Child("attempts"))...)
-		if r.PerTryTimeout != nil {
-			errs = append(errs, positiveDuration(*r.PerTryTimeout, rp.Child("perTryTimeout"))...)
-			if rule.Timeout != nil && rule.Timeout.Duration > 0 && r.PerTryTimeout.Duration > rule.Timeout.Duration {
-				errs = append(errs, field.Invalid(rp.Child("perTryTimeout"), r.PerTryTimeout.Duration.String(),
-					fmt.Sprintf("must not exceed timeout (%s)", rule.Timeout.Duration)))
-			}
-		}
-		seen := sets.New[RetryCondition]()
-		for i, c := range r.RetryOn {
-			cp := rp.Child("retryOn").Index(i)
-			switch {
-			case !slices.Contains(retryConditions, string(c)):
-				errs = append(errs, field.NotSupported(cp, c, retryConditions))
-			case seen.Has(c):
-				errs = append(errs, field.Duplicate(cp, c))
-			}
-			seen.Insert(c)
-		}
+		errs = append(errs, validateRetries(r, rule.Timeout, path.Child("retries"))...)
 	}
 	if f := rule.Fault; f != nil {
-		fp := path.Child("fault")
-		if f.Delay == nil && f.Abort == nil {
-			errs = append(errs, field.Required(fp, "must set delay or abort"))
-		}
-		if d := f.Delay; d != nil {
-			errs = append(errs, percent(d.Percent, fp.Child("delay", "percent"))...)
-			errs = append(errs, positiveDuration(d.FixedDelay, fp.Child("delay", "fixedDelay"))...)
-		}
-		if a := f.Abort; a != nil {
-			errs = append(errs, percent(a.Percent, fp.Child("abort", "percent"))...)
-			errs = append(errs, inRange(int64(a.HTTPStatus), 200, 599, fp.Child("abort", "httpStatus"))...)
-		}
+		errs = append(errs, validateFault(f, path.Child("fault"))...)
 	}
 	if m := rule.Mirror; m != nil {
 		mp := path.Child("mirror")
@@ -117,6 +87,55 @@ func validateHTTPRule(rule *HTTPRule, path *field.Path) field.ErrorList {
 		hp := path.Child("headers")
 		errs = append(errs, validateHeaderOperations(h.Request, hp.Child("request"))...)
 		errs = append(errs, validateHeaderOperations(h.Response, hp.Child("response"))...)
+	}
+	return errs
+}
+
+// validateRetries checks a rule's retries; a try may not outlast the
+// rule's timeout.
+func validateRetries(r *RetryPolicy, timeout *metav1.Duration, rp *field.Path) field.ErrorList {
+	errs := inRange(int64(r.Attempts), 0, MaxRetryAttempts, rp.Child("attempts"))
+	if r.PerTryTimeout != nil {
+		errs = append(errs, positiveDuration(*r.PerTryTimeout, rp.Child("perTryTimeout"))...)
+		if timeout != nil && timeout.Duration > 0 && r.PerTryTimeout.Duration > timeout.Duration {
+			errs = append(errs, field.Invalid(rp.Child("perTryTimeout"), r.PerTryTimeout.Duration.String(),
+				fmt.Sprintf("must not exceed timeout (%s)", timeout.Duration)))
+		}
+	}
+	return append(errs, supportedOnce(r.RetryOn, retryConditions, rp.Child("retryOn"))...)
+}
+
+// validateFault checks a rule's fault injection: a delay, an abort or both.
+func validateFault(f *FaultInjection, fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if f.Delay == nil && f.Abort == nil {
+		errs = append(errs, field.Required(fp, "must set delay or abort"))
+	}
+	if d := f.Delay; d != nil {
+		errs = append(errs, percent(d.Percent, fp.Child("delay", "percent"))...)
+		errs = append(errs, positiveDuration(d.FixedDelay, fp.Child("delay", "fixedDelay"))...)
+	}
+	if a := f.Abort; a != nil {
+		errs = append(errs, percent(a.Percent, fp.Child("abort", "percent"))...)
+		errs = append(errs, inRange(int64(a.HTTPStatus), 200, 599, fp.Child("abort", "httpStatus"))...)
+	}
+	return errs
+}
+
+// supportedOnce checks that each value of a list is one of supported and
+// appears once.
+func supportedOnce[T ~string](values []T, supported []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[T]()
+	for i, v := range values {
+		vp := path.Index(i)
+		switch {
+		case !slices.Contains(supported, string(v)):
+			errs = append(errs, field.NotSupported(vp, v, supported))
+		case seen.Has(v):
+			errs = append(errs, field.Duplicate(vp, v))
+		}
+		seen.Insert(v)
 	}
 	return errs
 }
@@ -217,13 +236,7 @@ func validateDestination(d *Destination, path *field.Path) field.ErrorList {
 		if v.Namespace != "" {
 			errs = append(errs, dns1123Label(v.Namespace, vp.Child("namespace"))...)
 		}
-		if v.Name == "" {
-			errs = append(errs, field.Required(vp.Child("name"), ""))
-		} else {
-			for _, msg := range validation.IsDNS1123Subdomain(v.Name) {
-				errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
-			}
-		}
+		errs = append(errs, requiredDNS1123Subdomain(v.Name, vp.Child("name"))...)
 		errs = append(errs, inRange(int64(v.Port), 0, 65535, vp.Child("port"))...)
 	}
 	errs = append(errs, metav1validation.ValidateLabels(d.Subset, path.Child("subset"))...)
@@ -284,17 +297,7 @@ func (p *AccessPolicy) Validate() field.ErrorList {
 		ports.Insert(port)
 		errs = append(errs, inRange(int64(port), 1, 65535, pp)...)
 	}
-	methods := sets.New[HTTPMethod]()
-	for i, m := range s.Methods {
-		mp := spec.Child("methods").Index(i)
-		switch {
-		case !slices.Contains(httpMethods, string(m)):
-			errs = append(errs, field.NotSupported(mp, m, httpMethods))
-		case methods.Has(m):
-			errs = append(errs, field.Duplicate(mp, m))
-		}
-		methods.Insert(m)
-	}
+	errs = append(errs, supportedOnce(s.Methods, httpMethods, spec.Child("methods"))...)
 	paths := sets.New[string]()
 	for i, path := range s.Paths {
 		pp := spec.Child("paths").Index(i)
@@ -322,13 +325,7 @@ func validateClientSelector(c *ClientSelector, path *field.Path) field.ErrorList
 			errs = append(errs, dns1123Label(sa.Cluster, sp.Child("cluster"))...)
 		}
 		errs = append(errs, requiredDNS1123Label(sa.Namespace, sp.Child("namespace"))...)
-		if sa.Name == "" {
-			errs = append(errs, field.Required(sp.Child("name"), ""))
-		} else {
-			for _, msg := range validation.IsDNS1123Subdomain(sa.Name) {
-				errs = append(errs, field.Invalid(sp.Child("name"), sa.Name, msg))
-			}
-		}
+		errs = append(errs, requiredDNS1123Subdomain(sa.Name, sp.Child("name"))...)
 	}
 	errs = append(errs, dns1123Labels(c.Namespaces, path.Child("namespaces"))...)
 	errs = append(errs, dns1123Labels(c.Clusters, path.Child("clusters"))...)
@@ -340,21 +337,41 @@ func (p *VirtualDestination) Validate() field.ErrorList {
 	errs := validateMeta(&p.ObjectMeta, field.NewPath("metadata"))
 	spec := field.NewPath("spec")
 	s := &p.Spec
-	hp := spec.Child("hostname")
-	if s.Hostname == "" {
-		errs = append(errs, field.Required(hp, ""))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(s.Hostname) {
-			errs = append(errs, field.Invalid(hp, s.Hostname, msg))
+	errs = append(errs, requiredDNS1123Subdomain(s.Hostname, spec.Child("hostname"))...)
+	errs = append(errs, validateVirtualPorts(s.Ports, spec.Child("ports"))...)
+	if len(s.Services) == 0 && len(s.DestinationSelectors) == 0 {
+		errs = append(errs, field.Required(spec.Child("services"), "must set services or destinationSelectors"))
+	}
+	serviceErrs, clusters := validateBackingServices(s.Services, spec.Child("services"))
+	errs = append(errs, serviceErrs...)
+	errs = append(errs, validateDestinationSelectors(s.DestinationSelectors, spec.Child("destinationSelectors"), false)...)
+	if f := s.Failover; f != nil {
+		// Only an explicit backend list tells which clusters exist.
+		if len(s.DestinationSelectors) > 0 || len(s.Services) == 0 {
+			clusters = nil
+		}
+		errs = append(errs, validateFailover(f, clusters, spec.Child("failover"))...)
+		if s.OutlierDetection == nil {
+			errs = append(errs, field.Required(spec.Child("outlierDetection"), "failover needs outlier detection to eject unhealthy endpoints"))
 		}
 	}
-	if len(s.Ports) == 0 {
-		errs = append(errs, field.Required(spec.Child("ports"), "must have at least one port"))
+	if o := s.OutlierDetection; o != nil {
+		errs = append(errs, validateOutlierDetection(o, spec.Child("outlierDetection"))...)
+	}
+	return errs
+}
+
+// validateVirtualPorts checks a VirtualDestination's ports: at least one,
+// each number once, each with a protocol.
+func validateVirtualPorts(ports []VirtualPort, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ports) == 0 {
+		errs = append(errs, field.Required(path, "must have at least one port"))
 	}
 	numbers := sets.New[int32]()
 	protocols := []Protocol{ProtocolHTTP, ProtocolHTTP2, ProtocolGRPC, ProtocolTCP, ProtocolTLS}
-	for i, port := range s.Ports {
-		pp := spec.Child("ports").Index(i)
+	for i, port := range ports {
+		pp := path.Index(i)
 		errs = append(errs, inRange(int64(port.Number), 1, 65535, pp.Child("number"))...)
 		if numbers.Has(port.Number) {
 			errs = append(errs, field.Duplicate(pp.Child("number"), port.Number))
@@ -368,13 +385,17 @@ func (p *VirtualDestination) Validate() field.ErrorList {
 		}
 		errs = append(errs, inRange(int64(port.TargetPort), 0, 65535, pp.Child("targetPort"))...)
 	}
-	if len(s.Services) == 0 && len(s.DestinationSelectors) == 0 {
-		errs = append(errs, field.Required(spec.Child("services"), "must set services or destinationSelectors"))
-	}
+	return errs
+}
+
+// validateBackingServices checks a VirtualDestination's services, each
+// listed once, and returns the clusters they are in.
+func validateBackingServices(services []BackingService, path *field.Path) (field.ErrorList, sets.Set[string]) {
+	var errs field.ErrorList
 	backends := sets.New[BackingService]()
 	clusters := sets.New[string]()
-	for i, svc := range s.Services {
-		sp := spec.Child("services").Index(i)
+	for i, svc := range services {
+		sp := path.Index(i)
 		errs = append(errs, requiredDNS1123Label(svc.Cluster, sp.Child("cluster"))...)
 		errs = append(errs, requiredDNS1123Label(svc.Namespace, sp.Child("namespace"))...)
 		errs = append(errs, requiredDNS1123Label(svc.Name, sp.Child("name"))...)
@@ -384,62 +405,60 @@ func (p *VirtualDestination) Validate() field.ErrorList {
 		backends.Insert(svc)
 		clusters.Insert(svc.Cluster)
 	}
-	errs = append(errs, validateDestinationSelectors(s.DestinationSelectors, spec.Child("destinationSelectors"), false)...)
-	if f := s.Failover; f != nil {
-		fp := spec.Child("failover")
-		switch f.Mode {
-		case FailoverPriority:
-			if len(f.Priority) == 0 {
-				errs = append(errs, field.Required(fp.Child("priority"), "must list clusters when mode is Priority"))
-			}
-			seen := sets.New[string]()
-			for i, c := range f.Priority {
-				cp := fp.Child("priority").Index(i)
-				nameErrs := requiredDNS1123Label(c, cp)
-				errs = append(errs, nameErrs...)
-				if seen.Has(c) {
-					errs = append(errs, field.Duplicate(cp, c))
-				}
-				seen.Insert(c)
-				// Only an explicit backend list tells which clusters exist.
-				if len(s.DestinationSelectors) == 0 && len(s.Services) > 0 && len(nameErrs) == 0 && !clusters.Has(c) {
-					errs = append(errs, field.Invalid(cp, c, "no service in spec.services is in this cluster"))
-				}
-			}
-		case FailoverLocality:
-			if len(f.Priority) > 0 {
-				errs = append(errs, field.Forbidden(fp.Child("priority"), "must be empty when mode is Locality"))
-			}
-		case "":
-			errs = append(errs, field.Required(fp.Child("mode"), ""))
-		default:
-			errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FailoverMode{FailoverPriority, FailoverLocality}))
+	return errs, clusters
+}
+
+// validateFailover checks a failover's mode and, in Priority mode, its
+// clusters: each once and, when clusters is not nil (the services list
+// every backend), among clusters.
+func validateFailover(f *Failover, clusters sets.Set[string], fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch f.Mode {
+	case FailoverPriority:
+		if len(f.Priority) == 0 {
+			errs = append(errs, field.Required(fp.Child("priority"), "must list clusters when mode is Priority"))
 		}
-		if s.OutlierDetection == nil {
-			errs = append(errs, field.Required(spec.Child("outlierDetection"), "failover needs outlier detection to eject unhealthy endpoints"))
+		seen := sets.New[string]()
+		for i, c := range f.Priority {
+			cp := fp.Child("priority").Index(i)
+			nameErrs := requiredDNS1123Label(c, cp)
+			errs = append(errs, nameErrs...)
+			if seen.Has(c) {
+				errs = append(errs, field.Duplicate(cp, c))
+			}
+			seen.Insert(c)
+			if clusters != nil && len(nameErrs) == 0 && !clusters.Has(c) {
+				errs = append(errs, field.Invalid(cp, c, "no service in spec.services is in this cluster"))
+			}
 		}
+	case FailoverLocality:
+		if len(f.Priority) > 0 {
+			errs = append(errs, field.Forbidden(fp.Child("priority"), "must be empty when mode is Locality"))
+		}
+	case "":
+		errs = append(errs, field.Required(fp.Child("mode"), ""))
+	default:
+		errs = append(errs, field.NotSupported(fp.Child("mode"), f.Mode, []FailoverMode{FailoverPriority, FailoverLocality}))
 	}
-	if o := s.OutlierDetection; o != nil {
-		op := spec.Child("outlierDetection")
-		if o.ConsecutiveErrors < 1 {
-			errs = append(errs, field.Invalid(op.Child("consecutiveErrors"), o.ConsecutiveErrors, "must be at least 1"))
-		}
-		errs = append(errs, positiveDuration(o.Interval, op.Child("interval"))...)
-		errs = append(errs, positiveDuration(o.BaseEjectionTime, op.Child("baseEjectionTime"))...)
-		errs = append(errs, percent(o.MaxEjectionPercent, op.Child("maxEjectionPercent"))...)
+	return errs
+}
+
+// validateOutlierDetection checks when endpoints are ejected, and for how
+// long.
+func validateOutlierDetection(o *OutlierDetection, op *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if o.ConsecutiveErrors < 1 {
+		errs = append(errs, field.Invalid(op.Child("consecutiveErrors"), o.ConsecutiveErrors, "must be at least 1"))
 	}
+	errs = append(errs, positiveDuration(o.Interval, op.Child("interval"))...)
+	errs = append(errs, positiveDuration(o.BaseEjectionTime, op.Child("baseEjectionTime"))...)
+	errs = append(errs, percent(o.MaxEjectionPercent, op.Child("maxEjectionPercent"))...)
 	return errs
 }
 
 func validateMeta(m *metav1.ObjectMeta, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if m.Name == "" {
-		errs = append(errs, field.Required(path.Child("name"), ""))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(m.Name) {
-			errs = append(errs, field.Invalid(path.Child("name"), m.Name, msg))
-		}
-	}
+	errs = append(errs, requiredDNS1123Subdomain(m.Name, path.Child("name"))...)
 	if m.Namespace != "" {
 		errs = append(errs, dns1123Label(m.Namespace, path.Child("namespace"))...)
 	}
@@ -465,6 +484,19 @@ func dns1123Labels(values []string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, v := range values {
 		errs = append(errs, requiredDNS1123Label(v, path.Index(i))...)
+	}
+	return errs
+}
+
+// requiredDNS1123Subdomain checks a value that must be a DNS-1123 subdomain
+// (a Kubernetes object name, a hostname).
+func requiredDNS1123Subdomain(v string, path *field.Path) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(v) {
+		errs = append(errs, field.Invalid(path, v, msg))
 	}
 	return errs
 }

@@ -31,6 +31,39 @@
 // resources [Compute] derives from the objects: discovery.meshrelay.io Mesh
 // and Gateway kinds.
 //
+// # Adding a mesh
+//
+// Compute runs one detector per mesh, the rows of the detectors table in
+// compute.go; each detector is a file of its own (istio.go, cilium.go,
+// envoy.go). A new mesh is one new file and one row:
+//
+//	// linkerd.go
+//	var linkerdDetector = detector{mesh: discoveryv1alpha1.MeshLinkerd, detect: detectLinkerd}
+//
+//	func detectLinkerd(c *inventory) (*discoveryv1alpha1.MeshSpec, []discoveryv1alpha1.Gateway) {
+//		for _, w := range c.workloadsWith("linkerd-destination") {
+//			if w.Kind == "Deployment" && w.Metadata.Name == "linkerd-destination" {
+//				d := w.container("destination")
+//				return &discoveryv1alpha1.MeshSpec{Namespace: w.Metadata.Namespace, Version: imageVersion(d.Image)}, nil
+//			}
+//		}
+//		return nil, nil
+//	}
+//
+// A detector reads the cluster through the inventory, which decodes only
+// the objects whose bodies hold the detector's marker (a name or label it
+// looks for): workloads (with their containers' images, args and
+// environment), Services, Namespace labels and ConfigMap data. It returns
+// the Mesh's spec, or nil when the cluster does not run the mesh, and the
+// mesh's east-west Gateways; Compute fills in the kinds and the mesh type,
+// drops invalid Gateways and sorts. The mesh type is one of
+// api/discovery/v1alpha1's Mesh constants. A ConfigMap a detector reads is
+// named in its configMaps, which keeps it out of snapshots (it is never an
+// input); the Kube source watches ConfigMaps by name (derivedResources in
+// kube.go), and the agent's chart grants them by name
+// (deploy/charts/meshrelay-agent/templates/rbac.yaml), so a detector that
+// reads a new ConfigMap also adds it there.
+//
 // Both implement the agent's source contract:
 //
 //	src, err := discovery.NewKube(cfg, discovery.KubeOptions{Logger: log})

@@ -38,6 +38,17 @@ const (
 	LinkerdMulticlusterGroup = "multicluster.linkerd.io"
 )
 
+// linkerdDetector finds Linkerd.
+var linkerdDetector = detector{
+	mesh: discoveryv1alpha1.MeshLinkerd,
+	detect: func(c *inventory) (*discoveryv1alpha1.MeshSpec, []discoveryv1alpha1.Gateway) {
+		if m, ok := detectLinkerd(c.objects); ok {
+			return &m.Spec, nil
+		}
+		return nil, nil
+	},
+}
+
 // linkerdDeployment is the part of a Deployment detectLinkerd reads.
 type linkerdDeployment struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`

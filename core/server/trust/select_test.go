@@ -1,4 +1,4 @@
-package server
+package trust
 
 import (
 	"strings"
@@ -13,8 +13,8 @@ import (
 // the clusters it names and no other, whatever meshes they report, a
 // cluster in one MeshTrust only, a warning for names not registered and
 // for Cilium clusters.
-func TestSelectTrustClusters(t *testing.T) {
-	fleet := trustFleet{
+func TestSelectClusters(t *testing.T) {
+	fleet := members{
 		names:  []string{"central", "east", "west"},
 		meshes: map[string][]string{"central": {"cilium"}, "east": {"istio"}, "west": {"istio", "envoy"}},
 	}
@@ -22,17 +22,17 @@ func TestSelectTrustClusters(t *testing.T) {
 		return &policyv1alpha1.MeshTrust{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "meshrelay"}, Spec: policyv1alpha1.MeshTrustSpec{Clusters: clusters}}
 	}
 	owner := map[string]string{}
-	if got, _ := selectTrustClusters(mt("none"), fleet, owner, nil); len(got) != 0 {
+	if got, _ := selectClusters(mt("none"), fleet, owner, nil); len(got) != 0 {
 		t.Errorf("a MeshTrust naming no cluster selected %v, want none (not the clusters reporting Istio)", got)
 	}
-	got, diags := selectTrustClusters(mt("a", "central", "east", "west"), fleet, owner, nil)
+	got, diags := selectClusters(mt("a", "central", "east", "west"), fleet, owner, nil)
 	if strings.Join(got, ",") != "central,east,west" {
 		t.Errorf("selection = %v, want the named clusters central,east,west", got)
 	}
 	if len(diags) != 1 || diags[0].Severity != meta.SeverityWarning || diags[0].Cluster != "central" || !strings.Contains(diags[0].Summary, "Cilium CA") {
 		t.Errorf("diagnostics = %+v, want one warning that central's Cilium cluster mesh needs its own shared CA", diags)
 	}
-	got, diags = selectTrustClusters(mt("b", "west", "north"), fleet, owner, nil)
+	got, diags = selectClusters(mt("b", "west", "north"), fleet, owner, nil)
 	if len(got) != 0 {
 		t.Errorf("a second MeshTrust took %v, which the first one owns", got)
 	}

@@ -1,18 +1,16 @@
-package server
+package trust
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/core/pki"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SecretReader is an optional capability of a PolicySource: it reads a
-// Secret of the management cluster, for a MeshTrust root kept in one.
+// SecretReader reads a Secret of the management cluster, for a MeshTrust
+// root kept in one. The server's Kubernetes policy source is one.
 type SecretReader interface {
 	ReadSecret(ctx context.Context, namespace, name string) (map[string][]byte, error)
 }
@@ -22,16 +20,15 @@ const maxRootSecretBytes = 256 << 10
 
 // sourceCA loads a MeshTrust's root from its files or Secret; nil for a
 // generated root.
-func (t *trustManager) sourceCA(ctx context.Context, p *policyv1alpha1.MeshTrust) (*pki.CA, error) {
+func (t *Manager) sourceCA(ctx context.Context, p *policyv1alpha1.MeshTrust) (*pki.CA, error) {
 	switch root := p.Spec.Root; {
 	case root.Files != nil:
 		return pki.LoadCA(root.Files.CertFile, root.Files.KeyFile, root.Files.ChainFile)
 	case root.Secret != nil:
-		r, ok := t.s.deps.Policies.(SecretReader)
-		if !ok {
+		if t.deps.Secrets == nil {
 			return nil, errors.New("a root in a Secret needs --config-source kube")
 		}
-		data, err := r.ReadSecret(ctx, root.Secret.Namespace, root.Secret.Name)
+		data, err := t.deps.Secrets.ReadSecret(ctx, root.Secret.Namespace, root.Secret.Name)
 		if err != nil {
 			return nil, fmt.Errorf("read Secret %s/%s: %w", root.Secret.Namespace, root.Secret.Name, err)
 		}
@@ -62,6 +59,7 @@ func caFromSecret(data map[string][]byte, ref *policyv1alpha1.RootSecret) (*pki.
 	return ca, nil
 }
 
+// firstOf returns the first of keys that data holds, not empty.
 func firstOf(data map[string][]byte, keys ...string) []byte {
 	for _, k := range keys {
 		if v, ok := data[k]; ok && len(v) > 0 {
@@ -69,9 +67,4 @@ func firstOf(data map[string][]byte, keys ...string) []byte {
 		}
 	}
 	return nil
-}
-
-func ptrTime(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t)
-	return &mt
 }
