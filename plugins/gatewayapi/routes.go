@@ -197,23 +197,40 @@ func overlap(a, b policyv1alpha1.HTTPMatch) bool {
 	if a.Method != "" && b.Method != "" && a.Method != b.Method {
 		return false
 	}
-	if a.Path != nil && b.Path != nil {
-		exact := func(p *policyv1alpha1.PathMatch) bool { return p.Type == policyv1alpha1.MatchExact }
-		prefix := func(p *policyv1alpha1.PathMatch) bool { return p.Type == "" || p.Type == policyv1alpha1.MatchPrefix }
-		switch {
-		case exact(a.Path) && exact(b.Path) && a.Path.Value != b.Path.Value:
-			return false
-		case exact(a.Path) && prefix(b.Path) && !strings.HasPrefix(a.Path.Value, b.Path.Value),
-			exact(b.Path) && prefix(a.Path) && !strings.HasPrefix(b.Path.Value, a.Path.Value):
-			return false
-		case prefix(a.Path) && prefix(b.Path) && !strings.HasPrefix(a.Path.Value, b.Path.Value) && !strings.HasPrefix(b.Path.Value, a.Path.Value):
-			return false
-		}
+	return pathsOverlap(a.Path, b.Path) && headersOverlap(a.Headers, b.Headers)
+}
+
+// pathsOverlap reports whether some path may match both a and b (nil
+// matches every path).
+func pathsOverlap(a, b *policyv1alpha1.PathMatch) bool {
+	if a == nil || b == nil {
+		return true
 	}
-	for _, ha := range a.Headers {
-		for _, hb := range b.Headers {
-			if strings.EqualFold(ha.Name, hb.Name) && !ha.Invert && !hb.Invert &&
-				(ha.Type == "" || ha.Type == policyv1alpha1.MatchExact) && (hb.Type == "" || hb.Type == policyv1alpha1.MatchExact) && ha.Value != hb.Value {
+	exact := func(p *policyv1alpha1.PathMatch) bool { return p.Type == policyv1alpha1.MatchExact }
+	prefix := func(p *policyv1alpha1.PathMatch) bool { return p.Type == "" || p.Type == policyv1alpha1.MatchPrefix }
+	switch {
+	case exact(a) && exact(b):
+		return a.Value == b.Value
+	case exact(a) && prefix(b):
+		return strings.HasPrefix(a.Value, b.Value)
+	case exact(b) && prefix(a):
+		return strings.HasPrefix(b.Value, a.Value)
+	case prefix(a) && prefix(b):
+		return strings.HasPrefix(a.Value, b.Value) || strings.HasPrefix(b.Value, a.Value)
+	}
+	return true
+}
+
+// headersOverlap reports whether some request may match the header
+// matches of both: not when both require different exact values of one
+// header.
+func headersOverlap(a, b []policyv1alpha1.HeaderMatch) bool {
+	exactValue := func(h policyv1alpha1.HeaderMatch) bool {
+		return !h.Invert && (h.Type == "" || h.Type == policyv1alpha1.MatchExact)
+	}
+	for _, ha := range a {
+		for _, hb := range b {
+			if strings.EqualFold(ha.Name, hb.Name) && exactValue(ha) && exactValue(hb) && ha.Value != hb.Value {
 				return false
 			}
 		}

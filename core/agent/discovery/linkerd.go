@@ -82,98 +82,124 @@ type linkerdDeployment struct {
 //
 // Objects that cannot be decoded are ignored.
 func detectLinkerd(objects []snapshot.Resource) (discoveryv1alpha1.Mesh, bool) {
-	var (
-		dest         *linkerdDeployment
-		configDomain string
-		anchors      []string
-		multicluster bool
-		linked       []string
-	)
+	var sc linkerdScan
 	for _, r := range objects {
 		id := r.ID
 		switch {
 		case id.Group == "apps" && id.Kind == "Deployment":
-			if !bytes.Contains(r.Body, []byte("linkerd")) {
-				continue
-			}
-			var d linkerdDeployment
-			if err := json.Unmarshal(r.Body, &d); err != nil {
-				continue
-			}
-			switch {
-			case d.Metadata.Name == LinkerdDestination || d.Metadata.Labels["linkerd.io/control-plane-component"] == "destination":
-				if dest == nil || cmp.Compare(d.Metadata.Namespace, dest.Metadata.Namespace) < 0 {
-					dest = &d
-				}
-			case d.Metadata.Name == LinkerdGateway:
-				multicluster = true
-			}
-			if c := d.Metadata.Labels[LinkerdMirrorClusterLabel]; c != "" {
-				linked = append(linked, c)
-			}
+			sc.deployment(r)
 		case id.Group == LinkerdMulticlusterGroup && id.Kind == "Link":
-			var l struct {
-				Spec struct {
-					TargetClusterName string `json:"targetClusterName"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(r.Body, &l); err != nil {
-				continue
-			}
-			multicluster = true
-			if l.Spec.TargetClusterName != "" {
-				linked = append(linked, l.Spec.TargetClusterName)
-			}
+			sc.link(r)
 		case id.Group == "" && id.Kind == "ConfigMap" && (id.Name == LinkerdConfigMap || id.Name == LinkerdTrustRootsConfigMap):
-			var cm struct {
-				Data map[string]string `json:"data"`
-			}
-			if err := json.Unmarshal(r.Body, &cm); err != nil {
-				continue
-			}
-			if id.Name == LinkerdTrustRootsConfigMap {
-				anchors = certificateFingerprints(cm.Data["ca-bundle.crt"])
-				continue
-			}
-			var values struct {
-				IdentityTrustDomain string `json:"identityTrustDomain"`
-			}
-			if yaml.Unmarshal([]byte(cm.Data["values"]), &values) == nil {
-				configDomain = values.IdentityTrustDomain
-			}
+			sc.configMap(r)
 		}
 	}
-	if dest == nil {
+	if sc.dest == nil {
 		return discoveryv1alpha1.Mesh{}, false
 	}
-	image, argDomain := "", ""
-	if cs := dest.Spec.Template.Spec.Containers; len(cs) > 0 {
-		c := cs[0]
-		for _, cc := range cs {
-			if cc.Name == "destination" {
-				c = cc
-				break
-			}
-		}
-		image = c.Image
-		for _, a := range c.Args {
-			if v, ok := strings.CutPrefix(a, "-identity-trust-domain="); ok {
-				argDomain = v
-			}
-		}
-	}
-	slices.Sort(linked)
+	image, argDomain := destinationImageAndDomain(sc.dest)
+	slices.Sort(sc.linked)
 	return discoveryv1alpha1.Mesh{
 		TypeMeta:   metav1.TypeMeta{APIVersion: discoveryv1alpha1.APIVersion, Kind: "Mesh"},
 		ObjectMeta: metav1.ObjectMeta{Name: discoveryv1alpha1.MeshLinkerd},
 		Spec: discoveryv1alpha1.MeshSpec{
-			Type: discoveryv1alpha1.MeshLinkerd, Namespace: dest.Metadata.Namespace, Version: imageVersion(image),
-			TrustDomain:    cmp.Or(configDomain, argDomain, DefaultTrustDomain),
-			TrustAnchors:   anchors,
-			Multicluster:   multicluster,
-			LinkedClusters: slices.Compact(linked),
+			Type: discoveryv1alpha1.MeshLinkerd, Namespace: sc.dest.Metadata.Namespace, Version: imageVersion(image),
+			TrustDomain:    cmp.Or(sc.configDomain, argDomain, DefaultTrustDomain),
+			TrustAnchors:   sc.anchors,
+			Multicluster:   sc.multicluster,
+			LinkedClusters: slices.Compact(sc.linked),
 		},
 	}, true
+}
+
+// linkerdScan is what detectLinkerd found so far.
+type linkerdScan struct {
+	dest         *linkerdDeployment
+	configDomain string
+	anchors      []string
+	multicluster bool
+	linked       []string
+}
+
+// deployment reads a Deployment: the destination controller (the first by
+// namespace), the multicluster gateway, a service mirror's linked cluster.
+func (sc *linkerdScan) deployment(r snapshot.Resource) {
+	if !bytes.Contains(r.Body, []byte("linkerd")) {
+		return
+	}
+	var d linkerdDeployment
+	if err := json.Unmarshal(r.Body, &d); err != nil {
+		return
+	}
+	switch {
+	case d.Metadata.Name == LinkerdDestination || d.Metadata.Labels["linkerd.io/control-plane-component"] == "destination":
+		if sc.dest == nil || cmp.Compare(d.Metadata.Namespace, sc.dest.Metadata.Namespace) < 0 {
+			sc.dest = &d
+		}
+	case d.Metadata.Name == LinkerdGateway:
+		sc.multicluster = true
+	}
+	if c := d.Metadata.Labels[LinkerdMirrorClusterLabel]; c != "" {
+		sc.linked = append(sc.linked, c)
+	}
+}
+
+// link reads a multicluster Link: its target cluster.
+func (sc *linkerdScan) link(r snapshot.Resource) {
+	var l struct {
+		Spec struct {
+			TargetClusterName string `json:"targetClusterName"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(r.Body, &l); err != nil {
+		return
+	}
+	sc.multicluster = true
+	if l.Spec.TargetClusterName != "" {
+		sc.linked = append(sc.linked, l.Spec.TargetClusterName)
+	}
+}
+
+// configMap reads linkerd-config (the trust domain) or the trust roots.
+func (sc *linkerdScan) configMap(r snapshot.Resource) {
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &cm); err != nil {
+		return
+	}
+	if r.ID.Name == LinkerdTrustRootsConfigMap {
+		sc.anchors = certificateFingerprints(cm.Data["ca-bundle.crt"])
+		return
+	}
+	var values struct {
+		IdentityTrustDomain string `json:"identityTrustDomain"`
+	}
+	if yaml.Unmarshal([]byte(cm.Data["values"]), &values) == nil {
+		sc.configDomain = values.IdentityTrustDomain
+	}
+}
+
+// destinationImageAndDomain returns the destination container's image and
+// its -identity-trust-domain argument.
+func destinationImageAndDomain(dest *linkerdDeployment) (image, domain string) {
+	cs := dest.Spec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return "", ""
+	}
+	c := cs[0]
+	for _, cc := range cs {
+		if cc.Name == "destination" {
+			c = cc
+			break
+		}
+	}
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "-identity-trust-domain="); ok {
+			domain = v
+		}
+	}
+	return c.Image, domain
 }
 
 // certificateFingerprints returns the SHA-256 fingerprints, hex, of the
