@@ -190,38 +190,10 @@ func (f *Fleet) SelectsAny(selectors []policyv1alpha1.DestinationSelector) bool 
 	return false
 }
 
-// Matches reports whether a Service in cluster matches the selector: each
-// non-empty field of the selector must match.
+// Matches reports whether a Service in cluster matches the selector, as
+// [policyv1alpha1.DestinationSelector.Matches] decides.
 func Matches(sel policyv1alpha1.DestinationSelector, cluster string, svc *corev1.Service) bool {
-	return matchesMeta(sel, cluster, svc.Namespace, svc.Name, svc.Labels)
-}
-
-func matchesMeta(sel policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
-	if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, cluster) {
-		return false
-	}
-	if len(sel.Namespaces) > 0 && !slices.Contains(sel.Namespaces, namespace) {
-		return false
-	}
-	if len(sel.Names) > 0 && !slices.Contains(sel.Names, name) {
-		return false
-	}
-	for k, v := range sel.Labels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// matchesAny reports whether a Service matches one of the selectors.
-func matchesAny(sels []policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
-	for _, sel := range sels {
-		if matchesMeta(sel, cluster, namespace, name, labels) {
-			return true
-		}
-	}
-	return false
+	return sel.Matches(cluster, svc.Namespace, svc.Name, svc.Labels)
 }
 
 // clusterData is one workload cluster's inputs, shared by every view of it
@@ -479,14 +451,12 @@ func (cd *clusterData) nodes() []*corev1.Node { return decodeKind[corev1.Node](c
 // selectServices returns the cluster's Services matching any selector,
 // deciding on names before decoding where the selectors allow it.
 func (cd *clusterData) selectServices(sels []policyv1alpha1.DestinationSelector) []*corev1.Service {
-	if !slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
-		return len(s.Clusters) == 0 || slices.Contains(s.Clusters, cd.name)
-	}) {
+	if !slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool { return s.SelectsCluster(cd.name) }) {
 		return nil
 	}
 	var out []*corev1.Service
 	for _, svc := range cd.services() {
-		if matchesAny(sels, cd.name, svc.Namespace, svc.Name, svc.Labels) {
+		if policyv1alpha1.MatchesAny(sels, cd.name, svc.Namespace, svc.Name, svc.Labels) {
 			out = append(out, svc)
 		}
 	}

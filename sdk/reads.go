@@ -320,7 +320,7 @@ func (c *change) membershipChanged(cluster string, metas []serviceMeta, sels []p
 			seen[k] = st
 		}
 		st.n++
-		if matchesAny(sels, cluster, m.namespace, m.name, m.labels) {
+		if policyv1alpha1.MatchesAny(sels, cluster, m.namespace, m.name, m.labels) {
 			st.matched++
 		}
 	}

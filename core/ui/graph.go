@@ -7,9 +7,6 @@ import (
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"github.com/meshrelay/meshrelay/sdk"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // graph is what the fleet graph draws besides the clusters of the status.
@@ -78,8 +75,8 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 	if err != nil || len(policies) != 1 {
 		return nil
 	}
-	if ref.Cluster != "" {
-		dests = slices.DeleteFunc(slices.Clone(dests), func(d *relayv1.Destination) bool { return d.GetCluster() != ref.Cluster })
+	if ref.Cluster != "" && slices.ContainsFunc(policyv1alpha1.ScopeToCluster(policies[0], ref.Cluster), func(d meta.Diagnostic) bool { return d.Severity.IsError() }) {
+		return nil
 	}
 	var from []string
 	var to []graphDestination
@@ -122,8 +119,7 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination) []graphDestination {
 	var out []graphDestination
 	for _, d := range dests {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: d.GetNamespace(), Name: d.GetName(), Labels: d.GetLabels()}}
-		if slices.ContainsFunc(sels, func(sel policyv1alpha1.DestinationSelector) bool { return sdk.Matches(sel, d.GetCluster(), svc) }) {
+		if policyv1alpha1.MatchesAny(sels, d.GetCluster(), d.GetNamespace(), d.GetName(), d.GetLabels()) {
 			out = append(out, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 		}
 	}
