@@ -106,6 +106,7 @@ type clusterState struct {
 	input  *snapshot.Snapshot
 	stale  bool
 	meshes []string
+	labels map[string]string
 }
 
 // translatorState is what one translator has seen and said.
@@ -539,7 +540,7 @@ func (ts *translatorState) build(u pluginhost.Update, view map[string]clusterSta
 	for _, name := range slices.Sorted(maps.Keys(view)) {
 		cs := view[name]
 		old, had := seen[name]
-		if had && old.input.Hash() == cs.input.Hash() && old.stale == cs.stale {
+		if had && old.input.Hash() == cs.input.Hash() && old.stale == cs.stale && maps.Equal(old.labels, cs.labels) {
 			continue
 		}
 		var base *snapshot.Snapshot = snapshot.Empty
@@ -548,7 +549,7 @@ func (ts *translatorState) build(u pluginhost.Update, view map[string]clusterSta
 		}
 		d := snapshot.Diff(base, cs.input)
 		u.Clusters = append(u.Clusters, pluginhost.ClusterUpdate{
-			Name: name, Stale: cs.stale, Meshes: cs.meshes, Upserts: d.Upserts, Deletes: d.Deletes,
+			Name: name, Stale: cs.stale, Meshes: cs.meshes, Labels: cs.labels, Upserts: d.Upserts, Deletes: d.Deletes,
 		})
 	}
 	for _, name := range slices.Sorted(maps.Keys(seen)) {

@@ -30,6 +30,16 @@ type View interface {
 	Delivered(cluster, backend string) (*snapshot.Snapshot, bool)
 }
 
+// Labeled is a View that knows each cluster's labels (the server's
+// registry holds them); the engine hands them to the translators with the
+// cluster's inputs, and a change of labels alone is a change of the
+// cluster. A View that is not Labeled has clusters without labels.
+type Labeled interface {
+	// Labels returns the labels of a cluster of the fleet; the caller
+	// does not change the map.
+	Labels(cluster string) map[string]string
+}
+
 // memView is the engine's own View when Options.View is unset: the inputs
 // given with SetInput, SetStale and RemoveCluster, for engines used alone
 // (offline translation, tests).
@@ -136,6 +146,7 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 	}
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
+	labeled, _ := e.view.(Labeled)
 	e.meshes.mu.Lock()
 	defer e.meshes.mu.Unlock()
 	for _, name := range names {
@@ -146,7 +157,11 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 			}
 			continue
 		}
-		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+		cs := clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+		if labeled != nil {
+			cs.labels = labeled.Labels(name)
+		}
+		view[name] = cs
 	}
 	return view
 }

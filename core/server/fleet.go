@@ -20,13 +20,19 @@ type member struct {
 	hash    snapshot.Hash
 	updated time.Time
 	stale   bool
+	// labels are the cluster's labels in the registry, as this replica
+	// last read them.
+	labels map[string]string
 }
 
 // fleetView is the engine's view of the fleet: the members, with their
 // inputs read from the store (its memory layer, a map read).
 type fleetView struct{ s *Server }
 
-var _ engine.View = fleetView{}
+var (
+	_ engine.View    = fleetView{}
+	_ engine.Labeled = fleetView{}
+)
 
 func (v fleetView) Clusters() []string {
 	v.s.mu.Lock()
@@ -37,6 +43,14 @@ func (v fleetView) Clusters() []string {
 func (v fleetView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	in, m, ok := v.s.input(context.Background(), cluster)
 	return in, m.stale, ok
+}
+
+// Labels returns a member's labels, as the registry held them when this
+// replica last read its record.
+func (v fleetView) Labels(cluster string) map[string]string {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return v.s.fleet[cluster].labels
 }
 
 // Delivered reads the store: the output delivered for cluster and backend,
@@ -88,9 +102,48 @@ func (s *Server) inputs(ctx context.Context) map[string]*snapshot.Snapshot {
 // agent or from the store, and tells the engine.
 func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	s.mu.Lock()
-	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
+	cur, had := s.fleet[cluster]
+	s.mu.Unlock()
+	labels := cur.labels
+	if !had {
+		labels = s.registryLabels(cluster)
+	}
+	s.mu.Lock()
+	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale, labels: labels}
 	s.mu.Unlock()
 	s.engine.Refresh()
+}
+
+// registryLabels reads a cluster's labels from its registry record; none
+// when it cannot be read (a later change of the record brings them).
+func (s *Server) registryLabels(cluster string) map[string]string {
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	c, err := s.deps.Store.GetCluster(ctx, cluster)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("read the cluster's labels", "cluster", cluster, "error", err)
+		}
+		return nil
+	}
+	return c.Labels
+}
+
+// setLabels records a member's labels, read from its registry record
+// after it changed here or in another replica, and tells the engine when
+// they differ from those it had.
+func (s *Server) setLabels(cluster string, labels map[string]string) {
+	s.mu.Lock()
+	m, ok := s.fleet[cluster]
+	changed := ok && !maps.Equal(m.labels, labels)
+	if changed {
+		m.labels = maps.Clone(labels)
+		s.fleet[cluster] = m
+	}
+	s.mu.Unlock()
+	if changed {
+		s.engine.Refresh()
+	}
 }
 
 // setStale marks a member stale (its agent left) or fresh.

@@ -123,7 +123,7 @@ func (s *Server) listClusters(ctx context.Context, f listFilter) ([]*relayv1.Clu
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
 	}
-	return slices.DeleteFunc(cs, func(c *relayv1.ClusterStatus) bool { return !f.match(c.GetName(), f.namespace, nil) }), nil
+	return slices.DeleteFunc(cs, func(c *relayv1.ClusterStatus) bool { return !f.match(c.GetName(), f.namespace, c.GetLabels()) }), nil
 }
 
 // listDiscovery fills resp with the meshes, workloads or destinations

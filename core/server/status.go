@@ -54,7 +54,7 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 	}
 	var out []*relayv1.ClusterStatus
 	for _, c := range records {
-		cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica}
+		cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica, Labels: c.Labels, RegistryVersion: c.Version}
 		if !c.Registered.IsZero() {
 			cs.Registered = timestamppb.New(c.Registered)
 		}

@@ -1134,8 +1134,12 @@ type RegisterClusterRequest struct {
 	// allow_shared_token lets the cluster's agent use the install-wide
 	// shared token (meshrelay server --shared-token-file) instead of its own.
 	AllowSharedToken bool `protobuf:"varint,4,opt,name=allow_shared_token,json=allowSharedToken,proto3" json:"allow_shared_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// labels are set on the cluster (merged with the labels it has, when it
+	// is registered again); keys and values are Kubernetes label keys and
+	// values.
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterClusterRequest) Reset() {
@@ -1196,6 +1200,75 @@ func (x *RegisterClusterRequest) GetAllowSharedToken() bool {
 	return false
 }
 
+func (x *RegisterClusterRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type LabelClusterRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// set are the labels to add or change.
+	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// remove are the keys of the labels to remove.
+	Remove        []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelClusterRequest) Reset() {
+	*x = LabelClusterRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelClusterRequest) ProtoMessage() {}
+
+func (x *LabelClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelClusterRequest.ProtoReflect.Descriptor instead.
+func (*LabelClusterRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LabelClusterRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *LabelClusterRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LabelClusterRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
 type RegisterClusterResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -1206,7 +1279,7 @@ type RegisterClusterResponse struct {
 
 func (x *RegisterClusterResponse) Reset() {
 	*x = RegisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1291,7 @@ func (x *RegisterClusterResponse) String() string {
 func (*RegisterClusterResponse) ProtoMessage() {}
 
 func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1304,7 @@ func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterClusterResponse) GetToken() string {
@@ -1257,7 +1330,7 @@ type DeregisterClusterRequest struct {
 
 func (x *DeregisterClusterRequest) Reset() {
 	*x = DeregisterClusterRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1342,7 @@ func (x *DeregisterClusterRequest) String() string {
 func (*DeregisterClusterRequest) ProtoMessage() {}
 
 func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1355,7 @@ func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{15}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeregisterClusterRequest) GetCluster() string {
@@ -1300,7 +1373,7 @@ type DeregisterClusterResponse struct {
 
 func (x *DeregisterClusterResponse) Reset() {
 	*x = DeregisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1385,7 @@ func (x *DeregisterClusterResponse) String() string {
 func (*DeregisterClusterResponse) ProtoMessage() {}
 
 func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1398,7 @@ func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
 }
 
 type ListClustersRequest struct {
@@ -1336,7 +1409,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1421,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1434,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
 }
 
 type ListClustersResponse struct {
@@ -1373,7 +1446,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1458,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1471,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListClustersResponse) GetClusters() []*ClusterStatus {
@@ -1416,7 +1489,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1501,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1514,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
 }
 
 // ClusterStatus is one cluster's registration and connection state.
@@ -1459,16 +1532,21 @@ type ClusterStatus struct {
 	InputResources int32                  `protobuf:"varint,9,opt,name=input_resources,json=inputResources,proto3" json:"input_resources,omitempty"`
 	Meshes         []string               `protobuf:"bytes,10,rep,name=meshes,proto3" json:"meshes,omitempty"`
 	// stale is true when the fleet view holds inputs of an absent agent.
-	Stale         bool                   `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
-	Outputs       []*OutputStatus        `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	Registered    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=registered,proto3" json:"registered,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stale      bool                   `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	Outputs    []*OutputStatus        `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Registered *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=registered,proto3" json:"registered,omitempty"`
+	// labels are the cluster's labels in the registry, which cluster
+	// selectors (clusterSelector) match.
+	Labels map[string]string `protobuf:"bytes,14,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// registry_version is the version of the cluster's registry record.
+	RegistryVersion uint64 `protobuf:"varint,15,opt,name=registry_version,json=registryVersion,proto3" json:"registry_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1558,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1571,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatus) GetName() string {
@@ -1587,6 +1665,20 @@ func (x *ClusterStatus) GetRegistered() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ClusterStatus) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetRegistryVersion() uint64 {
+	if x != nil {
+		return x.RegistryVersion
+	}
+	return 0
+}
+
 // OutputStatus is one backend's output for a cluster.
 type OutputStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1602,7 +1694,7 @@ type OutputStatus struct {
 
 func (x *OutputStatus) Reset() {
 	*x = OutputStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1706,7 @@ func (x *OutputStatus) String() string {
 func (*OutputStatus) ProtoMessage() {}
 
 func (x *OutputStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1719,7 @@ func (x *OutputStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputStatus.ProtoReflect.Descriptor instead.
 func (*OutputStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OutputStatus) GetBackend() string {
@@ -1686,7 +1778,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1790,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1803,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyStatus) GetKind() string {
@@ -1790,7 +1882,7 @@ type PluginStatus struct {
 
 func (x *PluginStatus) Reset() {
 	*x = PluginStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1894,7 @@ func (x *PluginStatus) String() string {
 func (*PluginStatus) ProtoMessage() {}
 
 func (x *PluginStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1907,7 @@ func (x *PluginStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginStatus.ProtoReflect.Descriptor instead.
 func (*PluginStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PluginStatus) GetName() string {
@@ -1865,7 +1957,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1969,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1982,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Status) GetServerId() string {
@@ -1976,7 +2068,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2080,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2093,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRequest) GetKind() string {
@@ -2062,7 +2154,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2166,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2179,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListResponse) GetClusters() []*ClusterStatus {
@@ -2152,7 +2244,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2256,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2269,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -2235,7 +2327,7 @@ type Mesh struct {
 
 func (x *Mesh) Reset() {
 	*x = Mesh{}
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2339,7 @@ func (x *Mesh) String() string {
 func (*Mesh) ProtoMessage() {}
 
 func (x *Mesh) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2352,7 @@ func (x *Mesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mesh.ProtoReflect.Descriptor instead.
 func (*Mesh) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Mesh) GetCluster() string {
@@ -2359,7 +2451,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2463,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2476,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Workload) GetCluster() string {
@@ -2499,7 +2591,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2603,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2616,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Destination) GetCluster() string {
@@ -2621,7 +2713,7 @@ type DestinationPort struct {
 
 func (x *DestinationPort) Reset() {
 	*x = DestinationPort{}
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2725,7 @@ func (x *DestinationPort) String() string {
 func (*DestinationPort) ProtoMessage() {}
 
 func (x *DestinationPort) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2738,7 @@ func (x *DestinationPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationPort.ProtoReflect.Descriptor instead.
 func (*DestinationPort) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DestinationPort) GetName() string {
@@ -2712,7 +2804,7 @@ type OutputResource struct {
 
 func (x *OutputResource) Reset() {
 	*x = OutputResource{}
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2816,7 @@ func (x *OutputResource) String() string {
 func (*OutputResource) ProtoMessage() {}
 
 func (x *OutputResource) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2829,7 @@ func (x *OutputResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputResource.ProtoReflect.Descriptor instead.
 func (*OutputResource) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OutputResource) GetCluster() string {
@@ -2839,7 +2931,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +2943,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +2956,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Diagnostic) GetSeverity() string {
@@ -2940,7 +3032,7 @@ type DestinationDescription struct {
 
 func (x *DestinationDescription) Reset() {
 	*x = DestinationDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3044,7 @@ func (x *DestinationDescription) String() string {
 func (*DestinationDescription) ProtoMessage() {}
 
 func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3057,7 @@ func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationDescription.ProtoReflect.Descriptor instead.
 func (*DestinationDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DestinationDescription) GetNamespace() string {
@@ -3035,7 +3127,7 @@ type PolicyDescription struct {
 
 func (x *PolicyDescription) Reset() {
 	*x = PolicyDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3139,7 @@ func (x *PolicyDescription) String() string {
 func (*PolicyDescription) ProtoMessage() {}
 
 func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3152,7 @@ func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDescription.ProtoReflect.Descriptor instead.
 func (*PolicyDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PolicyDescription) GetStatus() *PolicyStatus {
@@ -3117,7 +3209,7 @@ type PolicyCluster struct {
 
 func (x *PolicyCluster) Reset() {
 	*x = PolicyCluster{}
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3221,7 @@ func (x *PolicyCluster) String() string {
 func (*PolicyCluster) ProtoMessage() {}
 
 func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3234,7 @@ func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCluster.ProtoReflect.Descriptor instead.
 func (*PolicyCluster) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PolicyCluster) GetCluster() string {
@@ -3198,7 +3290,7 @@ type ClusterDescription struct {
 
 func (x *ClusterDescription) Reset() {
 	*x = ClusterDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3302,7 @@ func (x *ClusterDescription) String() string {
 func (*ClusterDescription) ProtoMessage() {}
 
 func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3315,7 @@ func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDescription.ProtoReflect.Descriptor instead.
 func (*ClusterDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ClusterDescription) GetStatus() *ClusterStatus {
@@ -3351,12 +3443,23 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REASON_DEREGISTERED\x10\x01\x12\x16\n" +
 	"\x12REASON_REBALANCING\x10\x02\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x03\"\xa8\x01\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x03\"\xb3\x02\n" +
 	"\x16RegisterClusterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12*\n" +
 	"\x11token_ttl_seconds\x18\x02 \x01(\x03R\x0ftokenTtlSeconds\x12\x1a\n" +
 	"\breusable\x18\x03 \x01(\bR\breusable\x12,\n" +
-	"\x12allow_shared_token\x18\x04 \x01(\bR\x10allowSharedToken\"e\n" +
+	"\x12allow_shared_token\x18\x04 \x01(\bR\x10allowSharedToken\x12N\n" +
+	"\x06labels\x18\x05 \x03(\v26.meshrelay.relay.v1.RegisterClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
+	"\x13LabelClusterRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12B\n" +
+	"\x03set\x18\x02 \x03(\v20.meshrelay.relay.v1.LabelClusterRequest.SetEntryR\x03set\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\x17RegisterClusterResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"4\n" +
@@ -3366,7 +3469,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x13ListClustersRequest\"U\n" +
 	"\x14ListClustersResponse\x12=\n" +
 	"\bclusters\x18\x01 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\"\x12\n" +
-	"\x10GetStatusRequest\"\x82\x04\n" +
+	"\x10GetStatusRequest\"\xaf\x05\n" +
 	"\rClusterStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\arevoked\x18\x02 \x01(\bR\arevoked\x12\x1c\n" +
@@ -3384,7 +3487,12 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\aoutputs\x18\f \x03(\v2 .meshrelay.relay.v1.OutputStatusR\aoutputs\x12:\n" +
 	"\n" +
 	"registered\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"registered\"\x8c\x01\n" +
+	"registered\x12E\n" +
+	"\x06labels\x18\x0e \x03(\v2-.meshrelay.relay.v1.ClusterStatus.LabelsEntryR\x06labels\x12)\n" +
+	"\x10registry_version\x18\x0f \x01(\x04R\x0fregistryVersion\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\fOutputStatus\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
 	"\tresources\x18\x02 \x01(\x05R\tresources\x12\x12\n" +
@@ -3545,10 +3653,11 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
 	"\x05Relay\x12O\n" +
-	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\x88\x06\n" +
+	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\xe4\x06\n" +
 	"\x05Admin\x12j\n" +
 	"\x0fRegisterCluster\x12*.meshrelay.relay.v1.RegisterClusterRequest\x1a+.meshrelay.relay.v1.RegisterClusterResponse\x12p\n" +
-	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12a\n" +
+	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12Z\n" +
+	"\fLabelCluster\x12'.meshrelay.relay.v1.LabelClusterRequest\x1a!.meshrelay.relay.v1.ClusterStatus\x12a\n" +
 	"\fListClusters\x12'.meshrelay.relay.v1.ListClustersRequest\x1a(.meshrelay.relay.v1.ListClustersResponse\x12M\n" +
 	"\tGetStatus\x12$.meshrelay.relay.v1.GetStatusRequest\x1a\x1a.meshrelay.relay.v1.Status\x12I\n" +
 	"\x04List\x12\x1f.meshrelay.relay.v1.ListRequest\x1a .meshrelay.relay.v1.ListResponse\x12f\n" +
@@ -3569,7 +3678,7 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 }
 
 var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_relay_v1_relay_proto_goTypes = []any{
 	(Ack_Subject)(0),                  // 0: meshrelay.relay.v1.Ack.Subject
 	(Goodbye_Reason)(0),               // 1: meshrelay.relay.v1.Goodbye.Reason
@@ -3587,42 +3696,46 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	(*Heartbeat)(nil),                 // 13: meshrelay.relay.v1.Heartbeat
 	(*Goodbye)(nil),                   // 14: meshrelay.relay.v1.Goodbye
 	(*RegisterClusterRequest)(nil),    // 15: meshrelay.relay.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil),   // 16: meshrelay.relay.v1.RegisterClusterResponse
-	(*DeregisterClusterRequest)(nil),  // 17: meshrelay.relay.v1.DeregisterClusterRequest
-	(*DeregisterClusterResponse)(nil), // 18: meshrelay.relay.v1.DeregisterClusterResponse
-	(*ListClustersRequest)(nil),       // 19: meshrelay.relay.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 20: meshrelay.relay.v1.ListClustersResponse
-	(*GetStatusRequest)(nil),          // 21: meshrelay.relay.v1.GetStatusRequest
-	(*ClusterStatus)(nil),             // 22: meshrelay.relay.v1.ClusterStatus
-	(*OutputStatus)(nil),              // 23: meshrelay.relay.v1.OutputStatus
-	(*PolicyStatus)(nil),              // 24: meshrelay.relay.v1.PolicyStatus
-	(*PluginStatus)(nil),              // 25: meshrelay.relay.v1.PluginStatus
-	(*Status)(nil),                    // 26: meshrelay.relay.v1.Status
-	(*ListRequest)(nil),               // 27: meshrelay.relay.v1.ListRequest
-	(*ListResponse)(nil),              // 28: meshrelay.relay.v1.ListResponse
-	(*DescribeRequest)(nil),           // 29: meshrelay.relay.v1.DescribeRequest
-	(*Mesh)(nil),                      // 30: meshrelay.relay.v1.Mesh
-	(*Workload)(nil),                  // 31: meshrelay.relay.v1.Workload
-	(*Destination)(nil),               // 32: meshrelay.relay.v1.Destination
-	(*DestinationPort)(nil),           // 33: meshrelay.relay.v1.DestinationPort
-	(*OutputResource)(nil),            // 34: meshrelay.relay.v1.OutputResource
-	(*Diagnostic)(nil),                // 35: meshrelay.relay.v1.Diagnostic
-	(*DestinationDescription)(nil),    // 36: meshrelay.relay.v1.DestinationDescription
-	(*PolicyDescription)(nil),         // 37: meshrelay.relay.v1.PolicyDescription
-	(*PolicyCluster)(nil),             // 38: meshrelay.relay.v1.PolicyCluster
-	(*ClusterDescription)(nil),        // 39: meshrelay.relay.v1.ClusterDescription
-	nil,                               // 40: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	nil,                               // 41: meshrelay.relay.v1.Hello.OutputHashesEntry
-	nil,                               // 42: meshrelay.relay.v1.Workload.LabelsEntry
-	nil,                               // 43: meshrelay.relay.v1.Destination.LabelsEntry
-	nil,                               // 44: meshrelay.relay.v1.OutputResource.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
-	(*v1.Delta)(nil),                  // 46: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 47: meshrelay.snapshot.v1.ResourceID
-	(*MeshTrustStatus)(nil),           // 48: meshrelay.relay.v1.MeshTrustStatus
+	(*LabelClusterRequest)(nil),       // 16: meshrelay.relay.v1.LabelClusterRequest
+	(*RegisterClusterResponse)(nil),   // 17: meshrelay.relay.v1.RegisterClusterResponse
+	(*DeregisterClusterRequest)(nil),  // 18: meshrelay.relay.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 19: meshrelay.relay.v1.DeregisterClusterResponse
+	(*ListClustersRequest)(nil),       // 20: meshrelay.relay.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 21: meshrelay.relay.v1.ListClustersResponse
+	(*GetStatusRequest)(nil),          // 22: meshrelay.relay.v1.GetStatusRequest
+	(*ClusterStatus)(nil),             // 23: meshrelay.relay.v1.ClusterStatus
+	(*OutputStatus)(nil),              // 24: meshrelay.relay.v1.OutputStatus
+	(*PolicyStatus)(nil),              // 25: meshrelay.relay.v1.PolicyStatus
+	(*PluginStatus)(nil),              // 26: meshrelay.relay.v1.PluginStatus
+	(*Status)(nil),                    // 27: meshrelay.relay.v1.Status
+	(*ListRequest)(nil),               // 28: meshrelay.relay.v1.ListRequest
+	(*ListResponse)(nil),              // 29: meshrelay.relay.v1.ListResponse
+	(*DescribeRequest)(nil),           // 30: meshrelay.relay.v1.DescribeRequest
+	(*Mesh)(nil),                      // 31: meshrelay.relay.v1.Mesh
+	(*Workload)(nil),                  // 32: meshrelay.relay.v1.Workload
+	(*Destination)(nil),               // 33: meshrelay.relay.v1.Destination
+	(*DestinationPort)(nil),           // 34: meshrelay.relay.v1.DestinationPort
+	(*OutputResource)(nil),            // 35: meshrelay.relay.v1.OutputResource
+	(*Diagnostic)(nil),                // 36: meshrelay.relay.v1.Diagnostic
+	(*DestinationDescription)(nil),    // 37: meshrelay.relay.v1.DestinationDescription
+	(*PolicyDescription)(nil),         // 38: meshrelay.relay.v1.PolicyDescription
+	(*PolicyCluster)(nil),             // 39: meshrelay.relay.v1.PolicyCluster
+	(*ClusterDescription)(nil),        // 40: meshrelay.relay.v1.ClusterDescription
+	nil,                               // 41: meshrelay.relay.v1.Hello.OutputVersionsEntry
+	nil,                               // 42: meshrelay.relay.v1.Hello.OutputHashesEntry
+	nil,                               // 43: meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	nil,                               // 44: meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	nil,                               // 45: meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	nil,                               // 46: meshrelay.relay.v1.Workload.LabelsEntry
+	nil,                               // 47: meshrelay.relay.v1.Destination.LabelsEntry
+	nil,                               // 48: meshrelay.relay.v1.OutputResource.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
+	(*v1.Delta)(nil),                  // 50: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 51: meshrelay.snapshot.v1.ResourceID
+	(*MeshTrustStatus)(nil),           // 52: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	45, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	49, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
 	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
@@ -3633,76 +3746,81 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	11, // 8: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
 	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	40, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	41, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	45, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	46, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	46, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	41, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	42, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	49, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	50, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	50, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
 	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
 	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	47, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	45, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	51, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	49, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	45, // 21: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
-	22, // 22: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	45, // 23: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	45, // 24: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
-	23, // 25: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	45, // 26: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
-	22, // 27: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	24, // 28: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	25, // 29: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	48, // 30: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	22, // 31: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	30, // 32: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
-	31, // 33: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
-	32, // 34: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
-	24, // 35: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	34, // 36: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	42, // 37: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
-	43, // 38: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
-	33, // 39: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
-	44, // 40: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
-	32, // 41: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
-	31, // 42: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
-	24, // 43: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	34, // 44: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	35, // 45: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	24, // 46: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
-	38, // 47: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
-	34, // 48: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	35, // 49: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	22, // 50: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
-	30, // 51: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
-	24, // 52: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	35, // 53: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	2,  // 54: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 55: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 56: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	15, // 57: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	17, // 58: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	19, // 59: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	21, // 60: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	27, // 61: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
-	29, // 62: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
-	29, // 63: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
-	29, // 64: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
-	4,  // 65: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 66: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 67: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	16, // 68: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	18, // 69: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	20, // 70: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	26, // 71: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	28, // 72: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
-	36, // 73: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
-	37, // 74: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
-	39, // 75: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
-	65, // [65:76] is the sub-list for method output_type
-	54, // [54:65] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	43, // 21: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	44, // 22: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	49, // 23: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	23, // 24: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	49, // 25: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	49, // 26: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	24, // 27: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	49, // 28: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	45, // 29: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	23, // 30: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	25, // 31: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	26, // 32: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	52, // 33: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	23, // 34: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	31, // 35: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	32, // 36: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	33, // 37: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	25, // 38: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	35, // 39: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	46, // 40: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	47, // 41: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	34, // 42: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	48, // 43: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	33, // 44: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	32, // 45: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	25, // 46: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	35, // 47: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	36, // 48: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	25, // 49: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	39, // 50: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	35, // 51: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	36, // 52: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	23, // 53: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	31, // 54: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	25, // 55: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	36, // 56: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	2,  // 57: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 58: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 59: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	15, // 60: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	18, // 61: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	16, // 62: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
+	20, // 63: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	22, // 64: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	28, // 65: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	30, // 66: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	30, // 67: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	30, // 68: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	4,  // 69: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 70: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 71: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	17, // 72: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	19, // 73: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	23, // 74: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
+	21, // 75: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	27, // 76: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	29, // 77: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	37, // 78: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	38, // 79: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	40, // 80: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	69, // [69:81] is the sub-list for method output_type
+	57, // [57:69] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -3731,7 +3849,7 @@ func file_relay_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

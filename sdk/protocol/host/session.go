@@ -111,7 +111,7 @@ func (s *Session) send(u Update, gen uint64) error {
 	}
 	for _, c := range u.Clusters {
 		for i, part := range meta.Split(c.Upserts, snapshot.Resource.Size, protocol.PartBytes) {
-			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Upserts: resourcesToProto(part)}
+			in := &translatorv1.ClusterInput{Cluster: c.Name, Removed: c.Removed, Stale: c.Stale, Meshes: c.Meshes, Labels: c.Labels, Upserts: resourcesToProto(part)}
 			if i == 0 {
 				in.Deletes = idsToProto(c.Deletes)
 			}

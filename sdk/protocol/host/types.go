@@ -52,7 +52,9 @@ type ClusterUpdate struct {
 	// Stale is true while the cluster's agent is disconnected.
 	Stale bool
 	// Meshes are the cluster's mesh types, as found by discovery.
-	Meshes  []string
+	Meshes []string
+	// Labels are the cluster's labels in the registry, whole (not a delta).
+	Labels  map[string]string
 	Upserts []snapshot.Resource
 	Deletes []snapshot.ID
 }
