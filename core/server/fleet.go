@@ -114,6 +114,13 @@ func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	s.engine.Refresh()
 }
 
+// clusterLabels returns a member's labels, as the plugins see them.
+func (s *Server) clusterLabels(cluster string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fleet[cluster].labels
+}
+
 // registryLabels reads a cluster's labels from its registry record; none
 // when it cannot be read (a later change of the record brings them).
 func (s *Server) registryLabels(cluster string) map[string]string {

@@ -347,7 +347,7 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 	}
 	selecting := map[string]bool{}
 	for _, src := range s.policySources() {
-		if selectsDestination(src, desc.Namespace, desc.Name, clusters) {
+		if selectsDestination(src, desc.Namespace, desc.Name, clusters, s.clusterLabels) {
 			selecting[src.cluster+"/"+policyKey(src.res.ID)] = true
 		}
 	}
@@ -376,7 +376,7 @@ func policyKey(id snapshot.ID) string { return id.Kind + "/" + id.Namespace + "/
 // selectsDestination reports whether a policy selects the Service in one
 // of the clusters. A workload cluster's policy is narrowed to its own
 // cluster first, as the SDK narrows it.
-func selectsDestination(src policySource, namespace, name string, clusters map[string]*relayv1.Destination) bool {
+func selectsDestination(src policySource, namespace, name string, clusters map[string]*relayv1.Destination, labelsOf func(string) map[string]string) bool {
 	policies, err := policyv1alpha1.Decode(src.res.Body)
 	if err != nil || len(policies) != 1 {
 		return false
@@ -393,7 +393,8 @@ func selectsDestination(src policySource, namespace, name string, clusters map[s
 		}
 	}
 	for cluster, d := range clusters {
-		if policyv1alpha1.MatchesAny(policyv1alpha1.DestinationSelectorsOf(p), cluster, namespace, name, d.Labels) {
+		c := policyv1alpha1.ClusterMeta{Name: cluster, Labels: labelsOf(cluster)}
+		if policyv1alpha1.MatchesAny(policyv1alpha1.DestinationSelectorsOf(p), c, namespace, name, d.Labels) {
 			return true
 		}
 	}

@@ -231,6 +231,7 @@ func (t *trustManager) reconcile(ctx context.Context) {
 type trustFleet struct {
 	names  []string
 	meshes map[string][]string
+	labels map[string]map[string]string
 }
 
 func (t *trustManager) fleet(ctx context.Context) (trustFleet, error) {
@@ -238,10 +239,11 @@ func (t *trustManager) fleet(ctx context.Context) (trustFleet, error) {
 	if err != nil {
 		return trustFleet{}, err
 	}
-	f := trustFleet{meshes: map[string][]string{}}
+	f := trustFleet{meshes: map[string][]string{}, labels: map[string]map[string]string{}}
 	for _, c := range records {
 		if !c.Revoked {
 			f.names = append(f.names, c.Name)
+			f.labels[c.Name] = c.Labels
 		}
 	}
 	for _, ci := range t.s.engine.Clusters() {
@@ -250,11 +252,11 @@ func (t *trustManager) fleet(ctx context.Context) (trustFleet, error) {
 	return f, nil
 }
 
-// selectTrustClusters returns the registered clusters p names that no
-// earlier policy owns, and records them in owner. Membership is by name
-// only, never by what a cluster's agent reports: a cluster that reports an
-// istiod cannot join a mesh's root. (A label selector over the registry's
-// records would select here too.)
+// selectTrustClusters returns the registered clusters p names or selects
+// by their registry labels that no earlier policy owns, and records them
+// in owner. Membership is by name and by the labels administrators set,
+// never by what a cluster's agent reports: a cluster that reports an
+// istiod cannot join a mesh's root.
 func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[string]string, diags []meta.Diagnostic) ([]string, []meta.Diagnostic) {
 	var out []string
 	for i, name := range p.Spec.Clusters {
@@ -263,7 +265,7 @@ func selectTrustClusters(p *policyv1alpha1.MeshTrust, f trustFleet, owner map[st
 		}
 	}
 	for _, name := range f.names {
-		if !slices.Contains(p.Spec.Clusters, name) {
+		if !p.Spec.SelectsCluster(policyv1alpha1.ClusterMeta{Name: name, Labels: f.labels[name]}) {
 			continue
 		}
 		if slices.Contains(f.meshes[name], "cilium") {

@@ -51,6 +51,10 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 		return nil, err
 	}
 	g := &graph{Destinations: []graphDestination{}, Edges: []graphEdge{}}
+	labels := map[string]map[string]string{}
+	for _, c := range st.GetClusters() {
+		labels[c.GetName()] = c.GetLabels()
+	}
 	for _, d := range list.GetDestinations() {
 		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 	}
@@ -64,13 +68,15 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 			s.log.Debug("describe policy for the graph", "policy", ref.String(), "error", err)
 			continue
 		}
-		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations())...)
+		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations(), labels)...)
 	}
 	return g, nil
 }
 
 // policyEdges returns the cross-cluster edges of the policy ref names.
-func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*relayv1.Destination) []graphEdge {
+// clusterLabels holds each registered cluster's labels, which
+// clusterSelectors match.
+func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*relayv1.Destination, clusterLabels map[string]map[string]string) []graphEdge {
 	policies, err := policyv1alpha1.Decode([]byte(desc.GetBody()))
 	if err != nil || len(policies) != 1 {
 		return nil
@@ -88,7 +94,7 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 		for _, b := range p.Spec.Services {
 			to = append(to, graphDestination{Cluster: b.Cluster, Namespace: b.Namespace, Name: b.Name})
 		}
-		to = append(to, selected(p.Spec.DestinationSelectors, dests)...)
+		to = append(to, selected(p.Spec.DestinationSelectors, dests, clusterLabels)...)
 	case *policyv1alpha1.AccessPolicy:
 		for _, c := range p.Spec.From {
 			from = append(from, c.Clusters...)
@@ -98,7 +104,7 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 				}
 			}
 		}
-		to = selected(p.Spec.DestinationSelectors, dests)
+		to = selected(p.Spec.DestinationSelectors, dests, clusterLabels)
 	default:
 		return nil
 	}
@@ -116,10 +122,11 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 }
 
 // selected returns the destinations a policy's selectors select.
-func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination) []graphDestination {
+func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination, clusterLabels map[string]map[string]string) []graphDestination {
 	var out []graphDestination
 	for _, d := range dests {
-		if policyv1alpha1.MatchesAny(sels, d.GetCluster(), d.GetNamespace(), d.GetName(), d.GetLabels()) {
+		c := policyv1alpha1.ClusterMeta{Name: d.GetCluster(), Labels: clusterLabels[d.GetCluster()]}
+		if policyv1alpha1.MatchesAny(sels, c, d.GetNamespace(), d.GetName(), d.GetLabels()) {
 			out = append(out, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 		}
 	}

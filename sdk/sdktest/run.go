@@ -193,7 +193,7 @@ func fullUpdate(f *Fixture) (host.Update, error) {
 		if err != nil {
 			return host.Update{}, fmt.Errorf("cluster %q: %w", c.Name, err)
 		}
-		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: rs})
+		u.Clusters = append(u.Clusters, host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Labels: c.Labels, Upserts: rs})
 	}
 	ps, err := resourcesOf(f.Policies)
 	if err != nil {

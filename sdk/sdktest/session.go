@@ -191,11 +191,11 @@ func clusterDelta(old, c Cluster) (host.ClusterUpdate, bool, error) {
 	if err != nil {
 		return host.ClusterUpdate{}, false, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
-	same := old.Name == c.Name && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes)
+	same := old.Name == c.Name && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes) && maps.Equal(old.Labels, c.Labels)
 	if same && len(ups)+len(dels) == 0 {
 		return host.ClusterUpdate{}, false, nil
 	}
-	return host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Upserts: ups, Deletes: dels}, true, nil
+	return host.ClusterUpdate{Name: c.Name, Stale: c.Stale, Meshes: c.Meshes, Labels: c.Labels, Upserts: ups, Deletes: dels}, true, nil
 }
 
 // objectDelta returns the upserts and deletes that turn old into cur, in

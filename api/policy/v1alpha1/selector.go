@@ -5,14 +5,40 @@ import (
 	"slices"
 
 	"github.com/meshrelay/meshrelay/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Matches reports whether the Service namespace/name with labels, in
-// cluster, matches the selector: each non-empty field must match.
-func (s *DestinationSelector) Matches(cluster, namespace, name string, labels map[string]string) bool {
-	if len(s.Clusters) > 0 && !slices.Contains(s.Clusters, cluster) {
+// ClusterMeta is what a cluster selector looks at: a registered cluster's
+// name and its labels in the server's registry.
+type ClusterMeta struct {
+	Name   string
+	Labels map[string]string
+}
+
+// namedOrLabeled reports whether c is one of names or its labels match sel
+// (the union of the two); an invalid selector matches nothing.
+func namedOrLabeled(names []string, sel *metav1.LabelSelector, c ClusterMeta) bool {
+	if slices.Contains(names, c.Name) {
+		return true
+	}
+	if sel == nil {
 		return false
 	}
+	ls, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && ls.Matches(labels.Set(c.Labels))
+}
+
+// AdmitsCluster reports whether the selector's cluster fields admit c,
+// whatever its other fields: c is one of Clusters or its labels match
+// ClusterSelector, or neither is set.
+func (s *DestinationSelector) AdmitsCluster(c ClusterMeta) bool {
+	return (len(s.Clusters) == 0 && s.ClusterSelector == nil) || namedOrLabeled(s.Clusters, s.ClusterSelector, c)
+}
+
+// Matches reports whether the Service namespace/name with labels, in
+// cluster c, matches the selector: each non-empty field must match.
+func (s *DestinationSelector) Matches(c ClusterMeta, namespace, name string, labels map[string]string) bool {
 	if len(s.Namespaces) > 0 && !slices.Contains(s.Namespaces, namespace) {
 		return false
 	}
@@ -24,19 +50,20 @@ func (s *DestinationSelector) Matches(cluster, namespace, name string, labels ma
 			return false
 		}
 	}
-	return true
-}
-
-// SelectsCluster reports whether the selector may select Services in
-// cluster: whether its cluster fields admit it, whatever its other fields.
-func (s *DestinationSelector) SelectsCluster(cluster string) bool {
-	return len(s.Clusters) == 0 || slices.Contains(s.Clusters, cluster)
+	return s.AdmitsCluster(c)
 }
 
 // MatchesAny reports whether the Service matches one of the selectors, as
 // [DestinationSelector.Matches] decides. An empty list matches nothing.
-func MatchesAny(sels []DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
-	return slices.ContainsFunc(sels, func(s DestinationSelector) bool { return s.Matches(cluster, namespace, name, labels) })
+func MatchesAny(sels []DestinationSelector, c ClusterMeta, namespace, name string, labels map[string]string) bool {
+	return slices.ContainsFunc(sels, func(s DestinationSelector) bool { return s.Matches(c, namespace, name, labels) })
+}
+
+// SelectsCluster reports whether cluster c is a member: one of Clusters,
+// or its labels match ClusterSelector. Membership is explicit: a spec that
+// sets neither selects nothing.
+func (s *MeshTrustSpec) SelectsCluster(c ClusterMeta) bool {
+	return namedOrLabeled(s.Clusters, s.ClusterSelector, c)
 }
 
 // DestinationSelectorsOf returns the destination selectors of p: those of
@@ -61,8 +88,9 @@ func DestinationSelectorsOf(p Policy) []DestinationSelector {
 //
 //   - Destination selectors are narrowed to the cluster: a selector with no
 //     clusters selects in the source cluster only; other clusters named in
-//     a selector are dropped with a warning, and a policy left with no
-//     selector is not applied.
+//     a selector are dropped with a warning, and so is a clusterSelector
+//     (a selector that named its clusters by label only selects nothing),
+//     and a policy left with no selector is not applied.
 //   - A TrafficPolicy may route and mirror only to Services of its own
 //     cluster; a VirtualDestination, which changes every cluster's routing,
 //     and a MeshTrust, which sets every selected cluster's root of trust,
@@ -81,10 +109,13 @@ func ScopeToCluster(p Policy, cluster string) []meta.Diagnostic {
 			if len(outside) > 0 {
 				diags = append(diags, scopeDiag(meta.SeverityWarning, path, "clusters %v are outside the tenancy of cluster %q, where this policy was defined; it applies to %q only (define it in the management source to select other clusters)", outside, cluster, cluster))
 			}
-			if len(sel.Clusters) > 0 && len(outside) == len(sel.Clusters) {
+			if sel.ClusterSelector != nil {
+				diags = append(diags, scopeDiag(meta.SeverityWarning, fmt.Sprintf("spec.destinationSelectors[%d].clusterSelector", i), "a clusterSelector selects clusters outside the tenancy of cluster %q, where this policy was defined; it is ignored (define the policy in the management source to select clusters by label)", cluster))
+			}
+			if (len(sel.Clusters) > 0 || sel.ClusterSelector != nil) && len(outside) == len(sel.Clusters) {
 				continue
 			}
-			sel.Clusters = []string{cluster}
+			sel.Clusters, sel.ClusterSelector = []string{cluster}, nil
 			kept = append(kept, sel)
 		}
 		if len(sels) > 0 && len(kept) == 0 {
