@@ -19,6 +19,15 @@ import (
 // its server.
 func serveDemo(t *testing.T) []string {
 	t.Helper()
+	admin, _ := serveDemoOut(t, "")
+	return admin
+}
+
+// serveDemoOut is serveDemo with the plugin binaries of pluginDir (when
+// set) that also returns the demo's output directory, whose policies/ is
+// the server's watched policy source.
+func serveDemoOut(t *testing.T, pluginDir string) ([]string, string) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +39,7 @@ func serveDemo(t *testing.T) []string {
 	ready := make(chan *demo.Report, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := demo.Run(ctx, demo.Options{Root: root, Out: out, Serve: true,
+		_, err := demo.Run(ctx, demo.Options{Root: root, Out: out, Serve: true, PluginDir: pluginDir,
 			Ready: func(r *demo.Report) { ready <- r }})
 		done <- err
 	}()
@@ -42,10 +51,10 @@ func serveDemo(t *testing.T) []string {
 	})
 	select {
 	case r := <-ready:
-		return []string{"--server", r.ServerAddr, "--ca-file", r.CABundlePath, "--admin-token-file", r.AdminTokenPath}
+		return []string{"--server", r.ServerAddr, "--ca-file", r.CABundlePath, "--admin-token-file", r.AdminTokenPath}, out
 	case err := <-done:
 		t.Fatalf("demo ended before serving: %v", err)
-		return nil
+		return nil, ""
 	}
 }
 
