@@ -115,6 +115,24 @@ func TestClusterLabelsRoundTripRedis(t *testing.T) {
 		t.Errorf("DescribeCluster(east) labels = %v, %v; want %v", desc.GetStatus().GetLabels(), err, want)
 	}
 
+	// Both replicas change different labels at once: compare-and-set keeps
+	// every change.
+	var wg sync.WaitGroup
+	for r, admin := range []relayv1.AdminClient{admin1, admin2} {
+		ts := []*testServer{ts1, ts2}[r]
+		wg.Go(func() {
+			for i := range 10 {
+				if _, err := admin.LabelCluster(ts.adminCtx(), &relayv1.LabelClusterRequest{Cluster: "west", Set: map[string]string{fmt.Sprintf("r%d-%d", r, i): "x"}}); err != nil {
+					t.Errorf("LabelCluster on replica %d: %v", r+1, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if w, err := raw.GetCluster(context.Background(), "west"); err != nil || len(w.Labels) != 20 {
+		t.Errorf("after concurrent changes on two replicas west has %d labels (%v), want 20", len(w.Labels), err)
+	}
+
 	// Registering again adds to the labels the cluster has.
 	ts2.registerWith(&relayv1.RegisterClusterRequest{Cluster: "east", Labels: map[string]string{"env": "staging"}})
 	want = map[string]string{"region": "eu-west", "tier": "gold", "env": "staging"}
