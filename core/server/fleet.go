@@ -20,9 +20,6 @@ type member struct {
 	hash    snapshot.Hash
 	updated time.Time
 	stale   bool
-	// labels are the cluster's labels in the registry, as this replica
-	// last read them.
-	labels map[string]string
 }
 
 // fleetView is the engine's view of the fleet: the members, with their
@@ -45,13 +42,9 @@ func (v fleetView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	return in, m.stale, ok
 }
 
-// Labels returns a member's labels, as the registry held them when this
+// Labels returns a cluster's labels, as the registry held them when this
 // replica last read its record.
-func (v fleetView) Labels(cluster string) map[string]string {
-	v.s.mu.Lock()
-	defer v.s.mu.Unlock()
-	return v.s.fleet[cluster].labels
-}
+func (v fleetView) Labels(cluster string) map[string]string { return v.s.clusterLabels(cluster) }
 
 // Delivered reads the store: the output delivered for cluster and backend,
 // by this replica or another.
@@ -102,23 +95,27 @@ func (s *Server) inputs(ctx context.Context) map[string]*snapshot.Snapshot {
 // agent or from the store, and tells the engine.
 func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	s.mu.Lock()
-	cur, had := s.fleet[cluster]
+	_, known := s.labels[cluster]
 	s.mu.Unlock()
-	labels := cur.labels
-	if !had {
+	var labels map[string]string
+	if !known {
 		labels = s.registryLabels(cluster)
 	}
 	s.mu.Lock()
-	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale, labels: labels}
+	if _, known := s.labels[cluster]; !known {
+		// Unless a registry event brought newer ones meanwhile.
+		s.labels[cluster] = labels
+	}
+	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
 	s.mu.Unlock()
 	s.engine.Refresh()
 }
 
-// clusterLabels returns a member's labels, as the plugins see them.
+// clusterLabels returns a cluster's labels, as the plugins see them.
 func (s *Server) clusterLabels(cluster string) map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fleet[cluster].labels
+	return s.labels[cluster]
 }
 
 // registryLabels reads a cluster's labels from its registry record; none
@@ -136,19 +133,16 @@ func (s *Server) registryLabels(cluster string) map[string]string {
 	return c.Labels
 }
 
-// setLabels records a member's labels, read from its registry record
+// setLabels records a cluster's labels, read from its registry record
 // after it changed here or in another replica, and tells the engine when
-// they differ from those it had.
+// they differ from those a member of its fleet had.
 func (s *Server) setLabels(cluster string, labels map[string]string) {
 	s.mu.Lock()
-	m, ok := s.fleet[cluster]
-	changed := ok && !maps.Equal(m.labels, labels)
-	if changed {
-		m.labels = maps.Clone(labels)
-		s.fleet[cluster] = m
-	}
+	old, known := s.labels[cluster]
+	s.labels[cluster] = maps.Clone(labels)
+	_, member := s.fleet[cluster]
 	s.mu.Unlock()
-	if changed {
+	if member && (!known || !maps.Equal(old, labels)) {
 		s.engine.Refresh()
 	}
 }
@@ -173,6 +167,7 @@ func (s *Server) leave(cluster string) {
 	s.mu.Lock()
 	_, ok := s.fleet[cluster]
 	delete(s.fleet, cluster)
+	delete(s.labels, cluster)
 	s.mu.Unlock()
 	if ok {
 		s.engine.Refresh()
