@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
+	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
@@ -135,6 +136,12 @@ the cluster are translated again for the clusters they concern.`,
 		Example: `  meshrelay cluster label east region=eu-west env=prod
   meshrelay cluster label east tier=gold env-`,
 		Args: cobra.MinimumNArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(&af, server.KindClusters)(cmd, args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set, remove, err := parseLabelChanges(args[1:])
 			if err != nil {

@@ -233,4 +233,8 @@ func TestClusterLabelCommands(t *testing.T) {
 	if _, err := cli("cluster", "label", "nowhere", "a=b"); err == nil {
 		t.Error("labelling an unknown cluster succeeded")
 	}
+	out, err = run(t, append(append([]string{"__complete", "cluster", "label"}, admin...), "")...)
+	if err != nil || !strings.Contains(out, "east") || !strings.Contains(out, "central") {
+		t.Errorf("completing cluster label's NAME = %q, %v; want the registered clusters", out, err)
+	}
 }
