@@ -190,46 +190,13 @@ func (f *Fleet) SelectsAny(selectors []policyv1alpha1.DestinationSelector) bool 
 	return false
 }
 
-// Matches reports whether a Service in cluster matches the selector: each
-// non-empty field of the selector must match.
-func Matches(sel policyv1alpha1.DestinationSelector, cluster string, svc *corev1.Service) bool {
-	return matchesMeta(sel, cluster, svc.Namespace, svc.Name, svc.Labels)
-}
-
-func matchesMeta(sel policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
-	if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, cluster) {
-		return false
-	}
-	if len(sel.Namespaces) > 0 && !slices.Contains(sel.Namespaces, namespace) {
-		return false
-	}
-	if len(sel.Names) > 0 && !slices.Contains(sel.Names, name) {
-		return false
-	}
-	for k, v := range sel.Labels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// matchesAny reports whether a Service matches one of the selectors.
-func matchesAny(sels []policyv1alpha1.DestinationSelector, cluster, namespace, name string, labels map[string]string) bool {
-	for _, sel := range sels {
-		if matchesMeta(sel, cluster, namespace, name, labels) {
-			return true
-		}
-	}
-	return false
-}
-
 // clusterData is one workload cluster's inputs, shared by every view of it
 // and decoded on demand, once.
 type clusterData struct {
 	name    string
 	stale   bool
 	meshes  []string
+	labels  map[string]string
 	objects map[snapshot.ID][]byte
 
 	mu    sync.Mutex
@@ -297,6 +264,35 @@ func (c *Cluster) Meshes() []string {
 	return c.d.meshes
 }
 
+// Labels returns the cluster's labels in the server's registry (meshrelay
+// cluster label), which cluster selectors match. A target computation that
+// calls it depends on them.
+func (c *Cluster) Labels() map[string]string {
+	c.rec.add(read{op: readLabels, cluster: c.Name})
+	return c.d.labels
+}
+
+// Admits reports whether the selector's cluster fields (clusters and
+// clusterSelector) admit this cluster. A target computation that calls it
+// depends on the cluster's labels when the selector has a clusterSelector.
+func (c *Cluster) Admits(sel policyv1alpha1.DestinationSelector) bool {
+	if sel.ClusterSelector != nil {
+		c.rec.add(read{op: readLabels, cluster: c.Name})
+	}
+	return sel.AdmitsCluster(c.d.meta())
+}
+
+// Matches reports whether svc, a Service of this cluster, matches the
+// selector, as [policyv1alpha1.DestinationSelector.Matches] decides. A
+// target computation that calls it depends on the cluster's labels when
+// the selector has a clusterSelector.
+func (c *Cluster) Matches(sel policyv1alpha1.DestinationSelector, svc *corev1.Service) bool {
+	if sel.ClusterSelector != nil {
+		c.rec.add(read{op: readLabels, cluster: c.Name})
+	}
+	return sel.Matches(c.d.meta(), svc.Namespace, svc.Name, svc.Labels)
+}
+
 // HasMesh reports whether discovery found the mesh type in the cluster.
 func (c *Cluster) HasMesh(mesh string) bool { return slices.Contains(c.Meshes(), mesh) }
 
@@ -314,12 +310,16 @@ func (c *Cluster) Service(namespace, name string) (*corev1.Service, bool) {
 
 // Select returns the cluster's Services that match any of the selectors,
 // sorted by namespace and name. A target computation that calls it depends
-// on every Service of this cluster.
+// on every Service of this cluster, and on its labels when a selector has
+// a clusterSelector.
 func (c *Cluster) Select(selectors []policyv1alpha1.DestinationSelector) []Destination {
 	if len(selectors) == 0 {
 		return nil
 	}
 	c.readKind("", "Service")
+	if slices.ContainsFunc(selectors, func(s policyv1alpha1.DestinationSelector) bool { return s.ClusterSelector != nil }) {
+		c.rec.add(read{op: readLabels, cluster: c.Name})
+	}
 	var out []Destination
 	for _, svc := range c.d.selectServices(selectors) {
 		out = append(out, Destination{Cluster: c, Service: svc})
@@ -479,14 +479,13 @@ func (cd *clusterData) nodes() []*corev1.Node { return decodeKind[corev1.Node](c
 // selectServices returns the cluster's Services matching any selector,
 // deciding on names before decoding where the selectors allow it.
 func (cd *clusterData) selectServices(sels []policyv1alpha1.DestinationSelector) []*corev1.Service {
-	if !slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
-		return len(s.Clusters) == 0 || slices.Contains(s.Clusters, cd.name)
-	}) {
+	m := cd.meta()
+	if !slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool { return s.AdmitsCluster(m) }) {
 		return nil
 	}
 	var out []*corev1.Service
 	for _, svc := range cd.services() {
-		if matchesAny(sels, cd.name, svc.Namespace, svc.Name, svc.Labels) {
+		if policyv1alpha1.MatchesAny(sels, m, svc.Namespace, svc.Name, svc.Labels) {
 			out = append(out, svc)
 		}
 	}
@@ -549,10 +548,15 @@ func findNamed[T namedObject](objs []T, namespace, name string) (T, bool) {
 
 // newClusterData builds a cluster from its raw inputs. objects is owned by
 // the result and must not change afterwards.
-func newClusterData(name string, stale bool, meshes []string, objects map[snapshot.ID][]byte) *clusterData {
+func newClusterData(name string, stale bool, meshes []string, labels map[string]string, objects map[snapshot.ID][]byte) *clusterData {
 	ms := slices.Clone(meshes)
 	slices.Sort(ms)
-	return &clusterData{name: name, stale: stale, meshes: slices.Compact(ms), objects: objects}
+	return &clusterData{name: name, stale: stale, meshes: slices.Compact(ms), labels: labels, objects: objects}
+}
+
+// meta returns what cluster selectors look at.
+func (cd *clusterData) meta() policyv1alpha1.ClusterMeta {
+	return policyv1alpha1.ClusterMeta{Name: cd.name, Labels: cd.labels}
 }
 
 // newFleetData assembles a fleet from clusters and decoded, valid policies.

@@ -37,7 +37,7 @@ func portsCluster(t *testing.T, docs ...string) *clusterData {
 		}
 		objects[snapshot.ID{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = raw
 	}
-	return newClusterData("east", false, nil, objects)
+	return newClusterData("east", false, nil, nil, objects)
 }
 
 const (

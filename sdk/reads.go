@@ -36,6 +36,8 @@ const (
 	readPolicies
 	// readShared: the [Shared] value of key name.
 	readShared
+	// readLabels: one cluster's labels.
+	readLabels
 )
 
 // read is one recorded read. Reads are compared by value, so recording the
@@ -165,6 +167,12 @@ type change struct {
 	policyKinds map[string]bool
 	// shared holds the keys of Shared values that changed.
 	shared map[string]bool
+	// labels holds the old and new labels of the clusters whose labels
+	// changed.
+	labels map[string][2]map[string]string
+	// clusterLabels returns a cluster's labels in the new fleet, for
+	// matching changed Services against cluster selectors.
+	clusterLabels func(cluster string) map[string]string
 }
 
 // objectID is an object's identity without its version.
@@ -175,6 +183,7 @@ func newChange() *change {
 		kinds: map[string]map[string]bool{}, objects: map[string]map[objectID]bool{},
 		endpoints: map[string]map[[2]string]bool{}, services: map[string][]serviceMeta{},
 		meta: map[string][]string{}, policyKinds: map[string]bool{}, shared: map[string]bool{},
+		labels: map[string][2]map[string]string{},
 	}
 }
 
@@ -226,9 +235,17 @@ func (c *change) addMeta(cluster string, oldMeshes, newMeshes []string) {
 	c.meta[cluster] = append(append(c.meta[cluster], oldMeshes...), newMeshes...)
 }
 
+// addLabels records that a cluster's labels changed.
+func (c *change) addLabels(cluster string, old, new map[string]string) {
+	if prev, ok := c.labels[cluster]; ok {
+		old = prev[0]
+	}
+	c.labels[cluster] = [2]map[string]string{old, new}
+}
+
 // empty reports whether the change touches nothing.
 func (c *change) empty() bool {
-	return len(c.kinds) == 0 && len(c.meta) == 0 && len(c.policyKinds) == 0 && len(c.shared) == 0
+	return len(c.kinds) == 0 && len(c.meta) == 0 && len(c.policyKinds) == 0 && len(c.shared) == 0 && len(c.labels) == 0
 }
 
 // clusters returns the clusters the change touches.
@@ -237,13 +254,16 @@ func (c *change) clusters() []string {
 	for n := range c.meta {
 		names = append(names, n)
 	}
+	for n := range c.labels {
+		names = append(names, n)
+	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
 
 // global reports whether the change can touch fleet-wide reads.
 func (c *change) global() bool {
-	return len(c.policyKinds) > 0 || len(c.shared) > 0 || len(c.meta) > 0 || len(c.services) > 0
+	return len(c.policyKinds) > 0 || len(c.shared) > 0 || len(c.meta) > 0 || len(c.services) > 0 || len(c.labels) > 0
 }
 
 // touches reports whether the change concerns any read of rs.
@@ -276,7 +296,18 @@ func (c *change) touchesRead(r read, rs *readSet) bool {
 				return true
 			}
 		}
+		for cluster, ls := range c.labels {
+			if r.cluster != "" && cluster != r.cluster {
+				continue
+			}
+			if admissionChanged(cluster, ls, sels) {
+				return true
+			}
+		}
 		return false
+	case readLabels:
+		_, ok := c.labels[r.cluster]
+		return ok
 	case readMeta:
 		_, ok := c.meta[r.cluster]
 		return ok
@@ -298,12 +329,27 @@ func (c *change) touchesRead(r read, rs *readSet) bool {
 	return true
 }
 
+// admissionChanged reports whether the change of a cluster's labels
+// (old, new) changes whether a selector with a clusterSelector admits it:
+// its Services may then start or stop matching.
+func admissionChanged(cluster string, ls [2]map[string]string, sels []policyv1alpha1.DestinationSelector) bool {
+	old := policyv1alpha1.ClusterMeta{Name: cluster, Labels: ls[0]}
+	new := policyv1alpha1.ClusterMeta{Name: cluster, Labels: ls[1]}
+	return slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
+		return s.ClusterSelector != nil && s.AdmitsCluster(old) != s.AdmitsCluster(new)
+	})
+}
+
 // membershipChanged reports whether a Service of cluster started or stopped
 // matching the selectors. metas holds each changed Service's old form
 // before its new form; an added or removed Service has only one.
 func (c *change) membershipChanged(cluster string, metas []serviceMeta, sels []policyv1alpha1.DestinationSelector) bool {
 	type state struct{ n, matched int }
 	seen := map[[2]string]*state{}
+	cm := policyv1alpha1.ClusterMeta{Name: cluster}
+	if c.clusterLabels != nil {
+		cm.Labels = c.clusterLabels(cluster)
+	}
 	for _, m := range metas {
 		k := [2]string{m.namespace, m.name}
 		st := seen[k]
@@ -312,7 +358,7 @@ func (c *change) membershipChanged(cluster string, metas []serviceMeta, sels []p
 			seen[k] = st
 		}
 		st.n++
-		if matchesAny(sels, cluster, m.namespace, m.name, m.labels) {
+		if policyv1alpha1.MatchesAny(sels, cm, m.namespace, m.name, m.labels) {
 			st.matched++
 		}
 	}

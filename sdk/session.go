@@ -27,6 +27,7 @@ const policyGroup = "policy.meshrelay.io"
 type clusterState struct {
 	stale    bool
 	meshes   []string
+	labels   map[string]string
 	objects  map[snapshot.ID][]byte
 	policies map[snapshot.ID][]byte
 	// built is the cluster given to the last translation; it is reused
@@ -186,6 +187,7 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 		s.clusters[name] = cs
 	}
 	cs.seen = true
+	cs.labels = in.GetLabels() // whole in every part
 	if first {
 		cs.stale = in.GetStale()
 		cs.meshes = slices.Clone(in.GetMeshes())
@@ -295,7 +297,17 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 // A failed translation is answered with Done{error} only; the session's
 // view still moves on, so the next update is a delta from this one.
 func (s *session) commit(ctx context.Context, send sender) error {
+	prev := s.fleet
 	fleet, changed := s.buildFleet()
+	s.change.clusterLabels = func(name string) map[string]string {
+		if cd, ok := fleet.byName[name]; ok {
+			return cd.labels
+		}
+		if prev != nil && prev.byName[name] != nil {
+			return prev.byName[name].labels // it left: its Services matched as it was
+		}
+		return nil
+	}
 	for k := range s.sent {
 		if s.scope != nil && !s.scope[k.cluster] {
 			// The host forgets outputs it no longer asks for.
@@ -443,7 +455,7 @@ func (s *session) rebuild(name string, cs *clusterState) bool {
 		return false
 	}
 	old := cs.built
-	cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.objects), true
+	cs.built, cs.borrowed = newClusterData(name, cs.stale, cs.meshes, cs.labels, cs.objects), true
 	if s.targets != nil {
 		cs.built.decoded = &s.targets.decoded
 	}
@@ -454,13 +466,16 @@ func (s *session) rebuild(name string, cs *clusterState) bool {
 		}
 		s.change.addMeta(name, oldMeshes, cs.built.meshes)
 	}
+	if old != nil && !maps.Equal(old.labels, cs.built.labels) {
+		s.change.addLabels(name, old.labels, cs.built.labels)
+	}
 	return true
 }
 
 // matches reports whether the built cluster still reflects the raw state.
 func (cs *clusterState) matches(name string) bool {
 	b := cs.built
-	if b == nil || b.name != name || b.stale != cs.stale {
+	if b == nil || b.name != name || b.stale != cs.stale || !maps.Equal(b.labels, cs.labels) {
 		return false
 	}
 	ms := slices.Clone(cs.meshes)

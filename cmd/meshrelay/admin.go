@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
+	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
@@ -62,12 +65,13 @@ func call[T any](ctx context.Context, f *adminFlags, rpc func(context.Context, r
 func newClusterCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Register, list and deregister workload clusters",
-		Example: `  meshrelay cluster register east > east.token
+		Short: "Register, label, list and deregister workload clusters",
+		Example: `  meshrelay cluster register east --label region=eu-west --label env=prod > east.token
+  meshrelay cluster label east tier=gold env-
   meshrelay cluster list
   meshrelay cluster deregister east`,
 	}
-	cmd.AddCommand(newClusterRegisterCommand(), newClusterListCommand(), newClusterDeregisterCommand())
+	cmd.AddCommand(newClusterRegisterCommand(), newClusterLabelCommand(), newClusterListCommand(), newClusterDeregisterCommand())
 	return cmd
 }
 
@@ -75,6 +79,7 @@ func newClusterRegisterCommand() *cobra.Command {
 	var af adminFlags
 	var ttl time.Duration
 	var reusable, shared bool
+	var labels []string
 	cmd := &cobra.Command{
 		Use:   "register NAME",
 		Short: "Create a relay identity token bound to a cluster and print it",
@@ -86,15 +91,28 @@ registration consumes the token, so an agent that lost its state directory
 needs a new one, unless --reusable was given (as agents run with
 --leader-elect need when each replica keeps its own state directory). In --mode tls the agent sends
 the token on every stream until it expires. Registering a cluster again
-replaces its token; its certificates stay valid until deregistration.`,
+replaces its token; its certificates stay valid until deregistration.
+
+--label KEY=VALUE (repeatable) gives the cluster labels, which the
+clusterSelector of policies matches; registering again adds them to the
+labels the cluster has. Keys and values are Kubernetes label keys and
+values, at most 64 labels a cluster.`,
 		Example: `  meshrelay cluster register east > east.token
+  meshrelay cluster register west --label region=us-east --label env=prod
   meshrelay cluster register west --token-ttl 1h
   meshrelay cluster register edge-42 --allow-shared-token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			set, remove, err := parseLabelChanges(labels)
+			if err == nil && len(remove) > 0 {
+				err = fmt.Errorf("--label %s-: registering sets labels; remove them with meshrelay cluster label", remove[0])
+			}
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
 			resp, err := call(cmd.Context(), &af, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.RegisterClusterResponse, error) {
 				return c.RegisterCluster(ctx, &relayv1.RegisterClusterRequest{
-					Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds()), Reusable: reusable, AllowSharedToken: shared,
+					Cluster: args[0], TokenTtlSeconds: int64(ttl.Seconds()), Reusable: reusable, AllowSharedToken: shared, Labels: set,
 				})
 			})
 			if err != nil {
@@ -108,7 +126,85 @@ replaces its token; its certificates stay valid until deregistration.`,
 	cmd.Flags().DurationVar(&ttl, "token-ttl", 0, "token lifetime (0: the server's --token-ttl, a day by default)")
 	cmd.Flags().BoolVar(&reusable, "reusable", false, "keep the token valid after a registration (by default a registration consumes it)")
 	cmd.Flags().BoolVar(&shared, "allow-shared-token", false, "let the cluster's agent register with the server's shared token")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "a label KEY=VALUE of the cluster (repeatable)")
 	return cmd
+}
+
+func newClusterLabelCommand() *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "label NAME KEY=VALUE... KEY-...",
+		Short: "Set and remove labels of a registered cluster",
+		Long: `Set (KEY=VALUE) and remove (KEY-) labels of registered cluster NAME, as
+kubectl label does, and print the cluster's labels. The server changes its
+registry record by compare-and-set, so concurrent changes of other labels
+are kept. Keys and values are Kubernetes label keys and values, at most 64
+labels a cluster. Policies whose clusterSelector starts or stops matching
+the cluster are translated again for the clusters they concern.`,
+		Example: `  meshrelay cluster label east region=eu-west env=prod
+  meshrelay cluster label east tier=gold env-`,
+		Args: cobra.MinimumNArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(&af, server.KindClusters)(cmd, args, toComplete)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set, remove, err := parseLabelChanges(args[1:])
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			c, ctx, done, err := af.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			cs, err := c.LabelCluster(ctx, &relayv1.LabelClusterRequest{Cluster: args[0], Set: set, Remove: remove})
+			if err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s labeled: %s\n", meta.Printable(cs.GetName()), meta.Printable(orDash(formatLabels(cs.GetLabels()))))
+			return nil
+		},
+	}
+	af.add(cmd)
+	return cmd
+}
+
+// parseLabelChanges parses kubectl label's arguments: KEY=VALUE sets a
+// label, KEY- removes one.
+func parseLabelChanges(args []string) (set map[string]string, remove []string, err error) {
+	for _, a := range args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			if k == "" {
+				return nil, nil, fmt.Errorf("label %q: empty key", a)
+			}
+			if set == nil {
+				set = map[string]string{}
+			}
+			if old, dup := set[k]; dup && old != v {
+				return nil, nil, fmt.Errorf("label %q given twice with different values", k)
+			}
+			set[k] = v
+			continue
+		}
+		if k, ok := strings.CutSuffix(a, "-"); ok && k != "" {
+			remove = append(remove, k)
+			continue
+		}
+		return nil, nil, fmt.Errorf("label %q: want KEY=VALUE to set or KEY- to remove", a)
+	}
+	return set, remove, nil
+}
+
+// formatLabels prints labels as a selector does: k=v,k2=v2, sorted.
+func formatLabels(labels map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		kv = append(kv, k+"="+labels[k])
+	}
+	return strings.Join(kv, ",")
 }
 
 func newClusterDeregisterCommand() *cobra.Command {
@@ -150,7 +246,7 @@ func newClusterListCommand() *cobra.Command {
 			if out != "table" {
 				return printData(cmd.OutOrStdout(), out, resp)
 			}
-			return printClustersTo(cmd.OutOrStdout(), resp.GetClusters())
+			return printClustersTo(cmd.OutOrStdout(), resp.GetClusters(), clusterColumns{})
 		},
 	}
 	af.add(cmd)
@@ -158,8 +254,22 @@ func newClusterListCommand() *cobra.Command {
 	return cmd
 }
 
-func printClustersTo(w io.Writer, clusters []*relayv1.ClusterStatus) error {
-	t := newTable(w, "CLUSTER", "STATE", "REPLICA", "MESHES", "INPUTS", "INPUT AGE", "OUTPUTS")
+// clusterColumns are the optional columns of the clusters table: one per
+// label key (get clusters -L KEY), and every label (-o wide).
+type clusterColumns struct {
+	labels []string
+	wide   bool
+}
+
+func printClustersTo(w io.Writer, clusters []*relayv1.ClusterStatus, cols clusterColumns) error {
+	head := []string{"CLUSTER", "STATE", "REPLICA", "MESHES", "INPUTS", "INPUT AGE", "OUTPUTS"}
+	for _, k := range cols.labels {
+		head = append(head, strings.ToUpper(k))
+	}
+	if cols.wide {
+		head = append(head, "LABELS")
+	}
+	t := newTable(w, head...)
 	for _, c := range clusters {
 		state := "disconnected"
 		switch {
@@ -185,7 +295,14 @@ func printClustersTo(w io.Writer, clusters []*relayv1.ClusterStatus) error {
 			}
 			outs = append(outs, fmt.Sprintf("%s:%d(%s)", o.GetBackend(), o.GetResources(), mark))
 		}
-		t.row(c.GetName(), state, orDash(c.GetReplica()), orDash(strings.Join(c.GetMeshes(), ",")), c.GetInputResources(), age, orDash(strings.Join(outs, " ")))
+		row := []any{c.GetName(), state, orDash(c.GetReplica()), orDash(strings.Join(c.GetMeshes(), ",")), c.GetInputResources(), age, orDash(strings.Join(outs, " "))}
+		for _, k := range cols.labels {
+			row = append(row, orDash(c.GetLabels()[k]))
+		}
+		if cols.wide {
+			row = append(row, orDash(formatLabels(c.GetLabels())))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }
@@ -257,7 +374,7 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 		mode = "SAFE MODE (no pruning) waiting for " + strings.Join(st.GetWaitingFor(), ", ")
 	}
 	fmt.Fprintf(w, "Server %s · store %s · %s\n\n", meta.Printable(st.GetServerId()), meta.Printable(st.GetStore()), meta.Printable(mode))
-	if err := printClustersTo(w, st.GetClusters()); err != nil {
+	if err := printClustersTo(w, st.GetClusters(), clusterColumns{}); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)

@@ -18,7 +18,7 @@ import (
 // the same answer both ways, and the exit codes (0 nothing changes, 1
 // something would, 2 an error).
 func TestDiff(t *testing.T) {
-	admin, demoDir := serveDemoAt(t)
+	admin, demoDir := serveDemoOut(t, "")
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

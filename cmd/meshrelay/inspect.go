@@ -50,6 +50,7 @@ func apiError(err error) error {
 func newGetCommand() *cobra.Command {
 	var af adminFlags
 	var out string
+	var labelColumns []string
 	req := &relayv1.ListRequest{}
 	cmd := &cobra.Command{
 		Use:   "get clusters|meshes|workloads|destinations|policies|outputs",
@@ -64,14 +65,17 @@ endpoints and how many clusters have it (describe destination lists them).
 Outputs are the objects each backend computed for a cluster.
 
 -c, -n and -l narrow the list: -l is a Kubernetes label selector, matched
-against a workload's pod template labels, a destination's Service labels, a
-policy's labels and an output object's labels. For policies, -c keeps those
+against a cluster's labels (meshrelay cluster label), a workload's pod
+template labels, a destination's Service labels, a policy's labels and an
+output object's labels. -L KEY adds a column of each cluster's label KEY,
+and -o wide a column of all its labels. For policies, -c keeps those
 that reach the cluster or were defined in it.
 
 -o wide adds columns; -o yaml and -o json print the admin API's answer,
 except for outputs, which print the output objects themselves (a
 multi-document YAML stream, or a JSON List) ready to read or diff.`,
 		Example: `  meshrelay get clusters
+  meshrelay get clusters -l env=prod,region!=us-east -L region,tier
   meshrelay get workloads -n bookinfo -l app=reviews -o wide
   meshrelay get destinations -c west
   meshrelay get policies -o yaml
@@ -94,7 +98,7 @@ multi-document YAML stream, or a JSON List) ready to read or diff.`,
 			if err != nil {
 				return apiError(err)
 			}
-			return printList(cmd.OutOrStdout(), kind, out, resp)
+			return printList(cmd.OutOrStdout(), kind, out, labelColumns, resp)
 		},
 	}
 	af.add(cmd)
@@ -104,12 +108,13 @@ multi-document YAML stream, or a JSON List) ready to read or diff.`,
 	fs.StringVarP(&req.Namespace, "namespace", "n", "", "only this namespace (default: every namespace)")
 	fs.StringVarP(&req.LabelSelector, "selector", "l", "", "label selector, such as app=reviews,version!=v1")
 	fs.StringVar(&req.Backend, "backend", "", "outputs only: only this backend (istio, envoy, cilium)")
+	fs.StringSliceVarP(&labelColumns, "label-columns", "L", nil, "clusters only: a column with each cluster's value of these label keys (repeatable or comma-separated)")
 	_ = cmd.RegisterFlagCompletionFunc("cluster", completeNames(&af, server.KindClusters))
 	return cmd
 }
 
 // printList prints a List answer in the chosen format.
-func printList(w io.Writer, kind, format string, resp *relayv1.ListResponse) error {
+func printList(w io.Writer, kind, format string, labelColumns []string, resp *relayv1.ListResponse) error {
 	if kind == server.KindOutputs && format != "table" && format != "wide" {
 		return printObjects(w, format, resp.GetOutputs())
 	}
@@ -119,7 +124,7 @@ func printList(w io.Writer, kind, format string, resp *relayv1.ListResponse) err
 	wide := format == "wide"
 	switch kind {
 	case server.KindClusters:
-		return printClustersTo(w, resp.GetClusters())
+		return printClustersTo(w, resp.GetClusters(), clusterColumns{labels: labelColumns, wide: wide})
 	case server.KindMeshes:
 		return printMeshes(w, resp.GetMeshes(), wide)
 	case server.KindWorkloads:
@@ -474,7 +479,8 @@ func printPolicyDescription(w io.Writer, d *relayv1.PolicyDescription) error {
 
 func printClusterDescription(w io.Writer, d *relayv1.ClusterDescription) error {
 	fmt.Fprintf(w, "Cluster: %s\nWorkloads: %d  Destinations: %d\n\n", meta.Printable(d.GetStatus().GetName()), d.GetWorkloads(), d.GetDestinations())
-	if err := printClustersTo(w, []*relayv1.ClusterStatus{d.GetStatus()}); err != nil {
+	fmt.Fprintf(w, "Labels: %s\n\n", meta.Printable(orDash(formatLabels(d.GetStatus().GetLabels()))))
+	if err := printClustersTo(w, []*relayv1.ClusterStatus{d.GetStatus()}, clusterColumns{}); err != nil {
 		return err
 	}
 	section(w, "Meshes")

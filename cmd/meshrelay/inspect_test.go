@@ -19,13 +19,14 @@ import (
 // its server.
 func serveDemo(t *testing.T) []string {
 	t.Helper()
-	flags, _ := serveDemoAt(t)
-	return flags
+	admin, _ := serveDemoOut(t, "")
+	return admin
 }
 
-// serveDemoAt is serveDemo, and also returns the demo's directory: its
-// plugins/ and policies/ are those its server runs with.
-func serveDemoAt(t *testing.T) ([]string, string) {
+// serveDemoOut is serveDemo with the plugin binaries of pluginDir (when
+// set) that also returns the demo's output directory, whose policies/ is
+// the server's watched policy source.
+func serveDemoOut(t *testing.T, pluginDir string) ([]string, string) {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -38,7 +39,7 @@ func serveDemoAt(t *testing.T) ([]string, string) {
 	ready := make(chan *demo.Report, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := demo.Run(ctx, demo.Options{Root: root, Out: out, Serve: true,
+		_, err := demo.Run(ctx, demo.Options{Root: root, Out: out, Serve: true, PluginDir: pluginDir,
 			Ready: func(r *demo.Report) { ready <- r }})
 		done <- err
 	}()

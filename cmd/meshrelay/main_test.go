@@ -156,3 +156,85 @@ func TestPluginVerifyExitCode(t *testing.T) {
 		t.Fatalf("plugin verify of a changed binary = %v, want exit code 3", err)
 	}
 }
+
+// Cluster labels through the CLI against a real server: set at register,
+// changed with cluster label (KEY=VALUE, KEY-), shown by get clusters
+// (-L columns, -o wide, -l filter) and describe cluster; malformed
+// arguments are usage errors, invalid labels the server's refusal.
+func TestClusterLabelCommands(t *testing.T) {
+	dir := t.TempDir()
+	opts := server.DefaultOptions()
+	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", dir
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := server.New(ctx, opts, server.Deps{Store: memory.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	admin := []string{"--server", srv.Addr(), "--server-name", "127.0.0.1", "--ca-file", srv.CABundlePath(), "--admin-token-file", filepath.Join(dir, "admin-token")}
+	cli := func(args ...string) (string, error) { return run(t, append(args, admin...)...) }
+
+	for _, args := range [][]string{
+		{"cluster", "register", "east", "--label", "region=eu-west", "--label", "env=prod"},
+		{"cluster", "register", "west", "--label", "region=us-east"},
+		{"cluster", "register", "central"},
+	} {
+		if out, err := cli(args...); err != nil {
+			t.Fatalf("meshrelay %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := cli("cluster", "label", "west", "tier=gold", "env=prod")
+	if err != nil || !strings.Contains(out, "env=prod,region=us-east,tier=gold") {
+		t.Fatalf("cluster label west = %q, %v; want its labels printed", out, err)
+	}
+	if out, err = cli("cluster", "label", "east", "env-"); err != nil || !strings.Contains(out, "region=eu-west") || strings.Contains(out, "env=") {
+		t.Fatalf("cluster label east env- = %q, %v", out, err)
+	}
+
+	out, err = cli("get", "clusters", "-l", "region", "-L", "region,tier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "REGION") || !strings.Contains(lines[0], "TIER") || strings.Contains(out, "central") {
+		t.Fatalf("get clusters -l region -L region,tier =\n%s\nwant REGION and TIER columns, east and west only", out)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		region, tier := f[len(f)-2], f[len(f)-1]
+		if got := f[0] + " " + region + " " + tier; got != "east eu-west -" && got != "west us-east gold" {
+			t.Errorf("get clusters -L row %q: cluster, region, tier = %q", l, got)
+		}
+	}
+	if out, err = cli("get", "clusters", "-l", "env=prod", "-o", "wide"); err != nil || !strings.Contains(out, "LABELS") || !strings.Contains(out, "env=prod,region=us-east,tier=gold") || strings.Contains(out, "east ") {
+		t.Fatalf("get clusters -l env=prod -o wide =\n%s(%v)\nwant west only, with its labels", out, err)
+	}
+	if out, err = cli("describe", "cluster", "west"); err != nil || !strings.Contains(out, "Labels: env=prod,region=us-east,tier=gold") {
+		t.Fatalf("describe cluster west =\n%s(%v)\nwant its labels", out, err)
+	}
+
+	for _, args := range [][]string{
+		{"cluster", "label", "west"},
+		{"cluster", "label", "west", "tier"},
+		{"cluster", "label", "west", "=gold"},
+		{"cluster", "register", "north", "--label", "tier-"},
+	} {
+		var ee *exitError
+		if _, err := cli(args...); err == nil || !isUsageError(err) && !(errors.As(err, &ee) && ee.code == 2) {
+			t.Errorf("meshrelay %v = %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	if _, err := cli("cluster", "label", "west", "bad key=x"); err == nil || !strings.Contains(err.Error(), `label key "bad key"`) {
+		t.Errorf("cluster label with an invalid key = %v, want the server's refusal naming it", err)
+	}
+	if _, err := cli("cluster", "label", "nowhere", "a=b"); err == nil {
+		t.Error("labelling an unknown cluster succeeded")
+	}
+	out, err = run(t, append(append([]string{"__complete", "cluster", "label"}, admin...), "")...)
+	if err != nil || !strings.Contains(out, "east") || !strings.Contains(out, "central") {
+		t.Errorf("completing cluster label's NAME = %q, %v; want the registered clusters", out, err)
+	}
+}

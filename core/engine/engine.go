@@ -104,6 +104,7 @@ type clusterState struct {
 	input  *snapshot.Snapshot
 	stale  bool
 	meshes []string
+	labels map[string]string
 }
 
 // translatorState is how one translator fares and what it said last.
@@ -513,7 +514,7 @@ func (e *Engine) deliveredBefore(answers []pluginhost.ClusterOutput) map[OutputK
 func hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
 	v := pluginhost.View{Clusters: make(map[string]pluginhost.Cluster, len(view)), Policies: policies, Scoped: scoped, Targets: scope}
 	for name, cs := range view {
-		v.Clusters[name] = pluginhost.Cluster{Input: cs.input, Stale: cs.stale, Meshes: cs.meshes}
+		v.Clusters[name] = pluginhost.Cluster{Input: cs.input, Stale: cs.stale, Meshes: cs.meshes, Labels: cs.labels}
 	}
 	return v
 }

@@ -31,6 +31,16 @@ type View interface {
 	Delivered(cluster, backend string) (*snapshot.Snapshot, bool)
 }
 
+// Labeled is a View that knows each cluster's labels (the server's
+// registry holds them); the engine hands them to the translators with the
+// cluster's inputs, and a change of labels alone is a change of the
+// cluster. A View that is not Labeled has clusters without labels.
+type Labeled interface {
+	// Labels returns the labels of a cluster of the fleet; the caller
+	// does not change the map.
+	Labels(cluster string) map[string]string
+}
+
 // MemView is a View held in memory, for an engine used alone (offline
 // translation, tests): its owner sets inputs with SetInput, SetStale and
 // RemoveCluster, runs [Engine.Step] (or Run, after Engine.Refresh), and
@@ -43,8 +53,9 @@ type MemView struct {
 }
 
 type memCluster struct {
-	input *snapshot.Snapshot
-	stale bool
+	input  *snapshot.Snapshot
+	stale  bool
+	labels map[string]string
 }
 
 // NewMemView returns an empty fleet.
@@ -84,6 +95,26 @@ func (m *MemView) SetInput(cluster string, s *snapshot.Snapshot) bool {
 	c.input = s
 	m.clusters[cluster] = c
 	return changed
+}
+
+// SetLabels sets a cluster's labels; it reports whether the view changed.
+func (m *MemView) SetLabels(cluster string, labels map[string]string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.clusters[cluster]
+	if !ok || maps.Equal(c.labels, labels) {
+		return false
+	}
+	c.labels = maps.Clone(labels)
+	m.clusters[cluster] = c
+	return true
+}
+
+// Labels returns a cluster's labels: MemView is Labeled.
+func (m *MemView) Labels(cluster string) map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.clusters[cluster].labels
 }
 
 // SetStale marks a cluster stale (its agent is away; its input still
@@ -188,6 +219,7 @@ func (c *meshCache) keep(view map[string]clusterState) {
 func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
+	labeled, _ := e.view.(Labeled)
 	e.meshes.mu.Lock()
 	defer e.meshes.mu.Unlock()
 	for _, name := range names {
@@ -198,7 +230,11 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 			}
 			continue
 		}
-		view[name] = clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+		cs := clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+		if labeled != nil {
+			cs.labels = labeled.Labels(name)
+		}
+		view[name] = cs
 	}
 	return view
 }

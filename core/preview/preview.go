@@ -31,6 +31,8 @@ const MaxChange = 1000
 type Fleet struct {
 	// Inputs are every cluster's input, by cluster.
 	Inputs map[string]*snapshot.Snapshot
+	// Labels are the clusters' registry labels, by cluster.
+	Labels map[string]map[string]string
 	// Policies are the management source's policies as they are; nil is
 	// none.
 	Policies *snapshot.Snapshot
@@ -100,6 +102,7 @@ func Run(ctx context.Context, translators []pluginhost.Translator, fleet Fleet, 
 	view := engine.NewMemView()
 	for name, in := range fleet.Inputs {
 		view.SetInput(name, in)
+		view.SetLabels(name, fleet.Labels[name])
 	}
 	e := engine.New(translators, engine.Options{View: view})
 	translate := func(policies *snapshot.Snapshot) (map[engine.OutputKey]*snapshot.Snapshot, []meta.Diagnostic, error) {

@@ -49,10 +49,14 @@ func (a *admin) RegisterCluster(ctx context.Context, req *relayv1.RegisterCluste
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "create token: %v", err)
 	}
+	if _, err := changeLabels(nil, req.GetLabels(), nil); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register cluster %q: %v", req.GetCluster(), err)
+	}
 	ttl := s.opts.TokenTTL
 	if sec := req.GetTokenTtlSeconds(); sec > 0 {
 		ttl = time.Duration(sec) * time.Second
 	}
+	var invalid error
 	c, err := store.UpdateCluster(ctx, s.deps.Store, req.GetCluster(), func(c *store.Cluster, found bool) error {
 		if !found || c.Revoked {
 			*c = store.Cluster{Name: c.Name, Registered: time.Now(), Version: c.Version}
@@ -61,12 +65,17 @@ func (a *admin) RegisterCluster(ctx context.Context, req *relayv1.RegisterCluste
 		c.TokenExpires = time.Now().Add(ttl)
 		c.TokenReusable = req.GetReusable()
 		c.SharedToken = req.GetAllowSharedToken()
-		return nil
+		c.Labels, invalid = changeLabels(c.Labels, req.GetLabels(), nil)
+		return invalid
 	})
+	if invalid != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register cluster %q: %v", req.GetCluster(), invalid)
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "store cluster: %v", err)
 	}
-	s.log.Info("cluster token issued", "cluster", c.Name, "expires", c.TokenExpires, "reusable", c.TokenReusable, "shared_token", c.SharedToken)
+	s.log.Info("cluster token issued", "cluster", c.Name, "expires", c.TokenExpires, "reusable", c.TokenReusable, "shared_token", c.SharedToken, "labels", c.Labels)
+	s.setLabels(c.Name, c.Labels)
 	return &relayv1.RegisterClusterResponse{Token: tok, Expires: timestamppb.New(c.TokenExpires)}, nil
 }
 

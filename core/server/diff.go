@@ -96,7 +96,7 @@ func (s *Server) previewFleet(ctx context.Context) (preview.Fleet, error) {
 	names := slices.Sorted(maps.Keys(s.fleet))
 	policies := s.policies
 	s.mu.Unlock()
-	fleet := preview.Fleet{Inputs: make(map[string]*snapshot.Snapshot, len(names))}
+	fleet := preview.Fleet{Inputs: make(map[string]*snapshot.Snapshot, len(names)), Labels: make(map[string]map[string]string, len(names))}
 	if policies != nil {
 		fleet.Policies = filterSnapshot(policies, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) })
 	}
@@ -108,6 +108,7 @@ func (s *Server) previewFleet(ctx context.Context) (preview.Fleet, error) {
 			return preview.Fleet{}, fmt.Errorf("input of %s: %w", name, err)
 		}
 		fleet.Inputs[name] = in
+		fleet.Labels[name] = s.clusterLabels(name)
 	}
 	return fleet, nil
 }

@@ -26,7 +26,10 @@ type member struct {
 // inputs read from the store (its memory layer, a map read).
 type fleetView struct{ s *Server }
 
-var _ engine.View = fleetView{}
+var (
+	_ engine.View    = fleetView{}
+	_ engine.Labeled = fleetView{}
+)
 
 func (v fleetView) Clusters() []string {
 	v.s.mu.Lock()
@@ -38,6 +41,10 @@ func (v fleetView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
 	in, m, ok := v.s.input(context.Background(), cluster)
 	return in, m.stale, ok
 }
+
+// Labels returns a cluster's labels, as the registry held them when this
+// replica last read its record.
+func (v fleetView) Labels(cluster string) map[string]string { return v.s.clusterLabels(cluster) }
 
 // Delivered reads the store: the output delivered for cluster and backend,
 // by this replica or another.
@@ -88,9 +95,56 @@ func (s *Server) inputs(ctx context.Context) map[string]*snapshot.Snapshot {
 // agent or from the store, and tells the engine.
 func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	s.mu.Lock()
+	_, known := s.labels[cluster]
+	s.mu.Unlock()
+	var labels map[string]string
+	if !known {
+		labels = s.registryLabels(cluster)
+	}
+	s.mu.Lock()
+	if _, known := s.labels[cluster]; !known {
+		// Unless a registry event brought newer ones meanwhile.
+		s.labels[cluster] = labels
+	}
 	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
 	s.mu.Unlock()
 	s.engine.Refresh()
+}
+
+// clusterLabels returns a cluster's labels, as the plugins see them.
+func (s *Server) clusterLabels(cluster string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.labels[cluster]
+}
+
+// registryLabels reads a cluster's labels from its registry record; none
+// when it cannot be read (a later change of the record brings them).
+func (s *Server) registryLabels(cluster string) map[string]string {
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	c, err := s.deps.Store.GetCluster(ctx, cluster)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("read the cluster's labels", "cluster", cluster, "error", err)
+		}
+		return nil
+	}
+	return c.Labels
+}
+
+// setLabels records a cluster's labels, read from its registry record
+// after it changed here or in another replica, and tells the engine when
+// they differ from those a member of its fleet had.
+func (s *Server) setLabels(cluster string, labels map[string]string) {
+	s.mu.Lock()
+	old, known := s.labels[cluster]
+	s.labels[cluster] = maps.Clone(labels)
+	_, member := s.fleet[cluster]
+	s.mu.Unlock()
+	if member && (!known || !maps.Equal(old, labels)) {
+		s.engine.Refresh()
+	}
 }
 
 // setStale marks a member stale (its agent left) or fresh.
@@ -113,6 +167,7 @@ func (s *Server) leave(cluster string) {
 	s.mu.Lock()
 	_, ok := s.fleet[cluster]
 	delete(s.fleet, cluster)
+	delete(s.labels, cluster)
 	s.mu.Unlock()
 	if ok {
 		s.engine.Refresh()

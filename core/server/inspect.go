@@ -15,11 +15,8 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"github.com/meshrelay/meshrelay/sdk"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -125,7 +122,7 @@ func (s *Server) listClusters(ctx context.Context, f listFilter) ([]*relayv1.Clu
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "list clusters: %v", err)
 	}
-	return slices.DeleteFunc(cs, func(c *relayv1.ClusterStatus) bool { return !f.match(c.GetName(), f.namespace, nil) }), nil
+	return slices.DeleteFunc(cs, func(c *relayv1.ClusterStatus) bool { return !f.match(c.GetName(), f.namespace, c.GetLabels()) }), nil
 }
 
 // listDiscovery fills resp with the meshes, workloads or destinations
@@ -345,7 +342,7 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 	}
 	selecting := map[string]bool{}
 	for _, src := range s.policySources() {
-		if selectsDestination(src, desc.Namespace, desc.Name, clusters) {
+		if selectsDestination(src, desc.Namespace, desc.Name, clusters, s.clusterLabels) {
 			selecting[src.cluster+"/"+policyKey(src.res.ID)] = true
 		}
 	}
@@ -372,39 +369,28 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 func policyKey(id snapshot.ID) string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
 
 // selectsDestination reports whether a policy selects the Service in one
-// of the clusters. A workload cluster's policy selects only in its own
-// cluster, as the SDK narrows it.
-func selectsDestination(src policySource, namespace, name string, clusters map[string]*relayv1.Destination) bool {
+// of the clusters. A workload cluster's policy is narrowed to its own
+// cluster first, as the SDK narrows it.
+func selectsDestination(src policySource, namespace, name string, clusters map[string]*relayv1.Destination, labelsOf func(string) map[string]string) bool {
 	policies, err := policyv1alpha1.Decode(src.res.Body)
 	if err != nil || len(policies) != 1 {
 		return false
 	}
-	var sels []policyv1alpha1.DestinationSelector
-	switch p := policies[0].(type) {
-	case *policyv1alpha1.TrafficPolicy:
-		sels = p.Spec.DestinationSelectors
-	case *policyv1alpha1.AccessPolicy:
-		sels = p.Spec.DestinationSelectors
-	case *policyv1alpha1.VirtualDestination:
-		if src.cluster != "" {
-			return false
-		}
-		for _, b := range p.Spec.Services {
+	p := policies[0]
+	if src.cluster != "" && slices.ContainsFunc(policyv1alpha1.ScopeToCluster(p, src.cluster), func(d meta.Diagnostic) bool { return d.Severity.IsError() }) {
+		return false
+	}
+	if vd, ok := p.(*policyv1alpha1.VirtualDestination); ok {
+		for _, b := range vd.Spec.Services {
 			if b.Namespace == namespace && b.Name == name && clusters[b.Cluster] != nil {
 				return true
 			}
 		}
-		sels = p.Spec.DestinationSelectors
 	}
 	for cluster, d := range clusters {
-		if src.cluster != "" && cluster != src.cluster {
-			continue
-		}
-		for _, sel := range sels {
-			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: d.Labels}}
-			if sdk.Matches(sel, cluster, svc) {
-				return true
-			}
+		c := policyv1alpha1.ClusterMeta{Name: cluster, Labels: labelsOf(cluster)}
+		if policyv1alpha1.MatchesAny(policyv1alpha1.DestinationSelectorsOf(p), c, namespace, name, d.Labels) {
+			return true
 		}
 	}
 	return false

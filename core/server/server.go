@@ -112,7 +112,10 @@ type Server struct {
 	mu      sync.Mutex
 	streams map[string]*stream
 	// fleet are the clusters of the fleet view; their inputs are in the store.
-	fleet    map[string]member
+	fleet map[string]member
+	// labels are the clusters' labels, as this replica last read their
+	// registry records (fleet.go).
+	labels   map[string]map[string]string
 	acks     map[engine.OutputKey]ackState
 	policies *snapshot.Snapshot
 	safe     safeMode
@@ -168,6 +171,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		started:  time.Now(),
 		streams:  map[string]*stream{},
 		fleet:    map[string]member{},
+		labels:   map[string]map[string]string{},
 		ready:    make(chan engine.Ready),
 		acks:     map[engine.OutputKey]ackState{},
 		policies: snapshot.Empty,

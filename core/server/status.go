@@ -83,7 +83,7 @@ func (s *Server) clusterStatuses(ctx context.Context) ([]*relayv1.ClusterStatus,
 // replica's streams say: registered, last seen, revoked, and connected to
 // this replica or, lately, to another.
 func (s *Server) registryStatus(c store.Cluster) *relayv1.ClusterStatus {
-	cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica}
+	cs := &relayv1.ClusterStatus{Name: c.Name, Revoked: c.Revoked, Replica: c.Replica, Labels: c.Labels, RegistryVersion: c.Version}
 	if !c.Registered.IsZero() {
 		cs.Registered = timestamppb.New(c.Registered)
 	}

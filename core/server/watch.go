@@ -44,8 +44,11 @@ func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
 		s.reloadInput(ctx, ev.Cluster)
 	case store.EventCluster:
 		c, err := s.deps.Store.GetCluster(ctx, ev.Cluster)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && c.Revoked) {
+		switch {
+		case errors.Is(err, store.ErrNotFound) || (err == nil && c.Revoked):
 			s.forgetCluster(ctx, ev.Cluster)
+		case err == nil:
+			s.setLabels(ev.Cluster, c.Labels)
 		}
 	case store.EventResync:
 		clusters, err := s.deps.Store.ListClusters(ctx)
@@ -59,6 +62,7 @@ func (s *Server) handleStoreEvent(ctx context.Context, ev store.Event) {
 				continue
 			}
 			s.reloadInput(ctx, c.Name)
+			s.setLabels(c.Name, c.Labels)
 		}
 	}
 }

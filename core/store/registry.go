@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 )
@@ -41,6 +42,10 @@ type Cluster struct {
 	// cluster, and SharedRegisteredFrom the client address it came from.
 	SharedRegistered     time.Time
 	SharedRegisteredFrom string
+	// Labels are the cluster's labels (region, env, tier…), which cluster
+	// selectors match; set at registration and changed through the admin
+	// API.
+	Labels map[string]string
 	// Version counts the record's changes; CompareAndPutCluster checks and
 	// increments it.
 	Version uint64
@@ -82,5 +87,6 @@ const maxUpdateAttempts = 100
 func (c Cluster) Clone() Cluster {
 	c.TokenHash = slices.Clone(c.TokenHash)
 	c.Serials = slices.Clone(c.Serials)
+	c.Labels = maps.Clone(c.Labels)
 	return c
 }

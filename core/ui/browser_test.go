@@ -20,6 +20,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/server"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/adminclient"
 	"github.com/meshrelay/meshrelay/internal/demo"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
@@ -33,6 +34,8 @@ const ArtifactsEnv = "MESHRELAY_UI_ARTIFACTS"
 // fleet is the demo fleet running with its UI for the browser tests.
 type fleet struct {
 	ui, token, policies string
+	// admin calls the demo server's admin API.
+	admin *adminclient.Client
 }
 
 // startFleet runs the demo with the real plugin binaries and keeps it
@@ -74,7 +77,12 @@ func startFleet(t *testing.T) fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies")}
+	admin, err := adminclient.Dial(adminclient.Options{Addr: report.ServerAddr, CAFile: report.CABundlePath, TokenFile: report.AdminTokenPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin}
 }
 
 // browser starts headless Chromium and returns a context for its first tab.
@@ -281,9 +289,26 @@ func TestBrowser(t *testing.T) {
 			do(t, ctx, "destination shows "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
 		}
 		screenshot(t, ctx, "destination")
-		do(t, ctx, "open east's istio outputs",
+		do(t, ctx, "open east's page",
 			clickLive(`#services tr[data-cluster="east"] a`),
 			chromedp.WaitVisible(chromedp.CSS(`#cluster[data-cluster="east"]`)),
+		)
+		if l := text(t, ctx, "#labels"); l != "-" {
+			t.Errorf("east, unlabelled, shows labels %q", l)
+		}
+		if _, err := f.admin.LabelCluster(f.admin.Context(context.Background()), &relayv1.LabelClusterRequest{
+			Cluster: "east", Set: map[string]string{"region": "eu-west", "env": "prod"},
+		}); err != nil {
+			t.Fatalf("LabelCluster: %v", err)
+		}
+		do(t, ctx, "east's labels show without a reload",
+			chromedp.WaitVisible(chromedp.CSS(`#labels .label[data-label="region"]`)),
+		)
+		if l := text(t, ctx, "#labels"); l != "env=prodregion=eu-west" {
+			t.Errorf("east's labels show as %q, want env=prod then region=eu-west", l)
+		}
+		screenshot(t, ctx, "cluster")
+		do(t, ctx, "open east's istio outputs",
 			clickLive(`#outputs tr[data-backend="istio"] a`),
 			chromedp.WaitVisible(chromedp.CSS(`#output[data-cluster="east"][data-backend="istio"] pre`)),
 		)

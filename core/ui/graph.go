@@ -7,9 +7,6 @@ import (
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"github.com/meshrelay/meshrelay/sdk"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // graph is what the fleet graph draws besides the clusters of the status.
@@ -54,6 +51,10 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 		return nil, err
 	}
 	g := &graph{Destinations: []graphDestination{}, Edges: []graphEdge{}}
+	labels := map[string]map[string]string{}
+	for _, c := range st.GetClusters() {
+		labels[c.GetName()] = c.GetLabels()
+	}
 	for _, d := range list.GetDestinations() {
 		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 	}
@@ -67,19 +68,21 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 			s.log.Debug("describe policy for the graph", "policy", ref.String(), "error", err)
 			continue
 		}
-		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations())...)
+		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations(), labels)...)
 	}
 	return g, nil
 }
 
 // policyEdges returns the cross-cluster edges of the policy ref names.
-func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*relayv1.Destination) []graphEdge {
+// clusterLabels holds each registered cluster's labels, which
+// clusterSelectors match.
+func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*relayv1.Destination, clusterLabels map[string]map[string]string) []graphEdge {
 	policies, err := policyv1alpha1.Decode([]byte(desc.GetBody()))
 	if err != nil || len(policies) != 1 {
 		return nil
 	}
-	if ref.Cluster != "" {
-		dests = slices.DeleteFunc(slices.Clone(dests), func(d *relayv1.Destination) bool { return d.GetCluster() != ref.Cluster })
+	if ref.Cluster != "" && slices.ContainsFunc(policyv1alpha1.ScopeToCluster(policies[0], ref.Cluster), func(d meta.Diagnostic) bool { return d.Severity.IsError() }) {
+		return nil
 	}
 	var from []string
 	var to []graphDestination
@@ -91,7 +94,7 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 		for _, b := range p.Spec.Services {
 			to = append(to, graphDestination{Cluster: b.Cluster, Namespace: b.Namespace, Name: b.Name})
 		}
-		to = append(to, selected(p.Spec.DestinationSelectors, dests)...)
+		to = append(to, selected(p.Spec.DestinationSelectors, dests, clusterLabels)...)
 	case *policyv1alpha1.AccessPolicy:
 		for _, c := range p.Spec.From {
 			from = append(from, c.Clusters...)
@@ -101,7 +104,7 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 				}
 			}
 		}
-		to = selected(p.Spec.DestinationSelectors, dests)
+		to = selected(p.Spec.DestinationSelectors, dests, clusterLabels)
 	default:
 		return nil
 	}
@@ -119,11 +122,11 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 }
 
 // selected returns the destinations a policy's selectors select.
-func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination) []graphDestination {
+func selected(sels []policyv1alpha1.DestinationSelector, dests []*relayv1.Destination, clusterLabels map[string]map[string]string) []graphDestination {
 	var out []graphDestination
 	for _, d := range dests {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: d.GetNamespace(), Name: d.GetName(), Labels: d.GetLabels()}}
-		if slices.ContainsFunc(sels, func(sel policyv1alpha1.DestinationSelector) bool { return sdk.Matches(sel, d.GetCluster(), svc) }) {
+		c := policyv1alpha1.ClusterMeta{Name: d.GetCluster(), Labels: clusterLabels[d.GetCluster()]}
+		if policyv1alpha1.MatchesAny(sels, c, d.GetNamespace(), d.GetName(), d.GetLabels()) {
 			out = append(out, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 		}
 	}

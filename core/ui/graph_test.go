@@ -144,3 +144,66 @@ func TestShadowedPolicy(t *testing.T) {
 		t.Errorf("graph edges = %q, want %q", edges, want)
 	}
 }
+
+// labelledPolicy admits clients of east to reviews in the clusters
+// labelled region=region.
+func labelledPolicy(name, region string) string {
+	return `{apiVersion: policy.meshrelay.io/v1alpha1, kind: AccessPolicy, metadata: {name: ` + name + `, namespace: bookinfo},
+  spec: {destinationSelectors: [{names: [reviews], clusterSelector: {matchLabels: {region: ` + region + `}}}], action: Allow, from: [{clusters: [east]}]}}`
+}
+
+// The graph's edges and describe's selecting policies match a
+// clusterSelector against the registry's labels, as the plugins do: a
+// policy selecting region=us reaches west's reviews only, one selecting a
+// region no cluster has reaches nothing.
+func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
+	st := memory.New()
+	ctx := context.Background()
+	for c, region := range map[string]string{"east": "eu", "west": "us", "central": "eu"} {
+		if _, err := store.UpdateCluster(ctx, st, c, func(r *store.Cluster, _ bool) error {
+			r.Labels = map[string]string{"region": region}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutInput(ctx, c, objects(t, reviewsService)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, labelledPolicy("to-us", "us"), labelledPolicy("to-mars", "mars"))}}, server.DefaultOptions(), nil)
+	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
+	testutil.Eventually(t, "both policies in the status", func() bool {
+		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
+		return err == nil && len(st.GetPolicies()) == 2
+	})
+
+	d, err := e.srv.AdminServer().DescribeDestination(admin, &relayv1.DescribeRequest{Namespace: "bookinfo", Name: "reviews"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var selecting []string
+	for _, p := range d.GetPolicies() {
+		selecting = append(selecting, p.GetName())
+	}
+	if !slices.Equal(selecting, []string{"to-us"}) {
+		t.Errorf("DescribeDestination(reviews) lists policies %v, want to-us only", selecting)
+	}
+
+	resp, body := request(t, http.DefaultClient, "GET", e.ui.URL()+"api/graph", "Bearer "+e.token, "", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/graph = %d %s", resp.StatusCode, body)
+	}
+	var g struct {
+		Edges []struct{ From, To, Destination, Policy string }
+	}
+	if err := json.Unmarshal([]byte(body), &g); err != nil {
+		t.Fatal(err)
+	}
+	var edges []string
+	for _, e := range g.Edges {
+		edges = append(edges, e.Policy+": "+e.From+">"+e.To)
+	}
+	if want := []string{"AccessPolicy/bookinfo/to-us: east>west"}; !slices.Equal(edges, want) {
+		t.Errorf("graph edges = %q, want %q", edges, want)
+	}
+}

@@ -94,7 +94,7 @@ func (tr *translation) wholeNamespaces(ap *policyv1alpha1.AccessPolicy) []string
 		if len(sel.Namespaces) == 0 || len(sel.Names) > 0 || len(sel.Labels) > 0 {
 			continue
 		}
-		if len(sel.Clusters) > 0 && !slices.Contains(sel.Clusters, tr.target.Name) {
+		if !tr.target.Admits(sel) {
 			continue
 		}
 		for _, ns := range sel.Namespaces {

@@ -11,7 +11,6 @@ import (
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
-	"github.com/meshrelay/meshrelay/sdk"
 	"github.com/meshrelay/meshrelay/sdk/sdktest"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -186,7 +185,7 @@ func expectedEdges(f *fleet) []edge {
 		var covering []*policyv1alpha1.AccessPolicy
 		for _, ap := range f.access {
 			if slices.ContainsFunc(ap.Spec.DestinationSelectors, func(s policyv1alpha1.DestinationSelector) bool {
-				return sdk.Matches(s, cluster, svc)
+				return s.Matches(policyv1alpha1.ClusterMeta{Name: cluster}, svc.Namespace, svc.Name, svc.Labels)
 			}) {
 				covering = append(covering, ap)
 			}

@@ -237,7 +237,7 @@ func computeVirtualFacts(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination) vi
 	}
 	facts := virtualFacts{clusters: sortedKeys(clusters)}
 	facts.warnings.virtual(vd, backends, cilium)
-	facts.warnings.coverage(vd, backends, f.AccessPolicies())
+	facts.warnings.coverage(f, vd, backends, f.AccessPolicies())
 	return facts
 }
 
@@ -324,7 +324,7 @@ func (ds *diagnostics) virtual(vd *policyv1alpha1.VirtualDestination, backends [
 // service (one namespace and name) are selected by AccessPolicies in some
 // clusters and not in others: after failover, clients would meet
 // different rules.
-func (ds *diagnostics) coverage(vd *policyv1alpha1.VirtualDestination, backends []backend, aps []*policyv1alpha1.AccessPolicy) {
+func (ds *diagnostics) coverage(f *sdk.Fleet, vd *policyv1alpha1.VirtualDestination, backends []backend, aps []*policyv1alpha1.AccessPolicy) {
 	byName := map[string][]backend{}
 	for _, b := range backends {
 		s := b.key.Namespace + "/" + b.key.Name
@@ -333,7 +333,7 @@ func (ds *diagnostics) coverage(vd *policyv1alpha1.VirtualDestination, backends 
 	for _, s := range sortedKeys(byName) {
 		var covered, open []string
 		for _, b := range byName[s] {
-			if selectedByAny(aps, b) {
+			if selectedByAny(f, aps, b) {
 				covered = append(covered, b.key.Cluster)
 			} else {
 				open = append(open, b.key.Cluster)
@@ -349,10 +349,14 @@ func (ds *diagnostics) coverage(vd *policyv1alpha1.VirtualDestination, backends 
 }
 
 // selectedByAny reports whether an AccessPolicy selects the backend.
-func selectedByAny(aps []*policyv1alpha1.AccessPolicy, b backend) bool {
+func selectedByAny(f *sdk.Fleet, aps []*policyv1alpha1.AccessPolicy, b backend) bool {
+	c, ok := f.Cluster(b.key.Cluster)
+	if !ok {
+		return false
+	}
 	for _, ap := range aps {
 		for _, sel := range ap.Spec.DestinationSelectors {
-			if sdk.Matches(sel, b.key.Cluster, b.svc) {
+			if c.Matches(sel, b.svc) {
 				return true
 			}
 		}

@@ -247,7 +247,7 @@ func (idx *index) accessFor(d sdk.Destination) []*policyv1alpha1.AccessPolicy {
 func selectsAny(sels []policyv1alpha1.DestinationSelector, dests []sdk.Destination) bool {
 	for _, d := range dests {
 		for _, sel := range sels {
-			if sdk.Matches(sel, d.Cluster.Name, d.Service) {
+			if d.Cluster.Matches(sel, d.Service) {
 				return true
 			}
 		}

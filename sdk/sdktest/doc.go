@@ -17,6 +17,7 @@
 //	- name: east
 //	  meshes: [istio]
 //	  stale: false
+//	  labels: {region: us-east}   # the registry's labels, which clusterSelectors match
 //	  manifests: [east/]          # files or directories of Kubernetes manifests, relative to the fixture
 //	  objects:                    # and/or inline manifests
 //	  - {apiVersion: v1, kind: Service, metadata: {name: reviews, namespace: bookinfo}}

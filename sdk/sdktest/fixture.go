@@ -32,6 +32,9 @@ type Cluster struct {
 	Name   string
 	Meshes []string
 	Stale  bool
+	// Labels are the cluster's labels in the server's registry, which
+	// cluster selectors match.
+	Labels map[string]string
 	// Objects are the cluster's inputs as JSON objects; objects of group
 	// policy.meshrelay.io are policies defined in the cluster.
 	Objects []json.RawMessage
@@ -42,6 +45,7 @@ type fixtureFile struct {
 		Name      string            `json:"name"`
 		Meshes    []string          `json:"meshes"`
 		Stale     bool              `json:"stale"`
+		Labels    map[string]string `json:"labels"`
 		Manifests []string          `json:"manifests"`
 		Objects   []json.RawMessage `json:"objects"`
 	} `json:"clusters"`
@@ -65,7 +69,7 @@ func LoadFixture(path string) (*Fixture, error) {
 		if fc.Name == "" {
 			return nil, fmt.Errorf("load fixture %s: a cluster has no name", path)
 		}
-		c := Cluster{Name: fc.Name, Meshes: fc.Meshes, Stale: fc.Stale, Objects: fc.Objects}
+		c := Cluster{Name: fc.Name, Meshes: fc.Meshes, Stale: fc.Stale, Labels: fc.Labels, Objects: fc.Objects}
 		for _, m := range fc.Manifests {
 			objs, err := readManifests(filepath.Join(base, m))
 			if err != nil {

@@ -193,7 +193,7 @@ func viewOf(f *Fixture) (host.View, error) {
 		if err != nil {
 			return host.View{}, fmt.Errorf("cluster %q: %w", c.Name, err)
 		}
-		v.Clusters[c.Name] = host.Cluster{Input: in, Stale: c.Stale, Meshes: c.Meshes}
+		v.Clusters[c.Name] = host.Cluster{Input: in, Stale: c.Stale, Meshes: c.Meshes, Labels: c.Labels}
 	}
 	ps, err := snapshotOf(f.Policies)
 	if err != nil {

@@ -10,10 +10,20 @@ import (
 // matches a field when it matches any entry); the fields are ANDed; an empty
 // field matches everything. An empty selector therefore selects every
 // destination in the fleet. A list of selectors is ORed.
+//
+// Clusters and ClusterSelector together are one field: a destination's
+// cluster matches when it is one of Clusters or its labels (meshrelay
+// cluster label) match ClusterSelector — the union of the two.
 type DestinationSelector struct {
 	// Clusters are names of workload clusters.
 	// +optional
 	Clusters []string `json:"clusters,omitempty"`
+	// ClusterSelector selects workload clusters by their labels in the
+	// server's registry, beside those Clusters names: a cluster matches
+	// when it is named or its labels match (the union). An empty
+	// selector ({}) matches every cluster.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 	// Namespaces are namespaces of the Services.
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`

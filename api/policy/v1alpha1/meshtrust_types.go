@@ -34,9 +34,16 @@ type MeshTrustSpec struct {
 	// Clusters names the workload clusters whose Istio meshes share the
 	// root; at least one. Membership is by name and never follows what a
 	// cluster's agent reports (its meshes, its namespaces). A cluster
-	// belongs to at most one MeshTrust.
+	// belongs to at most one MeshTrust. At least one of Clusters and
+	// ClusterSelector is required.
 	// +optional
 	Clusters []string `json:"clusters,omitempty"`
+	// ClusterSelector selects workload clusters by their labels in the
+	// server's registry (meshrelay cluster label), beside those Clusters
+	// names: a cluster is a member when it is named or its labels match
+	// (the union). Labels are set by administrators, never by agents.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 	// TrustDomains are the SPIFFE trust domains of the meshes' workloads.
 	// Every intermediate CA carries them as URI name constraints: it signs
 	// workload identities (spiffe://TRUST-DOMAIN/...) in them only. By

@@ -33,10 +33,11 @@ func (p *MeshTrust) Validate() field.ErrorList {
 	errs := validateMeta(&p.ObjectMeta, field.NewPath("metadata"))
 	spec := field.NewPath("spec")
 	s := &p.Spec
-	if len(s.Clusters) == 0 {
-		errs = append(errs, field.Required(spec.Child("clusters"), "name the clusters whose meshes share the root: a MeshTrust selects clusters by name only, none by default"))
+	if len(s.Clusters) == 0 && s.ClusterSelector == nil {
+		errs = append(errs, field.Required(spec.Child("clusters"), "name the clusters whose meshes share the root, or select them by their registry labels with clusterSelector: a MeshTrust selects no cluster by default"))
 	}
 	errs = append(errs, dns1123Labels(s.Clusters, spec.Child("clusters"))...)
+	errs = append(errs, validateClusterSelector(s.ClusterSelector, spec.Child("clusterSelector"))...)
 	errs = append(errs, validateTrustDomains(s.TrustDomains, spec.Child("trustDomains"))...)
 	if s.MeshNamespace != "" {
 		errs = append(errs, dns1123Label(s.MeshNamespace, spec.Child("meshNamespace"))...)
@@ -75,7 +76,7 @@ func (p *MeshTrust) Validate() field.ErrorList {
 		errs = append(errs, positiveDuration(*rb, spec.Child("rotation", "renewBefore"))...)
 	}
 	for i, c := range s.Rotation.ExcludedClusters {
-		if !slices.Contains(s.Clusters, c) {
+		if s.ClusterSelector == nil && !slices.Contains(s.Clusters, c) {
 			errs = append(errs, field.Invalid(spec.Child("rotation", "excludedClusters").Index(i), c, "must name a cluster of spec.clusters"))
 		}
 	}

@@ -332,6 +332,16 @@ func validateClientSelector(c *ClientSelector, path *field.Path) field.ErrorList
 	return errs
 }
 
+// validateClusterSelector checks a clusterSelector as Kubernetes checks a
+// LabelSelector: label keys and values, operators, and values present
+// exactly for In and NotIn.
+func validateClusterSelector(sel *metav1.LabelSelector, path *field.Path) field.ErrorList {
+	if sel == nil {
+		return nil
+	}
+	return metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, path)
+}
+
 // Validate checks the VirtualDestination; see Policy.Validate.
 func (p *VirtualDestination) Validate() field.ErrorList {
 	errs := validateMeta(&p.ObjectMeta, field.NewPath("metadata"))
@@ -473,6 +483,7 @@ func validateDestinationSelectors(sels []DestinationSelector, path *field.Path, 
 	for i, s := range sels {
 		sp := path.Index(i)
 		errs = append(errs, dns1123Labels(s.Clusters, sp.Child("clusters"))...)
+		errs = append(errs, validateClusterSelector(s.ClusterSelector, sp.Child("clusterSelector"))...)
 		errs = append(errs, dns1123Labels(s.Namespaces, sp.Child("namespaces"))...)
 		errs = append(errs, dns1123Labels(s.Names, sp.Child("names"))...)
 		errs = append(errs, metav1validation.ValidateLabels(s.Labels, sp.Child("labels"))...)

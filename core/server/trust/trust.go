@@ -287,10 +287,11 @@ func (t *Manager) reconcile(ctx context.Context) {
 	t.mu.Unlock()
 }
 
-// members is what selecting clusters needs: registered clusters and
-// their meshes.
+// members is what selecting clusters needs: registered clusters, their
+// registry labels and their meshes.
 type members struct {
 	names  []string
+	labels map[string]map[string]string
 	meshes map[string][]string
 }
 
@@ -301,20 +302,21 @@ func (t *Manager) fleet(ctx context.Context) (members, error) {
 	if err != nil {
 		return members{}, err
 	}
-	f := members{meshes: t.deps.Fleet.Meshes()}
+	f := members{meshes: t.deps.Fleet.Meshes(), labels: map[string]map[string]string{}}
 	for _, c := range records {
 		if !c.Revoked {
 			f.names = append(f.names, c.Name)
+			f.labels[c.Name] = c.Labels
 		}
 	}
 	return f, nil
 }
 
-// selectClusters returns the registered clusters p names that no
-// earlier policy owns, and records them in owner. Membership is by name
-// only, never by what a cluster's agent reports: a cluster that reports an
-// istiod cannot join a mesh's root. (A label selector over the registry's
-// records would select here too.)
+// selectClusters returns the registered clusters p names or selects by
+// their registry labels that no earlier policy owns, and records them in
+// owner. Membership is by name and by the labels administrators set, never
+// by what a cluster's agent reports: a cluster that reports an istiod
+// cannot join a mesh's root.
 func selectClusters(p *policyv1alpha1.MeshTrust, f members, owner map[string]string, diags []meta.Diagnostic) ([]string, []meta.Diagnostic) {
 	var out []string
 	for i, name := range p.Spec.Clusters {
@@ -323,7 +325,7 @@ func selectClusters(p *policyv1alpha1.MeshTrust, f members, owner map[string]str
 		}
 	}
 	for _, name := range f.names {
-		if !slices.Contains(p.Spec.Clusters, name) {
+		if !p.Spec.SelectsCluster(policyv1alpha1.ClusterMeta{Name: name, Labels: f.labels[name]}) {
 			continue
 		}
 		if slices.Contains(f.meshes[name], "cilium") {

@@ -30,9 +30,10 @@ type clusterRecord struct {
 	TokenReusable bool      `json:"tokenReusable,omitempty"`
 	SharedToken   bool      `json:"sharedToken,omitempty"`
 	// The shared token's last registration of the cluster.
-	SharedRegistered     time.Time `json:"sharedRegistered"`
-	SharedRegisteredFrom string    `json:"sharedRegisteredFrom,omitempty"`
-	Version              uint64    `json:"version,omitempty"`
+	SharedRegistered     time.Time         `json:"sharedRegistered"`
+	SharedRegisteredFrom string            `json:"sharedRegisteredFrom,omitempty"`
+	Labels               map[string]string `json:"labels,omitempty"`
+	Version              uint64            `json:"version,omitempty"`
 }
 
 // PutCluster implements store.Registry.

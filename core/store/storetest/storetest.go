@@ -376,6 +376,7 @@ func sampleCluster(name string) store.Cluster {
 		RevokedAt:    now.Add(time.Hour),
 		LastSeen:     now.Add(30 * time.Minute).In(time.FixedZone("X", 3600)),
 		Replica:      "replica-7",
+		Labels:       map[string]string{"region": "eu-west", "topology.kubernetes.io/zone": "a"},
 	}
 }
 
@@ -503,9 +504,11 @@ func testClusterCopies(t *testing.T, newStore Factory) {
 	must(t, "PutCluster", s.PutCluster(ctx, c))
 	c.Serials[0] = "changed by caller"
 	c.TokenHash[0] = 0xaa
+	c.Labels["region"] = "changed by caller"
 	got, err := s.GetCluster(ctx, "east")
 	must(t, "GetCluster", err)
 	got.Serials[1] = "changed again"
+	got.Labels["region"] = "changed again"
 	again, err := s.GetCluster(ctx, "east")
 	must(t, "GetCluster", err)
 	if diff := cmp.Diff(sampleCluster("east"), again, clusterCmp...); diff != "" {

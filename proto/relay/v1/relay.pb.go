@@ -1235,8 +1235,12 @@ type RegisterClusterRequest struct {
 	// allow_shared_token lets the cluster's agent use the install-wide
 	// shared token (meshrelay server --shared-token-file) instead of its own.
 	AllowSharedToken bool `protobuf:"varint,4,opt,name=allow_shared_token,json=allowSharedToken,proto3" json:"allow_shared_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// labels are set on the cluster (merged with the labels it has, when it
+	// is registered again); keys and values are Kubernetes label keys and
+	// values.
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterClusterRequest) Reset() {
@@ -1297,6 +1301,75 @@ func (x *RegisterClusterRequest) GetAllowSharedToken() bool {
 	return false
 }
 
+func (x *RegisterClusterRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type LabelClusterRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// set are the labels to add or change.
+	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// remove are the keys of the labels to remove.
+	Remove        []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelClusterRequest) Reset() {
+	*x = LabelClusterRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelClusterRequest) ProtoMessage() {}
+
+func (x *LabelClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelClusterRequest.ProtoReflect.Descriptor instead.
+func (*LabelClusterRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LabelClusterRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *LabelClusterRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LabelClusterRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
 type RegisterClusterResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -1307,7 +1380,7 @@ type RegisterClusterResponse struct {
 
 func (x *RegisterClusterResponse) Reset() {
 	*x = RegisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1392,7 @@ func (x *RegisterClusterResponse) String() string {
 func (*RegisterClusterResponse) ProtoMessage() {}
 
 func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1405,7 @@ func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterClusterResponse) GetToken() string {
@@ -1358,7 +1431,7 @@ type DeregisterClusterRequest struct {
 
 func (x *DeregisterClusterRequest) Reset() {
 	*x = DeregisterClusterRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1443,7 @@ func (x *DeregisterClusterRequest) String() string {
 func (*DeregisterClusterRequest) ProtoMessage() {}
 
 func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1456,7 @@ func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeregisterClusterRequest) GetCluster() string {
@@ -1401,7 +1474,7 @@ type DeregisterClusterResponse struct {
 
 func (x *DeregisterClusterResponse) Reset() {
 	*x = DeregisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1486,7 @@ func (x *DeregisterClusterResponse) String() string {
 func (*DeregisterClusterResponse) ProtoMessage() {}
 
 func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1499,7 @@ func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
 }
 
 type ListClustersRequest struct {
@@ -1437,7 +1510,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1522,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1535,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
 }
 
 type ListClustersResponse struct {
@@ -1474,7 +1547,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1559,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1572,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListClustersResponse) GetClusters() []*ClusterStatus {
@@ -1517,7 +1590,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1602,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1615,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
 }
 
 // ClusterStatus is one cluster's registration and connection state.
@@ -1560,16 +1633,21 @@ type ClusterStatus struct {
 	InputResources int32                  `protobuf:"varint,9,opt,name=input_resources,json=inputResources,proto3" json:"input_resources,omitempty"`
 	Meshes         []string               `protobuf:"bytes,10,rep,name=meshes,proto3" json:"meshes,omitempty"`
 	// stale is true when the fleet view holds inputs of an absent agent.
-	Stale         bool                   `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
-	Outputs       []*OutputStatus        `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	Registered    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=registered,proto3" json:"registered,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stale      bool                   `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	Outputs    []*OutputStatus        `protobuf:"bytes,12,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Registered *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=registered,proto3" json:"registered,omitempty"`
+	// labels are the cluster's labels in the registry, which cluster
+	// selectors (clusterSelector) match.
+	Labels map[string]string `protobuf:"bytes,14,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// registry_version is the version of the cluster's registry record.
+	RegistryVersion uint64 `protobuf:"varint,15,opt,name=registry_version,json=registryVersion,proto3" json:"registry_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1659,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1672,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClusterStatus) GetName() string {
@@ -1688,6 +1766,20 @@ func (x *ClusterStatus) GetRegistered() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ClusterStatus) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetRegistryVersion() uint64 {
+	if x != nil {
+		return x.RegistryVersion
+	}
+	return 0
+}
+
 // OutputStatus is one backend's output for a cluster.
 type OutputStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1703,7 +1795,7 @@ type OutputStatus struct {
 
 func (x *OutputStatus) Reset() {
 	*x = OutputStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1807,7 @@ func (x *OutputStatus) String() string {
 func (*OutputStatus) ProtoMessage() {}
 
 func (x *OutputStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1820,7 @@ func (x *OutputStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputStatus.ProtoReflect.Descriptor instead.
 func (*OutputStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OutputStatus) GetBackend() string {
@@ -1787,7 +1879,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1891,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1904,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyStatus) GetKind() string {
@@ -1891,7 +1983,7 @@ type PluginStatus struct {
 
 func (x *PluginStatus) Reset() {
 	*x = PluginStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1995,7 @@ func (x *PluginStatus) String() string {
 func (*PluginStatus) ProtoMessage() {}
 
 func (x *PluginStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2008,7 @@ func (x *PluginStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginStatus.ProtoReflect.Descriptor instead.
 func (*PluginStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PluginStatus) GetName() string {
@@ -1966,7 +2058,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2070,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2083,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Status) GetServerId() string {
@@ -2077,7 +2169,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2181,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2194,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRequest) GetKind() string {
@@ -2163,7 +2255,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2267,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2280,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListResponse) GetClusters() []*ClusterStatus {
@@ -2253,7 +2345,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2357,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2370,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -2336,7 +2428,7 @@ type Mesh struct {
 
 func (x *Mesh) Reset() {
 	*x = Mesh{}
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2440,7 @@ func (x *Mesh) String() string {
 func (*Mesh) ProtoMessage() {}
 
 func (x *Mesh) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2453,7 @@ func (x *Mesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mesh.ProtoReflect.Descriptor instead.
 func (*Mesh) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Mesh) GetCluster() string {
@@ -2460,7 +2552,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2564,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2577,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Workload) GetCluster() string {
@@ -2600,7 +2692,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2704,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2717,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Destination) GetCluster() string {
@@ -2722,7 +2814,7 @@ type DestinationPort struct {
 
 func (x *DestinationPort) Reset() {
 	*x = DestinationPort{}
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2826,7 @@ func (x *DestinationPort) String() string {
 func (*DestinationPort) ProtoMessage() {}
 
 func (x *DestinationPort) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2839,7 @@ func (x *DestinationPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationPort.ProtoReflect.Descriptor instead.
 func (*DestinationPort) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DestinationPort) GetName() string {
@@ -2813,7 +2905,7 @@ type OutputResource struct {
 
 func (x *OutputResource) Reset() {
 	*x = OutputResource{}
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2917,7 @@ func (x *OutputResource) String() string {
 func (*OutputResource) ProtoMessage() {}
 
 func (x *OutputResource) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2930,7 @@ func (x *OutputResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputResource.ProtoReflect.Descriptor instead.
 func (*OutputResource) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OutputResource) GetCluster() string {
@@ -2940,7 +3032,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3044,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3057,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Diagnostic) GetSeverity() string {
@@ -3041,7 +3133,7 @@ type DestinationDescription struct {
 
 func (x *DestinationDescription) Reset() {
 	*x = DestinationDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3145,7 @@ func (x *DestinationDescription) String() string {
 func (*DestinationDescription) ProtoMessage() {}
 
 func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3158,7 @@ func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationDescription.ProtoReflect.Descriptor instead.
 func (*DestinationDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DestinationDescription) GetNamespace() string {
@@ -3136,7 +3228,7 @@ type PolicyDescription struct {
 
 func (x *PolicyDescription) Reset() {
 	*x = PolicyDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3240,7 @@ func (x *PolicyDescription) String() string {
 func (*PolicyDescription) ProtoMessage() {}
 
 func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3253,7 @@ func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDescription.ProtoReflect.Descriptor instead.
 func (*PolicyDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PolicyDescription) GetStatus() *PolicyStatus {
@@ -3218,7 +3310,7 @@ type PolicyCluster struct {
 
 func (x *PolicyCluster) Reset() {
 	*x = PolicyCluster{}
-	mi := &file_relay_v1_relay_proto_msgTypes[38]
+	mi := &file_relay_v1_relay_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3322,7 @@ func (x *PolicyCluster) String() string {
 func (*PolicyCluster) ProtoMessage() {}
 
 func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[38]
+	mi := &file_relay_v1_relay_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3335,7 @@ func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCluster.ProtoReflect.Descriptor instead.
 func (*PolicyCluster) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{38}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PolicyCluster) GetCluster() string {
@@ -3299,7 +3391,7 @@ type ClusterDescription struct {
 
 func (x *ClusterDescription) Reset() {
 	*x = ClusterDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[39]
+	mi := &file_relay_v1_relay_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3403,7 @@ func (x *ClusterDescription) String() string {
 func (*ClusterDescription) ProtoMessage() {}
 
 func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[39]
+	mi := &file_relay_v1_relay_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3416,7 @@ func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDescription.ProtoReflect.Descriptor instead.
 func (*ClusterDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{39}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClusterDescription) GetStatus() *ClusterStatus {
@@ -3457,12 +3549,23 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\aupserts\x18\x01 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\aupserts\x12;\n" +
 	"\adeletes\x18\x02 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\adeletes\"&\n" +
 	"\fDiffResponse\x12\x16\n" +
-	"\x06report\x18\x01 \x01(\fR\x06report\"\xa8\x01\n" +
+	"\x06report\x18\x01 \x01(\fR\x06report\"\xb3\x02\n" +
 	"\x16RegisterClusterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12*\n" +
 	"\x11token_ttl_seconds\x18\x02 \x01(\x03R\x0ftokenTtlSeconds\x12\x1a\n" +
 	"\breusable\x18\x03 \x01(\bR\breusable\x12,\n" +
-	"\x12allow_shared_token\x18\x04 \x01(\bR\x10allowSharedToken\"e\n" +
+	"\x12allow_shared_token\x18\x04 \x01(\bR\x10allowSharedToken\x12N\n" +
+	"\x06labels\x18\x05 \x03(\v26.meshrelay.relay.v1.RegisterClusterRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
+	"\x13LabelClusterRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12B\n" +
+	"\x03set\x18\x02 \x03(\v20.meshrelay.relay.v1.LabelClusterRequest.SetEntryR\x03set\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\x17RegisterClusterResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"4\n" +
@@ -3472,7 +3575,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x13ListClustersRequest\"U\n" +
 	"\x14ListClustersResponse\x12=\n" +
 	"\bclusters\x18\x01 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\"\x12\n" +
-	"\x10GetStatusRequest\"\x82\x04\n" +
+	"\x10GetStatusRequest\"\xaf\x05\n" +
 	"\rClusterStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\arevoked\x18\x02 \x01(\bR\arevoked\x12\x1c\n" +
@@ -3490,7 +3593,12 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\aoutputs\x18\f \x03(\v2 .meshrelay.relay.v1.OutputStatusR\aoutputs\x12:\n" +
 	"\n" +
 	"registered\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"registered\"\x8c\x01\n" +
+	"registered\x12E\n" +
+	"\x06labels\x18\x0e \x03(\v2-.meshrelay.relay.v1.ClusterStatus.LabelsEntryR\x06labels\x12)\n" +
+	"\x10registry_version\x18\x0f \x01(\x04R\x0fregistryVersion\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\fOutputStatus\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1c\n" +
 	"\tresources\x18\x02 \x01(\x05R\tresources\x12\x12\n" +
@@ -3651,10 +3759,11 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
 	"\x05Relay\x12O\n" +
-	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\xd3\x06\n" +
+	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\xaf\a\n" +
 	"\x05Admin\x12j\n" +
 	"\x0fRegisterCluster\x12*.meshrelay.relay.v1.RegisterClusterRequest\x1a+.meshrelay.relay.v1.RegisterClusterResponse\x12p\n" +
-	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12a\n" +
+	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12Z\n" +
+	"\fLabelCluster\x12'.meshrelay.relay.v1.LabelClusterRequest\x1a!.meshrelay.relay.v1.ClusterStatus\x12a\n" +
 	"\fListClusters\x12'.meshrelay.relay.v1.ListClustersRequest\x1a(.meshrelay.relay.v1.ListClustersResponse\x12M\n" +
 	"\tGetStatus\x12$.meshrelay.relay.v1.GetStatusRequest\x1a\x1a.meshrelay.relay.v1.Status\x12I\n" +
 	"\x04List\x12\x1f.meshrelay.relay.v1.ListRequest\x1a .meshrelay.relay.v1.ListResponse\x12f\n" +
@@ -3676,7 +3785,7 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 }
 
 var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_relay_v1_relay_proto_goTypes = []any{
 	(Ack_Subject)(0),                  // 0: meshrelay.relay.v1.Ack.Subject
 	(Goodbye_Reason)(0),               // 1: meshrelay.relay.v1.Goodbye.Reason
@@ -3696,43 +3805,47 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	(*DiffRequest)(nil),               // 15: meshrelay.relay.v1.DiffRequest
 	(*DiffResponse)(nil),              // 16: meshrelay.relay.v1.DiffResponse
 	(*RegisterClusterRequest)(nil),    // 17: meshrelay.relay.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil),   // 18: meshrelay.relay.v1.RegisterClusterResponse
-	(*DeregisterClusterRequest)(nil),  // 19: meshrelay.relay.v1.DeregisterClusterRequest
-	(*DeregisterClusterResponse)(nil), // 20: meshrelay.relay.v1.DeregisterClusterResponse
-	(*ListClustersRequest)(nil),       // 21: meshrelay.relay.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 22: meshrelay.relay.v1.ListClustersResponse
-	(*GetStatusRequest)(nil),          // 23: meshrelay.relay.v1.GetStatusRequest
-	(*ClusterStatus)(nil),             // 24: meshrelay.relay.v1.ClusterStatus
-	(*OutputStatus)(nil),              // 25: meshrelay.relay.v1.OutputStatus
-	(*PolicyStatus)(nil),              // 26: meshrelay.relay.v1.PolicyStatus
-	(*PluginStatus)(nil),              // 27: meshrelay.relay.v1.PluginStatus
-	(*Status)(nil),                    // 28: meshrelay.relay.v1.Status
-	(*ListRequest)(nil),               // 29: meshrelay.relay.v1.ListRequest
-	(*ListResponse)(nil),              // 30: meshrelay.relay.v1.ListResponse
-	(*DescribeRequest)(nil),           // 31: meshrelay.relay.v1.DescribeRequest
-	(*Mesh)(nil),                      // 32: meshrelay.relay.v1.Mesh
-	(*Workload)(nil),                  // 33: meshrelay.relay.v1.Workload
-	(*Destination)(nil),               // 34: meshrelay.relay.v1.Destination
-	(*DestinationPort)(nil),           // 35: meshrelay.relay.v1.DestinationPort
-	(*OutputResource)(nil),            // 36: meshrelay.relay.v1.OutputResource
-	(*Diagnostic)(nil),                // 37: meshrelay.relay.v1.Diagnostic
-	(*DestinationDescription)(nil),    // 38: meshrelay.relay.v1.DestinationDescription
-	(*PolicyDescription)(nil),         // 39: meshrelay.relay.v1.PolicyDescription
-	(*PolicyCluster)(nil),             // 40: meshrelay.relay.v1.PolicyCluster
-	(*ClusterDescription)(nil),        // 41: meshrelay.relay.v1.ClusterDescription
-	nil,                               // 42: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	nil,                               // 43: meshrelay.relay.v1.Hello.OutputHashesEntry
-	nil,                               // 44: meshrelay.relay.v1.Workload.LabelsEntry
-	nil,                               // 45: meshrelay.relay.v1.Destination.LabelsEntry
-	nil,                               // 46: meshrelay.relay.v1.OutputResource.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 47: google.protobuf.Timestamp
-	(*v1.Delta)(nil),                  // 48: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 49: meshrelay.snapshot.v1.ResourceID
-	(*v1.Resource)(nil),               // 50: meshrelay.snapshot.v1.Resource
-	(*MeshTrustStatus)(nil),           // 51: meshrelay.relay.v1.MeshTrustStatus
+	(*LabelClusterRequest)(nil),       // 18: meshrelay.relay.v1.LabelClusterRequest
+	(*RegisterClusterResponse)(nil),   // 19: meshrelay.relay.v1.RegisterClusterResponse
+	(*DeregisterClusterRequest)(nil),  // 20: meshrelay.relay.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 21: meshrelay.relay.v1.DeregisterClusterResponse
+	(*ListClustersRequest)(nil),       // 22: meshrelay.relay.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 23: meshrelay.relay.v1.ListClustersResponse
+	(*GetStatusRequest)(nil),          // 24: meshrelay.relay.v1.GetStatusRequest
+	(*ClusterStatus)(nil),             // 25: meshrelay.relay.v1.ClusterStatus
+	(*OutputStatus)(nil),              // 26: meshrelay.relay.v1.OutputStatus
+	(*PolicyStatus)(nil),              // 27: meshrelay.relay.v1.PolicyStatus
+	(*PluginStatus)(nil),              // 28: meshrelay.relay.v1.PluginStatus
+	(*Status)(nil),                    // 29: meshrelay.relay.v1.Status
+	(*ListRequest)(nil),               // 30: meshrelay.relay.v1.ListRequest
+	(*ListResponse)(nil),              // 31: meshrelay.relay.v1.ListResponse
+	(*DescribeRequest)(nil),           // 32: meshrelay.relay.v1.DescribeRequest
+	(*Mesh)(nil),                      // 33: meshrelay.relay.v1.Mesh
+	(*Workload)(nil),                  // 34: meshrelay.relay.v1.Workload
+	(*Destination)(nil),               // 35: meshrelay.relay.v1.Destination
+	(*DestinationPort)(nil),           // 36: meshrelay.relay.v1.DestinationPort
+	(*OutputResource)(nil),            // 37: meshrelay.relay.v1.OutputResource
+	(*Diagnostic)(nil),                // 38: meshrelay.relay.v1.Diagnostic
+	(*DestinationDescription)(nil),    // 39: meshrelay.relay.v1.DestinationDescription
+	(*PolicyDescription)(nil),         // 40: meshrelay.relay.v1.PolicyDescription
+	(*PolicyCluster)(nil),             // 41: meshrelay.relay.v1.PolicyCluster
+	(*ClusterDescription)(nil),        // 42: meshrelay.relay.v1.ClusterDescription
+	nil,                               // 43: meshrelay.relay.v1.Hello.OutputVersionsEntry
+	nil,                               // 44: meshrelay.relay.v1.Hello.OutputHashesEntry
+	nil,                               // 45: meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	nil,                               // 46: meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	nil,                               // 47: meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	nil,                               // 48: meshrelay.relay.v1.Workload.LabelsEntry
+	nil,                               // 49: meshrelay.relay.v1.Destination.LabelsEntry
+	nil,                               // 50: meshrelay.relay.v1.OutputResource.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
+	(*v1.Delta)(nil),                  // 52: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 53: meshrelay.snapshot.v1.ResourceID
+	(*v1.Resource)(nil),               // 54: meshrelay.snapshot.v1.Resource
+	(*MeshTrustStatus)(nil),           // 55: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	47, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	51, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
 	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
@@ -3743,80 +3856,85 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	11, // 8: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
 	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	42, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	43, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	47, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	48, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	48, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	43, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	44, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	51, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	52, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	52, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
 	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
 	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	49, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	47, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	53, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	51, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	50, // 21: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	49, // 22: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	47, // 23: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
-	24, // 24: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	47, // 25: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	47, // 26: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
-	25, // 27: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	47, // 28: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
-	24, // 29: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	26, // 30: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	27, // 31: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	51, // 32: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	24, // 33: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	32, // 34: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
-	33, // 35: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
-	34, // 36: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
-	26, // 37: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	36, // 38: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	44, // 39: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
-	45, // 40: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
-	35, // 41: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
-	46, // 42: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
-	34, // 43: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
-	33, // 44: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
-	26, // 45: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	36, // 46: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	37, // 47: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	26, // 48: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
-	40, // 49: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
-	36, // 50: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	37, // 51: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	24, // 52: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
-	32, // 53: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
-	26, // 54: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	37, // 55: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	2,  // 56: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 57: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 58: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	17, // 59: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	19, // 60: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	21, // 61: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	23, // 62: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	29, // 63: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
-	31, // 64: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
-	31, // 65: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
-	31, // 66: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
-	15, // 67: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
-	4,  // 68: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 69: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 70: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	18, // 71: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	20, // 72: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	22, // 73: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	28, // 74: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	30, // 75: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
-	38, // 76: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
-	39, // 77: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
-	41, // 78: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
-	16, // 79: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
-	68, // [68:80] is the sub-list for method output_type
-	56, // [56:68] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	54, // 21: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	53, // 22: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	45, // 23: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	46, // 24: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	51, // 25: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	25, // 26: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	51, // 27: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	51, // 28: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	26, // 29: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	51, // 30: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	47, // 31: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	25, // 32: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	27, // 33: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	28, // 34: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	55, // 35: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	25, // 36: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 37: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	34, // 38: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	35, // 39: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	27, // 40: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	37, // 41: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	48, // 42: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	49, // 43: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	36, // 44: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	50, // 45: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	35, // 46: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	34, // 47: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	27, // 48: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	37, // 49: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	38, // 50: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	27, // 51: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	41, // 52: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	37, // 53: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	38, // 54: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	25, // 55: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 56: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	27, // 57: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	38, // 58: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	2,  // 59: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 60: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 61: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	17, // 62: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	20, // 63: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	18, // 64: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
+	22, // 65: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	24, // 66: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	30, // 67: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	32, // 68: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	32, // 69: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	32, // 70: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	15, // 71: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
+	4,  // 72: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 73: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 74: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	19, // 75: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	21, // 76: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	25, // 77: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
+	23, // 78: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	29, // 79: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	31, // 80: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	39, // 81: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	40, // 82: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	42, // 83: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	16, // 84: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
+	72, // [72:85] is the sub-list for method output_type
+	59, // [59:72] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -3845,7 +3963,7 @@ func file_relay_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -289,6 +289,7 @@ var Relay_ServiceDesc = grpc.ServiceDesc{
 const (
 	Admin_RegisterCluster_FullMethodName     = "/meshrelay.relay.v1.Admin/RegisterCluster"
 	Admin_DeregisterCluster_FullMethodName   = "/meshrelay.relay.v1.Admin/DeregisterCluster"
+	Admin_LabelCluster_FullMethodName        = "/meshrelay.relay.v1.Admin/LabelCluster"
 	Admin_ListClusters_FullMethodName        = "/meshrelay.relay.v1.Admin/ListClusters"
 	Admin_GetStatus_FullMethodName           = "/meshrelay.relay.v1.Admin/GetStatus"
 	Admin_List_FullMethodName                = "/meshrelay.relay.v1.Admin/List"
@@ -314,6 +315,12 @@ type AdminClient interface {
 	// refused from then on, its open stream is closed with a goodbye, and its
 	// inputs leave the fleet view. Errors: NotFound.
 	DeregisterCluster(ctx context.Context, in *DeregisterClusterRequest, opts ...grpc.CallOption) (*DeregisterClusterResponse, error)
+	// LabelCluster sets and removes labels of a registered cluster and
+	// returns its record. The change is compare-and-set on the registry
+	// record's version, so concurrent changes of other labels are kept.
+	// Errors: NotFound; InvalidArgument for a label that is not a
+	// Kubernetes label key or value, or over the bounds (64 labels).
+	LabelCluster(ctx context.Context, in *LabelClusterRequest, opts ...grpc.CallOption) (*ClusterStatus, error)
 	// ListClusters returns every registered cluster and its connection state.
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
 	// GetStatus returns the fleet's status: clusters, policies, plugins.
@@ -372,6 +379,16 @@ func (c *adminClient) DeregisterCluster(ctx context.Context, in *DeregisterClust
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeregisterClusterResponse)
 	err := c.cc.Invoke(ctx, Admin_DeregisterCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) LabelCluster(ctx context.Context, in *LabelClusterRequest, opts ...grpc.CallOption) (*ClusterStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterStatus)
+	err := c.cc.Invoke(ctx, Admin_LabelCluster_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -464,6 +481,12 @@ type AdminServer interface {
 	// refused from then on, its open stream is closed with a goodbye, and its
 	// inputs leave the fleet view. Errors: NotFound.
 	DeregisterCluster(context.Context, *DeregisterClusterRequest) (*DeregisterClusterResponse, error)
+	// LabelCluster sets and removes labels of a registered cluster and
+	// returns its record. The change is compare-and-set on the registry
+	// record's version, so concurrent changes of other labels are kept.
+	// Errors: NotFound; InvalidArgument for a label that is not a
+	// Kubernetes label key or value, or over the bounds (64 labels).
+	LabelCluster(context.Context, *LabelClusterRequest) (*ClusterStatus, error)
 	// ListClusters returns every registered cluster and its connection state.
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
 	// GetStatus returns the fleet's status: clusters, policies, plugins.
@@ -513,6 +536,9 @@ func (UnimplementedAdminServer) RegisterCluster(context.Context, *RegisterCluste
 }
 func (UnimplementedAdminServer) DeregisterCluster(context.Context, *DeregisterClusterRequest) (*DeregisterClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeregisterCluster not implemented")
+}
+func (UnimplementedAdminServer) LabelCluster(context.Context, *LabelClusterRequest) (*ClusterStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method LabelCluster not implemented")
 }
 func (UnimplementedAdminServer) ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListClusters not implemented")
@@ -588,6 +614,24 @@ func _Admin_DeregisterCluster_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).DeregisterCluster(ctx, req.(*DeregisterClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_LabelCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LabelClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).LabelCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_LabelCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).LabelCluster(ctx, req.(*LabelClusterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -732,6 +776,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeregisterCluster",
 			Handler:    _Admin_DeregisterCluster_Handler,
+		},
+		{
+			MethodName: "LabelCluster",
+			Handler:    _Admin_LabelCluster_Handler,
 		},
 		{
 			MethodName: "ListClusters",

@@ -407,9 +407,13 @@ type ClusterInput struct {
 	// still count.
 	Stale bool `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
 	// meshes found in the cluster by discovery, such as "istio", "cilium", "envoy".
-	Meshes        []string         `protobuf:"bytes,4,rep,name=meshes,proto3" json:"meshes,omitempty"`
-	Upserts       []*v1.Resource   `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
-	Deletes       []*v1.ResourceID `protobuf:"bytes,6,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	Meshes  []string         `protobuf:"bytes,4,rep,name=meshes,proto3" json:"meshes,omitempty"`
+	Upserts []*v1.Resource   `protobuf:"bytes,5,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletes []*v1.ResourceID `protobuf:"bytes,6,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	// labels are the cluster's labels in the server's registry, which
+	// cluster selectors match. Like meshes they are whole in every part:
+	// the last part's labels are the cluster's.
+	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -482,6 +486,13 @@ func (x *ClusterInput) GetUpserts() []*v1.Resource {
 func (x *ClusterInput) GetDeletes() []*v1.ResourceID {
 	if x != nil {
 		return x.Deletes
+	}
+	return nil
+}
+
+func (x *ClusterInput) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -993,14 +1004,18 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x16\n" +
 	"\x06scoped\x18\x03 \x01(\bR\x06scoped\x12\x18\n" +
-	"\atargets\x18\x04 \x03(\tR\atargets\"\xe8\x01\n" +
+	"\atargets\x18\x04 \x03(\tR\atargets\"\xee\x02\n" +
 	"\fClusterInput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x14\n" +
 	"\x05stale\x18\x03 \x01(\bR\x05stale\x12\x16\n" +
 	"\x06meshes\x18\x04 \x03(\tR\x06meshes\x129\n" +
 	"\aupserts\x18\x05 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\aupserts\x12;\n" +
-	"\adeletes\x18\x06 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\adeletes\"\x86\x01\n" +
+	"\adeletes\x18\x06 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\adeletes\x12I\n" +
+	"\x06labels\x18\a \x03(\v21.meshrelay.translator.v1.ClusterInput.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x01\n" +
 	"\fPolicyChange\x129\n" +
 	"\aupserts\x18\x01 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\aupserts\x12;\n" +
 	"\adeletes\x18\x02 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\adeletes\"(\n" +
@@ -1060,7 +1075,7 @@ func file_translator_v1_translator_proto_rawDescGZIP() []byte {
 }
 
 var file_translator_v1_translator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_translator_v1_translator_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_translator_v1_translator_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_translator_v1_translator_proto_goTypes = []any{
 	(Diagnostic_Severity)(0),  // 0: meshrelay.translator.v1.Diagnostic.Severity
 	(*DescribeRequest)(nil),   // 1: meshrelay.translator.v1.DescribeRequest
@@ -1075,33 +1090,35 @@ var file_translator_v1_translator_proto_goTypes = []any{
 	(*PolicyRef)(nil),         // 10: meshrelay.translator.v1.PolicyRef
 	(*Diagnostic)(nil),        // 11: meshrelay.translator.v1.Diagnostic
 	(*Done)(nil),              // 12: meshrelay.translator.v1.Done
-	(*v1.Resource)(nil),       // 13: meshrelay.snapshot.v1.Resource
-	(*v1.ResourceID)(nil),     // 14: meshrelay.snapshot.v1.ResourceID
+	nil,                       // 13: meshrelay.translator.v1.ClusterInput.LabelsEntry
+	(*v1.Resource)(nil),       // 14: meshrelay.snapshot.v1.Resource
+	(*v1.ResourceID)(nil),     // 15: meshrelay.snapshot.v1.ResourceID
 }
 var file_translator_v1_translator_proto_depIdxs = []int32{
 	4,  // 0: meshrelay.translator.v1.TranslateRequest.begin:type_name -> meshrelay.translator.v1.Begin
 	5,  // 1: meshrelay.translator.v1.TranslateRequest.cluster:type_name -> meshrelay.translator.v1.ClusterInput
 	6,  // 2: meshrelay.translator.v1.TranslateRequest.policies:type_name -> meshrelay.translator.v1.PolicyChange
 	7,  // 3: meshrelay.translator.v1.TranslateRequest.commit:type_name -> meshrelay.translator.v1.Commit
-	13, // 4: meshrelay.translator.v1.ClusterInput.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	14, // 5: meshrelay.translator.v1.ClusterInput.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	13, // 6: meshrelay.translator.v1.PolicyChange.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	14, // 7: meshrelay.translator.v1.PolicyChange.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	9,  // 8: meshrelay.translator.v1.TranslateResponse.output:type_name -> meshrelay.translator.v1.ClusterOutput
-	11, // 9: meshrelay.translator.v1.TranslateResponse.diagnostic:type_name -> meshrelay.translator.v1.Diagnostic
-	12, // 10: meshrelay.translator.v1.TranslateResponse.done:type_name -> meshrelay.translator.v1.Done
-	13, // 11: meshrelay.translator.v1.ClusterOutput.resources:type_name -> meshrelay.snapshot.v1.Resource
-	0,  // 12: meshrelay.translator.v1.Diagnostic.severity:type_name -> meshrelay.translator.v1.Diagnostic.Severity
-	10, // 13: meshrelay.translator.v1.Diagnostic.policy:type_name -> meshrelay.translator.v1.PolicyRef
-	1,  // 14: meshrelay.translator.v1.Translator.Describe:input_type -> meshrelay.translator.v1.DescribeRequest
-	3,  // 15: meshrelay.translator.v1.Translator.Translate:input_type -> meshrelay.translator.v1.TranslateRequest
-	2,  // 16: meshrelay.translator.v1.Translator.Describe:output_type -> meshrelay.translator.v1.DescribeResponse
-	8,  // 17: meshrelay.translator.v1.Translator.Translate:output_type -> meshrelay.translator.v1.TranslateResponse
-	16, // [16:18] is the sub-list for method output_type
-	14, // [14:16] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 4: meshrelay.translator.v1.ClusterInput.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	15, // 5: meshrelay.translator.v1.ClusterInput.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	13, // 6: meshrelay.translator.v1.ClusterInput.labels:type_name -> meshrelay.translator.v1.ClusterInput.LabelsEntry
+	14, // 7: meshrelay.translator.v1.PolicyChange.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	15, // 8: meshrelay.translator.v1.PolicyChange.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	9,  // 9: meshrelay.translator.v1.TranslateResponse.output:type_name -> meshrelay.translator.v1.ClusterOutput
+	11, // 10: meshrelay.translator.v1.TranslateResponse.diagnostic:type_name -> meshrelay.translator.v1.Diagnostic
+	12, // 11: meshrelay.translator.v1.TranslateResponse.done:type_name -> meshrelay.translator.v1.Done
+	14, // 12: meshrelay.translator.v1.ClusterOutput.resources:type_name -> meshrelay.snapshot.v1.Resource
+	0,  // 13: meshrelay.translator.v1.Diagnostic.severity:type_name -> meshrelay.translator.v1.Diagnostic.Severity
+	10, // 14: meshrelay.translator.v1.Diagnostic.policy:type_name -> meshrelay.translator.v1.PolicyRef
+	1,  // 15: meshrelay.translator.v1.Translator.Describe:input_type -> meshrelay.translator.v1.DescribeRequest
+	3,  // 16: meshrelay.translator.v1.Translator.Translate:input_type -> meshrelay.translator.v1.TranslateRequest
+	2,  // 17: meshrelay.translator.v1.Translator.Describe:output_type -> meshrelay.translator.v1.DescribeResponse
+	8,  // 18: meshrelay.translator.v1.Translator.Translate:output_type -> meshrelay.translator.v1.TranslateResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_translator_v1_translator_proto_init() }
@@ -1126,7 +1143,7 @@ func file_translator_v1_translator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_translator_v1_translator_proto_rawDesc), len(file_translator_v1_translator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -99,7 +99,7 @@ func (s *Session) plan(v View) update {
 	for _, name := range slices.Sorted(maps.Keys(v.Clusters)) {
 		c := v.Clusters[name]
 		old, had := held.Clusters[name]
-		if had && old.Input.Hash() == c.Input.Hash() && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes) {
+		if had && old.Input.Hash() == c.Input.Hash() && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes) && maps.Equal(old.Labels, c.Labels) {
 			continue
 		}
 		base := snapshot.Empty
@@ -107,7 +107,7 @@ func (s *Session) plan(v View) update {
 			base = old.Input
 		}
 		d := snapshot.Diff(base, c.Input)
-		u.clusters = append(u.clusters, clusterUpdate{name: name, stale: c.Stale, meshes: c.Meshes, upserts: d.Upserts, deletes: d.Deletes})
+		u.clusters = append(u.clusters, clusterUpdate{name: name, stale: c.Stale, meshes: c.Meshes, labels: c.Labels, upserts: d.Upserts, deletes: d.Deletes})
 	}
 	for _, name := range slices.Sorted(maps.Keys(held.Clusters)) {
 		if _, ok := v.Clusters[name]; !ok {
@@ -164,7 +164,7 @@ func (s *Session) send(u update, gen uint64) error {
 	}
 	for _, c := range u.clusters {
 		for i, part := range meta.Split(c.upserts, snapshot.Resource.Size, protocol.PartBytes) {
-			in := &translatorv1.ClusterInput{Cluster: c.name, Removed: c.removed, Stale: c.stale, Meshes: c.meshes, Upserts: resourcesToProto(part)}
+			in := &translatorv1.ClusterInput{Cluster: c.name, Removed: c.removed, Stale: c.stale, Meshes: c.meshes, Labels: c.labels, Upserts: resourcesToProto(part)}
 			if i == 0 {
 				in.Deletes = idsToProto(c.deletes)
 			}

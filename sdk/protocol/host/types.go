@@ -48,6 +48,8 @@ type Cluster struct {
 	Stale bool
 	// Meshes are the cluster's mesh types, as found by discovery, sorted.
 	Meshes []string
+	// Labels are the cluster's labels in the registry.
+	Labels map[string]string
 }
 
 // update is one change of the plugin's view, as sent on the stream.
@@ -69,6 +71,7 @@ type clusterUpdate struct {
 	removed bool
 	stale   bool
 	meshes  []string
+	labels  map[string]string
 	upserts []snapshot.Resource
 	deletes []snapshot.ID
 }

@@ -22,6 +22,7 @@ export interface ClusterStatus {
   stale: boolean;
   outputs: OutputStatus[];
   registered?: string | null;
+  labels?: Record<string, string>;
 }
 
 export interface PolicyStatus {

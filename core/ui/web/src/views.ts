@@ -143,6 +143,13 @@ const fleet: View = async ({ status: st, go }) => {
   );
 };
 
+// labelChips shows a cluster's registry labels, sorted by key; "-" for none.
+function labelChips(labels: Record<string, string> | undefined) {
+  const keys = Object.keys(labels ?? {}).sort();
+  if (keys.length === 0) return ["-"];
+  return keys.map((k) => h("span", { class: "label", "data-label": k }, `${k}=${labels![k]}`));
+}
+
 const cluster: View = async ({ status: st, args }) => {
   const [name, sub, backend] = args;
   if (sub === "outputs" && backend) return outputs(name, backend);
@@ -168,6 +175,8 @@ const cluster: View = async ({ status: st, args }) => {
       h("dd", {}, d.destinations),
       h("dt", {}, "registered"),
       h("dd", {}, ago(c.registered)),
+      h("dt", {}, "labels"),
+      h("dd", { id: "labels" }, ...labelChips(c.labels)),
     ),
     section(
       "Meshes",
