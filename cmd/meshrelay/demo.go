@@ -11,11 +11,11 @@ func newDemoCommand(_ *logOptions) *cobra.Command {
 		Use:   "demo",
 		Short: "Run meshrelay end to end on this machine, with nothing installed",
 		Long: `Run a whole fleet on this machine: a management server on the memory store
-with real generated TLS, the Istio, Envoy and Cilium plugins installed with
-their checksums and run as real plugin processes, and three agents whose
-clusters are directories of YAML (a multi-cluster bookinfo: Istio in east and
-west, Cilium in central, a standalone Envoy group in west). Policies come
-from testdata/policies.
+with real generated TLS, the Istio, Envoy, Cilium and Gateway API plugins
+installed with their checksums and run as real plugin processes, and four
+agents whose clusters are directories of YAML (a multi-cluster bookinfo:
+Istio in east and west, Cilium in central, Linkerd in north, a standalone
+Envoy group in west). Policies come from testdata/policies.
 
 It prints what was translated for which cluster and backend and each
 policy's status, edits one policy and shows the change propagate, writes

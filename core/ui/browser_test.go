@@ -250,7 +250,7 @@ func TestBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("svg.graph")),
 			waitJS(`document.querySelector("#live").textContent == "live"`),
 		)
-		for _, c := range []string{"east", "west", "central"} {
+		for _, c := range []string{"east", "west", "central", "north"} {
 			if state := attr(t, ctx, fmt.Sprintf(`g.cluster[data-cluster=%q]`, c), "data-state"); state != "connected" {
 				t.Errorf("cluster %s is drawn %q, want connected", c, state)
 			}

@@ -33,7 +33,7 @@ import (
 )
 
 // Plugins are the translators the demo installs.
-var Plugins = []string{"istio", "envoy", "cilium"}
+var Plugins = []string{"istio", "envoy", "cilium", "gatewayapi"}
 
 // Options configure a demo run.
 type Options struct {
@@ -76,7 +76,7 @@ type Report struct {
 	UI string
 }
 
-var clusters = []string{"east", "west", "central"}
+var clusters = []string{"east", "west", "central", "north"}
 
 // Run runs the demo.
 func Run(ctx context.Context, opts Options) (*Report, error) {

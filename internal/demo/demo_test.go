@@ -37,13 +37,14 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, stdout.String())
 	}
-	for _, key := range []string{"east/istio", "west/istio", "west/envoy", "central/cilium"} {
+	for _, key := range []string{"east/istio", "west/istio", "west/envoy", "central/cilium", "north/gatewayapi"} {
 		if len(report.Outputs[key]) == 0 {
 			t.Errorf("no %s output; outputs: %v", key, report.Outputs)
 		}
 	}
 	for key := range report.Outputs {
-		if strings.HasPrefix(key, "central/istio") || strings.HasPrefix(key, "east/cilium") || strings.HasPrefix(key, "east/envoy") {
+		if strings.HasPrefix(key, "central/istio") || strings.HasPrefix(key, "east/cilium") || strings.HasPrefix(key, "east/envoy") ||
+			strings.HasPrefix(key, "north/istio") || strings.HasPrefix(key, "east/gatewayapi") {
 			t.Errorf("output %s for a mesh the cluster does not run", key)
 		}
 	}

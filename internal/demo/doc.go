@@ -1,10 +1,10 @@
 // Package demo runs meshrelay end to end on one machine with nothing
 // installed: a management server on the memory store with real generated
-// TLS, the three translator plugins installed into a temporary plugin
-// directory with their checksums and run as real plugin processes, and three
+// TLS, the four translator plugins installed into a temporary plugin
+// directory with their checksums and run as real plugin processes, and four
 // agents whose clusters are directories of YAML from testdata/demo (a
-// multi-cluster bookinfo: Istio in east and west, Cilium in central, a
-// standalone Envoy group in west). Policies come from a copy of
+// multi-cluster bookinfo: Istio in east and west, Cilium in central, Linkerd
+// in north, a standalone Envoy group in west). Policies come from a copy of
 // testdata/policies. It prints what was translated where and each policy's
 // status, shows one policy edit propagating, and writes every output to a
 // folder.

@@ -13,6 +13,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/plugins/cilium"
 	"github.com/meshrelay/meshrelay/plugins/envoy"
+	"github.com/meshrelay/meshrelay/plugins/gatewayapi"
 	"github.com/meshrelay/meshrelay/plugins/istio"
 	"github.com/meshrelay/meshrelay/sdk"
 	"sigs.k8s.io/yaml"
@@ -23,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 func translators(t *testing.T) []pluginhost.Translator {
 	t.Helper()
 	var out []pluginhost.Translator
-	for _, tr := range []sdk.Translator{istio.New(), envoy.New(), cilium.New()} {
+	for _, tr := range []sdk.Translator{istio.New(), envoy.New(), cilium.New(), gatewayapi.New()} {
 		l, err := pluginhost.InProcess(tr, nil)
 		if err != nil {
 			t.Fatal(err)
