@@ -87,22 +87,22 @@ func writeProto(w http.ResponseWriter, m proto.Message) {
 	w.Write(data)
 }
 
+// callStatus is the HTTP status of an admin call's error code; any other
+// code is a 500.
+var callStatus = map[codes.Code]int{
+	codes.Unauthenticated:  http.StatusUnauthorized,
+	codes.PermissionDenied: http.StatusForbidden,
+	codes.NotFound:         http.StatusNotFound,
+	codes.InvalidArgument:  http.StatusBadRequest,
+	codes.Unavailable:      http.StatusServiceUnavailable,
+	codes.Unimplemented:    http.StatusNotImplemented,
+}
+
 // writeCallError answers with the HTTP status of an admin call's error.
 func (s *Server) writeCallError(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch status.Code(err) {
-	case codes.Unauthenticated:
-		code = http.StatusUnauthorized
-	case codes.PermissionDenied:
-		code = http.StatusForbidden
-	case codes.NotFound:
-		code = http.StatusNotFound
-	case codes.InvalidArgument:
-		code = http.StatusBadRequest
-	case codes.Unavailable:
-		code = http.StatusServiceUnavailable
-	case codes.Unimplemented:
-		code = http.StatusNotImplemented
+	code, ok := callStatus[status.Code(err)]
+	if !ok {
+		code = http.StatusInternalServerError
 	}
 	if code == http.StatusInternalServerError {
 		s.log.Warn("admin call failed", "error", err)

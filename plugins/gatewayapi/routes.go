@@ -276,49 +276,46 @@ func isGRPC(sp corev1.ServicePort) bool { return declaredProtocol(sp) == "grpc" 
 
 // httpRoute emits one HTTPRoute for a Service port.
 func (tr *translation) httpRoute(name string, svc *corev1.Service, port int32, parent gatewayv1.ParentReference, rules []ruleRef) {
-	route := &httpRoute{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: KindHTTPRoute},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: svc.Namespace},
-	}
-	route.Spec.ParentRefs = []gatewayv1.ParentReference{parent}
-	var used []ruleRef
-	for _, r := range rules {
-		rule, ok := tr.httpRule(r, svc, port)
-		if !ok {
-			continue
-		}
-		route.Spec.Rules = append(route.Spec.Rules, rule)
-		used = append(used, r)
-	}
-	if len(route.Spec.Rules) == 0 {
+	rs, used := expressible(rules, func(r ruleRef) (gatewayv1.HTTPRouteRule, bool) { return tr.httpRule(r, svc, port) })
+	if len(rs) == 0 {
 		return
 	}
-	tr.precedenceWarnings(used)
-	route.Annotations = tr.retryAnnotations(used, false)
-	tr.emit(route, parentsOf(used)...)
+	route := &httpRoute{TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: KindHTTPRoute}}
+	route.Spec.ParentRefs, route.Spec.Rules = []gatewayv1.ParentReference{parent}, rs
+	tr.emitRoute(route, &route.ObjectMeta, name, svc.Namespace, used, false)
 }
 
 // grpcRoute emits one GRPCRoute for a gRPC Service port.
 func (tr *translation) grpcRoute(name string, svc *corev1.Service, port int32, parent gatewayv1.ParentReference, rules []ruleRef) {
-	route := &grpcRoute{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: KindGRPCRoute},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: svc.Namespace},
-	}
-	route.Spec.ParentRefs = []gatewayv1.ParentReference{parent}
-	var used []ruleRef
-	for _, r := range rules {
-		rule, ok := tr.grpcRule(r, svc, port)
-		if !ok {
-			continue
-		}
-		route.Spec.Rules = append(route.Spec.Rules, rule)
-		used = append(used, r)
-	}
-	if len(route.Spec.Rules) == 0 {
+	rs, used := expressible(rules, func(r ruleRef) (gatewayv1.GRPCRouteRule, bool) { return tr.grpcRule(r, svc, port) })
+	if len(rs) == 0 {
 		return
 	}
+	route := &grpcRoute{TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: KindGRPCRoute}}
+	route.Spec.ParentRefs, route.Spec.Rules = []gatewayv1.ParentReference{parent}, rs
+	tr.emitRoute(route, &route.ObjectMeta, name, svc.Namespace, used, true)
+}
+
+// expressible returns the route rules of the rules convert can express,
+// and those rules.
+func expressible[R any](rules []ruleRef, convert func(ruleRef) (R, bool)) ([]R, []ruleRef) {
+	var out []R
+	var used []ruleRef
+	for _, r := range rules {
+		if rule, ok := convert(r); ok {
+			out = append(out, rule)
+			used = append(used, r)
+		}
+	}
+	return out, used
+}
+
+// emitRoute names a route, warns where its rules' precedence differs from
+// the policy's order, sets its retry annotations and emits it.
+func (tr *translation) emitRoute(route any, meta *metav1.ObjectMeta, name, namespace string, used []ruleRef, grpc bool) {
+	meta.Name, meta.Namespace = name, namespace
 	tr.precedenceWarnings(used)
-	route.Annotations = tr.retryAnnotations(used, true)
+	meta.Annotations = tr.retryAnnotations(used, grpc)
 	tr.emit(route, parentsOf(used)...)
 }
 
@@ -342,13 +339,8 @@ type grpcRoute struct {
 func (tr *translation) httpRule(r ruleRef, svc *corev1.Service, port int32) (gatewayv1.HTTPRouteRule, bool) {
 	rule := r.rule()
 	var out gatewayv1.HTTPRouteRule
-	for i, m := range rule.Matches {
-		if gm, ok := tr.httpMatch(r, i, m); ok {
-			out.Matches = append(out.Matches, gm)
-		}
-	}
-	if len(rule.Matches) > 0 && len(out.Matches) == 0 {
-		tr.warn(r.policy, r.path(".matches"), "none of the rule's matches can be expressed as an HTTPRoute match: the rule is left out")
+	var ok bool
+	if out.Matches, ok = matches(tr, r, KindHTTPRoute, tr.httpMatch); !ok {
 		return out, false
 	}
 	refs, ok := tr.backendRefs(r, svc, port)
@@ -370,17 +362,37 @@ func (tr *translation) httpRule(r ruleRef, svc *corev1.Service, port int32) (gat
 	return out, true
 }
 
+// matches converts a rule's matches for a route of kind; it reports false,
+// with a warning, when the rule has matches and none can be expressed.
+func matches[M any](tr *translation, r ruleRef, kind string, convert func(ruleRef, int, policyv1alpha1.HTTPMatch) (M, bool)) ([]M, bool) {
+	rule := r.rule()
+	var out []M
+	for i, m := range rule.Matches {
+		if gm, ok := convert(r, i, m); ok {
+			out = append(out, gm)
+		}
+	}
+	if len(rule.Matches) > 0 && len(out) == 0 {
+		tr.warn(r.policy, r.path(".matches"), "none of the rule's matches can be expressed as %s %s match: the rule is left out", article(kind), kind)
+		return nil, false
+	}
+	return out, true
+}
+
+// article is the indefinite article of a route kind.
+func article(kind string) string {
+	if kind == KindHTTPRoute {
+		return "an"
+	}
+	return "a"
+}
+
 // grpcRule translates one rule for a GRPCRoute.
 func (tr *translation) grpcRule(r ruleRef, svc *corev1.Service, port int32) (gatewayv1.GRPCRouteRule, bool) {
 	rule := r.rule()
 	var out gatewayv1.GRPCRouteRule
-	for i, m := range rule.Matches {
-		if gm, ok := tr.grpcMatch(r, i, m); ok {
-			out.Matches = append(out.Matches, gm)
-		}
-	}
-	if len(rule.Matches) > 0 && len(out.Matches) == 0 {
-		tr.warn(r.policy, r.path(".matches"), "none of the rule's matches can be expressed as a GRPCRoute match: the rule is left out")
+	var ok bool
+	if out.Matches, ok = matches(tr, r, KindGRPCRoute, tr.grpcMatch); !ok {
 		return out, false
 	}
 	refs, ok := tr.backendRefs(r, svc, port)
