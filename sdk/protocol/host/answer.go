@@ -24,9 +24,13 @@ type assembly struct {
 	out  ClusterOutput
 	size int
 	seen map[snapshot.ID]bool
-	// checked are the resources of the plugin's last answer for key, by
-	// body hash, which need no check again; nil for none.
-	checked map[snapshot.Hash]snapshot.ID
+	// checked are the digests of the resources of the plugin's last
+	// answer for key, which need no check again (byte for byte the same
+	// identity and body); nil for none.
+	checked map[checkedKey]struct{}
+	// keys are the digests of the set's resources, which the session
+	// keeps as checked once the answer is accepted.
+	keys map[checkedKey]struct{}
 }
 
 func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, error) {
@@ -34,6 +38,8 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 		res     Result
 		pending *assembly
 		done    = map[[2]string]bool{}
+		// answered are the digests of each set answered.
+		answered = map[[2]string]map[checkedKey]struct{}{}
 	)
 	for {
 		msg, err := s.stream.Recv()
@@ -54,7 +60,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 				if err := s.checkTarget(key, view, done); err != nil {
 					return Result{}, err
 				}
-				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}, checked: s.checked[key]}
+				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}, checked: s.checked[key], keys: map[checkedKey]struct{}{}}
 			} else if pending.key != key {
 				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
@@ -65,6 +71,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 			if !o.GetMore() {
 				done[key] = true
 				res.Outputs = append(res.Outputs, pending.out)
+				answered[key] = pending.keys
 				pending = nil
 			}
 		case *translatorv1.TranslateResponse_Diagnostic:
@@ -79,6 +86,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 			if pending != nil {
 				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", ErrProtocol, pending.key[0], pending.key[1])
 			}
+			s.answered = answered
 			slices.SortFunc(res.Outputs, func(a, b ClusterOutput) int {
 				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
 			})
@@ -113,7 +121,8 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		// built without snapshot.ResourceFromProto's separate json.Valid
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
-		if !a.unchanged(r) {
+		k := keyOf(r)
+		if _, unchanged := a.checked[k]; !unchanged {
 			if err := checkBody(r); err != nil {
 				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
@@ -127,15 +136,9 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
 		}
 		a.out.Resources = append(a.out.Resources, r)
+		a.keys[k] = struct{}{}
 	}
 	return nil
-}
-
-// unchanged reports whether r is, byte for byte, a resource of the
-// plugin's last answer for the set, which passed the checks then.
-func (a *assembly) unchanged(r snapshot.Resource) bool {
-	id, ok := a.checked[r.Hash]
-	return ok && id == r.ID
 }
 
 // checkBody checks that a body is a Kubernetes object matching its ID.

@@ -17,7 +17,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := map[snapshot.Hash]snapshot.ID{good.Hash: good.ID}
+	checked := map[checkedKey]struct{}{keyOf(good): {}}
 	other := snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b"}
 	tests := map[string]struct {
 		id      snapshot.ID
@@ -33,7 +33,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := &Session{maxOutput: 1 << 20}
-			a := &assembly{key: [2]string{"east", "b"}, seen: map[snapshot.ID]bool{}, checked: checked}
+			a := &assembly{key: [2]string{"east", "b"}, seen: map[snapshot.ID]bool{}, checked: checked, keys: map[checkedKey]struct{}{}}
 			err := s.addResources(a, []*snapshotv1.Resource{{Id: snapshot.IDToProto(tc.id), Body: []byte(tc.body)}})
 			switch {
 			case tc.wantErr == "" && err != nil:

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,10 +32,14 @@ type Session struct {
 	held  View
 	holds bool
 	// checked holds, by (cluster, backend), the resources of the plugin's
-	// last answer for the set, which passed the checks: body hash to
-	// identity. A resource answered again unchanged is not checked again,
-	// so an answer costs the host what changed.
-	checked map[[2]string]map[snapshot.Hash]snapshot.ID
+	// last answer for the set, which passed the checks, as digests of
+	// their identity and body (checkedKey). A resource answered again
+	// unchanged is not checked again, so an answer costs the host what
+	// changed; a digest, not the resource, keeps what that costs small.
+	checked map[[2]string]map[checkedKey]struct{}
+	// answered are the digests of the sets of the last answer received,
+	// kept as checked once it is accepted.
+	answered map[[2]string]map[checkedKey]struct{}
 }
 
 // Open starts a Translate stream on client with the plugin of that name,
@@ -50,7 +55,7 @@ func Open(client translatorv1.TranslatorClient, plugin string, backends []string
 	}
 	return &Session{
 		plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel,
-		checked: map[[2]string]map[snapshot.Hash]snapshot.ID{},
+		checked: map[[2]string]map[checkedKey]struct{}{},
 	}, nil
 }
 
@@ -83,7 +88,7 @@ func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
 		return Result{}, err
 	}
 	s.held, s.holds = v, true
-	s.keepChecked(v, res.Outputs)
+	s.keepChecked(v)
 	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
 	return res, nil
 }
@@ -134,14 +139,9 @@ func orEmpty(s *snapshot.Snapshot) *snapshot.Snapshot {
 
 // keepChecked records the resources of the sets answered, and forgets the
 // sets of clusters that left the view.
-func (s *Session) keepChecked(v View, outs []ClusterOutput) {
-	for _, o := range outs {
-		m := make(map[snapshot.Hash]snapshot.ID, len(o.Resources))
-		for _, r := range o.Resources {
-			m[r.Hash] = r.ID
-		}
-		s.checked[[2]string{o.Cluster, o.Backend}] = m
-	}
+func (s *Session) keepChecked(v View) {
+	maps.Copy(s.checked, s.answered)
+	s.answered = nil
 	for key := range s.checked {
 		if _, ok := v.Clusters[key[0]]; !ok {
 			delete(s.checked, key)
@@ -218,4 +218,20 @@ func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*trans
 		return nil, fmt.Errorf("describe: %w: plugin %q declares %w", ErrProtocol, d.GetName(), err)
 	}
 	return d, nil
+}
+
+// checkedKey is a digest of a resource's identity and body hash.
+type checkedKey [16]byte
+
+// keyOf returns r's checkedKey.
+func keyOf(r snapshot.Resource) checkedKey {
+	h := sha256.New()
+	h.Write(r.Hash[:])
+	for _, f := range []string{r.ID.Group, r.ID.Version, r.ID.Kind, r.ID.Namespace, r.ID.Name} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	var k checkedKey
+	copy(k[:], h.Sum(nil))
+	return k
 }
