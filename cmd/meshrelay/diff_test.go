@@ -79,7 +79,7 @@ spec:
 			}
 		}},
 		"a delete of a policy the fleet lacks": {args: []string{"--delete", "-f", write("added2.yaml", added)}, code: 2},
-		"not a policy": {args: []string{"-f", write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n")}, code: 2},
+		"not a policy":                         {args: []string{"-f", write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n")}, code: 2},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
