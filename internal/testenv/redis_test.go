@@ -99,6 +99,16 @@ func TestRedisSentinel(t *testing.T) {
 	if primary != s.Servers()[0] {
 		t.Fatalf("Primary = %s, want the first server %s", primary.Addr(), s.Servers()[0].Addr())
 	}
+	// The Sentinels must have taken the short timing from their config.
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels()[0].Addr()})
+	defer sc.Close()
+	m, err := sc.Master(ctx, testenv.SentinelMaster).Result()
+	if err != nil {
+		t.Fatalf("SENTINEL MASTER: %v", err)
+	}
+	if got := m["down-after-milliseconds"]; got != "1000" {
+		t.Errorf("down-after-milliseconds = %q, want 1000", got)
+	}
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.SentinelMaster, SentinelAddrs: sentinelAddrs(s)})
 	defer c.Close()
 	if err := c.Set(ctx, "key", "value", 0).Err(); err != nil {

@@ -59,9 +59,9 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 		r.launch(t)
 		s.servers = append(s.servers, r)
 	}
-	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
-		"sentinel down-after-milliseconds %[1]s %d\n"+
-		"sentinel failover-timeout %[1]s %d\n"+
+	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
+		"sentinel down-after-milliseconds %[1]s %[3]d\n"+
+		"sentinel failover-timeout %[1]s %[4]d\n"+
 		"sentinel parallel-syncs %[1]s 1\n",
 		SentinelMaster, s.servers[0].port, sentinelDownAfter.Milliseconds(), sentinelFailoverTimeout.Milliseconds())
 	for i := range 3 {
