@@ -66,12 +66,16 @@
 // a three-primary Redis Cluster; a SIGKILL of the Sentinel primary under
 // writes, with and without store.WriteThrough (writes acknowledged again
 // about 2.4 s after the kill with down-after-milliseconds 1000); each
-// Cluster node restarting empty under store.WriteThrough. Not tested: a
-// manual or partition-healing Sentinel failover, where the old primary
-// lives on as a replica and may keep the subscription (go-redis moves
-// commands, not the pub/sub connection, to the new primary); slot
-// migration (redis-cli --cluster reshard) under writes; Cluster shards
-// with replicas.
+// Cluster node restarting empty under store.WriteThrough.
+//
+// Not covered: a Sentinel failover that leaves the old primary alive
+// (SENTINEL FAILOVER, or a partition that heals) moves the store's
+// commands to the new primary but not its subscription, which stays on
+// the old primary, now a replica that still relays the new primary's
+// events; no Resync is sent, so writes the old primary took after the
+// promotion and dropped when it became a replica are not written back.
+// Slot migration (redis-cli --cluster reshard) under writes and Cluster
+// shards with replicas are not tested.
 //
 // Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
 // (no per-key round trip) and decoding in parallel on GOMAXPROCS
