@@ -68,12 +68,14 @@
 // about 2.4 s after the kill with down-after-milliseconds 1000); each
 // Cluster node restarting empty under store.WriteThrough.
 //
-// Not covered: a Sentinel failover that leaves the old primary alive
-// (SENTINEL FAILOVER, or a partition that heals) moves the store's
-// commands to the new primary but not its subscription, which stays on
-// the old primary, now a replica that still relays the new primary's
-// events; no Resync is sent, so writes the old primary took after the
-// promotion and dropped when it became a replica are not written back.
+// A Sentinel failover that leaves the old primary alive (SENTINEL
+// FAILOVER, or a partition that heals) moves the store's commands to the
+// new primary at the switch, but its subscription stays on the old primary
+// until the Sentinels make that a replica and close its clients (the
+// Resync came 10.9 s after SENTINEL FAILOVER in
+// TestSentinelManualFailoverResyncs, the switch about 1 s after). Until then the watcher misses other replicas'
+// events; the Resync then reloads what it missed, and store.WriteThrough
+// writes back what the old primary took after the promotion and dropped.
 // Slot migration (redis-cli --cluster reshard) under writes and Cluster
 // shards with replicas are not tested.
 //

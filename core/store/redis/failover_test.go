@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
@@ -108,16 +110,27 @@ func failover(t *testing.T, s *testenv.RedisSentinel, w *writer) time.Duration {
 	stop()
 	wg.Wait()
 
-	now, err := s.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now == old {
-		t.Fatalf("the Sentinels still name the killed server %s as the primary", old.Addr())
-	}
+	now := waitPromoted(t, s, old)
 	t.Logf("primary %s killed; %s promoted; writes acknowledged again %v after the kill",
 		old.Addr(), now.Addr(), took.Round(time.Millisecond))
 	return took
+}
+
+// waitPromoted waits until the first running Sentinel names a server other
+// than old as the primary (each Sentinel learns of a switch on its own),
+// and returns it.
+func waitPromoted(t *testing.T, s *testenv.RedisSentinel, old *testenv.Redis) *testenv.Redis {
+	t.Helper()
+	var now *testenv.Redis
+	testutil.EventuallyWhy(t, "a Sentinel naming a new primary", func() (bool, string) {
+		p, err := s.Primary(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		now = p
+		return p != old, "the Sentinel names " + p.Addr()
+	})
+	return now
 }
 
 // resyncs records when a watcher got EventResync.
@@ -135,6 +148,18 @@ func (r *resyncs) follow(events <-chan store.Event) {
 			r.mu.Unlock()
 		}
 	}
+}
+
+// first returns the time of the first Resync after t, or the zero time.
+func (r *resyncs) first(t time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, at := range r.times {
+		if at.After(t) {
+			return at
+		}
+	}
+	return time.Time{}
 }
 
 // since reports whether a Resync came after t.
@@ -236,7 +261,41 @@ func TestSentinelFailoverWriteThrough(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("every write in Redis again %v after the kill", time.Since(killed).Round(time.Millisecond))
-	if now, err := s.Primary(ctx); err != nil || now == old {
-		t.Fatalf("Primary = %v, %v; want a promoted replica", now, err)
+	waitPromoted(t, s, old)
+}
+
+// TestSentinelManualFailoverResyncs asks the Sentinels to fail over while
+// the old primary lives on (SENTINEL FAILOVER). The store's commands move
+// to the new primary at the switch, but its subscription stays on the old
+// one until the Sentinels make it a replica, dropping what it took after
+// the promotion, and close its clients: the watcher must get a Resync then,
+// as after a crash.
+func TestSentinelManualFailoverResyncs(t *testing.T) {
+	ctx := t.Context()
+	s := testenv.StartRedisSentinel(t)
+	a := newStoreURL(t, s.URL(), "m:", "a")
+	b := newStoreURL(t, s.URL(), "m:", "b")
+	events, err := a.Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
 	}
+	var rs resyncs
+	go rs.follow(events)
+	old, err := s.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: s.Sentinels()[0].Addr()})
+	defer sc.Close()
+	start := time.Now()
+	if err := sc.Failover(ctx, testenv.SentinelMaster).Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	waitPromoted(t, s, old)
+	testutil.Eventually(t, "a Resync after the failover", func() bool { return rs.since(start) })
+	t.Logf("Resync %v after SENTINEL FAILOVER", rs.first(start).Sub(start).Round(time.Millisecond))
+	testutil.EventuallyWhy(t, "PutInput after the failover", func() (bool, string) {
+		err := b.PutInput(ctx, "east", storetest.Snap(t, 1, "x", 1))
+		return err == nil, fmt.Sprint(err)
+	})
 }
