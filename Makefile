@@ -30,7 +30,7 @@ build:
 ui:
 	cd core/ui/web && npm ci --no-audit --no-fund && npm run build
 
-## testdeps: install redis-server, etcd, protoc and chromium; build kube-apiserver and helm.
+## testdeps: install redis-server, redis-cli, etcd, protoc and chromium; build kube-apiserver and helm.
 testdeps:
 	bash hack/testdeps.sh
 	bash hack/helm.sh

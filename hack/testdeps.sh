@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testdeps.sh installs the servers that meshrelay's integration tests run
-# (see internal/testenv): redis-server, etcd and chromium (the web UI's
-# browser tests) from Debian packages, protoc for code generation, and
+# (see internal/testenv): redis-server, redis-cli (which creates the Redis
+# Cluster), etcd and chromium (the web UI's browser tests) from Debian
+# packages, protoc for code generation, and
 # bin/kube-apiserver built from the tools/kube module.
 #
 # It is idempotent and quick when everything is present: packages are
@@ -16,6 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # binary:package pairs.
 deps=(
 	redis-server:redis-server
+	redis-cli:redis-tools
 	etcd:etcd-server
 	protoc:protobuf-compiler
 	chromium:chromium

@@ -1,5 +1,6 @@
 // Package testenv starts the real servers that meshrelay's integration tests
-// run against: redis-server, and etcd with a kube-apiserver that serves the
+// run against: redis-server (alone, as a Sentinel set or as a Redis
+// Cluster), and etcd with a kube-apiserver that serves the
 // Istio and Cilium CustomResourceDefinitions.
 //
 // Nothing here is a fake. Each server is a child process of the test binary,
@@ -18,6 +19,20 @@
 //
 // StartRedis runs without persistence unless RedisPersistence is given, in
 // which case data written before Stop is still there after Start.
+//
+//	s := testenv.StartRedisSentinel(t) // a primary, two replicas, three Sentinels
+//	url := s.URL()                     // redis+sentinel://s1,s2,s3/meshrelay
+//	p, _ := s.Primary(ctx)             // the server the Sentinels name now
+//	p.Stop()                           // kill -9 it: the Sentinels fail over
+//
+//	c := testenv.StartRedisCluster(t) // three primaries sharing the slots
+//	url := c.URL()                    // redis+cluster://n1,n2,n3
+//
+// StartRedisSentinel returns once every Sentinel sees both replicas and the
+// other Sentinels, so a failover can start at once; its Sentinels call a
+// primary down after 1 s without an answer. StartRedisCluster joins its
+// nodes with redis-cli --cluster create and returns once every node reports
+// the cluster ok.
 //
 // # Kubernetes
 //
@@ -49,14 +64,14 @@
 //
 // # Missing servers
 //
-// The servers come from Debian's redis-server, etcd-server and chromium
-// packages and from bin/kube-apiserver, which is built from the tools/kube
+// The servers come from Debian's redis-server (with redis-tools'
+// redis-cli), etcd-server and chromium packages and from bin/kube-apiserver, which is built from the tools/kube
 // module; `make testdeps` (hack/testdeps.sh) provides all of them. When one is missing the
 // test is skipped with a message saying how to install it, unless CI=true or
 // MESHRELAY_REQUIRE_TESTENV=1 is set, in which case the test fails.
 //
-// The binaries are looked up in PATH (redis-server, etcd) and in the
-// repository's bin/ directory (kube-apiserver); MESHRELAY_REDIS_SERVER,
-// MESHRELAY_ETCD, MESHRELAY_KUBE_APISERVER and MESHRELAY_CHROMIUM override
+// The binaries are looked up in PATH (redis-server, redis-cli, etcd) and in
+// the repository's bin/ directory (kube-apiserver); MESHRELAY_REDIS_SERVER,
+// MESHRELAY_REDIS_CLI, MESHRELAY_ETCD, MESHRELAY_KUBE_APISERVER and MESHRELAY_CHROMIUM override
 // the paths.
 package testenv

@@ -42,10 +42,13 @@ func RedisArgs(args ...string) RedisOption {
 // Redis is a redis-server started by StartRedis. Its methods are safe for
 // concurrent use.
 type Redis struct {
+	name    string // for logs and errors: "redis-server", "redis-sentinel"
 	binary  string
 	dir     string
 	logPath string
+	config  string // a config file passed before the arguments, or ""
 	port    int
+	busPort int // the Redis Cluster bus port, 0 outside a cluster
 	args    []string
 
 	mu   sync.Mutex
@@ -76,39 +79,60 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	binary := RedisServer(t)
-	dir := t.TempDir()
-	r := &Redis{binary: binary, dir: dir, logPath: filepath.Join(dir, "redis.log")}
-	r.args = []string{
-		"--bind", "127.0.0.1",
-		"--dir", dir,
-		"--save", "",
-		"--daemonize", "no",
-		"--protected-mode", "yes",
-		"--loglevel", "notice",
-	}
+	r := newRedis(t, "redis-server", "redis.log")
+	r.args = append(r.args, "--save", "", "--protected-mode", "yes")
 	if o.persist {
 		r.args = append(r.args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		r.args = append(r.args, "--appendonly", "no")
 	}
 	r.args = append(r.args, o.args...)
-	dumpLogOnFailure(t, "redis-server", r.logPath)
-	t.Cleanup(r.Stop)
+	r.launch(t)
+	return r
+}
 
+// newRedis prepares a stopped server with its own temporary directory,
+// logging to logName there, and the arguments every server takes. The log
+// is written to the test log if the test fails, and the server is stopped
+// when the test ends.
+func newRedis(t testing.TB, name, logName string) *Redis {
+	t.Helper()
+	binary := RedisServer(t)
+	dir := t.TempDir()
+	r := &Redis{name: name, binary: binary, dir: dir, logPath: filepath.Join(dir, logName)}
+	r.args = []string{
+		"--bind", "127.0.0.1",
+		"--dir", dir,
+		"--daemonize", "no",
+		"--loglevel", "notice",
+	}
+	dumpLogOnFailure(t, name, r.logPath)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// launch starts r on free ports, retrying on others if a port was taken in
+// the meantime.
+func (r *Redis) launch(t testing.TB) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		var err error
 		if r.port, err = freePort(); err != nil {
-			t.Fatalf("start redis: %v", err)
+			t.Fatalf("start %s: %v", r.name, err)
+		}
+		if r.busPort != 0 {
+			if r.busPort, err = freePort(); err != nil {
+				t.Fatalf("start %s: %v", r.name, err)
+			}
 		}
 		err = r.start()
 		if err == nil {
-			return r
+			return
 		}
 		if attempt == 2 {
-			t.Fatalf("start redis: %v", err)
+			t.Fatalf("start %s: %v", r.name, err)
 		}
-		t.Logf("testenv: start redis on port %d: %v; retrying on another port", r.port, err)
+		t.Logf("testenv: start %s on port %d: %v; retrying on another port", r.name, r.port, err)
 	}
 }
 
@@ -144,7 +168,7 @@ func (r *Redis) Stop() {
 // waits until it answers PING. Start on a running server does nothing.
 func (r *Redis) Start() error {
 	if err := r.start(); err != nil {
-		return fmt.Errorf("start redis: %w", err)
+		return fmt.Errorf("start %s: %w", r.name, err)
 	}
 	return nil
 }
@@ -158,8 +182,16 @@ func (r *Redis) start() error {
 		}
 		r.proc = nil
 	}
-	args := append([]string{"--port", strconv.Itoa(r.port)}, r.args...)
-	p, err := startProcess("redis-server", r.logPath, r.binary, args...)
+	var args []string
+	if r.config != "" {
+		args = append(args, r.config)
+	}
+	args = append(args, "--port", strconv.Itoa(r.port))
+	if r.busPort != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(r.busPort))
+	}
+	args = append(args, r.args...)
+	p, err := startProcess(r.name, r.logPath, r.binary, args...)
 	if err != nil {
 		return err
 	}

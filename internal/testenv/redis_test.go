@@ -88,3 +88,63 @@ func TestRedisStartWhileRunning(t *testing.T) {
 		t.Fatalf("PING: %v", err)
 	}
 }
+
+func TestRedisSentinel(t *testing.T) {
+	s := testenv.StartRedisSentinel(t)
+	ctx := t.Context()
+	primary, err := s.Primary(ctx)
+	if err != nil {
+		t.Fatalf("Primary: %v", err)
+	}
+	if primary != s.Servers()[0] {
+		t.Fatalf("Primary = %s, want the first server %s", primary.Addr(), s.Servers()[0].Addr())
+	}
+	// The Sentinels must have taken the short timing from their config.
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels()[0].Addr()})
+	defer sc.Close()
+	m, err := sc.Master(ctx, testenv.SentinelMaster).Result()
+	if err != nil {
+		t.Fatalf("SENTINEL MASTER: %v", err)
+	}
+	if got := m["down-after-milliseconds"]; got != "1000" {
+		t.Errorf("down-after-milliseconds = %q, want 1000", got)
+	}
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.SentinelMaster, SentinelAddrs: sentinelAddrs(s)})
+	defer c.Close()
+	if err := c.Set(ctx, "key", "value", 0).Err(); err != nil {
+		t.Fatalf("SET through the sentinels: %v", err)
+	}
+}
+
+func sentinelAddrs(s *testenv.RedisSentinel) []string {
+	var addrs []string
+	for _, r := range s.Sentinels() {
+		addrs = append(addrs, r.Addr())
+	}
+	return addrs
+}
+
+func TestRedisCluster(t *testing.T) {
+	rc := testenv.StartRedisCluster(t)
+	var addrs []string
+	for _, n := range rc.Nodes() {
+		addrs = append(addrs, n.Addr())
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	ctx := t.Context()
+	// Keys in all three nodes' slots.
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		if err := c.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+	}
+	for i, n := range rc.Nodes() {
+		nc := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		keys, err := nc.DBSize(ctx).Result()
+		nc.Close()
+		if err != nil || keys == 0 {
+			t.Errorf("node %d holds %d keys, %v; want some", i, keys, err)
+		}
+	}
+}

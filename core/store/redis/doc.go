@@ -9,7 +9,8 @@
 //
 // # Key layout
 //
-// Every key starts with Options.Prefix (default "meshrelay:", shown as P):
+// Every key starts with Options.Prefix (default "meshrelay:", shown as P;
+// "{meshrelay}:" on Redis Cluster, below):
 //
 //	P input:CLUSTER   hash  v: version, 20 zero-padded digits
 //	                        h: snapshot hash, 32 raw bytes
@@ -37,11 +38,46 @@
 // checks (a PutInput older than the stored version is ignored; a Put of the
 // stored version and hash is a no-op), writes, and publishes the event, so
 // an event is published exactly when data changed and never before the data
-// is readable. Scripts touch a single key, so they run on Redis Cluster
-// too; the index set is written before the input (SADD, then the script)
-// and removed after it (the script, then SREM), so a crash in between
+// is readable. Scripts touch a single key; the index set is written before
+// the input (SADD, then the script) and removed after it (the script, then
+// SREM), so a crash in between
 // leaves an index entry without a key, which ListInputs skips, and never an
 // input that ListInputs cannot see.
+//
+// # Sentinel and Redis Cluster
+//
+// With Sentinel the store talks to the primary the Sentinels name, and
+// follows a failover without a new store. Redis replicates asynchronously
+// and the store does not WAIT, so an acknowledged write is on the primary
+// only: a failover may drop the writes the dead primary acknowledged
+// before its replicas had them. The change feed's subscription is on the
+// primary and breaks with it, so every watcher gets store.EventResync, and
+// store.WriteThrough writes back what memory holds.
+//
+// On Redis Cluster, New wraps a prefix without a hash tag in one
+// ("meshrelay:" becomes "{meshrelay}:"), so every key and the channel share
+// one hash slot and one shard. A shard that restarts empty or fails over
+// then always breaks the subscription and resyncs; keys on a shard the
+// subscription is not on could be lost with no resync. The cluster gives
+// the store failover, not sharding.
+//
+// Tested for real (ha_test.go, failover_test.go, internal/testenv): the
+// conformance suite (core/store/storetest) through three Sentinels and on
+// a three-primary Redis Cluster; a SIGKILL of the Sentinel primary under
+// writes, with and without store.WriteThrough (writes acknowledged again
+// about 2.4 s after the kill with down-after-milliseconds 1000); each
+// Cluster node restarting empty under store.WriteThrough.
+//
+// A Sentinel failover that leaves the old primary alive (SENTINEL
+// FAILOVER, or a partition that heals) moves the store's commands to the
+// new primary at the switch, but its subscription stays on the old primary
+// until the Sentinels make that a replica and close its clients (the
+// Resync came 10.9 s after SENTINEL FAILOVER in
+// TestSentinelManualFailoverResyncs, the switch about 1 s after). Until then the watcher misses other replicas'
+// events; the Resync then reloads what it missed, and store.WriteThrough
+// writes back what the old primary took after the promotion and dropped.
+// Slot migration (redis-cli --cluster reshard) under writes and Cluster
+// shards with replicas are not tested.
 //
 // Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
 // (no per-key round trip) and decoding in parallel on GOMAXPROCS

@@ -25,7 +25,10 @@ type Options struct {
 	// its context.
 	Client goredis.UniversalOptions
 	// Prefix starts every key and the event channel; DefaultPrefix when
-	// empty. Server replicas that share a fleet use the same prefix.
+	// empty. Server replicas that share a fleet use the same prefix. On
+	// Redis Cluster, New wraps a prefix without a hash tag in one
+	// ("meshrelay:" becomes "{meshrelay}:"), so that all of the store is
+	// in one hash slot (see the package documentation).
 	Prefix string
 	// Replica identifies this server replica in events; Watch reports only
 	// other replicas' writes. A random ID when empty.

@@ -81,6 +81,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
+	if o.Client.MasterName == "" && (o.Client.IsClusterMode || len(o.Client.Addrs) > 1) {
+		o.Prefix = clusterPrefix(o.Prefix)
+	}
 	if o.Replica == "" {
 		var b [8]byte
 		rand.Read(b[:])
@@ -106,6 +109,23 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to redis %s: %w", strings.Join(o.Client.Addrs, ","), err)
 	}
 	return s, nil
+}
+
+// clusterPrefix returns prefix with a Redis Cluster hash tag, so that every
+// key and the change feed's channel map to one hash slot: "meshrelay:"
+// becomes "{meshrelay}:". A prefix that has a hash tag is kept.
+//
+// Redis Cluster keeps a slot on one shard, so the subscription of the
+// change feed breaks whenever that shard restarts or fails over, and every
+// watcher resyncs, which lets store.WriteThrough write back what the shard
+// lost. Keys spread over other shards could be lost with no resync at all.
+func clusterPrefix(prefix string) string {
+	if open := strings.IndexByte(prefix, '{'); open >= 0 {
+		if end := strings.IndexByte(prefix[open+1:], '}'); end > 0 {
+			return prefix
+		}
+	}
+	return "{" + strings.TrimSuffix(prefix, ":") + "}:"
 }
 
 // ReplicaID returns the replica ID this store writes in events.
