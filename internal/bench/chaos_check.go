@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -105,16 +106,23 @@ func (c *chaosRun) storm(ctx context.Context, victim *serverProcess, when string
 	victim.kill()
 	at := time.Now()
 	var connSeries, resyncSeries []int64
+	var why string // why the replicas did not match the model, last time
 	for deadline := at.Add(c.opts.Timeout); time.Now().Before(deadline) && ctx.Err() == nil; sleepCtx(ctx, 100*time.Millisecond) {
 		connSeries = append(connSeries, total(connects))
 		resyncSeries = append(resyncSeries, total(resyncs))
 		if rep.ReconnectedSeconds < 0 && allReconnected(moved, connects0) {
 			rep.ReconnectedSeconds = time.Since(at).Seconds()
 		}
-		if rep.ReconnectedSeconds >= 0 && c.servedMatches(want) {
+		if rep.ReconnectedSeconds < 0 {
+			continue
+		}
+		if why = c.servedMismatch(want); why == "" {
 			rep.ConvergedSeconds = time.Since(at).Seconds()
 			break
 		}
+	}
+	if rep.ConvergedSeconds < 0 && why != "" {
+		c.say("storm: the replicas still differ from the model: %s", why)
 	}
 	rep.PeakConnectsPerSecond, rep.PeakResyncsPerSecond = peakPerSecond(connSeries), peakPerSecond(resyncSeries)
 	c.say("storm: %d agents back after %.1fs, converged after %.1fs; peak %.0f registrations/s, %.0f resyncs/s",
@@ -151,26 +159,28 @@ func (c *chaosRun) servedBy(p *serverProcess) []*sim {
 	return out
 }
 
-// servedMatches reports whether the live replicas serve every cluster and
-// computed the model's outputs for each.
-func (c *chaosRun) servedMatches(want map[string]map[string]*snapshot.Snapshot) bool {
+// servedMismatch returns why the live replicas do not serve every cluster
+// with the model's outputs, or "" when they do.
+func (c *chaosRun) servedMismatch(want map[string]map[string]*snapshot.Snapshot) string {
 	served, err := c.servers.servedOutputs()
-	if err != nil || len(served) < len(c.sims) {
-		return false
+	if err != nil {
+		return "status: " + err.Error()
 	}
 	for _, s := range c.sims {
-		got := served[s.cluster.Name]
-		w := want[s.cluster.Name]
-		if len(got) != len(w) {
-			return false
+		got, ok := served[s.cluster.Name]
+		if !ok {
+			return fmt.Sprintf("%s is connected to no live replica", s.cluster.Name)
 		}
+		w := want[s.cluster.Name]
+		hashes := map[string]string{}
 		for backend, snap := range w {
-			if got[backend] != snap.Hash().Short() {
-				return false
-			}
+			hashes[backend] = snap.Hash().Short()
+		}
+		if !maps.Equal(got, hashes) {
+			return fmt.Sprintf("%s: the replica stores %v, the model has %v", s.cluster.Name, got, hashes)
 		}
 	}
-	return true
+	return ""
 }
 
 func allReconnected(moved []*sim, before []int64) bool {
