@@ -29,6 +29,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/core/pki"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -883,24 +884,16 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 			}
 			// The RBAC authorizer reads bindings from an informer, so a
 			// binding just created may not count yet: what must be allowed
-			// is asked until it is (or 30 s pass), and only then is what
-			// must be denied asked, once, against bindings known to be seen.
-			deadline := time.Now().Add(30 * time.Second)
+			// is asked until it is, and only then is what must be denied
+			// asked, once, against bindings known to be seen.
 			for _, a := range tc.checks {
 				if !a.allowed {
 					continue
 				}
-				for {
+				testutil.EventuallyWhy(t, fmt.Sprintf("%s to be allowed to %s %s", tc.sa, a.verb, a.resource), func() (bool, string) {
 					attrs, allowed := review(a)
-					if allowed {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Errorf("%s may %s %v: allowed = false, want true", tc.sa, a.verb, attrs)
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
+					return allowed, fmt.Sprintf("%v: allowed = false, want true", attrs)
+				})
 			}
 			for _, a := range tc.checks {
 				if a.allowed {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// serveDemo runs the demo fleet (three clusters, real plugin processes,
+// serveDemo runs the demo fleet (four clusters, real plugin processes,
 // real agents) until the test ends and returns the admin flags that reach
 // its server.
 func serveDemo(t *testing.T) []string {
@@ -60,7 +60,7 @@ func serveDemoOut(t *testing.T, pluginDir string) ([]string, string) {
 
 // Every get and describe form, in every output format, against the demo
 // fleet through the whole agent → server → admin API path: the discovery
-// objects derived from the three clusters, the policies and their outputs,
+// objects derived from the four clusters, the policies and their outputs,
 // unknown names (exit 3), an unauthenticated call (refused) and shell
 // completion of names.
 func TestGetAndDescribe(t *testing.T) {

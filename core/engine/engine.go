@@ -442,10 +442,11 @@ func (e *Engine) Step(ctx context.Context) Ready {
 }
 
 // take records one translator's answer and returns the outputs whose
-// content changed, to hand on, and those current as delivered before. A set the engine holds no mark of is
-// compared with the one delivered before: its cluster's agent may hold an
-// output another replica, or this server before a restart, delivered, so
-// a set that changed or emptied meanwhile is handed on. Callers hold e.mu.
+// content changed, to hand on, and those current as delivered before. A
+// set the engine holds no mark of is compared with the one delivered
+// before: its cluster's agent may hold an output another replica, or this
+// server before a restart, delivered, so a set that changed or emptied
+// meanwhile is handed on. Callers hold e.mu.
 func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput) (changed []Output, current []Current) {
 	for _, co := range outs {
 		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}

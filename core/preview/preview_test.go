@@ -158,3 +158,44 @@ func TestRunRefuses(t *testing.T) {
 		t.Errorf("Run with a failing translator = %+v, %v; want its error", rep, err)
 	}
 }
+
+// tierOf emits, for every cluster, a ConfigMap carrying the cluster's
+// "tier" label and the number of policies: what a translator selecting
+// clusters by label reads.
+type tierOf struct{ perPolicy }
+
+func (tierOf) Translate(_ context.Context, v pluginhost.View) (pluginhost.Result, error) {
+	res := pluginhost.Result{Sent: true}
+	for name, c := range v.Clusters {
+		cm, err := snapshot.FromObject(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "tier", "namespace": "ns"},
+			"data":     map[string]any{"tier": c.Labels["tier"], "policies": fmt.Sprint(v.Policies.Len())},
+		})
+		if err != nil {
+			return res, err
+		}
+		res.Outputs = append(res.Outputs, pluginhost.ClusterOutput{Cluster: name, Backend: "cm", Resources: []snapshot.Resource{cm}})
+	}
+	return res, nil
+}
+
+// The fleet's labels reach the translators in both translations, as the
+// server's registry gives them to its own sessions.
+func TestRunHandsOnLabels(t *testing.T) {
+	f := fleet(t)
+	f.Labels = map[string]map[string]string{"east": {"tier": "gold"}}
+	rep, err := Run(context.Background(), []pluginhost.Translator{tierOf{}}, f, Change{Upserts: []snapshot.Resource{policy(t, "a", "1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Outputs {
+		want := "tier: gold"
+		if o.Cluster != "east" {
+			want = "tier: \"\""
+		}
+		if len(o.Changed) != 1 || !strings.Contains(o.Changed[0].Diff, " "+want) {
+			t.Errorf("%s's diff does not keep its label (%s):\n%+v", o.Cluster, want, o.Changed)
+		}
+	}
+}
