@@ -761,6 +761,8 @@ func TestRBACAuthorizesOnlyWhatIsNeeded(t *testing.T) {
 			checks: []access{
 				{verb: "list", resource: "nodes", allowed: true},
 				{verb: "get", resource: "configmaps", namespace: other, name: "cilium-config", allowed: true},
+				{verb: "watch", resource: "configmaps", namespace: other, name: "linkerd-config", allowed: true},
+				{verb: "list", resource: "configmaps", namespace: other, name: "linkerd-identity-trust-roots", allowed: true},
 				{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices", allowed: true},
 				{verb: "watch", group: "apps", resource: "replicasets", namespace: other, allowed: true},
 				{verb: "list", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", allowed: true},

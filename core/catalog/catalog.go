@@ -30,12 +30,13 @@ const (
 	istioInjectionLabel = "istio-injection"
 	istioRevLabel       = "istio.io/rev"
 	istioInject         = "sidecar.istio.io/inject"
+	linkerdInject       = "linkerd.io/inject"
 )
 
 // inputs is one cluster's decoded inputs, by kind.
 type inputs struct {
 	cluster    string
-	namespaces map[string]map[string]string
+	namespaces map[string]metav1.ObjectMeta
 	nodes      map[string]map[string]string
 	services   []corev1.Service
 	slices     []discoveryv1.EndpointSlice
@@ -83,7 +84,7 @@ func (c *Cluster) MeshWorkloads(meshType string) int {
 }
 
 func decode(cluster string, in *snapshot.Snapshot) *inputs {
-	d := &inputs{cluster: cluster, namespaces: map[string]map[string]string{}, nodes: map[string]map[string]string{}}
+	d := &inputs{cluster: cluster, namespaces: map[string]metav1.ObjectMeta{}, nodes: map[string]map[string]string{}}
 	if in == nil {
 		return d
 	}
@@ -95,7 +96,7 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 				if r.ID.Kind == "Node" {
 					d.nodes[o.Name] = o.Labels
 				} else {
-					d.namespaces[o.Name] = o.Labels
+					d.namespaces[o.Name] = o.ObjectMeta
 				}
 			}
 		case "/Service":
@@ -168,7 +169,7 @@ func ptrOr[T any](p *T, def T) T {
 }
 
 // meshesOf returns the mesh types a pod template's pods join.
-func meshesOf(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string, hasMesh func(string) bool) []string {
+func meshesOf(tmpl *corev1.PodTemplateSpec, ns metav1.ObjectMeta, hasMesh func(string) bool) []string {
 	var out []string
 	if hasMesh(discoveryapi.MeshCilium) {
 		out = append(out, discoveryapi.MeshCilium)
@@ -176,8 +177,11 @@ func meshesOf(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string, hasMesh 
 	if _, ok := tmpl.Labels[discoveryapi.EnvoyNodeLabel]; ok {
 		out = append(out, discoveryapi.MeshEnvoy)
 	}
-	if hasMesh(discoveryapi.MeshIstio) && istioInjected(tmpl, nsLabels) {
+	if hasMesh(discoveryapi.MeshIstio) && istioInjected(tmpl, ns.Labels) {
 		out = append(out, discoveryapi.MeshIstio)
+	}
+	if hasMesh(discoveryapi.MeshLinkerd) && linkerdInjected(tmpl, ns.Annotations) {
+		out = append(out, discoveryapi.MeshLinkerd)
 	}
 	slices.Sort(out)
 	return out
@@ -190,6 +194,14 @@ func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) boo
 	}
 	_, rev := nsLabels[istioRevLabel]
 	return inject == "true" || nsLabels[istioInjectionLabel] == "enabled" || rev
+}
+
+// linkerdInjected says whether Linkerd's proxy injector adds its proxy to
+// a pod template's pods: the template's linkerd.io/inject annotation, else
+// its namespace's, is "enabled" or "ingress" ("disabled" opts out).
+func linkerdInjected(tmpl *corev1.PodTemplateSpec, nsAnnotations map[string]string) bool {
+	inject := cmp.Or(tmpl.Annotations[linkerdInject], nsAnnotations[linkerdInject])
+	return inject == "enabled" || inject == "ingress"
 }
 
 // destinations builds the Services' Destinations and links workloads to

@@ -33,6 +33,8 @@ const (
 	injectedNS  = `{apiVersion: v1, kind: Namespace, metadata: {name: app, labels: {istio-injection: enabled}}}`
 	revisionNS  = `{apiVersion: v1, kind: Namespace, metadata: {name: rev, labels: {istio.io/rev: canary}}}`
 	plainNS     = `{apiVersion: v1, kind: Namespace, metadata: {name: plain}}`
+	linkerdMesh = `{apiVersion: discovery.meshrelay.io/v1alpha1, kind: Mesh, metadata: {name: linkerd}, spec: {type: linkerd, namespace: linkerd}}`
+	meshedNS    = `{apiVersion: v1, kind: Namespace, metadata: {name: meshed, annotations: {linkerd.io/inject: enabled}}}`
 	deployment  = `{apiVersion: apps/v1, kind: Deployment, metadata: {name: NAME, namespace: NS}, spec: {selector: {matchLabels: {app: NAME}}, template: {metadata: {labels: {app: NAME}ANNOT}, spec: {containers: [{name: c, image: i}]}}}}`
 	statefulSet = `{apiVersion: apps/v1, kind: StatefulSet, metadata: {name: db, namespace: app}, spec: {serviceName: db, selector: {matchLabels: {app: db}}, template: {metadata: {labels: {app: db}}, spec: {serviceAccountName: db, containers: [{name: c, image: i}]}}}}`
 	daemonSet   = `{apiVersion: apps/v1, kind: DaemonSet, metadata: {name: node-agent, namespace: app}, spec: {selector: {matchLabels: {app: node-agent}}, template: {metadata: {labels: {app: node-agent, meshrelay.io/envoy-node: edge}}, spec: {containers: [{name: c, image: i}]}}}}`
@@ -43,8 +45,9 @@ func deploy(name, ns, annotations string) string {
 }
 
 // The mesh rules: Istio by namespace label, revision label or template
-// annotation, opted out by "false"; Cilium for every workload of a Cilium
-// cluster; Envoy by the node label.
+// annotation, opted out by "false"; Linkerd by the template's or the
+// namespace's linkerd.io/inject annotation; Cilium for every workload of
+// a Cilium cluster; Envoy by the node label.
 func TestMeshes(t *testing.T) {
 	for name, c := range map[string]struct {
 		docs []string
@@ -55,6 +58,16 @@ func TestMeshes(t *testing.T) {
 				deploy("web", "app", ""), deploy("optout", "app", `, annotations: {sidecar.istio.io/inject: "false"}`),
 				deploy("canary", "rev", ""), deploy("bare", "plain", ""), deploy("opted", "plain", `, annotations: {sidecar.istio.io/inject: "true"}`)},
 			want: map[string][]string{"app/web": {"istio"}, "app/optout": nil, "rev/canary": {"istio"}, "plain/bare": nil, "plain/opted": {"istio"}},
+		},
+		"linkerd": {
+			docs: []string{linkerdMesh, meshedNS, plainNS,
+				deploy("web", "meshed", ""), deploy("optout", "meshed", `, annotations: {linkerd.io/inject: disabled}`),
+				deploy("gw", "plain", `, annotations: {linkerd.io/inject: ingress}`), deploy("bare", "plain", "")},
+			want: map[string][]string{"meshed/web": {"linkerd"}, "meshed/optout": nil, "plain/gw": {"linkerd"}, "plain/bare": nil},
+		},
+		"no linkerd in the cluster": {
+			docs: []string{meshedNS, deploy("web", "meshed", "")},
+			want: map[string][]string{"meshed/web": nil},
 		},
 		"no istio in the cluster": {
 			docs: []string{injectedNS, deploy("web", "app", "")},

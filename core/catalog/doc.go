@@ -26,7 +26,9 @@
 //   - Its meshes: istio when the cluster runs Istio and its namespace has
 //     istio-injection=enabled or an istio.io/rev label, or its pod template
 //     says sidecar.istio.io/inject "true" (label or annotation), and the
-//     template does not say "false"; cilium when the cluster runs Cilium;
+//     template does not say "false"; linkerd when the cluster runs Linkerd
+//     and the linkerd.io/inject annotation of its pod template, else of its
+//     namespace, is "enabled" or "ingress"; cilium when the cluster runs Cilium;
 //     envoy when the template carries meshrelay.io/envoy-node.
 //   - A Destination is a Service: its labels, type, ports, the workloads
 //     its selector matches, its endpoints and the meshes of its workloads.

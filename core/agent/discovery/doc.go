@@ -59,8 +59,8 @@
 // drops invalid Gateways and sorts. The mesh type is one of
 // api/discovery/v1alpha1's Mesh constants. A ConfigMap a detector reads is
 // named in its configMaps, which keeps it out of snapshots (it is never an
-// input); the Kube source watches ConfigMaps by name (derivedResources in
-// kube.go), and the agent's chart grants them by name
+// input); the Kube source watches ConfigMaps by name, an informer each
+// (derivedWatches in kube.go), and the agent's chart grants them by name
 // (deploy/charts/meshrelay-agent/templates/rbac.yaml), so a detector that
 // reads a new ConfigMap also adds it there.
 //

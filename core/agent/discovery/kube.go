@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -36,11 +37,29 @@ var builtinResources = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "nodes"},
 }
 
-// derivedResources are watched only for what Compute derives from them
-// (see derivedOnly), each narrowed to the objects it reads by a field
-// selector; they are never inputs. RBAC can then grant them by name.
-var derivedResources = map[schema.GroupVersionResource]string{
-	{Version: "v1", Resource: "configmaps"}: "metadata.name=" + CiliumConfigMap,
+// configMapResource identifies ConfigMaps, which are watched only by name.
+var configMapResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// watchKey names one informer: a resource, and for an object watched by
+// name (a detector's ConfigMap) that name, as a field selector narrows
+// the list and watch to it. RBAC can then grant such objects by name,
+// and a field selector names one object only, hence an informer each.
+type watchKey struct {
+	gvr  schema.GroupVersionResource
+	name string
+}
+
+// derivedWatches are the objects watched only for what Compute derives
+// from them (see derivedOnly): the detectors' ConfigMaps, by name. They
+// are never inputs.
+func derivedWatches() []watchKey {
+	var out []watchKey
+	for _, d := range detectors {
+		for _, name := range d.configMaps {
+			out = append(out, watchKey{gvr: configMapResource, name: name})
+		}
+	}
+	return out
 }
 
 // crdResource identifies CustomResourceDefinitions.
@@ -57,7 +76,7 @@ type Kube struct {
 	dirty chan struct{}
 
 	mu        sync.Mutex
-	informers map[schema.GroupVersionResource]*watched
+	informers map[watchKey]*watched
 	// kinds are the declared kinds whose custom resources are discovered;
 	// nil until known.
 	kinds map[snapshot.GroupKind]bool
@@ -108,7 +127,7 @@ func NewKube(cfg *rest.Config, opts KubeOptions) (*Kube, error) {
 		filter:     f,
 		log:        opts.Logger,
 		dirty:      make(chan struct{}, 1),
-		informers:  map[schema.GroupVersionResource]*watched{},
+		informers:  map[watchKey]*watched{},
 		crdVersion: map[schema.GroupResource]string{},
 	}
 	if opts.InputKinds != nil {
@@ -179,12 +198,12 @@ func (k *Kube) Run(ctx context.Context, publish func(*snapshot.Snapshot)) error 
 	k.runCtx = ctx
 	k.mu.Unlock()
 	for _, gvr := range builtinResources {
-		k.start(ctx, gvr, k.objectHandler())
+		k.start(ctx, watchKey{gvr: gvr}, k.objectHandler())
 	}
-	for gvr := range derivedResources {
-		k.start(ctx, gvr, k.objectHandler())
+	for _, key := range derivedWatches() {
+		k.start(ctx, key, k.objectHandler())
 	}
-	k.start(ctx, crdResource, k.crdHandler(ctx))
+	k.start(ctx, watchKey{gvr: crdResource}, k.crdHandler(ctx))
 	k.markDirty()
 
 	var (
@@ -269,8 +288,8 @@ func (k *Kube) synced() bool {
 func (k *Kube) build(version uint64) (*snapshot.Snapshot, error) {
 	k.mu.Lock()
 	var all, kept []snapshot.Resource
-	for gvr, w := range k.informers {
-		if gvr == crdResource {
+	for key, w := range k.informers {
+		if key.gvr == crdResource {
 			continue
 		}
 		for _, o := range w.informer.GetStore().List() {
@@ -288,19 +307,24 @@ func (k *Kube) build(version uint64) (*snapshot.Snapshot, error) {
 	return assemble(version, kept, all)
 }
 
-// start runs an informer for gvr unless one runs.
-func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cache.ResourceEventHandler) {
+// start runs an informer for key unless one runs.
+func (k *Kube) start(ctx context.Context, key watchKey, h cache.ResourceEventHandler) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, ok := k.informers[gvr]; ok || ctx.Err() != nil {
+	if _, ok := k.informers[key]; ok || ctx.Err() != nil {
 		return
 	}
+	gvr := key.gvr
 	var narrow dynamicinformer.TweakListOptionsFunc
-	if sel, ok := derivedResources[gvr]; ok {
+	if key.name != "" {
+		sel := fields.OneTermEqualSelector("metadata.name", key.name).String()
 		narrow = func(o *metav1.ListOptions) { o.FieldSelector = sel }
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(k.client, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, narrow).Informer()
 	log := k.log.With("resource", gvr.String())
+	if key.name != "" {
+		log = log.With("name", key.name)
+	}
 	if gvr != crdResource {
 		if err := inf.SetTransform(k.transform(log)); err != nil {
 			log.Error("set informer transform", "err", err)
@@ -326,7 +350,7 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 	})
 	ictx, cancel := context.WithCancel(ctx)
 	w := &watched{informer: inf, handled: reg.HasSynced, cancel: cancel, done: make(chan struct{})}
-	k.informers[gvr] = w
+	k.informers[key] = w
 	go func() {
 		defer close(w.done)
 		inf.RunWithContext(ictx)
@@ -334,11 +358,11 @@ func (k *Kube) start(ctx context.Context, gvr schema.GroupVersionResource, h cac
 	log.Debug("watching")
 }
 
-// stop ends the informer for gvr, dropping its objects.
+// stop ends the informer for a custom resource, dropping its objects.
 func (k *Kube) stop(gvr schema.GroupVersionResource) {
 	k.mu.Lock()
-	w, ok := k.informers[gvr]
-	delete(k.informers, gvr)
+	w, ok := k.informers[watchKey{gvr: gvr}]
+	delete(k.informers, watchKey{gvr: gvr})
 	k.mu.Unlock()
 	if !ok {
 		return
@@ -355,7 +379,7 @@ func (k *Kube) stopAll() {
 	for _, w := range k.informers {
 		ws = append(ws, w)
 	}
-	k.informers = map[schema.GroupVersionResource]*watched{}
+	k.informers = map[watchKey]*watched{}
 	k.mu.Unlock()
 	for _, w := range ws {
 		w.cancel()
@@ -478,7 +502,7 @@ func (k *Kube) followCRDs(ctx context.Context) {
 	k.crdMu.Lock()
 	defer k.crdMu.Unlock()
 	k.mu.Lock()
-	w := k.informers[crdResource]
+	w := k.informers[watchKey{gvr: crdResource}]
 	k.mu.Unlock()
 	if w == nil {
 		return
@@ -514,7 +538,7 @@ func (k *Kube) followCRD(ctx context.Context, c *crd) {
 		return
 	}
 	k.crdVersion[gr] = want
-	k.start(ctx, gr.WithVersion(want), k.objectHandler())
+	k.start(ctx, watchKey{gvr: gr.WithVersion(want)}, k.objectHandler())
 	k.markDirty()
 }
 

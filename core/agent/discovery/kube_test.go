@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -402,6 +404,82 @@ spec:
 	})
 	polID := snapshot.ID{Group: "policy.meshrelay.io", Version: "v1alpha1", Kind: "TrafficPolicy", Namespace: polNS, Name: created.GetName()}
 	col.WaitFor(t, "the TrafficPolicy is discovered", func(s *snapshot.Snapshot) bool { return has(s, polID) })
+}
+
+// TestKubeLinkerdTrust: the Linkerd Mesh carries the trust domain and
+// anchors of Linkerd's ConfigMaps, watched by name, following their
+// changes; neither ConfigMap is an input.
+func TestKubeLinkerdTrust(t *testing.T) {
+	k := testenv.SharedKube(t)
+	c := newCluster(t, k)
+	ns := k.CreateNamespace(t)
+	col := startKube(t, k, KubeOptions{InputKinds: noCustomKinds})
+	deployments := c.dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(ns)
+	t.Cleanup(func() {
+		if err := deployments.Delete(context.Background(), LinkerdDestination, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete %s: %v", LinkerdDestination, err)
+		}
+	})
+	c.createYAML(ns, `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: linkerd-destination}
+spec:
+  selector: {matchLabels: {app: dst}}
+  template:
+    metadata: {labels: {app: dst}}
+    spec: {containers: [{name: destination, image: "cr.l5d.io/linkerd/controller:edge-25.8.1"}]}
+`)
+	cfg := c.createYAML(ns, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: linkerd-config}
+data: {values: "identityTrustDomain: corp.example\n"}
+`)
+	pemA, fpA := trustAnchor(t)
+	roots := c.createYAML(ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: linkerd-identity-trust-roots}\ndata:\n  ca-bundle.crt: |\n"+indent(pemA, "    "))
+	meshID := snapshot.ID{Group: discoveryv1alpha1.Group, Version: discoveryv1alpha1.Version, Kind: "Mesh", Name: discoveryv1alpha1.MeshLinkerd}
+	mesh := func(s *snapshot.Snapshot) (discoveryv1alpha1.MeshSpec, bool) {
+		r, ok := s.Get(meshID)
+		if !ok {
+			return discoveryv1alpha1.MeshSpec{}, false
+		}
+		var m discoveryv1alpha1.Mesh
+		if err := r.Decode(&m); err != nil || m.Spec.Namespace != ns {
+			return discoveryv1alpha1.MeshSpec{}, false
+		}
+		return m.Spec, true
+	}
+	col.WaitFor(t, "the linkerd Mesh with the ConfigMaps' trust domain and anchor", func(s *snapshot.Snapshot) bool {
+		m, ok := mesh(s)
+		return ok && m.TrustDomain == "corp.example" && slices.Equal(m.TrustAnchors, []string{fpA})
+	})
+
+	pemB, fpB := trustAnchor(t)
+	if err := unstructured.SetNestedField(roots.Object, pemA+pemB, "data", "ca-bundle.crt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client(roots).Update(context.Background(), roots, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(cfg.Object, "identityTrustDomain: east.example\n", "data", "values"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client(cfg).Update(context.Background(), cfg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fpA, fpB}
+	slices.Sort(want)
+	s := col.WaitFor(t, "the linkerd Mesh following both ConfigMaps", func(s *snapshot.Snapshot) bool {
+		m, ok := mesh(s)
+		return ok && m.TrustDomain == "east.example" && slices.Equal(m.TrustAnchors, want)
+	})
+	if n := countKind(s, "", "ConfigMap", ns); n != 0 {
+		t.Errorf("the snapshot holds %d ConfigMaps; none is an input", n)
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(strings.TrimSuffix(s, "\n"), "\n")
+	return prefix + strings.Join(lines, prefix) + "\n"
 }
 
 // TestKubeCiliumEnvoyConfig: the Cilium Mesh says whether Cilium's Envoy

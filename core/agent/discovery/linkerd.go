@@ -40,7 +40,8 @@ const (
 
 // linkerdDetector finds Linkerd.
 var linkerdDetector = detector{
-	mesh: discoveryv1alpha1.MeshLinkerd,
+	mesh:       discoveryv1alpha1.MeshLinkerd,
+	configMaps: []string{LinkerdConfigMap, LinkerdTrustRootsConfigMap},
 	detect: func(c *inventory) (*discoveryv1alpha1.MeshSpec, []discoveryv1alpha1.Gateway) {
 		if m, ok := detectLinkerd(c.objects); ok {
 			return &m.Spec, nil
