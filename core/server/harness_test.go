@@ -141,6 +141,8 @@ func startServerDeps(t *testing.T, st store.Store, dir string, deps func(*Deps),
 	opts.DataDir = dir
 	opts.Debounce = 10 * time.Millisecond
 	opts.Heartbeat = time.Second
+	// Agents stay where a test puts them unless it tests rebalancing.
+	opts.RebalanceInterval = 0
 	// Replicas of one store share the secret the CA key is encrypted with.
 	opts.CAKeyEncryptionKey = "test-ca-key-encryption-key"
 	for _, m := range mods {

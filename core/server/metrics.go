@@ -22,6 +22,7 @@ type metrics struct {
 	cycleSeconds  prometheus.Histogram
 	cycleBytes    prometheus.Counter
 	safeMode      prometheus.Gauge
+	rebalanced    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -52,9 +53,11 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "meshrelay_engine_output_bytes_total", Help: "Bytes of outputs handed on."}),
 		safeMode: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshrelay_server_safe_mode", Help: "1 while the server forbids pruning after a cold start."}),
+		rebalanced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshrelay_relay_rebalanced_agents_total", Help: "Agents this replica asked to move to another replica, being above its fair share."}),
 	}
 	reg.MustRegister(m.connected, m.registrations, m.authFailures, m.messages, m.bytes, m.inputNacks, m.inputLimits, m.connRefusals,
-		m.outputs, m.cycles, m.cycleSeconds, m.cycleBytes, m.safeMode)
+		m.outputs, m.cycles, m.cycleSeconds, m.cycleBytes, m.safeMode, m.rebalanced)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meshrelay_store_degraded", Help: "1 while the backing store is unreachable and writes are queued."},
 		func() float64 {

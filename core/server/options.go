@@ -113,6 +113,14 @@ type Options struct {
 	// the clusters whose agents are connected to it (replicas divide the
 	// work), or TargetsAll, every cluster of the fleet.
 	Targets string
+	// RebalanceInterval is how often the replica announces how many
+	// agents it serves and, when above its fair share, asks a few to move
+	// to another replica (rebalance.go); 0 turns rebalancing off.
+	RebalanceInterval time.Duration
+	// MaxConnectionAge closes an agent's connection after this long (with
+	// a GOAWAY; the agent reconnects to the next server address), the
+	// backstop of rebalancing; 0 keeps connections open.
+	MaxConnectionAge time.Duration
 }
 
 // Whose outputs a replica computes.
@@ -149,6 +157,8 @@ func DefaultOptions() Options {
 		MaxInputParts:                  1024,
 		MaxInputBytes:                  128 << 20,
 		MaxInputResources:              200000,
+		RebalanceInterval:              time.Second,
+		MaxConnectionAge:               time.Hour,
 	}
 }
 
@@ -184,6 +194,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on agent streams")
+	fs.DurationVar(&o.RebalanceInterval, "rebalance-interval", o.RebalanceInterval, "how often this replica announces its agents and, above its fair share of the live replicas, asks a few to move (0: never)")
+	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", o.MaxConnectionAge, "close an agent's connection after this long, so it reconnects to the next server address (0: never)")
 	fs.StringVar(&o.Targets, "targets", o.Targets, "whose outputs this replica computes: connected (the clusters whose agents are connected to it, so replicas divide the work) or all")
 }
 

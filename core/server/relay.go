@@ -44,6 +44,9 @@ type stream struct {
 	cancel  context.CancelCauseFunc
 	wake    chan struct{}
 	ctrl    chan *relayv1.ServerMessage
+	// started is when the stream was accepted: rebalancing moves only
+	// agents that have settled.
+	started time.Time
 
 	// refused is the input version last refused: while refusing, its
 	// remaining parts are dropped unread. Only recvLoop uses it.
@@ -117,6 +120,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	defer cancel(nil)
 	st := &stream{
 		s:       s,
+		started: time.Now(),
 		cluster: cluster,
 		log:     s.log.With("cluster", cluster),
 		srv:     srv,

@@ -491,6 +491,11 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 	}
 	recv, streams := s.opts.MaxMessageBytes, uint32(s.opts.MaxStreamsPerConnection)
 	params := keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: idleTimeout}
+	if authenticated && s.opts.MaxConnectionAge > 0 {
+		// The backstop of rebalancing: even an agent no replica asks to
+		// move reconnects, to the next server address, once in a while.
+		params.MaxConnectionAge, params.MaxConnectionAgeGrace = s.opts.MaxConnectionAge, maxConnectionAgeGrace
+	}
 	if !authenticated {
 		if s.authMode() == ModeMTLS {
 			recv = s.opts.MaxUnauthenticatedMessageBytes
@@ -517,9 +522,12 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 
 // idleTimeout closes a connection without calls; callTimeout bounds every
 // call but Sync, whose Hello has --hello-timeout.
+// maxConnectionAgeGrace is how long an agent's stream may run on after
+// its connection reached MaxConnectionAge: the agent dials anew meanwhile.
 const (
-	idleTimeout = 2 * time.Minute
-	callTimeout = time.Minute
+	idleTimeout           = 2 * time.Minute
+	callTimeout           = time.Minute
+	maxConnectionAgeGrace = 10 * time.Second
 )
 
 // callDeadline gives every call but Sync a deadline from its headers on,
@@ -563,6 +571,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.deliver(ctx, s.ready) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
+	g.Go(func() error { return s.rebalance(ctx) })
 	g.Go(func() error { return s.trust.Run(ctx) })
 	if s.deps.Policies != nil {
 		g.Go(func() error {

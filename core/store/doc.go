@@ -21,6 +21,7 @@
 //	                 DeleteTrust                                the clusters' reports
 //	[Watcher]        Watch                                      the change feed across replicas
 //	[Leases]         AcquireLease, ReleaseLease                 one replica at a time at a job
+//	[Presence]       Announce, Replicas                         the live replicas and their agents
 //	[Store]          all of the above, Ping, Close
 //
 // [UpdateCluster] needs only a [Registry], [UpdateTrust] only a [Trust].

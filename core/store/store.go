@@ -22,8 +22,8 @@ var ErrConflict = errors.New("record changed concurrently")
 
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
 // per-backend output snapshots, the cluster registry, the CA and the meshes'
-// trust state, a change feed across server replicas, and the leases by
-// which replicas take turns. It is composed of one small interface per job;
+// trust state, a change feed across server replicas, the leases by
+// which replicas take turns, and the replicas' presence. It is composed of one small interface per job;
 // a caller that needs one job takes that interface, and every Store is one.
 // Implementations are safe for concurrent use.
 //
@@ -39,6 +39,7 @@ type Store interface {
 	Trust
 	Watcher
 	Leases
+	Presence
 
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error

@@ -58,3 +58,48 @@ func checkLease(name, holder string, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// presence is a replica's last announcement.
+type presence struct {
+	agents  int
+	expires time.Time
+}
+
+// Announce implements store.Presence. Handles on the same data see each
+// other's announcements.
+func (s *Store) Announce(ctx context.Context, replica string, agents int, ttl time.Duration) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := store.CheckAnnounce(replica, agents, ttl); err != nil {
+		return fmt.Errorf("announce: %w", err)
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.presence == nil {
+		d.presence = map[string]presence{}
+	}
+	d.presence[replica] = presence{agents: agents, expires: time.Now().Add(ttl)}
+	return nil
+}
+
+// Replicas implements store.Presence.
+func (s *Store) Replicas(ctx context.Context) (map[string]int, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	d := s.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	out := make(map[string]int, len(d.presence))
+	for r, p := range d.presence {
+		if now.Before(p.expires) {
+			out[r] = p.agents
+		} else {
+			delete(d.presence, r)
+		}
+	}
+	return out, nil
+}

@@ -39,6 +39,7 @@ type data struct {
 	trust    map[string]store.TrustRecord
 	caKey    []byte
 	leases   map[string]store.Lease // see lease.go
+	presence map[string]presence    // see lease.go
 	handles  map[*Store]struct{}
 }
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 )
 
-// leaseTests are the cases of the store.Leases contract.
+// leaseTests are the cases of the store.Leases and store.Presence
+// contracts.
 var leaseTests = map[string]func(t *testing.T, newStore Factory){
 	"LeaseAcquireRenew":     testLeaseAcquireRenew,
 	"LeaseRelease":          testLeaseRelease,
@@ -18,6 +20,9 @@ var leaseTests = map[string]func(t *testing.T, newStore Factory){
 	"LeaseRace":             testLeaseRace,
 	"LeaseInvalidArguments": testLeaseInvalidArguments,
 	"LeaseClosed":           testLeaseClosed,
+	"PresenceAnnounce":      testPresenceAnnounce,
+	"PresenceExpires":       testPresenceExpires,
+	"PresenceInvalid":       testPresenceInvalidArguments,
 }
 
 // acquire calls AcquireLease and fails the test on an error.
@@ -138,5 +143,62 @@ func testLeaseClosed(t *testing.T, newStore Factory) {
 	}
 	if err := s.ReleaseLease(ctx, "job", "h1"); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("ReleaseLease after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+// Every replica sees every replica's latest announcement.
+func testPresenceAnnounce(t *testing.T, newStore Factory) {
+	a, b := newStore(t), newStore(t)
+	ctx := ctxFor(t)
+	must(t, "Announce r1", a.Announce(ctx, "r1", 7, time.Minute))
+	must(t, "Announce r2", b.Announce(ctx, "r2", 0, time.Minute))
+	must(t, "Announce r1 again", a.Announce(ctx, "r1", 3, time.Minute))
+	for _, s := range []store.Store{a, b} {
+		got, err := s.Replicas(ctx)
+		must(t, "Replicas", err)
+		if want := map[string]int{"r1": 3, "r2": 0}; !maps.Equal(got, want) {
+			t.Errorf("Replicas = %v, want %v", got, want)
+		}
+	}
+}
+
+// A replica that stops announcing drops out once its time ran out; the
+// others stay.
+func testPresenceExpires(t *testing.T, newStore Factory) {
+	a, b := newStore(t), newStore(t)
+	ctx := ctxFor(t)
+	must(t, "Announce r1", a.Announce(ctx, "r1", 1, 100*time.Millisecond))
+	must(t, "Announce r2", b.Announce(ctx, "r2", 2, time.Minute))
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		got, err := b.Replicas(ctx)
+		must(t, "Replicas", err)
+		if maps.Equal(got, map[string]int{"r2": 2}) {
+			return
+		}
+		if _, ok := got["r2"]; !ok || time.Now().After(deadline) {
+			t.Fatalf("Replicas = %v, want r2 alone once r1's 100ms ran out", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testPresenceInvalidArguments(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	for _, c := range []struct {
+		replica string
+		agents  int
+		ttl     time.Duration
+	}{{"", 1, time.Minute}, {"r1", -1, time.Minute}, {"r1", 1, 0}} {
+		if err := s.Announce(ctx, c.replica, c.agents, c.ttl); err == nil {
+			t.Errorf("Announce(%q, %d, %v) succeeded, want an error", c.replica, c.agents, c.ttl)
+		}
+	}
+	must(t, "Close", s.Close())
+	if err := s.Announce(ctx, "r1", 1, time.Minute); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Announce after Close: err = %v, want ErrClosed", err)
+	}
+	if _, err := s.Replicas(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Replicas after Close: err = %v, want ErrClosed", err)
 	}
 }
