@@ -322,6 +322,17 @@ type inputSender struct {
 func (s *inputSender) resume(w *relayv1.Welcome) {
 	s.a.mu.Lock()
 	defer s.a.mu.Unlock()
+	// The store keeps the input with the highest version, so every input
+	// this stream sends, whole or as a delta, is numbered above the one
+	// the server holds: a restarted agent, or one whose earlier inputs
+	// were numbered from another replica's version, may be below it.
+	if held := w.GetInputVersion(); s.a.nextVer <= held {
+		s.a.nextVer = held
+		if s.a.current != nil && s.a.current.Version() <= held {
+			s.a.nextVer++
+			s.a.current = s.a.current.WithVersion(s.a.nextVer)
+		}
+	}
 	want, _ := snapshot.HashFromBytes(w.GetInputHash())
 	for _, cand := range []*snapshot.Snapshot{s.a.acked, s.a.current} {
 		if cand != nil && !want.IsZero() && cand.Hash() == want {

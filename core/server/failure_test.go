@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
@@ -290,5 +292,44 @@ func TestAgentDisconnectKeepsItsInputs(t *testing.T) {
 		if c.GetName() == "west" && (c.GetConnected() || !c.GetStale() || c.GetInputResources() == 0) {
 			t.Errorf("west after disconnect = %v, want disconnected, stale, inputs kept", c)
 		}
+	}
+}
+
+// An input stored with a version above the agent's own (another replica
+// numbered it from its stored version, or the agent restarted) does not
+// hide the agent's newer inputs: when the agent moves to another replica,
+// it numbers what it sends above the stored version, and the fleet
+// translates its input, not the stored one.
+func TestAgentInputNumberedAboveTheStoredOne(t *testing.T) {
+	st := memory.New()
+	ts1 := startServer(t, st, "", withID("r1"))
+	ts2 := startServer(t, st.Replica("r2"), "", withID("r2"))
+	east := startAgent(t, ts1, "east", ts1.register("east"), func(o *agent.Options) { o.Server = ts1.Addr() + "," + ts2.Addr() })
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's output", func() bool { return slices.Equal(east.sink.names(), []string{"a"}) })
+
+	// Another replica stores an older input of east, numbered far above.
+	old, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"old","namespace":"default"},"spec":{"ports":[{"port":80}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := snapshot.New(1<<60, []snapshot.Resource{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Replica("other").PutInput(t.Context(), "east", stale); err != nil {
+		t.Fatal(err)
+	}
+	ts1.Stop() // east moves to r2, which holds the older input
+	testutil.EventuallyWhy(t, "east's own input translated by r2", func() (bool, string) {
+		ts2.mu.Lock()
+		_, here := ts2.streams["east"]
+		ts2.mu.Unlock()
+		got := east.sink.names()
+		return here && slices.Equal(got, []string{"a"}), fmt.Sprintf("on r2: %v, outputs %v", here, got)
+	})
+	in, err := st.GetInput(t.Context(), "east")
+	if err != nil || in.Version() <= stale.Version() {
+		t.Errorf("stored input: version %v (err %v), want above %d", in.Version(), err, stale.Version())
 	}
 }

@@ -460,6 +460,13 @@ func (s *Server) acceptInput(ctx context.Context, cluster string, snap *snapshot
 		s.log.Warn("store input", "cluster", cluster, "version", snap.Version(), "error", err)
 		return fmt.Errorf("store input: %w", err)
 	}
+	// The store keeps the input with the highest version: one numbered at
+	// or below the stored one with other content was not taken, and
+	// acking it would leave the fleet translating the older input.
+	if held, _, ok := s.input(ctx, cluster); ok && held.Hash() != snap.Hash() && held.Version() >= snap.Version() {
+		s.log.Warn("input numbered below the stored one; not taken", "cluster", cluster, "version", snap.Version(), "stored_version", held.Version())
+		return fmt.Errorf("input version %d is not above the stored version %d", snap.Version(), held.Version())
+	}
 	s.join(cluster, snap, false)
 	s.markFresh(cluster)
 	return nil

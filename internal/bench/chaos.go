@@ -160,6 +160,9 @@ type Check struct {
 	// last check.
 	BackwardsCount int         `json:"backwards_count"`
 	Backwards      []Backwards `json:"backwards,omitempty"`
+	// Spread is how many agents each live replica serves, as its admin
+	// API says, once the check converged: rebalancing keeps it even.
+	Spread map[string]int `json:"agents_per_replica,omitempty"`
 	// Error says why the model could not be computed.
 	Error string `json:"error,omitempty"`
 }

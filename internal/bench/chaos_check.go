@@ -25,8 +25,8 @@ func (c *chaosRun) check(ctx context.Context, label string) {
 	ck := Check{At: time.Since(c.start).Seconds(), Label: label, ConvergedSeconds: -1}
 	defer func() {
 		c.crep.Checks = append(c.crep.Checks, ck)
-		c.say("check %q at %.1fs: converged after %.1fs, %d clusters differ, %d pruned (%d wrongly), %d backwards %s",
-			label, ck.At, ck.ConvergedSeconds, ck.DifferentClusters, ck.Deletions, ck.WrongfulPruneCount, ck.BackwardsCount, ck.Error)
+		c.say("check %q at %.1fs: converged after %.1fs, %d clusters differ, %d pruned (%d wrongly), %d backwards, agents per replica %v %s",
+			label, ck.At, ck.ConvergedSeconds, ck.DifferentClusters, ck.Deletions, ck.WrongfulPruneCount, ck.BackwardsCount, ck.Spread, ck.Error)
 	}()
 	want, err := c.checker.expected(ctx)
 	if err != nil {
@@ -49,6 +49,18 @@ func (c *chaosRun) check(ctx context.Context, label string) {
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
 	c.audit(&ck, want)
+	ck.Spread = c.spread()
+}
+
+// spread returns how many agents each live replica serves.
+func (c *chaosRun) spread() map[string]int {
+	out := map[string]int{}
+	for _, p := range c.servers {
+		if !p.isKilled() {
+			out[p.id] = len(c.servedBy(p))
+		}
+	}
+	return out
 }
 
 // differences compares every agent's outputs with want and returns the
