@@ -32,7 +32,8 @@
 // other Sentinels, so a failover can start at once; its Sentinels call a
 // primary down after 1 s without an answer. StartRedisCluster joins its
 // nodes with redis-cli --cluster create and returns once every node reports
-// the cluster ok.
+// the cluster ok; Reshard moves a node's slots to another with redis-cli
+// --cluster reshard.
 //
 // # Kubernetes
 //

@@ -167,6 +167,7 @@ func (s *RedisSentinel) Primary(ctx context.Context) (*Redis, error) {
 // primaries without replicas, sharing the 16384 slots.
 type RedisCluster struct {
 	nodes []*Redis
+	cli   string // redis-cli
 }
 
 // StartRedisCluster starts three redis-servers in cluster mode, each on a
@@ -183,7 +184,7 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	if err != nil {
 		skipOrFatal(t, err)
 	}
-	c := &RedisCluster{}
+	c := &RedisCluster{cli: cli}
 	args := []string{"--cluster", "create"}
 	for i := range 3 {
 		r := newRedis(t, fmt.Sprintf("redis-server %d", i), "redis.log")
@@ -244,6 +245,88 @@ func (c *RedisCluster) URL() string {
 
 // Nodes returns the cluster's nodes.
 func (c *RedisCluster) Nodes() []*Redis { return c.nodes }
+
+// Reshard moves every slot of the node that holds key's slot to another
+// node with redis-cli --cluster reshard, as an operator emptying a node
+// would, while clients keep using the cluster. It returns the two nodes
+// once every node agrees that the other one holds key's slot, and how
+// long redis-cli took.
+func (c *RedisCluster) Reshard(t testing.TB, key string) (from, to *Redis, took time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*haReadyTimeout)
+	defer cancel()
+	cl := goredis.NewClient(&goredis.Options{Addr: c.nodes[0].Addr()})
+	defer cl.Close()
+	slot, err := cl.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("reshard: CLUSTER KEYSLOT %q: %v", key, err)
+	}
+	owner := func(n *Redis) (string, int, error) {
+		nc := goredis.NewClient(&goredis.Options{Addr: n.Addr()})
+		defer nc.Close()
+		ranges, err := nc.ClusterSlots(ctx).Result()
+		if err != nil {
+			return "", 0, err
+		}
+		var addr string
+		count := map[string]int{}
+		for _, r := range ranges {
+			if len(r.Nodes) == 0 {
+				continue
+			}
+			count[r.Nodes[0].Addr] += int(r.End - r.Start + 1)
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				addr = r.Nodes[0].Addr
+			}
+		}
+		return addr, count[addr], nil
+	}
+	addr, slots, err := owner(c.nodes[0])
+	if err != nil {
+		t.Fatalf("reshard: CLUSTER SLOTS: %v", err)
+	}
+	id := func(n *Redis) string {
+		nc := goredis.NewClient(&goredis.Options{Addr: n.Addr()})
+		defer nc.Close()
+		out, err := nc.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("reshard: CLUSTER MYID of %s: %v", n.Addr(), err)
+		}
+		return out
+	}
+	for i, n := range c.nodes {
+		if n.Addr() == addr {
+			from, to = n, c.nodes[(i+1)%len(c.nodes)]
+		}
+	}
+	if from == nil {
+		t.Fatalf("reshard: slot %d of %q is on %q, not a node of the cluster", slot, key, addr)
+	}
+	args := []string{"--cluster", "reshard", from.Addr(), "--cluster-from", id(from), "--cluster-to", id(to),
+		"--cluster-slots", strconv.Itoa(slots), "--cluster-yes"}
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, c.cli, args...).CombinedOutput()
+	took = time.Since(start)
+	if err != nil {
+		t.Fatalf("reshard: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	err = poll(ctx, func() error {
+		for _, n := range c.nodes {
+			got, _, err := owner(n)
+			if err != nil {
+				return err
+			}
+			if got != to.Addr() {
+				return fmt.Errorf("node %s says slot %d is on %s, want %s", n.Addr(), slot, got, to.Addr())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reshard: %v", err)
+	}
+	return from, to, took
+}
 
 // poll calls check until it succeeds or ctx ends, and then returns check's
 // last error.

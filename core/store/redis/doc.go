@@ -76,8 +76,11 @@
 // TestSentinelManualFailoverResyncs, the switch about 1 s after). Until then the watcher misses other replicas'
 // events; the Resync then reloads what it missed, and store.WriteThrough
 // writes back what the old primary took after the promotion and dropped.
-// Slot migration (redis-cli --cluster reshard) under writes and Cluster
-// shards with replicas are not tested.
+// A slot migration under writes (redis-cli --cluster reshard of every slot
+// of the node holding the store's slot, TestClusterReshardLosesNothing)
+// loses nothing: the client follows the MOVED and ASK redirects, and
+// store.WriteThrough retries a write refused meanwhile. Cluster shards with
+// replicas are not tested.
 //
 // Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
 // (no per-key round trip) and decoding in parallel on GOMAXPROCS

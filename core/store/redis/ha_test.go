@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/core/store/redis"
@@ -146,4 +149,81 @@ func TestClusterNodeRestartRefilled(t *testing.T) {
 		}
 		testutil.EventuallyWhy(t, fmt.Sprintf("every input in Redis after node %d restarted empty", i), allThere)
 	}
+}
+
+// TestClusterReshardLosesNothing moves every slot of the node holding the
+// store's keys to another node with redis-cli --cluster reshard while a
+// server's write-through store keeps writing inputs: afterwards Redis, and
+// another replica following the change feed, hold the last input of every
+// cluster.
+func TestClusterReshardLosesNothing(t *testing.T) {
+	ctx := t.Context()
+	c := testenv.StartRedisCluster(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	replica := func(name string) *store.WriteThrough {
+		wt := store.NewWriteThrough(memory.New(), newStoreURL(t, c.URL(), "r:", name),
+			store.WriteThroughOptions{Logger: logger, MaxBackoff: 200 * time.Millisecond})
+		t.Cleanup(func() { wt.Close() })
+		if _, err := wt.Load(ctx); err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		go wt.Run(ctx)
+		return wt
+	}
+	writer, follower := replica("a"), replica("b")
+	reader := newStoreURL(t, c.URL(), "r:", "reader")
+
+	const clusters = 16
+	var (
+		mu      sync.Mutex
+		last    = map[string]*snapshot.Snapshot{}
+		written atomic.Int64
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			name := fmt.Sprintf("c%d", i%clusters)
+			s := storetest.Snap(t, uint64(i), fmt.Sprint(i), 2)
+			if err := writer.PutInput(ctx, name, s); err != nil {
+				t.Errorf("PutInput(%s): %v", name, err)
+				return
+			}
+			mu.Lock()
+			last[name] = s
+			mu.Unlock()
+			written.Add(1)
+		}
+	}()
+	testutil.Eventually(t, "writes under way", func() bool { return written.Load() >= 200 })
+	from, to, took := c.Reshard(t, "{r}:input:c0")
+	t.Logf("moved the store's slot with every slot of %s to %s in %v, %d writes so far", from.Addr(), to.Addr(), took, written.Load())
+	after := written.Load()
+	testutil.Eventually(t, "writes after the reshard", func() bool { return written.Load() >= after+200 })
+	close(stop)
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	holds := func(what string, s store.InputReader) func() (bool, string) {
+		return func() (bool, string) {
+			for name, want := range last {
+				callCtx, cancel := context.WithTimeout(ctx, time.Second)
+				got, err := s.GetInput(callCtx, name)
+				cancel()
+				if err != nil || got.Hash() != want.Hash() {
+					return false, fmt.Sprintf("%s: %s: got %v (err %v), want version %d", what, name, got, err, want.Version())
+				}
+			}
+			return true, ""
+		}
+	}
+	testutil.EventuallyWhy(t, "Redis to hold every last input", holds("redis", reader))
+	testutil.EventuallyWhy(t, "the following replica to hold every last input", holds("follower", follower))
 }
