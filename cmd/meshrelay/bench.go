@@ -165,7 +165,7 @@ nothing.`,
 	fs.Float64Var(&opts.Churn, "churn", opts.Churn, "input changes per second across the fleet")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "how long inputs churn")
 	fs.IntVar(&opts.PolicyChanges, "policy-changes", opts.PolicyChanges, "edits of the fleet-wide policy after the churn, one at a time")
-	fs.StringVar(&opts.Store, "store", opts.Store, "the server's store: memory, or redis://host:port/db (an empty database)")
+	fs.StringVar(&opts.Store, "store", opts.Store, "the server's store: memory, or a redis://host:port/db, redis+sentinel:// or redis+cluster:// URL (an empty database); Redis memory is summed over a cluster's primaries")
 	fs.IntVar(&opts.Replicas, "replicas", opts.Replicas, "server processes sharing the store (more than 1 needs --store redis://); agents are spread over them round-robin")
 	fs.BoolVar(&opts.KillReplica, "kill-replica", opts.KillReplica, "after the churn, SIGKILL replica 0 and measure its agents' move to the others (needs --replicas 2 or more)")
 	fs.StringVar(&opts.Plugins, "plugins", opts.Plugins, "directory with the meshrelay-plugin-* binaries (default: beside this binary, else built from the source tree)")

@@ -16,11 +16,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	storeredis "github.com/meshrelay/meshrelay/core/store/redis"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
@@ -145,7 +147,7 @@ func (o *Options) Validate() error {
 	}
 	redis := strings.HasPrefix(o.Store, "redis")
 	if o.Store != "memory" && !redis {
-		errs = append(errs, fmt.Errorf("--store must be memory or a redis:// URL, not %q", o.Store))
+		errs = append(errs, fmt.Errorf("--store must be memory or a redis://, redis+sentinel:// or redis+cluster:// URL, not %q", o.Store))
 	}
 	if o.Chaos {
 		return errors.Join(append(errs, o.validateChaos()...)...)
@@ -850,14 +852,34 @@ func redactStore(store string) string {
 	return store
 }
 
-// redisUsedMemory reads used_memory from INFO memory.
+// redisUsedMemory reads used_memory from INFO memory of the store: one
+// server, the primary Sentinel names, or every primary of a Redis Cluster.
 func redisUsedMemory(ctx context.Context, url string) (int64, error) {
-	ropts, err := goredis.ParseURL(url)
+	ropts, err := storeredis.ParseURL(url)
 	if err != nil {
 		return 0, fmt.Errorf("parse --store: %w", err)
 	}
-	c := goredis.NewClient(ropts)
+	c := goredis.NewUniversalClient(&ropts.Client)
 	defer c.Close()
+	// A Redis Cluster's memory is its primaries' together.
+	var total atomic.Int64
+	read := func(ctx context.Context, c *goredis.Client) error {
+		n, err := usedMemory(ctx, c)
+		total.Add(n)
+		return err
+	}
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, read)
+	} else {
+		n, rerr := usedMemory(ctx, c)
+		total.Add(n)
+		err = rerr
+	}
+	return total.Load(), err
+}
+
+// usedMemory returns one Redis server's used_memory.
+func usedMemory(ctx context.Context, c goredis.Cmdable) (int64, error) {
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
 		return 0, fmt.Errorf("redis INFO memory: %w", err)
