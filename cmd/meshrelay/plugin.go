@@ -323,8 +323,11 @@ trusted-keys file.`,
 		Short: "Scaffold a new translator plugin project that builds and tests at once",
 		Long: `Scaffold a translator plugin project in DIR (default meshrelay-plugin-NAME):
 go.mod, main.go (sdk.Serve), translator.go to edit, a test and its fixture,
-then run go mod tidy, so that the module's test passes as generated. Edit
-translator.go, then install the directory with meshrelay plugin install DIR.
+and a Makefile, then run go mod tidy, so that the module's test passes as
+generated. Edit translator.go, then install the directory with meshrelay
+plugin install DIR. To publish it: make release cross-builds dist/ (PLATFORMS,
+default linux/amd64 linux/arm64 darwin/arm64), and meshrelay plugin push dist/
+oci://REGISTRY/REPO:VERSION --sign-key KEY (or make push REF=… SIGN_KEY=…).
 examples/netpol/README.md is the tutorial that goes with it.`,
 		Example: `  meshrelay plugin init acme
   meshrelay plugin init acme ./acme --module example.com/acme --meshrelay ../meshrelay`,
@@ -342,8 +345,8 @@ examples/netpol/README.md is the tutorial that goes with it.`,
 			if err := pluginhost.Scaffold(cmd.Context(), target, name, mod, local); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "scaffolded %s in %s\nnext: edit %s, then: meshrelay plugin install %s\n",
-				name, target, filepath.Join(target, "translator.go"), target)
+			fmt.Fprintf(cmd.OutOrStdout(), "scaffolded %s in %s\nnext: edit %s, then: meshrelay plugin install %s\npublish: cd %s && make release && meshrelay plugin push dist/ oci://REGISTRY/REPO:VERSION --sign-key KEY\n",
+				name, target, filepath.Join(target, "translator.go"), target, target)
 			return nil
 		},
 	}
