@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/spf13/cobra"
 )
 
@@ -120,7 +121,7 @@ registry login and oras login write it), then $REGISTRY_AUTH_FILE.`,
 	var signKey string
 	var pushFlags ociOptions
 	push := &cobra.Command{
-		Use:   "push DIR|BINARY...|oci-layout://DIR:VERSION oci://REGISTRY/REPO:VERSION",
+		Use:   "push DIR|BINARY...|oci-layout://DIR:VERSION oci://REGISTRY/REPO[:VERSION]",
 		Short: "Publish a plugin's binaries for every platform to an OCI registry",
 		Long: `Publish a plugin as an OCI image index with one manifest per platform, each
 with one layer, the platform's binary, and a config blob holding what the
@@ -128,7 +129,8 @@ plugin declares (name, version, protocol, backends, input and output kinds),
 readable without running it. Binaries are named meshrelay-plugin-NAME-OS-ARCH,
 as the scaffold's make release writes them into dist/; a directory stands for
 every such file in it. The binary for this platform is started once to
-describe the plugin. --sign-key signs the index digest (cosign's key-based
+describe the plugin; without a tag, the plugin's version is the tag.
+--sign-key signs the index digest (cosign's key-based
 signature layout: a tag sha256-HEX.sig beside it) with a PEM private key from
 meshrelay plugin keygen. The destination may also be an oci-layout://
 directory.
@@ -186,7 +188,13 @@ with its signature, into the registry: the air-gapped mirror.`,
 			if signKey != "" {
 				signed = "signed"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: index %s for %s, %s\n", dst, d.Digest, strings.Join(platforms, ", "), signed)
+			tag := d.Annotations[ocispec.AnnotationRefName]
+			if strings.HasSuffix(dst, ":"+tag) {
+				tag = ""
+			} else {
+				tag = ":" + tag
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s%s: index %s for %s, %s\n", dst, tag, d.Digest, strings.Join(platforms, ", "), signed)
 			return nil
 		},
 	}

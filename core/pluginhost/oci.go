@@ -133,9 +133,6 @@ func parseLocation(ref string) (location, error) {
 		if err != nil {
 			return location{}, fmt.Errorf("parse %s: %w", ref, err)
 		}
-		if r.Reference == "" {
-			return location{}, fmt.Errorf("parse %s: no tag or digest", ref)
-		}
 		return location{raw: ref, repo: r.Registry + "/" + r.Repository, reference: r.Reference, remote: &r}, nil
 	case strings.HasPrefix(ref, SchemeOCILayout):
 		rest := strings.TrimPrefix(ref, SchemeOCILayout)
@@ -233,11 +230,13 @@ type PushOptions struct {
 }
 
 // Push publishes a plugin's binaries, keyed by "os/arch", as one image
-// index at ref (oci:// or oci-layout://), tagged with ref's tag. The
+// index at ref (oci:// or oci-layout://), tagged with ref's tag, or with
+// the plugin's version when ref has none. The
 // binary of the host's platform is started once to describe the plugin;
 // its description becomes the config blob. The manifests' creation time is
 // $SOURCE_DATE_EPOCH when set, so that the same binaries give the same
-// digest. Push returns the index's descriptor.
+// digest. Push returns the index's descriptor, annotated with the tag
+// (org.opencontainers.image.ref.name).
 func Push(ctx context.Context, ref string, binaries map[string]string, opts PushOptions) (ocispec.Descriptor, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -316,7 +315,11 @@ func Push(ctx context.Context, ref string, binaries map[string]string, opts Push
 	if err := pushBlob(ctx, dst, desc, strings.NewReader(string(data))); err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("push %s: index: %w", ref, err)
 	}
-	if err := dst.Tag(ctx, desc, loc.reference); err != nil {
+	tag := loc.reference
+	if tag == "" {
+		tag = cfg.Version
+	}
+	if err := dst.Tag(ctx, desc, tag); err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("push %s: tag: %w", ref, err)
 	}
 	if opts.SignKey.signer != nil {
@@ -324,6 +327,7 @@ func Push(ctx context.Context, ref string, binaries map[string]string, opts Push
 			return ocispec.Descriptor{}, fmt.Errorf("push %s: %w", ref, err)
 		}
 	}
+	desc.Annotations = map[string]string{ocispec.AnnotationRefName: tag}
 	return desc, nil
 }
 
@@ -480,6 +484,9 @@ func (a *artifact) platforms() map[string]string {
 // skipVerify) and reads its manifests and config, each checked against its
 // digest.
 func resolve(ctx context.Context, loc location, opts OCIOptions, keys []PublicKey) (*artifact, error) {
+	if loc.reference == "" {
+		return nil, fmt.Errorf("resolve %s: no tag or digest", loc.raw)
+	}
 	src, err := loc.target(ctx, opts.Registry, false)
 	if err != nil {
 		return nil, err
@@ -798,6 +805,9 @@ func Copy(ctx context.Context, src, dst string, opts RegistryOptions) (ocispec.D
 	to, err := parseLocation(dst)
 	if err != nil {
 		return ocispec.Descriptor{}, err
+	}
+	if from.reference == "" || to.reference == "" {
+		return ocispec.Descriptor{}, fmt.Errorf("copy %s to %s: both need a tag", src, dst)
 	}
 	s, err := from.target(ctx, opts, false)
 	if err != nil {
