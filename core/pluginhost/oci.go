@@ -161,15 +161,10 @@ func (l location) withDigest(d string) location {
 	return l
 }
 
-// target opens the location's store; a layout directory is created when
-// writable.
-func (l location) target(ctx context.Context, opts RegistryOptions, writable bool) (oras.Target, error) {
+// target opens the location's store for writing; a layout directory is
+// created.
+func (l location) target(ctx context.Context, opts RegistryOptions) (oras.Target, error) {
 	if l.layoutDir != "" {
-		if !writable {
-			if _, err := os.Stat(filepath.Join(l.layoutDir, ocispec.ImageLayoutFile)); err != nil {
-				return nil, fmt.Errorf("open OCI layout %s: %w", l.layoutDir, err)
-			}
-		}
 		s, err := oci.NewWithContext(ctx, l.layoutDir)
 		if err != nil {
 			return nil, fmt.Errorf("open OCI layout %s: %w", l.layoutDir, contentError(err))
@@ -192,6 +187,19 @@ func (l location) target(ctx context.Context, opts RegistryOptions, writable boo
 	}
 	repo.Client = &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: credentials.Credential(store)}
 	return repo, nil
+}
+
+// source opens the location's store for reading; a layout directory is
+// only read, so that it may be read-only.
+func (l location) source(ctx context.Context, opts RegistryOptions) (oras.ReadOnlyTarget, error) {
+	if l.layoutDir == "" {
+		return l.target(ctx, opts)
+	}
+	s, err := oci.NewFromFS(ctx, os.DirFS(l.layoutDir))
+	if err != nil {
+		return nil, fmt.Errorf("open OCI layout %s: %w", l.layoutDir, contentError(err))
+	}
+	return s, nil
 }
 
 // credentialStore reads the Docker config file, then $REGISTRY_AUTH_FILE.
@@ -258,7 +266,7 @@ func Push(ctx context.Context, ref string, binaries map[string]string, opts Push
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("push %s: %w", ref, err)
 	}
-	dst, err := loc.target(ctx, opts.Registry, true)
+	dst, err := loc.target(ctx, opts.Registry)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -487,7 +495,7 @@ func resolve(ctx context.Context, loc location, opts OCIOptions, keys []PublicKe
 	if loc.reference == "" {
 		return nil, fmt.Errorf("resolve %s: no tag or digest", loc.raw)
 	}
-	src, err := loc.target(ctx, opts.Registry, false)
+	src, err := loc.source(ctx, opts.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -784,7 +792,7 @@ func Pull(ctx context.Context, ref, dir string, opts OCIOptions) (ocispec.Descri
 	if _, err := digest.Parse(tag); err == nil {
 		tag = a.config.Version
 	}
-	dst, err := location{layoutDir: dir, raw: SchemeOCILayout + dir}.target(ctx, opts.Registry, true)
+	dst, err := location{layoutDir: dir, raw: SchemeOCILayout + dir}.target(ctx, opts.Registry)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -809,11 +817,11 @@ func Copy(ctx context.Context, src, dst string, opts RegistryOptions) (ocispec.D
 	if from.reference == "" || to.reference == "" {
 		return ocispec.Descriptor{}, fmt.Errorf("copy %s to %s: both need a tag", src, dst)
 	}
-	s, err := from.target(ctx, opts, false)
+	s, err := from.source(ctx, opts)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	d, err := to.target(ctx, opts, true)
+	d, err := to.target(ctx, opts)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
