@@ -3,11 +3,13 @@ package pluginhost
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"log"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -427,4 +429,48 @@ func sortedKeys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return sortedSet(out)
+}
+
+// TestRegistryCredentialsFromDockerConfig pushes to and installs from a
+// registry that wants a password, with the credentials docker login
+// writes ($DOCKER_CONFIG/config.json); without them it is refused.
+func TestRegistryCredentialsFromDockerConfig(t *testing.T) {
+	ctx := context.Background()
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, pass, ok := r.BasicAuth(); !ok || user != "acme" || pass != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	reg := strings.TrimPrefix(srv.URL, "http://")
+	ref := "oci://" + reg + "/plugins/good:1.0.0"
+	bins := releaseOf(t, "good")
+
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	t.Setenv("REGISTRY_AUTH_FILE", "")
+	if _, err := Push(ctx, ref, bins, PushOptions{Registry: loopback}); err == nil || !strings.Contains(err.Error(), "credential") {
+		t.Fatalf("Push without credentials = %v, want refused for want of a credential", err)
+	}
+	cfg := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("acme:s3cret"))
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"auths":{"`+reg+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", cfg)
+	if _, err := Push(ctx, ref, bins, PushOptions{Registry: loopback}); err != nil {
+		t.Fatalf("Push with the Docker config's credentials = %v", err)
+	}
+	if _, err := InstallOCI(ctx, t.TempDir(), ref, OCIOptions{Registry: loopback, InsecureSkipVerify: true}); err != nil {
+		t.Fatalf("InstallOCI with the Docker config's credentials = %v", err)
+	}
+	// podman's and skopeo's auth file, when the Docker config has nothing.
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(cfg, "config.json"))
+	if _, err := InstallOCI(ctx, t.TempDir(), ref, OCIOptions{Registry: loopback, InsecureSkipVerify: true}); err != nil {
+		t.Fatalf("InstallOCI with $REGISTRY_AUTH_FILE's credentials = %v", err)
+	}
 }
