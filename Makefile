@@ -18,7 +18,7 @@ FUZZTIME    ?= 50000x
 TESTFLAGS   ?=
 BENCHTIME   ?= 1x
 
-.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench bench-fleet demo ui clean
+.PHONY: all build test test-unit test-fuzz testdeps generate verify lint bench bench-fleet demo ui clean publish-plugins
 
 all: build
 
@@ -91,6 +91,25 @@ bench-fleet: build
 ## demo: the one-command demo on embedded defaults (builds bin/ first).
 demo: build
 	$(BIN)/meshrelay demo
+
+## publish-plugins: push the in-tree plugins, built for PLUGIN_PLATFORMS, to PLUGIN_REPO (oci://REGISTRY/PREFIX) as
+## PREFIX/meshrelay-plugin-NAME, tagged with each plugin's version; PLUGIN_SIGN_KEY signs them, PLUGIN_PUSH_FLAGS adds flags (--plain-http).
+PLUGIN_REPO      ?=
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+PLUGIN_SIGN_KEY  ?=
+PLUGIN_PUSH_FLAGS ?=
+INTREE_PLUGINS   := istio envoy cilium gatewayapi
+publish-plugins:
+	@test -n "$(PLUGIN_REPO)" || { echo "publish-plugins: set PLUGIN_REPO=oci://REGISTRY/PREFIX"; exit 1; }
+	$(GO) build -o $(BIN)/ ./cmd/meshrelay
+	@set -e; for n in $(INTREE_PLUGINS); do \
+	  for p in $(PLUGIN_PLATFORMS); do os=$${p%%/*}; arch=$${p#*/}; \
+	    echo "build dist/plugins/meshrelay-plugin-$$n-$$os-$$arch"; \
+	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags=-buildid= -o dist/plugins/meshrelay-plugin-$$n-$$os-$$arch ./cmd/meshrelay-plugin-$$n; \
+	  done; \
+	  $(BIN)/meshrelay plugin push dist/plugins/meshrelay-plugin-$$n-* $(PLUGIN_REPO)/meshrelay-plugin-$$n \
+	    $(if $(PLUGIN_SIGN_KEY),--sign-key $(PLUGIN_SIGN_KEY)) $(PLUGIN_PUSH_FLAGS); \
+	done
 
 clean:
 	rm -rf $(BIN)

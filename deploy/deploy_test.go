@@ -949,3 +949,61 @@ func apply(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, obj *uns
 	}
 	return nil
 }
+
+// TestServerRenderOCIPlugins renders plugins from OCI registries: an init
+// container installing the ConfigMap's lock with --from-lock before the
+// plugins image's, one per reference after, the registry credentials
+// through DOCKER_CONFIG, and the pods rolled when the lock changes.
+func TestServerRenderOCIPlugins(t *testing.T) {
+	helmPath(t)
+	lock := filepath.Join(t.TempDir(), "plugins.lock.json")
+	if err := os.WriteFile(lock, []byte(`{"plugins":[{"name":"acme","source":"oci://ghcr.io/acme/meshrelay-plugin-acme:0.1.0","digest":"sha256:bb"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := renderCase{chart: serverChart, set: []string{
+		"plugins.names={istio}",
+		"plugins.oci.trustedKeys=KEY",
+		"plugins.oci.registrySecret=regcred",
+		"plugins.oci.references={oci://registry.example.com/plugins/extra:1.0.0}",
+	}}
+	args := append([]string{"template", "meshrelay", c.chart, "--namespace", "mr", "--set-file", "plugins.oci.lock=" + lock}, c.valueArgs()...)
+	out, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := find(t, objs, "Deployment", "meshrelay-server")
+	inits, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "initContainers")
+	var names []string
+	byName := map[string]map[string]any{}
+	for _, c := range inits {
+		m := c.(map[string]any)
+		names = append(names, m["name"].(string))
+		byName[m["name"].(string)] = m
+	}
+	if want := []string{"plugins-from-lock", "plugin-istio", "plugin-oci-0"}; !slices.Equal(names, want) {
+		t.Fatalf("init containers = %q, want %q", names, want)
+	}
+	fromLock := fmt.Sprint(byName["plugins-from-lock"]["args"])
+	for _, want := range []string{"--from-lock", "--lock=/etc/meshrelay/plugin-lock/plugins.lock.json", "--verify-key=/etc/meshrelay/plugin-lock/trusted-keys"} {
+		if !strings.Contains(fromLock, want) {
+			t.Errorf("plugins-from-lock args %s lack %s", fromLock, want)
+		}
+	}
+	if ref := fmt.Sprint(byName["plugin-oci-0"]["args"]); !strings.Contains(ref, "oci://registry.example.com/plugins/extra:1.0.0") {
+		t.Errorf("plugin-oci-0 args %s lack the reference", ref)
+	}
+	if env := fmt.Sprint(byName["plugins-from-lock"]["env"]); !strings.Contains(env, "DOCKER_CONFIG") {
+		t.Errorf("plugins-from-lock env %s lacks DOCKER_CONFIG", env)
+	}
+	cm := find(t, objs, "ConfigMap", "meshrelay-server-plugins")
+	if data, _, _ := unstructured.NestedString(cm.Object, "data", "plugins.lock.json"); !strings.Contains(data, "sha256:bb") {
+		t.Errorf("plugins ConfigMap's lock = %q", data)
+	}
+	if ann := d.Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"]; !strings.Contains(fmt.Sprint(ann), "checksum/plugins") {
+		t.Errorf("pod annotations %v lack checksum/plugins", ann)
+	}
+}

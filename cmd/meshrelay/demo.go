@@ -26,16 +26,20 @@ Run it from the meshrelay source tree; it builds the plugins when their
 binaries are not next to it.`,
 		Example: `  meshrelay demo
   meshrelay demo --out /tmp/demo --serve
-  meshrelay demo --serve --ui-addr 127.0.0.1:9080`,
+  meshrelay demo --serve --ui-addr 127.0.0.1:9080
+  meshrelay demo --plugins oci://`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
+			if opts.PluginDir == demo.LocalRegistry {
+				opts.PluginDir, opts.ThroughRegistry = "", true
+			}
 			_, err := demo.Run(cmd.Context(), opts)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&opts.Out, "out", opts.Out, "folder for outputs, logs and state (replaced on each run)")
-	cmd.Flags().StringVar(&opts.PluginDir, "plugins", "", "folder with meshrelay-plugin-* binaries (default: next to this binary, or built)")
+	cmd.Flags().StringVar(&opts.PluginDir, "plugins", "", "folder with meshrelay-plugin-* binaries (default: next to this binary, or built); \"oci://\" publishes them, signed, to an OCI registry the demo starts on loopback and installs them from it")
 	cmd.Flags().BoolVar(&opts.Serve, "serve", false, "keep the fleet running until interrupted")
 	cmd.Flags().StringVar(&opts.UIAddr, "ui-addr", "", "address of the web UI (default: a free loopback port)")
 	cmd.Flags().StringVar(&opts.Root, "root", "", "the meshrelay source tree (default: found from the working directory)")

@@ -16,6 +16,22 @@
 //	err = pluginhost.Verify(dir)        // recompute every sha256
 //	err = pluginhost.Remove(dir, "netpol")
 //
+// Plugins are published to and installed from OCI registries (oras-go)
+// as an image index of artifact type [ArtifactType] with one manifest per
+// platform, each holding the config blob ([ArtifactConfig], what the
+// plugin declares) and one layer, the binary:
+//
+//	idx, err := pluginhost.Push(ctx, "oci://reg/acme:0.1.0", binaries, pluginhost.PushOptions{SignKey: key})
+//	e, err := pluginhost.InstallOCI(ctx, dir, "oci://reg/acme:0.1.0", pluginhost.OCIOptions{VerifyKeys: keys})
+//	entries, err := pluginhost.InstallFromLock(ctx, dir, "", opts) // what the lock names, this platform
+//	idx, err = pluginhost.Pull(ctx, "oci://reg/acme:0.1.0", layoutDir, opts) // air-gapped
+//
+// The index digest is signed in cosign's key-based layout (sign.go) and
+// verified offline against the keys the user trusts ([ErrUnsigned],
+// [ErrSignature]); every blob is checked against its digest ([ErrDigest]);
+// the lock entry records the index digest and every platform's binary
+// sha256. A refused install leaves the plugin directory as it was.
+//
 // Install starts the plugin once to describe it and refuses one that speaks
 // no supported protocol version ([ErrUnsupportedProtocol]).
 //
@@ -27,8 +43,9 @@
 //	res, err := p.Translate(ctx, pluginhost.View{Clusters: ..., Policies: ...})
 //
 // A [Plugin] starts its process on first use through go-plugin: the sha256
-// from the lock file is checked before every start ([ErrChecksum] names the
-// plugin, the expected and the actual sum), only gRPC is allowed, the
+// from the lock file is checked before every start, and go-plugin's
+// SecureConfig hashes the file again as it executes it ([ErrChecksum] names
+// the plugin, the expected and the actual sum), only gRPC is allowed, the
 // connection uses automatic mTLS, protocol versions are negotiated, the
 // plugin's hclog output arrives in the host's *slog.Logger with a plugin
 // attribute and its levels, and anything it writes to stdout is logged

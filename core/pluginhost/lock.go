@@ -42,6 +42,14 @@ type Entry struct {
 	// Path is the binary, relative to the plugin directory.
 	Path      string    `json:"path"`
 	Installed time.Time `json:"installed"`
+	// Source, Digest and Platforms are set for a plugin installed from an
+	// OCI registry or layout ([InstallOCI]): the reference it was installed
+	// from, the digest of its image index, and the hex SHA-256 of the
+	// binary of every platform the index holds ("linux/amd64"), so that
+	// [InstallFromLock] installs the same bits on any of them.
+	Source    string            `json:"source,omitempty"`
+	Digest    string            `json:"digest,omitempty"`
+	Platforms map[string]string `json:"platforms,omitempty"`
 }
 
 type lockFile struct {
@@ -161,11 +169,21 @@ func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logg
 	if sum != "" && !strings.EqualFold(sum, got) {
 		return Entry{}, fmt.Errorf("install %s: %w: got sha256 %s, want %s", src, ErrChecksum, got, sum)
 	}
+	return commitBinary(ctx, dir, src, tmpPath, got, logger, nil)
+}
+
+// commitBinary makes the verified binary at tmpPath, a temporary file in
+// dir whose SHA-256 is sum, the installed plugin: it starts it once to
+// describe it, lets check compare the description and complete the entry,
+// then renames the file into place and records it in the lock file. Until
+// the rename nothing in dir changes but the temporary file, which the
+// caller removes.
+func commitBinary(ctx context.Context, dir, src, tmpPath, sum string, logger *slog.Logger, check func(*Entry) error) (Entry, error) {
 	if err := os.Chmod(tmpPath, 0o755); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", src, err)
 	}
 	opts := DefaultOptions()
-	proc, err := launch(ctx, filepath.Base(src), tmpPath, got, opts, logger)
+	proc, err := launch(ctx, filepath.Base(src), tmpPath, sum, opts, logger)
 	if err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", src, err)
 	}
@@ -177,7 +195,12 @@ func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logg
 	e := Entry{
 		Name: d.GetName(), Version: d.GetVersion(), Protocol: proc.version, Backends: proc.backends(),
 		Meshes: sortedSet(d.GetMeshes()), InputKinds: sortedSet(d.GetInputKinds()), OutputKinds: sortedSet(d.GetOutputKinds()),
-		SHA256: got, Path: BinaryPrefix + d.GetName(), Installed: time.Now().UTC().Truncate(time.Second),
+		SHA256: sum, Path: BinaryPrefix + d.GetName(), Installed: time.Now().UTC().Truncate(time.Second),
+	}
+	if check != nil {
+		if err := check(&e); err != nil {
+			return Entry{}, fmt.Errorf("install %s: %w", src, err)
+		}
 	}
 	if err := os.Rename(tmpPath, filepath.Join(dir, e.Path)); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", src, err)

@@ -84,11 +84,19 @@ func pluginEnv(name string) []string {
 	return env
 }
 
+// afterCheck, when set by a test, runs between the host's own checksum
+// check and go-plugin's start, which hashes the file again as it executes
+// it (SecureConfig): a file swapped in between is still refused.
+var afterCheck func(path string)
+
 // launch starts a plugin binary whose SHA-256 must be sum, negotiates the
 // protocol and describes it. name is used in logs and errors.
 func launch(ctx context.Context, name, path, sum string, opts Options, logger *slog.Logger) (*process, error) {
 	if err := checkSum(name, path, sum); err != nil {
 		return nil, err
+	}
+	if afterCheck != nil {
+		afterCheck(path)
 	}
 	rawSum, err := hex.DecodeString(sum)
 	if err != nil {

@@ -20,8 +20,9 @@ var pluginName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Scaffold writes a new translator plugin project into dir, as `meshrelay
 // plugin init NAME DIR` does: go.mod, main.go (sdk.Serve), translator.go (a
-// translator to edit), translator_test.go (an sdktest test) and a fixture in
-// testdata/, then runs `go mod tidy -e` there, so that the module builds
+// translator to edit), translator_test.go (an sdktest test), a fixture in
+// testdata/ and a Makefile whose `make release` cross-builds the binaries
+// that `meshrelay plugin push dist/ oci://…` publishes, then runs `go mod tidy -e` there, so that the module builds
 // and its test passes as generated. modulePath is the new module's path. When
 // meshrelayDir is set it is a local meshrelay checkout that go.mod uses
 // through a replace directive, and tidying needs no network when the
@@ -52,6 +53,8 @@ func Scaffold(ctx context.Context, dir, name, modulePath, meshrelayDir string) e
 		"translator.go":       scaffoldTranslator,
 		"translator_test.go":  scaffoldTest,
 		"testdata/basic.yaml": scaffoldFixture,
+		"Makefile":            scaffoldMakefile,
+		".gitignore":          scaffoldGitignore,
 	}
 	for path := range files {
 		if _, err := os.Stat(filepath.Join(dir, path)); err == nil {
@@ -222,4 +225,47 @@ policies:
     destinationSelectors: [{names: [web]}]
     from: [{namespaces: [shop]}]
     paths: [/admin]
+`
+
+// scaffoldMakefile cross-builds the release binaries into dist/, named
+// as ReleaseBinaries reads them.
+const scaffoldMakefile = `# Build, test and publish meshrelay-plugin-{{.Name}}.
+#
+#   make test
+#   make release                 # dist/meshrelay-plugin-{{.Name}}-OS-ARCH for every PLATFORMS
+#   make push REF=oci://ghcr.io/you/meshrelay-plugin-{{.Name}}:0.1.0 SIGN_KEY=you.key
+
+NAME      := {{.Name}}
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+GO        ?= go
+MESHRELAY ?= meshrelay
+REF       ?=
+SIGN_KEY  ?=
+
+.PHONY: build test release push clean
+
+build:
+	$(GO) build -trimpath -o meshrelay-plugin-$(NAME) .
+
+test:
+	$(GO) test ./...
+
+release:
+	@mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%%/*}; arch=$${p#*/}; \
+	  echo "build dist/meshrelay-plugin-$(NAME)-$$os-$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags=-buildid= -o dist/meshrelay-plugin-$(NAME)-$$os-$$arch .; \
+	done
+
+push: release
+	@test -n "$(REF)" || { echo "push: set REF=oci://REGISTRY/REPO:VERSION"; exit 1; }
+	$(MESHRELAY) plugin push dist/ $(REF) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
+
+clean:
+	rm -rf dist meshrelay-plugin-$(NAME)
+`
+
+const scaffoldGitignore = `/dist/
+/meshrelay-plugin-{{.Name}}
 `

@@ -15,6 +15,11 @@ import (
 // module cache), whose go.mod and go.sum suffice (no -mod=mod) and
 // whose test passes as generated; install the directory, which builds it;
 // and start the installed plugin through go-plugin and translate with it.
+// Then publish it as an author does — make release, push, signed, to a
+// real registry — and install it from there, as a user does, and run it.
+// make release builds only this platform here (PLATFORMS=GOOS/GOARCH):
+// cross-building the default three costs minutes of CPU and proves
+// nothing more; TestOCIPushInstallLock covers several platforms.
 func TestInitInstallStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
@@ -65,5 +70,33 @@ func TestInitInstallStart(t *testing.T) {
 	}
 	if p.Pid() == 0 {
 		t.Error("the installed plugin runs in no process")
+	}
+
+	release := exec.Command("make", "release", "PLATFORMS="+HostPlatform())
+	release.Dir = dir
+	if out, err := release.CombinedOutput(); err != nil {
+		t.Fatalf("make release: %v\n%s", err, out)
+	}
+	bins, err := ReleaseBinaries([]string{filepath.Join(dir, "dist")})
+	if err != nil || len(bins) != 1 {
+		t.Fatalf("ReleaseBinaries(dist) = %v, %v", bins, err)
+	}
+	reg, _ := startRegistry(t)
+	key := newTestKey(t)
+	ref := "oci://" + reg + "/acme/meshrelay-plugin-acme:0.1.0"
+	if _, err := Push(ctx, ref, bins, PushOptions{Registry: loopback, SignKey: key.private}); err != nil {
+		t.Fatalf("Push(dist) = %v", err)
+	}
+	fromRegistry := t.TempDir()
+	e, err = InstallOCI(ctx, fromRegistry, ref, OCIOptions{Registry: loopback, VerifyKeys: []PublicKey{key.public}})
+	if err != nil || e.Name != "acme" || e.Source != ref {
+		t.Fatalf("InstallOCI(%s) = %+v, %v", ref, e, err)
+	}
+	h = newHost(t, fromRegistry, testOptions(), nil)
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start with the plugin from the registry = %v", err)
+	}
+	if _, err := mustPlugin(t, h, "acme").Translate(ctx, view("east")); err != nil {
+		t.Fatalf("Translate with the plugin from the registry = %v", err)
 	}
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// the binaries next to the running executable are used, and failing
 	// that they are built from Root with the Go toolchain.
 	PluginDir string
+	// ThroughRegistry publishes the plugins, signed, to an OCI registry
+	// the demo starts on loopback and installs them from it.
+	ThroughRegistry bool
 	// Serve keeps everything running until ctx ends.
 	Serve bool
 	// UIAddr is the web UI's address; empty picks a free loopback port.
@@ -198,12 +201,18 @@ func startPlugins(ctx context.Context, opts Options, out string, logger *slog.Lo
 		return nil, nil, err
 	}
 	pluginDir := filepath.Join(out, "plugins")
-	for _, name := range Plugins {
-		e, err := pluginhost.InstallContext(ctx, pluginDir, bins[name], "", logger)
-		if err != nil {
-			return nil, nil, fmt.Errorf("install plugin %s: %w", name, err)
+	if opts.ThroughRegistry {
+		if err := installThroughRegistry(ctx, Plugins, bins, pluginDir, logger, say); err != nil {
+			return nil, nil, err
 		}
-		say("  installed plugin %-7s %s  sha256 %s…", e.Name, e.Version, e.SHA256[:16])
+	} else {
+		for _, name := range Plugins {
+			e, err := pluginhost.InstallContext(ctx, pluginDir, bins[name], "", logger)
+			if err != nil {
+				return nil, nil, fmt.Errorf("install plugin %s: %w", name, err)
+			}
+			say("  installed plugin %-7s %s  sha256 %s…", e.Name, e.Version, e.SHA256[:16])
+		}
 	}
 	host, err := pluginhost.New(pluginDir, logger, pluginhost.DefaultOptions())
 	if err != nil {

@@ -7,5 +7,7 @@
 // in north, a standalone Envoy group in west). Policies come from a copy of
 // testdata/policies. It prints what was translated where and each policy's
 // status, shows one policy edit propagating, and writes every output to a
-// folder.
+// folder. With Options.ThroughRegistry (`meshrelay demo --plugins
+// oci://`) the plugins are first published, signed, to an OCI registry the
+// demo starts on loopback and installed from it.
 package demo

@@ -145,3 +145,49 @@ meshrelay-server.validate fails the render on values that cannot work.
 {{- fail "persistence.enabled with replicaCount > 1: replicas cannot share one ReadWriteOnce claim; with store.type=redis the CA is kept in Redis, so leave persistence off" }}
 {{- end }}
 {{- end }}
+
+{{/*
+The flags of the init containers that install plugins from OCI registries.
+*/}}
+{{- define "meshrelay-server.ociPluginFlags" -}}
+{{- $oci := .Values.plugins.oci -}}
+{{- if or $oci.trustedKeys $oci.existingConfigMap }}
+- --verify-key=/etc/meshrelay/plugin-lock/trusted-keys
+{{- end }}
+{{- if $oci.plainHTTP }}
+- --plain-http
+{{- end }}
+{{- if $oci.insecureSkipVerify }}
+- --insecure-skip-verify
+{{- end }}
+- --log-format={{ .Values.logFormat }}
+{{- end }}
+
+{{/*
+What the init containers that install plugins from OCI registries share
+after their args: environment, security context, resources and mounts.
+*/}}
+{{- define "meshrelay-server.ociPluginContainer" -}}
+{{- with .Values.plugins.oci.registrySecret }}
+env:
+  - name: DOCKER_CONFIG
+    value: /etc/meshrelay/plugin-registry
+{{- end }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+resources:
+  {{- toYaml .Values.plugins.resources | nindent 2 }}
+volumeMounts:
+  - name: plugins
+    mountPath: /var/run/meshrelay/plugins
+  - name: tmp
+    mountPath: /tmp
+  - name: plugin-lock
+    mountPath: /etc/meshrelay/plugin-lock
+    readOnly: true
+  {{- if .Values.plugins.oci.registrySecret }}
+  - name: plugin-registry
+    mountPath: /etc/meshrelay/plugin-registry
+    readOnly: true
+  {{- end }}
+{{- end }}
