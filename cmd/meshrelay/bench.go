@@ -74,7 +74,12 @@ hostile-agent (one cluster's certificate used against a replica for 15s:
 messages declared on the calls that need kilobytes and some sent but never
 finished; the other agents must stay connected, one restarted meanwhile
 must be welcomed, a new admin connection must work and the replica's
-memory may grow by 128 MiB at most). Every
+memory may grow by 128 MiB at most). With --redis-sentinel, Redis is a
+Sentinel set instead (a primary, two replicas, three Sentinels; the
+replicas reach it through redis+sentinel://), and redis-failover (SIGKILL
+the primary; the Sentinels promote a replica, the killed server comes back
+as a replica, and the fault reports when writes went through again) takes
+the place of redis-restart and cut-replica. Every
 --check-every and at the end, churn and faults stop and an independent
 checker compares each agent's outputs with what translating the same
 inputs and policies offline gives (its own plugin processes), until they
@@ -84,7 +89,8 @@ holds (in safe mode, or from a partial view) fail the soak. Before the
 faults, replica 1 is killed with its third of the evenly spread fleet, and
 at the end the replica serving the most agents: each reconnect storm is
 measured (peak registrations and full resyncs per second, time until every
-cluster's outputs converged) and the replica started again.
+cluster's outputs converged) and the replica started again. Each check also
+reports the agents each live replica serves.
 Memory (servers, plugins, Redis) and the servers' goroutines are sampled
 throughout; the report gives each one's growth per hour after warm-up. The
 exit code is 1 when the soak failed.
@@ -176,10 +182,11 @@ nothing.`,
 	fs.BoolVar(&opts.Chaos, "chaos", false, "run the chaos soak: replicas on a redis-server of its own, faults, and the checker (see above)")
 	fs.Uint64Var(&opts.Seed, "seed", 1, "--chaos: draws the faults, their targets and the input changes")
 	fs.DurationVar(&opts.FaultEvery, "fault-every", 20*time.Second, "--chaos: time between two faults")
-	fs.StringSliceVar(&opts.Faults, "faults", nil, "--chaos: the kinds of fault drawn from (default: all): "+strings.Join(bench.FaultKinds, ", "))
+	fs.StringSliceVar(&opts.Faults, "faults", nil, "--chaos: the kinds of fault drawn from (default: all): "+strings.Join(bench.FaultKinds, ", ")+"; with --redis-sentinel: "+strings.Join(bench.SentinelFaultKinds, ", "))
 	fs.DurationVar(&opts.CheckEvery, "check-every", 5*time.Minute, "--chaos: time between two quiescent checks (and one at the end)")
 	fs.DurationVar(&opts.PolicyEvery, "policy-every", 30*time.Second, "--chaos: time between two policy edits")
 	fs.StringVar(&opts.RedisServer, "redis-server", "redis-server", "--chaos: the redis-server binary")
+	fs.BoolVar(&opts.RedisSentinel, "redis-sentinel", false, "--chaos: run Redis as a Sentinel set (a primary, two replicas, three Sentinels) and inject redis-failover (SIGKILL the primary) instead of redis-restart and cut-replica")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
 	outputFlag(cmd, &output)

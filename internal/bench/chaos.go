@@ -46,6 +46,10 @@ const (
 	// FaultHangPlugin: SIGSTOP the Istio plugin process of a replica past
 	// the plugin call timeout; SIGCONT it if its host did not replace it.
 	FaultHangPlugin = "hang-plugin"
+	// FaultRedisFailover (with --redis-sentinel): SIGKILL the Sentinel
+	// primary; the Sentinels promote a replica and the server replicas
+	// follow it; the killed server comes back as a replica.
+	FaultRedisFailover = "redis-failover"
 	// FaultHostileAgent: one cluster's agent certificate used against a
 	// replica as a compromised agent would (connections and streams up to
 	// the limits, Sync streams held without a Hello, large messages
@@ -54,11 +58,20 @@ const (
 	FaultHostileAgent = "hostile-agent"
 )
 
-// FaultKinds are every kind of fault, the default schedule's.
+// FaultKinds are every kind of fault, the default schedule's on one
+// redis-server.
 var FaultKinds = []string{
 	FaultRedisRestart, FaultKillReplica, FaultPauseReplica, FaultRestartAgent,
 	FaultRestartAgentFresh, FaultCutReplica, FaultCrashPlugin, FaultHangPlugin,
 	FaultHostileAgent,
+}
+
+// SentinelFaultKinds are the default schedule's with --redis-sentinel: a
+// Sentinel failover instead of a Redis restart, and no cut (the replicas
+// reach the Sentinels and servers directly, without a proxy).
+var SentinelFaultKinds = []string{
+	FaultRedisFailover, FaultKillReplica, FaultPauseReplica, FaultRestartAgent,
+	FaultRestartAgentFresh, FaultCrashPlugin, FaultHangPlugin, FaultHostileAgent,
 }
 
 // The soak's timing: heartbeats every chaosHeartbeat both ways, agents
@@ -92,6 +105,14 @@ func DefaultChaosOptions() Options {
 	return o
 }
 
+// faultKinds are the kinds of fault the soak's Redis allows.
+func (o *Options) faultKinds() []string {
+	if o.RedisSentinel {
+		return SentinelFaultKinds
+	}
+	return FaultKinds
+}
+
 func (o *Options) validateChaos() []error {
 	var errs []error
 	if o.Store != "memory" {
@@ -115,9 +136,10 @@ func (o *Options) validateChaos() []error {
 	if o.Duration <= 0 {
 		errs = append(errs, errors.New("--duration must be positive"))
 	}
+	kinds := o.faultKinds()
 	for _, f := range o.Faults {
-		if !slices.Contains(FaultKinds, f) {
-			errs = append(errs, fmt.Errorf("--faults: unknown fault %q; the kinds are %v", f, FaultKinds))
+		if !slices.Contains(kinds, f) {
+			errs = append(errs, fmt.Errorf("--faults: unknown fault %q; the kinds are %v", f, kinds))
 		}
 	}
 	return errs
@@ -218,13 +240,16 @@ type ReplicaInfo struct {
 // chaosRun is one soak's state.
 type chaosRun struct {
 	*run
-	redis   *redisProcess
-	proxies []*tcpproxy.Proxy
-	checker *checker
-	rng     *rand.Rand
-	start   time.Time
-	crep    *ChaosReport
-	sampler *sampler
+	redis *redisProcess
+	// sentinel is the Sentinel set with --redis-sentinel; redis is then
+	// its first server, for the memory figures.
+	sentinel *sentinelSet
+	proxies  []*tcpproxy.Proxy
+	checker  *checker
+	rng      *rand.Rand
+	start    time.Time
+	crep     *ChaosReport
+	sampler  *sampler
 
 	agentCtx context.Context
 	agents   *errgroup.Group
@@ -280,22 +305,36 @@ func (c *chaosRun) startFleet(ctx context.Context) (stop func(), err error) {
 			f()
 		}
 	}
-	if c.redis, err = startRedisProcess(ctx, cmp.Or(c.opts.RedisServer, "redis-server"), c.work); err != nil {
-		return stop, err
-	}
-	stops = append(stops, c.redis.stop)
-	c.say("redis-server pid %d on %s", c.redis.pid(), c.redis.Addr())
 	var stores []string
-	for range c.opts.Replicas {
-		p, err := tcpproxy.Start(c.redis.Addr())
+	if c.opts.RedisSentinel {
+		c.sentinel, err = startSentinelSet(ctx, cmp.Or(c.opts.RedisServer, "redis-server"), c.work)
+		stops = append(stops, c.sentinel.stop)
 		if err != nil {
 			return stop, err
 		}
-		stops = append(stops, func() { p.Close() })
-		c.proxies = append(c.proxies, p)
-		stores = append(stores, "redis://"+p.Addr()+"/0")
+		c.redis = c.sentinel.servers[0]
+		c.opts.Store = c.sentinel.URL() // for the CA wait and used_memory
+		c.say("redis sentinel: primary %s, replicas %s and %s; %s", c.redis.Addr(), c.sentinel.servers[1].Addr(), c.sentinel.servers[2].Addr(), c.opts.Store)
+		for range c.opts.Replicas {
+			stores = append(stores, c.opts.Store)
+		}
+	} else {
+		if c.redis, err = startRedisProcess(ctx, cmp.Or(c.opts.RedisServer, "redis-server"), c.work); err != nil {
+			return stop, err
+		}
+		stops = append(stops, c.redis.stop)
+		c.say("redis-server pid %d on %s", c.redis.pid(), c.redis.Addr())
+		for range c.opts.Replicas {
+			p, err := tcpproxy.Start(c.redis.Addr())
+			if err != nil {
+				return stop, err
+			}
+			stops = append(stops, func() { p.Close() })
+			c.proxies = append(c.proxies, p)
+			stores = append(stores, "redis://"+p.Addr()+"/0")
+		}
+		c.opts.Store = c.redis.URL() // for the CA wait and used_memory
 	}
-	c.opts.Store = c.redis.URL() // for the CA wait and used_memory
 	c.opts.ServerArgs = append([]string{
 		"--heartbeat", chaosHeartbeat.String(), "--plugin-call-timeout", chaosPluginCallTimeout.String(),
 		"--plugin-health-interval", chaosPluginHealth.String(), "--plugin-health-timeout", chaosPluginHealth.String(),
@@ -475,7 +514,7 @@ func (c *chaosRun) runSampler(ctx context.Context) (stop func()) {
 func (c *chaosRun) faultLoop(ctx context.Context) {
 	kinds := c.opts.Faults
 	if len(kinds) == 0 {
-		kinds = FaultKinds
+		kinds = c.opts.faultKinds()
 	}
 	rng := rand.New(rand.NewPCG(c.opts.Seed, 0xfa17))
 	begin := time.Now()
@@ -506,6 +545,15 @@ func (c *chaosRun) inject(ctx context.Context, rng *rand.Rand, kind string) Faul
 	case FaultRedisRestart:
 		f.Target = "redis"
 		err = c.restartRedis(ctx)
+	case FaultRedisFailover:
+		old, next, writes, ferr := c.sentinel.failover(ctx)
+		if old != nil {
+			f.Target = "redis primary " + old.Addr()
+		}
+		if next != nil {
+			f.Note = fmt.Sprintf("new primary %s; writes through the sentinels again %.1fs after the kill", next.Addr(), writes.Seconds())
+		}
+		err = ferr
 	case FaultKillReplica:
 		p := c.servers[1+rng.IntN(len(c.servers)-1)]
 		f.Target = p.id

@@ -92,6 +92,39 @@ func TestChaosSoak(t *testing.T) {
 	}
 }
 
+// TestChaosSoakSentinel runs a short soak on a real Sentinel set (a
+// primary, two replicas, three Sentinels): the primary is killed several
+// times while agents churn and replicas die, and the soak must pass with
+// the server replicas following each new primary.
+func TestChaosSoakSentinel(t *testing.T) {
+	opts := soakOptions(t)
+	opts.RedisSentinel = true
+	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 50*time.Second, 8*time.Second, time.Minute, 20*time.Second
+	opts.Faults = []string{FaultRedisFailover, FaultRedisFailover, FaultKillReplica, FaultRestartAgent}
+	opts.Seed = 3
+	rep, err := RunChaos(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("soak failure: %s", f)
+	}
+	failovers := 0
+	for _, f := range rep.Faults {
+		if f.Kind == FaultRedisFailover && f.Error == "" {
+			failovers++
+			t.Logf("failover at %.1fs: %s", f.At, f.Note)
+		}
+	}
+	if failovers == 0 {
+		t.Errorf("no Sentinel failover among the faults %+v", rep.Faults)
+	}
+	if !rep.Passed {
+		t.Errorf("the soak did not pass")
+	}
+}
+
 // TestChaosHostileAgent runs a short soak whose only fault is a hostile
 // agent: one cluster's certificate used against a replica to hold
 // connections and streams, Sync streams without a Hello and unfinished

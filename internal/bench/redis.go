@@ -23,6 +23,10 @@ type redisProcess struct {
 	port    int
 	dir     string
 	logPath string
+	// args are extra arguments; config, when set, is a configuration
+	// file given first (a Sentinel's, which it rewrites).
+	args   []string
+	config string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -33,17 +37,27 @@ type redisProcess struct {
 // startRedisProcess starts binary (redis-server) on a free loopback port
 // with its working directory under work, and waits until it answers.
 func startRedisProcess(ctx context.Context, binary, work string) (*redisProcess, error) {
+	r, err := newRedisProcess(binary, work, "redis")
+	if err != nil {
+		return nil, err
+	}
+	return r, r.start(ctx)
+}
+
+// newRedisProcess prepares a redis-server on a free loopback port, in
+// work/name with its log in work/name.log.
+func newRedisProcess(binary, work, name string) (*redisProcess, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	_, portText, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portText)
-	r := &redisProcess{binary: binary, port: port, dir: filepath.Join(work, "redis"), logPath: filepath.Join(work, "redis.log")}
+	r := &redisProcess{binary: binary, port: port, dir: filepath.Join(work, name), logPath: filepath.Join(work, name+".log")}
 	if err := os.MkdirAll(r.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
-	return r, r.start(ctx)
+	return r, nil
 }
 
 // Addr returns host:port.
@@ -60,8 +74,16 @@ func (r *redisProcess) start(ctx context.Context) error {
 		return fmt.Errorf("start redis: %w", err)
 	}
 	defer log.Close()
-	cmd := exec.Command(r.binary, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes")
+	var args []string
+	if r.config != "" {
+		args = append(args, r.config)
+	}
+	args = append(args, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
+		"--daemonize", "no", "--protected-mode", "yes")
+	if r.config == "" {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	cmd := exec.Command(r.binary, append(args, r.args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

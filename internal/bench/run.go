@@ -105,6 +105,10 @@ type Options struct {
 	PolicyEvery time.Duration
 	// RedisServer is the redis-server binary the soak runs.
 	RedisServer string
+	// RedisSentinel runs the soak on a Sentinel set (a primary, two
+	// replicas, three Sentinels) instead of one redis-server, with
+	// redis-failover among its faults.
+	RedisSentinel bool
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
 	// Progress, when set, receives one line per phase.
