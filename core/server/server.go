@@ -111,6 +111,8 @@ type Server struct {
 	inputHeld inputBudget
 	// traffic keeps the edges the agents relayed over the last hour.
 	traffic *traffic.Hour
+	// policyChanges are when the management policies last changed.
+	policyChanges policyChanges
 
 	mu      sync.Mutex
 	streams map[string]*stream
@@ -667,6 +669,7 @@ func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
+	s.policyChanges.note(p, time.Now())
 	s.trust.SetPolicies(p)
 	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) }))
 }

@@ -305,3 +305,29 @@ func (h *Hour) each(f func(Key, *Stats)) {
 		f(k, &s.total)
 	}
 }
+
+// Counts are requests and the errors among them.
+type Counts struct{ Requests, Errors uint64 }
+
+// Around splits minutes around a change at changed: the minutes before
+// it, and the minute of the change with those after, each at most span
+// minutes long; now is the last span minutes before at. A zero changed
+// leaves before and after empty.
+func Around(minutes []MinuteView, changed, at time.Time, span int64) (before, after, now Counts) {
+	nowMin, changeMin := at.Unix()/60, changed.Unix()/60
+	for _, m := range minutes {
+		if m.Minute > nowMin-span && m.Minute <= nowMin {
+			now.Requests, now.Errors = now.Requests+m.Requests, now.Errors+m.Errors
+		}
+		if changed.IsZero() {
+			continue
+		}
+		switch {
+		case m.Minute < changeMin && m.Minute >= changeMin-span:
+			before.Requests, before.Errors = before.Requests+m.Requests, before.Errors+m.Errors
+		case m.Minute >= changeMin && m.Minute < changeMin+span:
+			after.Requests, after.Errors = after.Requests+m.Requests, after.Errors+m.Errors
+		}
+	}
+	return before, after, now
+}

@@ -166,3 +166,25 @@ meshrelay_edge_requests_total{code_class="grpc_server_error",destination_cluster
 		t.Error(err)
 	}
 }
+
+// TestAround: the minutes before a change, from its minute on, and the last ones.
+func TestAround(t *testing.T) {
+	at := time.Unix(60*1000, 0)
+	changed := time.Unix(60*995+30, 0) // in minute 995
+	var minutes []MinuteView
+	for m := int64(980); m <= 1000; m++ {
+		v := MinuteView{Minute: m, Requests: 100}
+		if m >= 995 {
+			v.Errors = 20
+		}
+		minutes = append(minutes, v)
+	}
+	before, after, now := Around(minutes, changed, at, 5)
+	if before != (Counts{500, 0}) || after != (Counts{500, 100}) || now != (Counts{500, 100}) {
+		t.Errorf("Around = before %v, after %v, now %v; want {500 0}, {500 100}, {500 100}", before, after, now)
+	}
+	before, after, _ = Around(minutes, time.Time{}, at, 5)
+	if before != (Counts{}) || after != (Counts{}) {
+		t.Errorf("Around without a change = %v, %v; want nothing", before, after)
+	}
+}

@@ -36,6 +36,8 @@ type fleet struct {
 	ui, token, policies string
 	// admin calls the demo server's admin API.
 	admin *adminclient.Client
+	// traffic holds each agent's traffic receiver address, by cluster.
+	traffic map[string]string
 }
 
 // startFleet runs the demo with the real plugin binaries and keeps it
@@ -82,7 +84,7 @@ func startFleet(t *testing.T) fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin}
+	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin, traffic: report.Traffic}
 }
 
 // browser starts headless Chromium and returns a context for its first tab.

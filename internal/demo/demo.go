@@ -316,6 +316,7 @@ func editAndWatch(ctx, actx context.Context, admin relayv1.AdminClient, srv *ser
 func startUI(ctx context.Context, g *errgroup.Group, srv *server.Server, addr string, logger *slog.Logger) (*ui.Server, error) {
 	uopts := ui.DefaultOptions()
 	uopts.Addr = cmp.Or(addr, "127.0.0.1:0")
+	uopts.Traffic = srv.TrafficServer()
 	if !server.Loopback(uopts.Addr) {
 		uopts.TLS = srv.ServingTLSConfig()
 	}

@@ -693,6 +693,254 @@ func (x *TrafficDrops) GetDropped() map[string]uint64 {
 	return nil
 }
 
+// PolicyTrafficRequest names a policy as Admin.DescribePolicy's request does.
+type PolicyTrafficRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// cluster names the workload cluster that defined the policy; empty for
+	// the management source's.
+	Cluster string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// minutes is how long before and after the change are compared (10 when
+	// 0, at most 30).
+	Minutes       uint32 `protobuf:"varint,5,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyTrafficRequest) Reset() {
+	*x = PolicyTrafficRequest{}
+	mi := &file_relay_v1_traffic_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyTrafficRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyTrafficRequest) ProtoMessage() {}
+
+func (x *PolicyTrafficRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_traffic_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyTrafficRequest.ProtoReflect.Descriptor instead.
+func (*PolicyTrafficRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PolicyTrafficRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PolicyTrafficRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PolicyTrafficRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyTrafficRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *PolicyTrafficRequest) GetMinutes() uint32 {
+	if x != nil {
+		return x.Minutes
+	}
+	return 0
+}
+
+// PolicyTraffic is the traffic to a policy's destinations around its last
+// change.
+type PolicyTraffic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// changed_at is when this replica saw the policy's last change; unset
+	// when it saw none since it started (before and after are then empty,
+	// and now the last minutes).
+	ChangedAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	Minutes       uint32                 `protobuf:"varint,2,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	Destinations  []*DestinationTraffic  `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyTraffic) Reset() {
+	*x = PolicyTraffic{}
+	mi := &file_relay_v1_traffic_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyTraffic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyTraffic) ProtoMessage() {}
+
+func (x *PolicyTraffic) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_traffic_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyTraffic.ProtoReflect.Descriptor instead.
+func (*PolicyTraffic) Descriptor() ([]byte, []int) {
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PolicyTraffic) GetChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return nil
+}
+
+func (x *PolicyTraffic) GetMinutes() uint32 {
+	if x != nil {
+		return x.Minutes
+	}
+	return 0
+}
+
+func (x *PolicyTraffic) GetDestinations() []*DestinationTraffic {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+// DestinationTraffic is one destination's requests and errors, from every
+// caller, before and after a change, and over the last minutes.
+type DestinationTraffic struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Namespace      string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name           string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	BeforeRequests uint64                 `protobuf:"varint,3,opt,name=before_requests,json=beforeRequests,proto3" json:"before_requests,omitempty"`
+	BeforeErrors   uint64                 `protobuf:"varint,4,opt,name=before_errors,json=beforeErrors,proto3" json:"before_errors,omitempty"`
+	AfterRequests  uint64                 `protobuf:"varint,5,opt,name=after_requests,json=afterRequests,proto3" json:"after_requests,omitempty"`
+	AfterErrors    uint64                 `protobuf:"varint,6,opt,name=after_errors,json=afterErrors,proto3" json:"after_errors,omitempty"`
+	NowRequests    uint64                 `protobuf:"varint,7,opt,name=now_requests,json=nowRequests,proto3" json:"now_requests,omitempty"`
+	NowErrors      uint64                 `protobuf:"varint,8,opt,name=now_errors,json=nowErrors,proto3" json:"now_errors,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DestinationTraffic) Reset() {
+	*x = DestinationTraffic{}
+	mi := &file_relay_v1_traffic_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestinationTraffic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestinationTraffic) ProtoMessage() {}
+
+func (x *DestinationTraffic) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_traffic_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestinationTraffic.ProtoReflect.Descriptor instead.
+func (*DestinationTraffic) Descriptor() ([]byte, []int) {
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DestinationTraffic) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DestinationTraffic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DestinationTraffic) GetBeforeRequests() uint64 {
+	if x != nil {
+		return x.BeforeRequests
+	}
+	return 0
+}
+
+func (x *DestinationTraffic) GetBeforeErrors() uint64 {
+	if x != nil {
+		return x.BeforeErrors
+	}
+	return 0
+}
+
+func (x *DestinationTraffic) GetAfterRequests() uint64 {
+	if x != nil {
+		return x.AfterRequests
+	}
+	return 0
+}
+
+func (x *DestinationTraffic) GetAfterErrors() uint64 {
+	if x != nil {
+		return x.AfterErrors
+	}
+	return 0
+}
+
+func (x *DestinationTraffic) GetNowRequests() uint64 {
+	if x != nil {
+		return x.NowRequests
+	}
+	return 0
+}
+
+func (x *DestinationTraffic) GetNowErrors() uint64 {
+	if x != nil {
+		return x.NowErrors
+	}
+	return 0
+}
+
 var File_relay_v1_traffic_proto protoreflect.FileDescriptor
 
 const file_relay_v1_traffic_proto_rawDesc = "" +
@@ -765,9 +1013,31 @@ const file_relay_v1_traffic_proto_rawDesc = "" +
 	"\adropped\x18\x02 \x03(\v2-.meshrelay.relay.v1.TrafficDrops.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x012c\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x90\x01\n" +
+	"\x14PolicyTrafficRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\acluster\x18\x04 \x01(\tR\acluster\x12\x18\n" +
+	"\aminutes\x18\x05 \x01(\rR\aminutes\"\xb0\x01\n" +
+	"\rPolicyTraffic\x129\n" +
+	"\n" +
+	"changed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12\x18\n" +
+	"\aminutes\x18\x02 \x01(\rR\aminutes\x12J\n" +
+	"\fdestinations\x18\x03 \x03(\v2&.meshrelay.relay.v1.DestinationTrafficR\fdestinations\"\xa0\x02\n" +
+	"\x12DestinationTraffic\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
+	"\x0fbefore_requests\x18\x03 \x01(\x04R\x0ebeforeRequests\x12#\n" +
+	"\rbefore_errors\x18\x04 \x01(\x04R\fbeforeErrors\x12%\n" +
+	"\x0eafter_requests\x18\x05 \x01(\x04R\rafterRequests\x12!\n" +
+	"\fafter_errors\x18\x06 \x01(\x04R\vafterErrors\x12!\n" +
+	"\fnow_requests\x18\a \x01(\x04R\vnowRequests\x12\x1d\n" +
+	"\n" +
+	"now_errors\x18\b \x01(\x04R\tnowErrors2\xc4\x01\n" +
 	"\aTraffic\x12X\n" +
-	"\tListEdges\x12$.meshrelay.relay.v1.ListEdgesRequest\x1a%.meshrelay.relay.v1.ListEdgesResponseB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
+	"\tListEdges\x12$.meshrelay.relay.v1.ListEdgesRequest\x1a%.meshrelay.relay.v1.ListEdgesResponse\x12_\n" +
+	"\x10GetPolicyTraffic\x12(.meshrelay.relay.v1.PolicyTrafficRequest\x1a!.meshrelay.relay.v1.PolicyTrafficB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
 
 var (
 	file_relay_v1_traffic_proto_rawDescOnce sync.Once
@@ -781,7 +1051,7 @@ func file_relay_v1_traffic_proto_rawDescGZIP() []byte {
 	return file_relay_v1_traffic_proto_rawDescData
 }
 
-var file_relay_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_relay_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_relay_v1_traffic_proto_goTypes = []any{
 	(*TrafficWindow)(nil),         // 0: meshrelay.relay.v1.TrafficWindow
 	(*TrafficEdgeName)(nil),       // 1: meshrelay.relay.v1.TrafficEdgeName
@@ -791,28 +1061,35 @@ var file_relay_v1_traffic_proto_goTypes = []any{
 	(*Edge)(nil),                  // 5: meshrelay.relay.v1.Edge
 	(*EdgeMinute)(nil),            // 6: meshrelay.relay.v1.EdgeMinute
 	(*TrafficDrops)(nil),          // 7: meshrelay.relay.v1.TrafficDrops
-	nil,                           // 8: meshrelay.relay.v1.TrafficWindow.DroppedEntry
-	nil,                           // 9: meshrelay.relay.v1.Edge.CodesEntry
-	nil,                           // 10: meshrelay.relay.v1.TrafficDrops.DroppedEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*PolicyTrafficRequest)(nil),  // 8: meshrelay.relay.v1.PolicyTrafficRequest
+	(*PolicyTraffic)(nil),         // 9: meshrelay.relay.v1.PolicyTraffic
+	(*DestinationTraffic)(nil),    // 10: meshrelay.relay.v1.DestinationTraffic
+	nil,                           // 11: meshrelay.relay.v1.TrafficWindow.DroppedEntry
+	nil,                           // 12: meshrelay.relay.v1.Edge.CodesEntry
+	nil,                           // 13: meshrelay.relay.v1.TrafficDrops.DroppedEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_relay_v1_traffic_proto_depIdxs = []int32{
 	1,  // 0: meshrelay.relay.v1.TrafficWindow.names:type_name -> meshrelay.relay.v1.TrafficEdgeName
 	2,  // 1: meshrelay.relay.v1.TrafficWindow.edges:type_name -> meshrelay.relay.v1.TrafficEdgeStats
-	8,  // 2: meshrelay.relay.v1.TrafficWindow.dropped:type_name -> meshrelay.relay.v1.TrafficWindow.DroppedEntry
+	11, // 2: meshrelay.relay.v1.TrafficWindow.dropped:type_name -> meshrelay.relay.v1.TrafficWindow.DroppedEntry
 	5,  // 3: meshrelay.relay.v1.ListEdgesResponse.edges:type_name -> meshrelay.relay.v1.Edge
 	7,  // 4: meshrelay.relay.v1.ListEdgesResponse.dropped:type_name -> meshrelay.relay.v1.TrafficDrops
-	11, // 5: meshrelay.relay.v1.Edge.last_seen:type_name -> google.protobuf.Timestamp
-	9,  // 6: meshrelay.relay.v1.Edge.codes:type_name -> meshrelay.relay.v1.Edge.CodesEntry
+	14, // 5: meshrelay.relay.v1.Edge.last_seen:type_name -> google.protobuf.Timestamp
+	12, // 6: meshrelay.relay.v1.Edge.codes:type_name -> meshrelay.relay.v1.Edge.CodesEntry
 	6,  // 7: meshrelay.relay.v1.Edge.minutes:type_name -> meshrelay.relay.v1.EdgeMinute
-	10, // 8: meshrelay.relay.v1.TrafficDrops.dropped:type_name -> meshrelay.relay.v1.TrafficDrops.DroppedEntry
-	3,  // 9: meshrelay.relay.v1.Traffic.ListEdges:input_type -> meshrelay.relay.v1.ListEdgesRequest
-	4,  // 10: meshrelay.relay.v1.Traffic.ListEdges:output_type -> meshrelay.relay.v1.ListEdgesResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 8: meshrelay.relay.v1.TrafficDrops.dropped:type_name -> meshrelay.relay.v1.TrafficDrops.DroppedEntry
+	14, // 9: meshrelay.relay.v1.PolicyTraffic.changed_at:type_name -> google.protobuf.Timestamp
+	10, // 10: meshrelay.relay.v1.PolicyTraffic.destinations:type_name -> meshrelay.relay.v1.DestinationTraffic
+	3,  // 11: meshrelay.relay.v1.Traffic.ListEdges:input_type -> meshrelay.relay.v1.ListEdgesRequest
+	8,  // 12: meshrelay.relay.v1.Traffic.GetPolicyTraffic:input_type -> meshrelay.relay.v1.PolicyTrafficRequest
+	4,  // 13: meshrelay.relay.v1.Traffic.ListEdges:output_type -> meshrelay.relay.v1.ListEdgesResponse
+	9,  // 14: meshrelay.relay.v1.Traffic.GetPolicyTraffic:output_type -> meshrelay.relay.v1.PolicyTraffic
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_traffic_proto_init() }
@@ -826,7 +1103,7 @@ func file_relay_v1_traffic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_traffic_proto_rawDesc), len(file_relay_v1_traffic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Traffic_ListEdges_FullMethodName = "/meshrelay.relay.v1.Traffic/ListEdges"
+	Traffic_ListEdges_FullMethodName        = "/meshrelay.relay.v1.Traffic/ListEdges"
+	Traffic_GetPolicyTraffic_FullMethodName = "/meshrelay.relay.v1.Traffic/GetPolicyTraffic"
 )
 
 // TrafficClient is the client API for Traffic service.
@@ -33,6 +34,10 @@ type TrafficClient interface {
 	// ListEdges returns the edges seen within the request's window, with
 	// their rates, error rates and latency percentiles.
 	ListEdges(ctx context.Context, in *ListEdgesRequest, opts ...grpc.CallOption) (*ListEdgesResponse, error)
+	// PolicyTraffic returns, for the destinations a policy selects, the
+	// error rate before and after the policy last changed. Errors as
+	// Admin.DescribePolicy's.
+	GetPolicyTraffic(ctx context.Context, in *PolicyTrafficRequest, opts ...grpc.CallOption) (*PolicyTraffic, error)
 }
 
 type trafficClient struct {
@@ -53,6 +58,16 @@ func (c *trafficClient) ListEdges(ctx context.Context, in *ListEdgesRequest, opt
 	return out, nil
 }
 
+func (c *trafficClient) GetPolicyTraffic(ctx context.Context, in *PolicyTrafficRequest, opts ...grpc.CallOption) (*PolicyTraffic, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyTraffic)
+	err := c.cc.Invoke(ctx, Traffic_GetPolicyTraffic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TrafficServer is the server API for Traffic service.
 // All implementations must embed UnimplementedTrafficServer
 // for forward compatibility.
@@ -64,6 +79,10 @@ type TrafficServer interface {
 	// ListEdges returns the edges seen within the request's window, with
 	// their rates, error rates and latency percentiles.
 	ListEdges(context.Context, *ListEdgesRequest) (*ListEdgesResponse, error)
+	// PolicyTraffic returns, for the destinations a policy selects, the
+	// error rate before and after the policy last changed. Errors as
+	// Admin.DescribePolicy's.
+	GetPolicyTraffic(context.Context, *PolicyTrafficRequest) (*PolicyTraffic, error)
 	mustEmbedUnimplementedTrafficServer()
 }
 
@@ -76,6 +95,9 @@ type UnimplementedTrafficServer struct{}
 
 func (UnimplementedTrafficServer) ListEdges(context.Context, *ListEdgesRequest) (*ListEdgesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEdges not implemented")
+}
+func (UnimplementedTrafficServer) GetPolicyTraffic(context.Context, *PolicyTrafficRequest) (*PolicyTraffic, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPolicyTraffic not implemented")
 }
 func (UnimplementedTrafficServer) mustEmbedUnimplementedTrafficServer() {}
 func (UnimplementedTrafficServer) testEmbeddedByValue()                 {}
@@ -116,6 +138,24 @@ func _Traffic_ListEdges_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Traffic_GetPolicyTraffic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyTrafficRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TrafficServer).GetPolicyTraffic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Traffic_GetPolicyTraffic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TrafficServer).GetPolicyTraffic(ctx, req.(*PolicyTrafficRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Traffic_ServiceDesc is the grpc.ServiceDesc for Traffic service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +166,10 @@ var Traffic_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEdges",
 			Handler:    _Traffic_ListEdges_Handler,
+		},
+		{
+			MethodName: "GetPolicyTraffic",
+			Handler:    _Traffic_GetPolicyTraffic_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
