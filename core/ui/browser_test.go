@@ -409,14 +409,17 @@ func coldStart(t *testing.T, b context.Context, window time.Duration) coldStarte
 	return coldStarted{env: e, tab: tb}
 }
 
-// refusedAPI checks that every JSON endpoint refuses an authorization
-// header ("" for none) with 401 and no fleet data.
-func refusedAPI(t *testing.T, f fleet, auth string) {
+// refusedAPI checks that every JSON endpoint, or those of paths, refuses
+// an authorization header ("" for none) with 401 and no fleet data.
+func refusedAPI(t *testing.T, f fleet, auth string, paths ...string) {
 	t.Helper()
-	for _, path := range []string{
-		"api/status", "api/graph", "api/events", "api/list/clusters", "api/list/outputs", "api/clusters/east",
-		"api/clusters/east/outputs/istio", "api/destinations/bookinfo/reviews", "api/policies/TrafficPolicy/bookinfo/reviews-split",
-	} {
+	if len(paths) == 0 {
+		paths = []string{
+			"api/status", "api/graph", "api/events", "api/list/clusters", "api/list/outputs", "api/clusters/east",
+			"api/clusters/east/outputs/istio", "api/destinations/bookinfo/reviews", "api/policies/TrafficPolicy/bookinfo/reviews-split",
+		}
+	}
+	for _, path := range paths {
 		req, err := http.NewRequest(http.MethodGet, f.ui+path, nil)
 		if err != nil {
 			t.Fatal(err)

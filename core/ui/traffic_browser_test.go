@@ -29,6 +29,8 @@ func TestBrowserTraffic(t *testing.T) {
 		}
 	}
 	calls(100, 25)
+	refusedAPI(t, f, "Bearer wrong-token", "api/traffic", "api/traffic?destination=bookinfo/reviews", "api/traffic/policies/TrafficPolicy/bookinfo/reviews-split")
+	refusedAPI(t, f, "", "api/traffic")
 
 	ctx := tab(t, b)
 	edge := `g.traffic-edge[data-traffic-edge="east/bookinfo/probe>east/bookinfo/reviews"]`

@@ -31,7 +31,10 @@ func (s envoyService) StreamMetrics(stream grpc.ClientStreamingServer[metricsv3.
 		return status.Error(codes.ResourceExhausted, errBusy.Error())
 	}
 	defer release()
-	st := &envoyStream{r: r, last: newSeries(r.opts.MaxSeriesPerStream)}
+	last := newSeries(r.opts.MaxSeriesPerStream)
+	last.shared, last.sharedMax = &r.envoySeries, int64(r.opts.MaxSeries)
+	defer last.release()
+	st := &envoyStream{r: r, last: last}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {

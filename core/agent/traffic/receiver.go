@@ -32,7 +32,8 @@ type Options struct {
 	// MaxSeriesPerStream bounds the series one Envoy stream keeps
 	// (20,000 when 0).
 	MaxSeriesPerStream int
-	// MaxSeries bounds the series the OTLP receiver keeps (50,000 when 0).
+	// MaxSeries bounds the series the receiver keeps over all its Envoy
+	// streams together, and those of the OTLP receiver (50,000 each when 0).
 	MaxSeries int
 	// MaxPoints bounds the data points of one OTLP Export (20,000 when 0).
 	MaxPoints int
@@ -83,6 +84,8 @@ type Receiver struct {
 	enc     traffic.Encoder
 	streams chan struct{}
 	otlp    *series
+	// envoySeries counts the series of every Envoy stream.
+	envoySeries atomic.Int64
 
 	// dropped counts, by reason, what was dropped since the start.
 	droppedMu sync.Mutex
@@ -179,11 +182,14 @@ func (r *Receiver) acquire() (release func(), ok bool) {
 	}
 }
 
-// series keeps the last cumulative values of series, at most max of them.
+// series keeps the last cumulative values of series, at most max of them,
+// and, with shared set, while shared counts fewer than sharedMax.
 type series struct {
-	mu   sync.Mutex
-	max  int
-	last map[uint64]*point
+	mu        sync.Mutex
+	max       int
+	last      map[uint64]*point
+	shared    *atomic.Int64
+	sharedMax int64
 }
 
 type point struct {
@@ -203,6 +209,10 @@ func (s *series) delta(key uint64, values []float64, fresh bool, now time.Time) 
 	p, ok := s.last[key]
 	if !ok {
 		if len(s.last) >= s.max {
+			return nil, false
+		}
+		if s.shared != nil && s.shared.Add(1) > s.sharedMax {
+			s.shared.Add(-1)
 			return nil, false
 		}
 		s.last[key] = &point{values: slices.Clone(values), seen: now}
@@ -236,6 +246,16 @@ func (s *series) expire(before time.Time) {
 	s.mu.Lock()
 	maps.DeleteFunc(s.last, func(_ uint64, p *point) bool { return p.seen.Before(before) })
 	s.mu.Unlock()
+}
+
+// release gives back the shared count of every series kept.
+func (s *series) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shared != nil {
+		s.shared.Add(-int64(len(s.last)))
+	}
+	clear(s.last)
 }
 
 func (s *series) len() int {

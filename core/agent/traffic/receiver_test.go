@@ -415,3 +415,58 @@ func TestWindowBytes(t *testing.T) {
 		t.Errorf("no edge was dropped for size")
 	}
 }
+
+// TestSeriesAcrossStreams: the Envoy streams together keep at most
+// MaxSeries series; a stream that ends gives its series back.
+func TestSeriesAcrossStreams(t *testing.T) {
+	rec := agenttraffic.New(agenttraffic.Options{Cluster: "east", MaxSeriesPerStream: 100, MaxSeries: 150})
+	conn := serve(t, rec)
+	fam := func(prefix string, v float64) []*dto.MetricFamily {
+		f := &dto.MetricFamily{Name: ptr("istio_requests_total"), Type: dto.MetricType_COUNTER.Enum()}
+		for i := range 100 {
+			f.Metric = append(f.Metric, &dto.Metric{Label: []*dto.LabelPair{
+				{Name: ptr("reporter"), Value: ptr("source")}, {Name: ptr("source_workload"), Value: ptr(prefix + strconv.Itoa(i))},
+				{Name: ptr("source_workload_namespace"), Value: ptr("ns")}, {Name: ptr("destination_service"), Value: ptr("api.ns.svc.cluster.local")},
+				{Name: ptr("response_code"), Value: ptr("200")}, {Name: ptr("request_protocol"), Value: ptr("http")}}, Counter: &dto.Counter{Value: ptr(v)}})
+		}
+		return []*dto.MetricFamily{f}
+	}
+	client := metricsv3.NewMetricsServiceClient(conn)
+	first, err := client.StreamMetrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{1, 2} {
+		if err := first.Send(&metricsv3.StreamMetricsMessage{EnvoyMetrics: fam("a", v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second stream starts once the first holds its 100 series.
+	r := newRelay()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.edges) < 100 && time.Now().Before(deadline) {
+		rec.Flush(time.Now(), r)
+		time.Sleep(10 * time.Millisecond)
+	}
+	streamAsEnvoy(t, conn, istioNode(t), fam("b", 1), fam("b", 2))
+	rec.Flush(time.Now(), r)
+	if len(r.edges) != 150 || r.dropped[traffic.DropSeries] != 100 {
+		t.Errorf("edges %d, dropped series %d; want 150 kept and 100 dropped (50 in each of two messages)", len(r.edges), r.dropped[traffic.DropSeries])
+	}
+	if _, err := first.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	// With both streams gone, a new one keeps its series again.
+	r = newRelay()
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		streamAsEnvoy(t, conn, istioNode(t), fam("c", 1), fam("c", 2))
+		rec.Flush(time.Now(), r)
+		if len(r.edges) == 100 {
+			break
+		}
+	}
+	if len(r.edges) != 100 {
+		t.Errorf("after the streams ended a new stream relayed %d edges, want 100", len(r.edges))
+	}
+}
