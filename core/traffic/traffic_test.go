@@ -65,33 +65,37 @@ func TestSteadyWindowBytes(t *testing.T) {
 	w := enc.Encode(1, time.Now(), WindowLength, edges, nil)
 	n := protoSize(w)
 	t.Logf("200 steady edges: %d bytes a window (%.1f per edge)", n, float64(n)/200)
-	if n > 4<<10 {
-		t.Errorf("a steady window of 200 edges takes %d bytes", n)
+	if n > 2<<10 {
+		t.Errorf("a steady window of 200 edges takes %d bytes, want under 2 KiB", n)
 	}
 }
 
-// TestDecoderLimits: a server refuses a window over its limits whole, and
-// entries it cannot trust one by one.
+// TestDecoderLimits: a server refuses a window over its limits, or whose
+// counts do not parse, whole, and entries it cannot trust one by one.
 func TestDecoderLimits(t *testing.T) {
 	limits := Limits{MaxBytes: 4 << 10, MaxEdges: 10, MaxNames: 20}
+	one := []uint64{1, 1, 5 << 3} // id 1, one code pair: 5 × 2xx
+	many := []uint64{}
+	for range 11 {
+		many = append(many, 1, 1, 1<<3)
+	}
 	tests := map[string]struct {
 		w           *relayv1.TrafficWindow
 		err         bool
 		refused, ok int
 	}{
-		"too many edges": {w: &relayv1.TrafficWindow{Edges: make([]*relayv1.TrafficEdgeStats, 11)}, err: true},
+		"too many edges": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: many}, err: true},
+		"too many names": {w: &relayv1.TrafficWindow{Names: make([]*relayv1.TrafficEdgeName, 11)}, err: true},
 		"too many bytes": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{{Id: 1, SourceWorkload: strings.Repeat("x", 5000)}}}, err: true},
-		"unknown id":     {w: &relayv1.TrafficWindow{Edges: []*relayv1.TrafficEdgeStats{{Id: 7, Codes: []uint64{0, 1}}}}, refused: 1},
-		"bad class": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)},
-			Edges: []*relayv1.TrafficEdgeStats{{Id: 1, Codes: []uint64{99, 1}}}}, refused: 1},
-		"odd pairs": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)},
-			Edges: []*relayv1.TrafficEdgeStats{{Id: 1, Latency: []uint64{1}}}}, refused: 1},
-		"huge count": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)},
-			Edges: []*relayv1.TrafficEdgeStats{{Id: 1, Codes: []uint64{0, 1 << 50}}}}, refused: 1},
+		"unknown id":     {w: &relayv1.TrafficWindow{Edges: []uint64{7, 1, 1 << 3}}, refused: 1},
+		"truncated":      {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: []uint64{1, 2, 1 << 3}}, err: true},
+		"bad bucket":     {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: []uint64{1, 1 << 4, 1<<4 | 15, 10}}, err: true},
+		"bad header":     {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: []uint64{1, 1 << 12}}, err: true},
+		"huge count":     {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: []uint64{1, 1, 1 << 50 << 3}}, err: true},
+		"huge id":        {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: []uint64{1 << 40, 1, 1 << 3}}, refused: 1},
 		"control characters": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{{Id: 1, SourceWorkload: "a\x1b[31m", DestinationCluster: "e", DestinationService: "s", Protocol: "http"}},
-			Edges: []*relayv1.TrafficEdgeStats{{Id: 1, Codes: []uint64{0, 1}}}}, refused: 2},
-		"good": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)},
-			Edges: []*relayv1.TrafficEdgeStats{{Id: 1, Codes: []uint64{0, 1}}}}, ok: 1},
+			Edges: one}, refused: 2},
+		"good": {w: &relayv1.TrafficWindow{Names: []*relayv1.TrafficEdgeName{name(1)}, Edges: one}, ok: 1},
 	}
 	for n, tc := range tests {
 		t.Run(n, func(t *testing.T) {

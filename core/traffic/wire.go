@@ -1,9 +1,11 @@
 package traffic
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
@@ -39,6 +41,11 @@ func (e *Encoder) Encode(stream uint64, end time.Time, window time.Duration, edg
 	}
 	msg := &relayv1.TrafficWindow{EndUnixMs: end.UnixMilli(), Seconds: uint32(window.Round(time.Second) / time.Second)}
 	size := proto.Size(msg) + 64
+	type entry struct {
+		id    uint32
+		stats *Stats
+	}
+	var entries []entry
 	var left uint64
 	for _, k := range sortedEdges(edges) {
 		s := edges[k]
@@ -49,8 +56,8 @@ func (e *Encoder) Encode(stream uint64, end time.Time, window time.Duration, edg
 			name = &relayv1.TrafficEdgeName{Id: id, SourceWorkload: k.SourceWorkload, DestinationCluster: k.DestinationCluster,
 				DestinationService: k.DestinationService, Protocol: k.Protocol}
 		}
-		stats := encodeStats(id, s)
-		n := proto.Size(stats) + 3
+		// An id delta takes at most 5 bytes.
+		n := len(appendStats(nil, s)) + 5
 		if name != nil {
 			n += proto.Size(name) + 3
 		}
@@ -63,7 +70,14 @@ func (e *Encoder) Encode(stream uint64, end time.Time, window time.Duration, edg
 			e.ids[k] = id
 			msg.Names = append(msg.Names, name)
 		}
-		msg.Edges = append(msg.Edges, stats)
+		entries = append(entries, entry{id, s})
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
+	prev := uint32(0)
+	for _, en := range entries {
+		msg.Edges = append(msg.Edges, uint64(en.id-prev))
+		msg.Edges = appendStats(msg.Edges, en.stats)
+		prev = en.id
 	}
 	if left > 0 {
 		if dropped == nil {
@@ -77,17 +91,52 @@ func (e *Encoder) Encode(stream uint64, end time.Time, window time.Duration, edg
 	return msg
 }
 
-func encodeStats(id uint32, s *Stats) *relayv1.TrafficEdgeStats {
-	out := &relayv1.TrafficEdgeStats{Id: id, LatencySumMs: uint64(math.Round(s.LatencySumMS)), BytesSent: s.BytesSent, BytesReceived: s.BytesReceived}
+// Header bits of an edge's counts.
+const (
+	hasBytesSent     = 1 << 8
+	hasBytesReceived = 1 << 9
+)
+
+// appendStats appends an edge's counts after its id, as
+// relayv1.TrafficWindow.edges says.
+func appendStats(out []uint64, s *Stats) []uint64 {
+	var codes, buckets uint64
+	for _, n := range s.Codes {
+		if n > 0 {
+			codes++
+		}
+	}
+	for _, n := range s.Latency {
+		if n > 0 {
+			buckets++
+		}
+	}
+	header := codes | buckets<<4
+	if s.BytesSent > 0 {
+		header |= hasBytesSent
+	}
+	if s.BytesReceived > 0 {
+		header |= hasBytesReceived
+	}
+	out = append(out, header)
 	for c, n := range s.Codes {
 		if n > 0 {
-			out.Codes = append(out.Codes, uint64(c), n)
+			out = append(out, n<<3|uint64(c))
 		}
 	}
 	for b, n := range s.Latency {
 		if n > 0 {
-			out.Latency = append(out.Latency, uint64(b), n)
+			out = append(out, n<<4|uint64(b))
 		}
+	}
+	if buckets > 0 {
+		out = append(out, uint64(math.Round(s.LatencySumMS)))
+	}
+	if s.BytesSent > 0 {
+		out = append(out, s.BytesSent)
+	}
+	if s.BytesReceived > 0 {
+		out = append(out, s.BytesReceived)
 	}
 	return out
 }
@@ -122,13 +171,14 @@ type Decoded struct {
 
 // Decode checks a window against the limits and returns its edges and
 // the number of entries it refused (an unknown id, an invalid name or
-// count). A window over the limits is refused whole, with ErrRefused.
+// count). A window over the limits, or whose counts do not parse, is
+// refused whole, with ErrRefused.
 func (d *Decoder) Decode(w *relayv1.TrafficWindow) ([]Decoded, int, error) {
 	if n := proto.Size(w); n > d.Limits.MaxBytes {
 		return nil, 0, fmt.Errorf("%w: %d bytes, more than %d", ErrRefused, n, d.Limits.MaxBytes)
 	}
-	if len(w.GetEdges()) > d.Limits.MaxEdges || len(w.GetNames()) > d.Limits.MaxEdges {
-		return nil, 0, fmt.Errorf("%w: %d edges, more than %d", ErrRefused, len(w.GetEdges()), d.Limits.MaxEdges)
+	if len(w.GetNames()) > d.Limits.MaxEdges {
+		return nil, 0, fmt.Errorf("%w: %d names, more than %d", ErrRefused, len(w.GetNames()), d.Limits.MaxEdges)
 	}
 	if d.names == nil {
 		d.names = map[uint32]Edge{}
@@ -147,15 +197,21 @@ func (d *Decoder) Decode(w *relayv1.TrafficWindow) ([]Decoded, int, error) {
 		}
 		d.names[n.GetId()] = e
 	}
-	out := make([]Decoded, 0, len(w.GetEdges()))
-	for _, es := range w.GetEdges() {
-		e, ok := d.names[es.GetId()]
-		if !ok {
-			refused++
-			continue
+	var out []Decoded
+	vals := w.GetEdges()
+	id := uint64(0)
+	for entries := 0; len(vals) > 0; entries++ {
+		if entries >= d.Limits.MaxEdges {
+			return nil, 0, fmt.Errorf("%w: more than %d edges", ErrRefused, d.Limits.MaxEdges)
 		}
-		s, ok := decodeStats(es)
-		if !ok {
+		var s Stats
+		var ok bool
+		id += vals[0]
+		if vals, ok = decodeStats(vals[1:], &s); !ok {
+			return nil, 0, fmt.Errorf("%w: edge counts do not parse", ErrRefused)
+		}
+		e, known := d.names[uint32(min(id, math.MaxUint32))]
+		if !known || id > math.MaxUint32 {
 			refused++
 			continue
 		}
@@ -168,27 +224,56 @@ func (d *Decoder) Decode(w *relayv1.TrafficWindow) ([]Decoded, int, error) {
 // serves in a window, small enough that sums never overflow.
 const maxCount = 1 << 40
 
-func decodeStats(es *relayv1.TrafficEdgeStats) (Stats, bool) {
-	var s Stats
-	codes, lat := es.GetCodes(), es.GetLatency()
-	if len(codes)%2 != 0 || len(lat)%2 != 0 || len(codes) > 2*int(NumClasses) || len(lat) > 2*NumBuckets {
-		return s, false
-	}
-	for i := 0; i < len(codes); i += 2 {
-		if codes[i] >= uint64(NumClasses) || codes[i+1] > maxCount {
-			return s, false
+// decodeStats reads one edge's counts after its id into s and returns the
+// values after them; false when they do not parse or a count is out of
+// bounds.
+func decodeStats(vals []uint64, s *Stats) ([]uint64, bool) {
+	next := func() (uint64, bool) {
+		if len(vals) == 0 {
+			return 0, false
 		}
-		s.Codes[codes[i]] += codes[i+1]
+		v := vals[0]
+		vals = vals[1:]
+		return v, true
 	}
-	for i := 0; i < len(lat); i += 2 {
-		if lat[i] >= uint64(NumBuckets) || lat[i+1] > maxCount {
-			return s, false
+	header, ok := next()
+	codes, buckets := header&0xf, header>>4&0xf
+	if !ok || header>>10 != 0 || codes > uint64(NumClasses) || buckets > uint64(NumBuckets) {
+		return nil, false
+	}
+	for range codes {
+		v, ok := next()
+		if !ok || v>>3 > maxCount {
+			return nil, false
 		}
-		s.Latency[lat[i]] += lat[i+1]
+		s.Codes[v&7] += v >> 3
 	}
-	if es.GetBytesSent() > maxCount<<10 || es.GetBytesReceived() > maxCount<<10 || es.GetLatencySumMs() > maxCount<<10 {
-		return s, false
+	for range buckets {
+		v, ok := next()
+		if !ok || v&0xf >= uint64(NumBuckets) || v>>4 > maxCount {
+			return nil, false
+		}
+		s.Latency[v&0xf] += v >> 4
 	}
-	s.LatencySumMS, s.BytesSent, s.BytesReceived = float64(es.GetLatencySumMs()), es.GetBytesSent(), es.GetBytesReceived()
-	return s, true
+	if buckets > 0 {
+		v, ok := next()
+		if !ok || v > maxCount<<10 {
+			return nil, false
+		}
+		s.LatencySumMS = float64(v)
+	}
+	for _, f := range []struct {
+		bit uint64
+		dst *uint64
+	}{{hasBytesSent, &s.BytesSent}, {hasBytesReceived, &s.BytesReceived}} {
+		if header&f.bit == 0 {
+			continue
+		}
+		v, ok := next()
+		if !ok || v > maxCount<<10 {
+			return nil, false
+		}
+		*f.dst = v
+	}
+	return vals, true
 }

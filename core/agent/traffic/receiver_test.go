@@ -408,8 +408,8 @@ func TestWindowBytes(t *testing.T) {
 	if n := protoSize(w); n > 4<<10 {
 		t.Errorf("window of %d bytes, want at most %d", n, 4<<10)
 	}
-	if got := uint64(len(w.GetEdges())) + r.dropped[traffic.DropSize]; got != 500 {
-		t.Errorf("%d edges sent + %d dropped for size, want 500", len(w.GetEdges()), r.dropped[traffic.DropSize])
+	if got := uint64(len(r.edges)) + r.dropped[traffic.DropSize]; got != 500 {
+		t.Errorf("%d edges sent + %d dropped for size, want 500", len(r.edges), r.dropped[traffic.DropSize])
 	}
 	if r.dropped[traffic.DropSize] == 0 {
 		t.Errorf("no edge was dropped for size")

@@ -33,8 +33,19 @@ type TrafficWindow struct {
 	EndUnixMs int64  `protobuf:"varint,1,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
 	Seconds   uint32 `protobuf:"varint,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
 	// names are the edges this stream has not named before.
-	Names []*TrafficEdgeName  `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
-	Edges []*TrafficEdgeStats `protobuf:"bytes,4,rep,name=edges,proto3" json:"edges,omitempty"`
+	Names []*TrafficEdgeName `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
+	// edges holds each edge's counts, in increasing id order, as varints
+	// (core/traffic, wire.go):
+	//
+	//	the id less the previous edge's id (the first: the id itself);
+	//	a header: the number of code pairs, the number of latency pairs
+	//	  shifted left by 4, 1<<8 when bytes sent follow, 1<<9 when bytes
+	//	  received follow;
+	//	each code pair as count<<3 | class (core/traffic.Class);
+	//	each latency pair as count<<4 | bucket (core/traffic.Bounds);
+	//	the latency sum in milliseconds, when there are latency pairs;
+	//	bytes sent, bytes received, when the header says so.
+	Edges []uint64 `protobuf:"varint,4,rep,packed,name=edges,proto3" json:"edges,omitempty"`
 	// dropped counts what the agent dropped in the window, by reason
 	// ("series", "edges", "label", "window", …).
 	Dropped       map[string]uint64 `protobuf:"bytes,5,rep,name=dropped,proto3" json:"dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
@@ -93,7 +104,7 @@ func (x *TrafficWindow) GetNames() []*TrafficEdgeName {
 	return nil
 }
 
-func (x *TrafficWindow) GetEdges() []*TrafficEdgeStats {
+func (x *TrafficWindow) GetEdges() []uint64 {
 	if x != nil {
 		return x.Edges
 	}
@@ -189,93 +200,6 @@ func (x *TrafficEdgeName) GetProtocol() string {
 	return ""
 }
 
-// TrafficEdgeStats are one edge's counts over the window.
-type TrafficEdgeStats struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// codes holds pairs: a code class (core/traffic.Class) and its count.
-	Codes []uint64 `protobuf:"varint,2,rep,packed,name=codes,proto3" json:"codes,omitempty"`
-	// latency holds pairs: a bucket (core/traffic.Bounds) and its count.
-	Latency       []uint64 `protobuf:"varint,3,rep,packed,name=latency,proto3" json:"latency,omitempty"`
-	LatencySumMs  uint64   `protobuf:"varint,4,opt,name=latency_sum_ms,json=latencySumMs,proto3" json:"latency_sum_ms,omitempty"`
-	BytesSent     uint64   `protobuf:"varint,5,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
-	BytesReceived uint64   `protobuf:"varint,6,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TrafficEdgeStats) Reset() {
-	*x = TrafficEdgeStats{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TrafficEdgeStats) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TrafficEdgeStats) ProtoMessage() {}
-
-func (x *TrafficEdgeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TrafficEdgeStats.ProtoReflect.Descriptor instead.
-func (*TrafficEdgeStats) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *TrafficEdgeStats) GetId() uint32 {
-	if x != nil {
-		return x.Id
-	}
-	return 0
-}
-
-func (x *TrafficEdgeStats) GetCodes() []uint64 {
-	if x != nil {
-		return x.Codes
-	}
-	return nil
-}
-
-func (x *TrafficEdgeStats) GetLatency() []uint64 {
-	if x != nil {
-		return x.Latency
-	}
-	return nil
-}
-
-func (x *TrafficEdgeStats) GetLatencySumMs() uint64 {
-	if x != nil {
-		return x.LatencySumMs
-	}
-	return 0
-}
-
-func (x *TrafficEdgeStats) GetBytesSent() uint64 {
-	if x != nil {
-		return x.BytesSent
-	}
-	return 0
-}
-
-func (x *TrafficEdgeStats) GetBytesReceived() uint64 {
-	if x != nil {
-		return x.BytesReceived
-	}
-	return 0
-}
-
 type ListEdgesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// window_seconds is how far back rates are computed (60 when 0, at most 3600).
@@ -293,7 +217,7 @@ type ListEdgesRequest struct {
 
 func (x *ListEdgesRequest) Reset() {
 	*x = ListEdgesRequest{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[3]
+	mi := &file_relay_v1_traffic_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +229,7 @@ func (x *ListEdgesRequest) String() string {
 func (*ListEdgesRequest) ProtoMessage() {}
 
 func (x *ListEdgesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[3]
+	mi := &file_relay_v1_traffic_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +242,7 @@ func (x *ListEdgesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEdgesRequest.ProtoReflect.Descriptor instead.
 func (*ListEdgesRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{3}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListEdgesRequest) GetWindowSeconds() uint32 {
@@ -364,7 +288,7 @@ type ListEdgesResponse struct {
 
 func (x *ListEdgesResponse) Reset() {
 	*x = ListEdgesResponse{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[4]
+	mi := &file_relay_v1_traffic_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +300,7 @@ func (x *ListEdgesResponse) String() string {
 func (*ListEdgesResponse) ProtoMessage() {}
 
 func (x *ListEdgesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[4]
+	mi := &file_relay_v1_traffic_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +313,7 @@ func (x *ListEdgesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEdgesResponse.ProtoReflect.Descriptor instead.
 func (*ListEdgesResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{4}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListEdgesResponse) GetEdges() []*Edge {
@@ -440,7 +364,7 @@ type Edge struct {
 
 func (x *Edge) Reset() {
 	*x = Edge{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[5]
+	mi := &file_relay_v1_traffic_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +376,7 @@ func (x *Edge) String() string {
 func (*Edge) ProtoMessage() {}
 
 func (x *Edge) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[5]
+	mi := &file_relay_v1_traffic_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +389,7 @@ func (x *Edge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edge.ProtoReflect.Descriptor instead.
 func (*Edge) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{5}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Edge) GetSourceCluster() string {
@@ -592,7 +516,7 @@ type EdgeMinute struct {
 
 func (x *EdgeMinute) Reset() {
 	*x = EdgeMinute{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[6]
+	mi := &file_relay_v1_traffic_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +528,7 @@ func (x *EdgeMinute) String() string {
 func (*EdgeMinute) ProtoMessage() {}
 
 func (x *EdgeMinute) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[6]
+	mi := &file_relay_v1_traffic_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +541,7 @@ func (x *EdgeMinute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeMinute.ProtoReflect.Descriptor instead.
 func (*EdgeMinute) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{6}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EdgeMinute) GetUnixMinute() int64 {
@@ -651,7 +575,7 @@ type TrafficDrops struct {
 
 func (x *TrafficDrops) Reset() {
 	*x = TrafficDrops{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[7]
+	mi := &file_relay_v1_traffic_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +587,7 @@ func (x *TrafficDrops) String() string {
 func (*TrafficDrops) ProtoMessage() {}
 
 func (x *TrafficDrops) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[7]
+	mi := &file_relay_v1_traffic_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +600,7 @@ func (x *TrafficDrops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficDrops.ProtoReflect.Descriptor instead.
 func (*TrafficDrops) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{7}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TrafficDrops) GetCluster() string {
@@ -711,7 +635,7 @@ type PolicyTrafficRequest struct {
 
 func (x *PolicyTrafficRequest) Reset() {
 	*x = PolicyTrafficRequest{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[8]
+	mi := &file_relay_v1_traffic_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +647,7 @@ func (x *PolicyTrafficRequest) String() string {
 func (*PolicyTrafficRequest) ProtoMessage() {}
 
 func (x *PolicyTrafficRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[8]
+	mi := &file_relay_v1_traffic_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +660,7 @@ func (x *PolicyTrafficRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyTrafficRequest.ProtoReflect.Descriptor instead.
 func (*PolicyTrafficRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{8}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PolicyTrafficRequest) GetKind() string {
@@ -790,7 +714,7 @@ type PolicyTraffic struct {
 
 func (x *PolicyTraffic) Reset() {
 	*x = PolicyTraffic{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[9]
+	mi := &file_relay_v1_traffic_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +726,7 @@ func (x *PolicyTraffic) String() string {
 func (*PolicyTraffic) ProtoMessage() {}
 
 func (x *PolicyTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[9]
+	mi := &file_relay_v1_traffic_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +739,7 @@ func (x *PolicyTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyTraffic.ProtoReflect.Descriptor instead.
 func (*PolicyTraffic) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{9}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PolicyTraffic) GetChangedAt() *timestamppb.Timestamp {
@@ -857,7 +781,7 @@ type DestinationTraffic struct {
 
 func (x *DestinationTraffic) Reset() {
 	*x = DestinationTraffic{}
-	mi := &file_relay_v1_traffic_proto_msgTypes[10]
+	mi := &file_relay_v1_traffic_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +793,7 @@ func (x *DestinationTraffic) String() string {
 func (*DestinationTraffic) ProtoMessage() {}
 
 func (x *DestinationTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_traffic_proto_msgTypes[10]
+	mi := &file_relay_v1_traffic_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +806,7 @@ func (x *DestinationTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationTraffic.ProtoReflect.Descriptor instead.
 func (*DestinationTraffic) Descriptor() ([]byte, []int) {
-	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{10}
+	return file_relay_v1_traffic_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DestinationTraffic) GetNamespace() string {
@@ -945,12 +869,12 @@ var File_relay_v1_traffic_proto protoreflect.FileDescriptor
 
 const file_relay_v1_traffic_proto_rawDesc = "" +
 	"\n" +
-	"\x16relay/v1/traffic.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x02\n" +
+	"\x16relay/v1/traffic.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x02\n" +
 	"\rTrafficWindow\x12\x1e\n" +
 	"\vend_unix_ms\x18\x01 \x01(\x03R\tendUnixMs\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\rR\aseconds\x129\n" +
-	"\x05names\x18\x03 \x03(\v2#.meshrelay.relay.v1.TrafficEdgeNameR\x05names\x12:\n" +
-	"\x05edges\x18\x04 \x03(\v2$.meshrelay.relay.v1.TrafficEdgeStatsR\x05edges\x12H\n" +
+	"\x05names\x18\x03 \x03(\v2#.meshrelay.relay.v1.TrafficEdgeNameR\x05names\x12\x14\n" +
+	"\x05edges\x18\x04 \x03(\x04R\x05edges\x12H\n" +
 	"\adropped\x18\x05 \x03(\v2..meshrelay.relay.v1.TrafficWindow.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -960,15 +884,7 @@ const file_relay_v1_traffic_proto_rawDesc = "" +
 	"\x0fsource_workload\x18\x02 \x01(\tR\x0esourceWorkload\x12/\n" +
 	"\x13destination_cluster\x18\x03 \x01(\tR\x12destinationCluster\x12/\n" +
 	"\x13destination_service\x18\x04 \x01(\tR\x12destinationService\x12\x1a\n" +
-	"\bprotocol\x18\x05 \x01(\tR\bprotocol\"\xbe\x01\n" +
-	"\x10TrafficEdgeStats\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
-	"\x05codes\x18\x02 \x03(\x04R\x05codes\x12\x18\n" +
-	"\alatency\x18\x03 \x03(\x04R\alatency\x12$\n" +
-	"\x0elatency_sum_ms\x18\x04 \x01(\x04R\flatencySumMs\x12\x1d\n" +
-	"\n" +
-	"bytes_sent\x18\x05 \x01(\x04R\tbytesSent\x12%\n" +
-	"\x0ebytes_received\x18\x06 \x01(\x04R\rbytesReceived\"\x8f\x01\n" +
+	"\bprotocol\x18\x05 \x01(\tR\bprotocol\"\x8f\x01\n" +
 	"\x10ListEdgesRequest\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12 \n" +
@@ -1051,45 +967,43 @@ func file_relay_v1_traffic_proto_rawDescGZIP() []byte {
 	return file_relay_v1_traffic_proto_rawDescData
 }
 
-var file_relay_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_relay_v1_traffic_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_relay_v1_traffic_proto_goTypes = []any{
 	(*TrafficWindow)(nil),         // 0: meshrelay.relay.v1.TrafficWindow
 	(*TrafficEdgeName)(nil),       // 1: meshrelay.relay.v1.TrafficEdgeName
-	(*TrafficEdgeStats)(nil),      // 2: meshrelay.relay.v1.TrafficEdgeStats
-	(*ListEdgesRequest)(nil),      // 3: meshrelay.relay.v1.ListEdgesRequest
-	(*ListEdgesResponse)(nil),     // 4: meshrelay.relay.v1.ListEdgesResponse
-	(*Edge)(nil),                  // 5: meshrelay.relay.v1.Edge
-	(*EdgeMinute)(nil),            // 6: meshrelay.relay.v1.EdgeMinute
-	(*TrafficDrops)(nil),          // 7: meshrelay.relay.v1.TrafficDrops
-	(*PolicyTrafficRequest)(nil),  // 8: meshrelay.relay.v1.PolicyTrafficRequest
-	(*PolicyTraffic)(nil),         // 9: meshrelay.relay.v1.PolicyTraffic
-	(*DestinationTraffic)(nil),    // 10: meshrelay.relay.v1.DestinationTraffic
-	nil,                           // 11: meshrelay.relay.v1.TrafficWindow.DroppedEntry
-	nil,                           // 12: meshrelay.relay.v1.Edge.CodesEntry
-	nil,                           // 13: meshrelay.relay.v1.TrafficDrops.DroppedEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*ListEdgesRequest)(nil),      // 2: meshrelay.relay.v1.ListEdgesRequest
+	(*ListEdgesResponse)(nil),     // 3: meshrelay.relay.v1.ListEdgesResponse
+	(*Edge)(nil),                  // 4: meshrelay.relay.v1.Edge
+	(*EdgeMinute)(nil),            // 5: meshrelay.relay.v1.EdgeMinute
+	(*TrafficDrops)(nil),          // 6: meshrelay.relay.v1.TrafficDrops
+	(*PolicyTrafficRequest)(nil),  // 7: meshrelay.relay.v1.PolicyTrafficRequest
+	(*PolicyTraffic)(nil),         // 8: meshrelay.relay.v1.PolicyTraffic
+	(*DestinationTraffic)(nil),    // 9: meshrelay.relay.v1.DestinationTraffic
+	nil,                           // 10: meshrelay.relay.v1.TrafficWindow.DroppedEntry
+	nil,                           // 11: meshrelay.relay.v1.Edge.CodesEntry
+	nil,                           // 12: meshrelay.relay.v1.TrafficDrops.DroppedEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_relay_v1_traffic_proto_depIdxs = []int32{
 	1,  // 0: meshrelay.relay.v1.TrafficWindow.names:type_name -> meshrelay.relay.v1.TrafficEdgeName
-	2,  // 1: meshrelay.relay.v1.TrafficWindow.edges:type_name -> meshrelay.relay.v1.TrafficEdgeStats
-	11, // 2: meshrelay.relay.v1.TrafficWindow.dropped:type_name -> meshrelay.relay.v1.TrafficWindow.DroppedEntry
-	5,  // 3: meshrelay.relay.v1.ListEdgesResponse.edges:type_name -> meshrelay.relay.v1.Edge
-	7,  // 4: meshrelay.relay.v1.ListEdgesResponse.dropped:type_name -> meshrelay.relay.v1.TrafficDrops
-	14, // 5: meshrelay.relay.v1.Edge.last_seen:type_name -> google.protobuf.Timestamp
-	12, // 6: meshrelay.relay.v1.Edge.codes:type_name -> meshrelay.relay.v1.Edge.CodesEntry
-	6,  // 7: meshrelay.relay.v1.Edge.minutes:type_name -> meshrelay.relay.v1.EdgeMinute
-	13, // 8: meshrelay.relay.v1.TrafficDrops.dropped:type_name -> meshrelay.relay.v1.TrafficDrops.DroppedEntry
-	14, // 9: meshrelay.relay.v1.PolicyTraffic.changed_at:type_name -> google.protobuf.Timestamp
-	10, // 10: meshrelay.relay.v1.PolicyTraffic.destinations:type_name -> meshrelay.relay.v1.DestinationTraffic
-	3,  // 11: meshrelay.relay.v1.Traffic.ListEdges:input_type -> meshrelay.relay.v1.ListEdgesRequest
-	8,  // 12: meshrelay.relay.v1.Traffic.GetPolicyTraffic:input_type -> meshrelay.relay.v1.PolicyTrafficRequest
-	4,  // 13: meshrelay.relay.v1.Traffic.ListEdges:output_type -> meshrelay.relay.v1.ListEdgesResponse
-	9,  // 14: meshrelay.relay.v1.Traffic.GetPolicyTraffic:output_type -> meshrelay.relay.v1.PolicyTraffic
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 1: meshrelay.relay.v1.TrafficWindow.dropped:type_name -> meshrelay.relay.v1.TrafficWindow.DroppedEntry
+	4,  // 2: meshrelay.relay.v1.ListEdgesResponse.edges:type_name -> meshrelay.relay.v1.Edge
+	6,  // 3: meshrelay.relay.v1.ListEdgesResponse.dropped:type_name -> meshrelay.relay.v1.TrafficDrops
+	13, // 4: meshrelay.relay.v1.Edge.last_seen:type_name -> google.protobuf.Timestamp
+	11, // 5: meshrelay.relay.v1.Edge.codes:type_name -> meshrelay.relay.v1.Edge.CodesEntry
+	5,  // 6: meshrelay.relay.v1.Edge.minutes:type_name -> meshrelay.relay.v1.EdgeMinute
+	12, // 7: meshrelay.relay.v1.TrafficDrops.dropped:type_name -> meshrelay.relay.v1.TrafficDrops.DroppedEntry
+	13, // 8: meshrelay.relay.v1.PolicyTraffic.changed_at:type_name -> google.protobuf.Timestamp
+	9,  // 9: meshrelay.relay.v1.PolicyTraffic.destinations:type_name -> meshrelay.relay.v1.DestinationTraffic
+	2,  // 10: meshrelay.relay.v1.Traffic.ListEdges:input_type -> meshrelay.relay.v1.ListEdgesRequest
+	7,  // 11: meshrelay.relay.v1.Traffic.GetPolicyTraffic:input_type -> meshrelay.relay.v1.PolicyTrafficRequest
+	3,  // 12: meshrelay.relay.v1.Traffic.ListEdges:output_type -> meshrelay.relay.v1.ListEdgesResponse
+	8,  // 13: meshrelay.relay.v1.Traffic.GetPolicyTraffic:output_type -> meshrelay.relay.v1.PolicyTraffic
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_traffic_proto_init() }
@@ -1103,7 +1017,7 @@ func file_relay_v1_traffic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_traffic_proto_rawDesc), len(file_relay_v1_traffic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
