@@ -68,7 +68,7 @@ type minute struct {
 
 // knownDrops are the reasons an Hour counts; an agent's other keys count
 // under "other".
-var knownDrops = []string{DropEdges, DropSeries, DropLabel, DropPoints, DropSize, DropRefused}
+var knownDrops = []string{DropEdges, DropSeries, DropLabel, DropPoints, DropSize, DropRefused, DropUnsent}
 
 // Add records a window of cluster's edges, received now, and what its
 // agent dropped.

@@ -20,6 +20,9 @@ const (
 	DropSize = "size"
 	// DropRefused: a window, or part of one, the server refused.
 	DropRefused = "refused"
+	// DropUnsent: edges of a window the agent could not send (no stream,
+	// or its queue full).
+	DropUnsent = "unsent"
 )
 
 // Window accumulates the edges of one cluster over the current window. It

@@ -164,8 +164,10 @@ func (r *Receiver) Flush(now time.Time, relay Relay) {
 	if sent {
 		r.Windows.Add(1)
 	} else {
-		// The names the encoder marked sent may not have left.
+		// The names the encoder marked sent may not have left; the next
+		// window reports what this one lost.
 		r.enc.Reset()
+		r.window.Drop(traffic.DropUnsent, uint64(len(edges)))
 	}
 }
 

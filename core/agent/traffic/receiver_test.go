@@ -470,3 +470,32 @@ func TestSeriesAcrossStreams(t *testing.T) {
 		t.Errorf("after the streams ended a new stream relayed %d edges, want 100", len(r.edges))
 	}
 }
+
+// noStream is a relay without a stream: it sends nothing.
+type noStream struct{}
+
+func (noStream) SendTraffic(func(uint64) *relayv1.TrafficWindow) bool { return false }
+
+// TestUnsentWindow: a window the agent could not send is reported in the
+// next one, and its edges are named again.
+func TestUnsentWindow(t *testing.T) {
+	rec := agenttraffic.New(agenttraffic.Options{Cluster: "east"})
+	conn := serve(t, rec)
+	client := collectorv1.NewMetricsServiceClient(conn)
+	if _, err := client.Export(context.Background(), otlpRequest("w", []string{"dns:///a.shop:1", "dns:///b.shop:1"}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	rec.Flush(time.Now(), noStream{})
+	if _, err := client.Export(context.Background(), otlpRequest("w", []string{"dns:///a.shop:1"}, 3)); err != nil {
+		t.Fatal(err)
+	}
+	r := newRelay()
+	rec.Flush(time.Now(), r)
+	if r.dropped[traffic.DropUnsent] != 2 {
+		t.Errorf("dropped %v, want 2 unsent edges reported", r.dropped)
+	}
+	e := r.edges[traffic.Edge{SourceWorkload: "shop/w", DestinationCluster: "east", DestinationService: "shop/a", Protocol: "grpc"}]
+	if e.Requests() != 3 {
+		t.Errorf("the next window relayed %d requests of shop/a, want 3", e.Requests())
+	}
+}
