@@ -18,6 +18,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/agent/leader"
 	"github.com/meshrelay/meshrelay/core/agent/sink"
+	agenttraffic "github.com/meshrelay/meshrelay/core/agent/traffic"
 	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,6 +37,7 @@ type agentFlags struct {
 	metricsAddr string
 	kubeconfig  string
 	leaderElect bool
+	traffic     bool
 	meshTrust   bool
 	trustEvery  time.Duration
 	lease       leader.Options
@@ -91,6 +93,7 @@ discovering, and resyncs on reconnect.`,
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
+	fs.BoolVar(&f.traffic, "traffic", true, "receive the proxies' metrics on the xDS port (Envoy's metrics service, OTLP over gRPC) and relay their traffic as edges every 10 s (needs --xds-addr)")
 	fs.BoolVar(&f.meshTrust, "mesh-trust", true, "keep Istio's cacerts Secret as the MeshTrust selecting this cluster says, and bounce workloads (kube sink); with only dir sinks, write it as DIR/mesh-trust/NAMESPACE/cacerts.yaml")
 	fs.DurationVar(&f.trustEvery, "mesh-trust-interval", 10*time.Second, "how often the mesh trust is reported and reconciled")
 	f.lease.AddFlags(fs)
@@ -133,13 +136,20 @@ func runAgent(ctx context.Context, logger *slog.Logger, opts agent.Options, f ag
 			a.Report(backend, results)
 		}
 	}
-	sinks, runners, err := agentSinks(cfg, opts, f, reg, report, logger)
+	var rec *agenttraffic.Receiver
+	if f.traffic && f.xdsAddr != "" {
+		rec = agenttraffic.New(agenttraffic.Options{Cluster: opts.Cluster, Logger: logger})
+	}
+	sinks, runners, err := agentSinks(cfg, opts, f, reg, report, rec, logger)
 	if err != nil {
 		return err
 	}
 	a, err = agent.New(opts, source, sinks, logger)
 	if err != nil {
 		return err
+	}
+	if rec != nil {
+		runners = append(runners, trafficRelay{rec, a})
 	}
 	if f.meshTrust {
 		m, err := newTrustManager(cfg, f, opts.Cluster, a, logger)
@@ -215,12 +225,17 @@ func agentSource(cfg *rest.Config, f agentFlags, logger *slog.Logger) (agent.Sou
 // agentSinks returns the sinks --xds-addr and --sink name, and those of
 // them with work of their own.
 func agentSinks(cfg *rest.Config, opts agent.Options, f agentFlags, reg prometheus.Registerer,
-	report func(string, map[snapshot.ID]error), logger *slog.Logger,
+	report func(string, map[snapshot.ID]error), rec *agenttraffic.Receiver, logger *slog.Logger,
 ) (agent.Sinks, []backgroundRunner, error) {
 	var runners []backgroundRunner
 	var sinks agent.Sinks
 	if f.xdsAddr != "" {
-		x := xds.New(xds.Options{Addr: f.xdsAddr, Logger: logger, Report: report})
+		xopts := xds.Options{Addr: f.xdsAddr, Logger: logger, Report: report}
+		if rec != nil {
+			// Beside ADS: proxies reach the agent where they already do.
+			xopts.Services, xopts.ServerOptions = rec.Register, rec.ServerOptions()
+		}
+		x := xds.New(xopts)
 		runners = append(runners, x)
 		sinks = append(sinks, x)
 	}
@@ -241,6 +256,14 @@ func agentSinks(cfg *rest.Config, opts agent.Options, f agentFlags, reg promethe
 	}
 	return sinks, runners, nil
 }
+
+// trafficRelay relays the traffic receiver's windows on the agent's stream.
+type trafficRelay struct {
+	rec *agenttraffic.Receiver
+	a   *agent.Agent
+}
+
+func (t trafficRelay) Run(ctx context.Context) error { return t.rec.Run(ctx, t.a) }
 
 // serveMetrics serves /metrics, /healthz and /readyz on addr in g until
 // ctx ends.

@@ -175,6 +175,9 @@ nothing.`,
 	fs.IntVar(&opts.Replicas, "replicas", opts.Replicas, "server processes sharing the store (more than 1 needs --store redis://); agents are spread over them round-robin")
 	fs.BoolVar(&opts.KillReplica, "kill-replica", opts.KillReplica, "after the churn, SIGKILL replica 0 and measure its agents' move to the others (needs --replicas 2 or more)")
 	fs.StringVar(&opts.Plugins, "plugins", opts.Plugins, "directory with the meshrelay-plugin-* binaries (default: beside this binary, else built from the source tree)")
+	fs.IntVar(&opts.TrafficEdges, "traffic-edges", opts.TrafficEdges, "after the idle measure, every agent relays this many traffic edges every --traffic-window, --traffic-windows times (0: no traffic phase)")
+	fs.IntVar(&opts.TrafficWindows, "traffic-windows", 6, "windows of the traffic phase")
+	fs.DurationVar(&opts.TrafficWindow, "traffic-window", 10*time.Second, "length of a traffic window")
 	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "agents registering and connecting at once")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "longest wait for the fleet to converge or a policy edit to arrive everywhere (default 2m plus 20ms per agent)")
 	fs.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "keep the server's data, log and plugins here (default: a temporary directory, removed)")
@@ -241,6 +244,12 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	if r.RedisUsedMemory > 0 {
 		t.row("redis used_memory", mib(r.RedisUsedMemory))
+	}
+	if tr := r.Traffic; tr != nil {
+		t.row("traffic", fmt.Sprintf("%d edges per agent every %.0fs, %d windows; %d edges kept by the servers", tr.EdgesPerAgent, tr.WindowSeconds, tr.Windows, tr.EdgesKept))
+		t.row("traffic bytes per agent per window (first / steady)", fmt.Sprintf("%.0f B / %.0f B", tr.FirstWindowBytes, tr.SteadyWindowBytes))
+		t.row("server CPU per window per 1,000 edges, net of idle", fmt.Sprintf("%.4f s", tr.CPUPer1000Edges))
+		t.row("server RSS per 1,000 edges (measured / estimated)", kib(tr.RSSPer1000Edges)+" / "+kib(tr.MemoryPerEdge*1000))
 	}
 	t.row("machine load average (1m) at the end", fmt.Sprintf("%.1f", r.LoadAverage))
 	t.row("bench process CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Client.CPUSeconds, mib(r.Client.PeakRSSBytes)))

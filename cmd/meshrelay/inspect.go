@@ -337,7 +337,10 @@ An unknown name exits 3.`,
 				if format != "table" {
 					return printData(w, format, d)
 				}
-				return printDestinationDescription(w, d)
+				if err := printDestinationDescription(w, d); err != nil {
+					return err
+				}
+				return printCallers(ctx, c, d, w)
 			}),
 		newDescribeKindCommand("policy", server.KindPolicies,
 			"Show a policy: where it applies, its state per cluster, its outputs",

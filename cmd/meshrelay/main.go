@@ -129,5 +129,6 @@ cluster discovers what runs there, and applies what translator plugins
 		newDemoCommand(logs),
 		newBenchCommand(logs),
 	)
+	root.AddCommand(newTopCommand())
 	return root
 }

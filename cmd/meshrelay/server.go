@@ -139,6 +139,7 @@ func serveWithUI(ctx context.Context, srv *server.Server, uiOpts ui.Options, log
 	if !server.Loopback(uiOpts.Addr) {
 		uiOpts.TLS = srv.ServingTLSConfig()
 	}
+	uiOpts.Traffic = srv.TrafficServer()
 	web, err := ui.New(uiOpts, srv.AdminServer(), logger)
 	if err != nil {
 		return err

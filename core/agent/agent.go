@@ -43,6 +43,8 @@ type Stats struct {
 	FullInputs    atomic.Int64
 	OutputsRecv   atomic.Int64
 	Connects      atomic.Int64
+	// TrafficBytes counts the bytes of the traffic windows queued.
+	TrafficBytes atomic.Int64
 }
 
 // Agent relays one cluster.

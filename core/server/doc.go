@@ -43,6 +43,14 @@
 // seals the mesh roots' keys like its CA's (cakey.go) and authenticates the
 // Trust RPCs before handing them to the manager (trust.go).
 //
+// Traffic (traffic.go): the windows of edges an agent sends on its Sync
+// stream are decoded against core/traffic's limits and kept, per replica,
+// for the last hour (core/traffic.Hour, at most Options.TrafficMaxEdges),
+// with the sending cluster as every edge's source cluster; /metrics exposes
+// them, and the Traffic service, behind the admin token, lists them and
+// the error rate of a policy's destinations around its last change as
+// this replica saw it.
+//
 // Safe mode: after a start where some registered cluster has no fresh input
 // (the store was empty or lost), outputs are delivered with pruning forbidden
 // until every such cluster has sent a fresh snapshot, or the safe-start

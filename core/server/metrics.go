@@ -99,6 +99,8 @@ func agentMessageType(msg *relayv1.AgentMessage) string {
 		return "heartbeat"
 	case *relayv1.AgentMessage_Goodbye:
 		return "goodbye"
+	case *relayv1.AgentMessage_Traffic:
+		return "traffic"
 	}
 	return "unknown"
 }

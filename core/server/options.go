@@ -121,6 +121,9 @@ type Options struct {
 	// a GOAWAY; the agent reconnects to the next server address), the
 	// backstop of rebalancing; 0 keeps connections open.
 	MaxConnectionAge time.Duration
+	// TrafficMaxEdges bounds the traffic edges the replica keeps in
+	// memory (the last hour; about 2 KiB each, core/traffic).
+	TrafficMaxEdges int
 }
 
 // Whose outputs a replica computes.
@@ -159,6 +162,7 @@ func DefaultOptions() Options {
 		MaxInputResources:              200000,
 		RebalanceInterval:              time.Second,
 		MaxConnectionAge:               time.Hour,
+		TrafficMaxEdges:                200000,
 	}
 }
 
@@ -190,6 +194,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxInputParts, "max-input-parts", o.MaxInputParts, "most parts of the input deltas one cluster has under way")
 	fs.IntVar(&o.MaxInputBytes, "max-input-bytes", o.MaxInputBytes, "most bytes (IDs and deletes included) of the input deltas one cluster has under way, and of its whole input")
 	fs.IntVar(&o.MaxInputResources, "max-input-resources", o.MaxInputResources, "most resources of the input deltas one cluster has under way, and of its whole input")
+	fs.IntVar(&o.TrafficMaxEdges, "traffic-max-edges", o.TrafficMaxEdges, "most traffic edges (workload → destination) kept in memory for the last hour, about 2 KiB each")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file with the admin API token (default: DATA-DIR/admin-token, generated)")
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")

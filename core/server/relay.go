@@ -345,6 +345,7 @@ func (st *stream) recvLoop(ctx context.Context) error {
 	// What the stream holds of an unfinished delta leaves the cluster's
 	// count when the stream ends.
 	defer func() { st.s.inputHeld.add(st.cluster, held{}.minus(heldBy(&asm))) }()
+	dec := st.s.trafficDecoder()
 	for {
 		msg, err := st.srv.Recv()
 		if err != nil {
@@ -357,6 +358,8 @@ func (st *stream) recvLoop(ctx context.Context) error {
 		case *relayv1.AgentMessage_Ack:
 			st.handleAck(m.Ack)
 		case *relayv1.AgentMessage_Heartbeat:
+		case *relayv1.AgentMessage_Traffic:
+			st.s.acceptTraffic(st.cluster, dec, m.Traffic)
 		case *relayv1.AgentMessage_Goodbye:
 			st.log.Info("agent said goodbye", "reason", m.Goodbye.GetReason(), "message", m.Goodbye.GetMessage())
 			return nil

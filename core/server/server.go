@@ -27,6 +27,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/server/trust"
 	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/traffic"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -108,6 +109,10 @@ type Server struct {
 
 	// inputHeld counts what each cluster's unfinished input deltas hold.
 	inputHeld inputBudget
+	// traffic keeps the edges the agents relayed over the last hour.
+	traffic *traffic.Hour
+	// policyChanges are when the management policies last changed.
+	policyChanges policyChanges
 
 	mu      sync.Mutex
 	streams map[string]*stream
@@ -183,6 +188,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		diffs:         make(chan struct{}, 1),
 	}
 	s.m = newMetrics(deps.Registerer, s)
+	s.traffic = newTraffic(opts, deps.Registerer)
 	s.trust = newTrust(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
@@ -517,6 +523,7 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 	relayv1.RegisterRelayServer(srv, &relay{s: s})
 	relayv1.RegisterAdminServer(srv, &admin{s: s})
 	relayv1.RegisterTrustServer(srv, &trustService{s: s})
+	relayv1.RegisterTrafficServer(srv, &trafficService{s: s})
 	return srv
 }
 
@@ -671,6 +678,7 @@ func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
+	s.policyChanges.note(p, time.Now())
 	s.trust.SetPolicies(p)
 	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) }))
 }

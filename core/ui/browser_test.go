@@ -36,6 +36,8 @@ type fleet struct {
 	ui, token, policies string
 	// admin calls the demo server's admin API.
 	admin *adminclient.Client
+	// traffic holds each agent's traffic receiver address, by cluster.
+	traffic map[string]string
 }
 
 // startFleet runs the demo with the real plugin binaries and keeps it
@@ -82,7 +84,7 @@ func startFleet(t *testing.T) fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin}
+	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin, traffic: report.Traffic}
 }
 
 // browser starts headless Chromium and returns a context for its first tab.
@@ -407,14 +409,17 @@ func coldStart(t *testing.T, b context.Context, window time.Duration) coldStarte
 	return coldStarted{env: e, tab: tb}
 }
 
-// refusedAPI checks that every JSON endpoint refuses an authorization
-// header ("" for none) with 401 and no fleet data.
-func refusedAPI(t *testing.T, f fleet, auth string) {
+// refusedAPI checks that every JSON endpoint, or those of paths, refuses
+// an authorization header ("" for none) with 401 and no fleet data.
+func refusedAPI(t *testing.T, f fleet, auth string, paths ...string) {
 	t.Helper()
-	for _, path := range []string{
-		"api/status", "api/graph", "api/events", "api/list/clusters", "api/list/outputs", "api/clusters/east",
-		"api/clusters/east/outputs/istio", "api/destinations/bookinfo/reviews", "api/policies/TrafficPolicy/bookinfo/reviews-split",
-	} {
+	if len(paths) == 0 {
+		paths = []string{
+			"api/status", "api/graph", "api/events", "api/list/clusters", "api/list/outputs", "api/clusters/east",
+			"api/clusters/east/outputs/istio", "api/destinations/bookinfo/reviews", "api/policies/TrafficPolicy/bookinfo/reviews-split",
+		}
+	}
+	for _, path := range paths {
 		req, err := http.NewRequest(http.MethodGet, f.ui+path, nil)
 		if err != nil {
 			t.Fatal(err)

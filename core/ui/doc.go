@@ -24,6 +24,12 @@
 // (GET /api/status, /api/graph, /api/list/KIND, /api/clusters/NAME,
 // /api/clusters/NAME/outputs/BACKEND as YAML, /api/destinations/NS/NAME,
 // /api/policies/KIND/NS/NAME) answer one admin call each, /api/graph a few.
+// GET /api/traffic and /api/traffic/policies/KIND/NS/NAME answer from the
+// Traffic API (Options.Traffic): the workload → destination edges the
+// front end draws over the graph and lists as a destination's callers,
+// polling every few seconds while shown (web/src/traffic.ts, which finds
+// the graph's nodes through graph.ts's anchors), and the error rate of a
+// policy's destinations around its last change.
 //
 // The front end is a Vite + TypeScript project in web/; its build output
 // in dist/ is committed and embedded with go:embed, so the binary needs no

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/server"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/pflag"
 )
 
@@ -29,6 +30,9 @@ type Options struct {
 	// MaxSessions bounds the logins kept at once; a new one beyond it ends
 	// the one closest to its expiry.
 	MaxSessions int
+	// Traffic is the Traffic API the UI reads edges from, usually
+	// server.Server.TrafficServer; nil serves no traffic.
+	Traffic relayv1.TrafficServer
 }
 
 // DefaultOptions returns the defaults: off, a one-second poll, 64 streams

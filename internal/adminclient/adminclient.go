@@ -105,3 +105,6 @@ func (c *Client) Context(ctx context.Context) context.Context {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// Traffic returns a client of the Traffic API on the same connection.
+func (c *Client) Traffic() relayv1.TrafficClient { return relayv1.NewTrafficClient(c.conn) }

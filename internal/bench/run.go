@@ -23,6 +23,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	storeredis "github.com/meshrelay/meshrelay/core/store/redis"
+	"github.com/meshrelay/meshrelay/core/traffic"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
@@ -109,6 +110,12 @@ type Options struct {
 	// replicas, three Sentinels) instead of one redis-server, with
 	// redis-failover among its faults.
 	RedisSentinel bool
+	// TrafficEdges, when positive, runs the traffic phase after the idle
+	// measure: every agent relays that many edges every TrafficWindow,
+	// TrafficWindows times (6 windows of 10s when 0).
+	TrafficEdges   int
+	TrafficWindows int
+	TrafficWindow  time.Duration
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
 	// Progress, when set, receives one line per phase.
@@ -262,6 +269,8 @@ type Report struct {
 	Replicas []ReplicaReport `json:"replicas"`
 	// Failover is the --kill-replica phase.
 	Failover *FailoverReport `json:"failover,omitempty"`
+	// Traffic is the --traffic-edges phase.
+	Traffic *TrafficReport `json:"traffic,omitempty"`
 }
 
 // ReplicaReport is one server replica's share of a run.
@@ -344,6 +353,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.waitFirstOutputs(start)
 	r.converged()
 	r.measureIdle()
+	if r.opts.TrafficEdges > 0 {
+		if err := r.trafficPhase(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	if r.opts.Churn > 0 && r.opts.Duration > 0 {
 		r.say("churning %.1f changes/s for %s (%s scenario)", r.opts.Churn, r.opts.Duration, r.opts.Scenario)
@@ -376,6 +390,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 func newRun(opts Options) (*run, func(), error) {
 	opts.Concurrency = cmp.Or(opts.Concurrency, 32)
 	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute+time.Duration(opts.Agents)*20*time.Millisecond)
+	opts.TrafficWindows = cmp.Or(opts.TrafficWindows, 6)
+	opts.TrafficWindow = cmp.Or(opts.TrafficWindow, traffic.WindowLength)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -57,6 +57,9 @@ type Options struct {
 	Timeout time.Duration
 	// Stdout receives the report.
 	Stdout io.Writer
+	// TrafficWindow is the length of the agents' traffic windows; 10 s
+	// when 0.
+	TrafficWindow time.Duration
 	// Ready, when set, is called with the report so far once the fleet
 	// has converged and the policy edit has propagated, before the demo
 	// serves (Serve) or stops.
@@ -77,6 +80,11 @@ type Report struct {
 	ServerAddr, CABundlePath, AdminTokenPath string
 	// UI is the web UI's URL.
 	UI string
+	// Traffic holds, by cluster, the address of the agent's traffic
+	// receiver (Envoy's metrics service and OTLP over gRPC, plaintext).
+	Traffic map[string]string
+	// MetricsAddr is the server's /metrics address (HTTP).
+	MetricsAddr string
 }
 
 var clusters = []string{"east", "west", "central", "north"}
@@ -127,11 +135,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer closeAdmin()
-	if err := startAgents(actx, gctx, g, admin, srv, opts.Root, out, logger, say); err != nil {
+	trafficAddrs, err := startAgents(actx, gctx, g, admin, srv, opts, out, logger, say)
+	if err != nil {
 		return nil, err
 	}
 
-	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath(), UI: web.URL()}
+	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath(), UI: web.URL(),
+		Traffic: trafficAddrs, MetricsAddr: srv.AdminAddr()}
 	status, err := converge(actx, admin, opts.Timeout)
 	if err != nil {
 		cancel()
@@ -148,6 +158,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
 
+	if opts.Serve {
+		// Live calls between bookinfo's workloads, instrumented with
+		// grpc-go's OpenTelemetry plugin, reported to the agents.
+		g.Go(func() error { return liveTraffic(gctx, trafficAddrs) })
+	}
 	if opts.Ready != nil {
 		opts.Ready(report)
 	}
@@ -155,6 +170,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		flags := fmt.Sprintf("--server %s --ca-file %s --admin-token-file %s", srv.Addr(), srv.CABundlePath(), srv.AdminTokenPath())
 		say("\nServing until interrupted. Try, in another terminal:\n  meshrelay status %[1]s\n  meshrelay get destinations %[1]s\n  meshrelay describe destination bookinfo/reviews %[1]s\n  meshrelay describe policy reviews-split %[1]s", flags)
 		say("Web UI: %s (log in with the admin token in %s)", report.UI, srv.AdminTokenPath())
+		say("Live traffic (productpage → reviews in east, reviews → ratings in west):\n  meshrelay top edges %s", flags)
 		<-ctx.Done()
 	}
 	cancel()
@@ -255,12 +271,19 @@ func newServer(ctx context.Context, st store.Store, out, policyDir string, trans
 // startAgents starts an agent per demo cluster in g: each cluster is a
 // directory of YAML; outputs go to files, and west's Envoy group is also
 // served over xDS.
-func startAgents(actx, gctx context.Context, g *errgroup.Group, admin relayv1.AdminClient, srv *server.Server, root, out string, logger *slog.Logger, say func(string, ...any)) error {
+func startAgents(actx, gctx context.Context, g *errgroup.Group, admin relayv1.AdminClient, srv *server.Server, opts Options, out string, logger *slog.Logger, say func(string, ...any)) (map[string]string, error) {
+	addrs := map[string]string{}
 	for _, name := range clusters {
-		a, runners, err := startAgent(actx, admin, srv, root, out, name, logger)
+		a, runners, err := startAgent(actx, admin, srv, opts.Root, out, name, logger)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		tr, err := newTrafficRunner(a, name, opts.TrafficWindow, logger)
+		if err != nil {
+			return nil, err
+		}
+		addrs[name] = tr.lis.Addr().String()
+		runners = append(runners, tr)
 		g.Go(func() error {
 			if err := a.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("agent %s: %w", name, err)
@@ -272,7 +295,7 @@ func startAgents(actx, gctx context.Context, g *errgroup.Group, admin relayv1.Ad
 		}
 		say("  agent %-7s connected; cluster from testdata/demo/clusters/%s", name, name)
 	}
-	return nil
+	return addrs, nil
 }
 
 // editAndWatch makes the demo's one change, the TrafficPolicy's weights,
@@ -302,6 +325,7 @@ func editAndWatch(ctx, actx context.Context, admin relayv1.AdminClient, srv *ser
 func startUI(ctx context.Context, g *errgroup.Group, srv *server.Server, addr string, logger *slog.Logger) (*ui.Server, error) {
 	uopts := ui.DefaultOptions()
 	uopts.Addr = cmp.Or(addr, "127.0.0.1:0")
+	uopts.Traffic = srv.TrafficServer()
 	if !server.Loopback(uopts.Addr) {
 		uopts.TLS = srv.ServingTLSConfig()
 	}

@@ -57,6 +57,11 @@ type Options struct {
 	// the proxy's error: the results the agent reports for that backend.
 	// Names the server no longer serves are left out. It must not block.
 	Report func(backend string, rejected map[snapshot.ID]error)
+	// Services, when set, registers more services on the xDS server's
+	// gRPC server, such as the traffic receiver (core/agent/traffic), with
+	// ServerOptions added to its options.
+	Services      func(grpc.ServiceRegistrar)
+	ServerOptions []grpc.ServerOption
 }
 
 // AddFlags registers the options' flags.
@@ -135,10 +140,13 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		sotw:  sotwv3.NewServer(ctx, s.cache, callbacks{s}),
 		delta: deltav3.NewServer(ctx, s.cache, callbacks{s}),
 	}
-	g := grpc.NewServer(
-		grpc.MaxConcurrentStreams(1<<20),
+	g := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxConcurrentStreams(1 << 20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, s.opts.ServerOptions...)...)
+	if s.opts.Services != nil {
+		s.opts.Services(g)
+	}
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, srv)
 	routeservice.RegisterRouteDiscoveryServiceServer(g, srv)

@@ -312,6 +312,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Ack
 	//	*AgentMessage_Heartbeat
 	//	*AgentMessage_Goodbye
+	//	*AgentMessage_Traffic
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -399,6 +400,15 @@ func (x *AgentMessage) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *AgentMessage) GetTraffic() *TrafficWindow {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Traffic); ok {
+			return x.Traffic
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -423,6 +433,11 @@ type AgentMessage_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,5,opt,name=goodbye,proto3,oneof"`
 }
 
+type AgentMessage_Traffic struct {
+	// traffic is one window of the cluster's traffic (traffic.proto).
+	Traffic *TrafficWindow `protobuf:"bytes,16,opt,name=traffic,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Input) isAgentMessage_Msg() {}
@@ -432,6 +447,8 @@ func (*AgentMessage_Ack) isAgentMessage_Msg() {}
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Goodbye) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Traffic) isAgentMessage_Msg() {}
 
 // ServerMessage is one message from server to agent on the Sync stream.
 type ServerMessage struct {
@@ -3465,7 +3482,7 @@ var File_relay_v1_relay_proto protoreflect.FileDescriptor
 
 const file_relay_v1_relay_proto_rawDesc = "" +
 	"\n" +
-	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\x1a\x14relay/v1/trust.proto\"S\n" +
+	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\x1a\x14relay/v1/trust.proto\x1a\x16relay/v1/traffic.proto\"S\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x10\n" +
@@ -3475,13 +3492,14 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\vCertificate\x12\x14\n" +
 	"\x05chain\x18\x01 \x01(\fR\x05chain\x12\x1b\n" +
 	"\tca_bundle\x18\x02 \x01(\fR\bcaBundle\x127\n" +
-	"\tnot_after\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xa8\x02\n" +
+	"\tnot_after\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\xe7\x02\n" +
 	"\fAgentMessage\x121\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.meshrelay.relay.v1.HelloH\x00R\x05hello\x129\n" +
 	"\x05input\x18\x02 \x01(\v2!.meshrelay.relay.v1.InputSnapshotH\x00R\x05input\x12+\n" +
 	"\x03ack\x18\x03 \x01(\v2\x17.meshrelay.relay.v1.AckH\x00R\x03ack\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.meshrelay.relay.v1.HeartbeatH\x00R\theartbeat\x127\n" +
-	"\agoodbye\x18\x05 \x01(\v2\x1b.meshrelay.relay.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
+	"\agoodbye\x18\x05 \x01(\v2\x1b.meshrelay.relay.v1.GoodbyeH\x00R\agoodbye\x12=\n" +
+	"\atraffic\x18\x10 \x01(\v2!.meshrelay.relay.v1.TrafficWindowH\x00R\atrafficB\x05\n" +
 	"\x03msg\"\xb2\x02\n" +
 	"\rServerMessage\x127\n" +
 	"\awelcome\x18\x01 \x01(\v2\x1b.meshrelay.relay.v1.WelcomeH\x00R\awelcome\x12<\n" +
@@ -3839,10 +3857,11 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	nil,                               // 49: meshrelay.relay.v1.Destination.LabelsEntry
 	nil,                               // 50: meshrelay.relay.v1.OutputResource.LabelsEntry
 	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
-	(*v1.Delta)(nil),                  // 52: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 53: meshrelay.snapshot.v1.ResourceID
-	(*v1.Resource)(nil),               // 54: meshrelay.snapshot.v1.Resource
-	(*MeshTrustStatus)(nil),           // 55: meshrelay.relay.v1.MeshTrustStatus
+	(*TrafficWindow)(nil),             // 52: meshrelay.relay.v1.TrafficWindow
+	(*v1.Delta)(nil),                  // 53: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 54: meshrelay.snapshot.v1.ResourceID
+	(*v1.Resource)(nil),               // 55: meshrelay.snapshot.v1.Resource
+	(*MeshTrustStatus)(nil),           // 56: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
 	51, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
@@ -3851,90 +3870,91 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
 	13, // 4: meshrelay.relay.v1.AgentMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
 	14, // 5: meshrelay.relay.v1.AgentMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	8,  // 6: meshrelay.relay.v1.ServerMessage.welcome:type_name -> meshrelay.relay.v1.Welcome
-	10, // 7: meshrelay.relay.v1.ServerMessage.output:type_name -> meshrelay.relay.v1.OutputSnapshot
-	11, // 8: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
-	13, // 9: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
-	14, // 10: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	43, // 11: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	44, // 12: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	51, // 13: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	52, // 14: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	52, // 15: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	0,  // 16: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
-	12, // 17: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	53, // 18: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	51, // 19: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	1,  // 20: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	54, // 21: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	53, // 22: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	45, // 23: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
-	46, // 24: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
-	51, // 25: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
-	25, // 26: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	51, // 27: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	51, // 28: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
-	26, // 29: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	51, // 30: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
-	47, // 31: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
-	25, // 32: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	27, // 33: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	28, // 34: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	55, // 35: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	25, // 36: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	33, // 37: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
-	34, // 38: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
-	35, // 39: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
-	27, // 40: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	37, // 41: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	48, // 42: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
-	49, // 43: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
-	36, // 44: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
-	50, // 45: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
-	35, // 46: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
-	34, // 47: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
-	27, // 48: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	37, // 49: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	38, // 50: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	27, // 51: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
-	41, // 52: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
-	37, // 53: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	38, // 54: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	25, // 55: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
-	33, // 56: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
-	27, // 57: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	38, // 58: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	2,  // 59: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 60: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 61: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	17, // 62: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	20, // 63: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	18, // 64: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
-	22, // 65: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	24, // 66: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	30, // 67: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
-	32, // 68: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
-	32, // 69: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
-	32, // 70: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
-	15, // 71: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
-	4,  // 72: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 73: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 74: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	19, // 75: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	21, // 76: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	25, // 77: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
-	23, // 78: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	29, // 79: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	31, // 80: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
-	39, // 81: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
-	40, // 82: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
-	42, // 83: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
-	16, // 84: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
-	72, // [72:85] is the sub-list for method output_type
-	59, // [59:72] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	52, // 6: meshrelay.relay.v1.AgentMessage.traffic:type_name -> meshrelay.relay.v1.TrafficWindow
+	8,  // 7: meshrelay.relay.v1.ServerMessage.welcome:type_name -> meshrelay.relay.v1.Welcome
+	10, // 8: meshrelay.relay.v1.ServerMessage.output:type_name -> meshrelay.relay.v1.OutputSnapshot
+	11, // 9: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
+	13, // 10: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
+	14, // 11: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
+	43, // 12: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	44, // 13: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	51, // 14: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	53, // 15: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	53, // 16: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	0,  // 17: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
+	12, // 18: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
+	54, // 19: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	51, // 20: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	1,  // 21: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
+	55, // 22: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	54, // 23: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	45, // 24: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	46, // 25: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	51, // 26: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	25, // 27: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	51, // 28: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	51, // 29: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	26, // 30: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	51, // 31: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	47, // 32: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	25, // 33: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	27, // 34: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	28, // 35: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	56, // 36: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	25, // 37: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 38: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	34, // 39: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	35, // 40: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	27, // 41: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	37, // 42: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	48, // 43: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	49, // 44: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	36, // 45: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	50, // 46: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	35, // 47: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	34, // 48: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	27, // 49: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	37, // 50: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	38, // 51: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	27, // 52: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	41, // 53: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	37, // 54: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	38, // 55: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	25, // 56: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 57: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	27, // 58: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	38, // 59: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	2,  // 60: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	3,  // 61: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	5,  // 62: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	17, // 63: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	20, // 64: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	18, // 65: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
+	22, // 66: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	24, // 67: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	30, // 68: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	32, // 69: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	32, // 70: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	32, // 71: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	15, // 72: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
+	4,  // 73: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	4,  // 74: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	6,  // 75: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	19, // 76: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	21, // 77: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	25, // 78: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
+	23, // 79: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	29, // 80: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	31, // 81: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	39, // 82: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	40, // 83: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	42, // 84: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	16, // 85: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
+	73, // [73:86] is the sub-list for method output_type
+	60, // [60:73] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -3943,12 +3963,14 @@ func file_relay_v1_relay_proto_init() {
 		return
 	}
 	file_relay_v1_trust_proto_init()
+	file_relay_v1_traffic_proto_init()
 	file_relay_v1_relay_proto_msgTypes[3].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Input)(nil),
 		(*AgentMessage_Ack)(nil),
 		(*AgentMessage_Heartbeat)(nil),
 		(*AgentMessage_Goodbye)(nil),
+		(*AgentMessage_Traffic)(nil),
 	}
 	file_relay_v1_relay_proto_msgTypes[4].OneofWrappers = []any{
 		(*ServerMessage_Welcome)(nil),

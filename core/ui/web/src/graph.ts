@@ -21,6 +21,20 @@ export interface GraphEdge {
   policy: string;
 }
 
+// Anchor is where the graph drew a cluster's box or a destination's row,
+// in the graph's coordinates.
+export interface Anchor {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+// anchors maps each cluster's name, and "cluster/namespace/name" of each
+// destination row, to where the last fleetGraph drew it: the seam through
+// which overlays (traffic.ts) find the graph's nodes.
+export const anchors = new Map<string, Anchor>();
+
 const boxW = 300;
 const gapX = 60;
 const headH = 58;
@@ -47,10 +61,12 @@ export function fleetGraph(st: Status, dests: GraphDestination[], edges: GraphEd
   const heights = clusters.map((c) => headH + rowH * Math.min((byCluster.get(c.name) ?? []).length, maxDestinations + 1) + 12);
   const rowHeight = Math.max(140, ...heights);
   const boxes = new Map<string, Box>();
+  anchors.clear();
   clusters.forEach((c, i) => {
     const x = 20 + (i % cols) * (boxW + gapX);
     const y = arcRoom + Math.floor(i / cols) * (rowHeight + arcRoom);
     boxes.set(c.name, { x, y, h: heights[i], rows: new Map() });
+    anchors.set(c.name, { x, y, width: boxW, height: heights[i] });
   });
   const width = 40 + cols * boxW + (cols - 1) * gapX;
   const rows = Math.ceil(clusters.length / cols);
@@ -102,6 +118,7 @@ export function fleetGraph(st: Status, dests: GraphDestination[], edges: GraphEd
     ds.slice(0, maxDestinations).forEach((d, i) => {
       const y = b.y + headH + i * rowH;
       b.rows.set(`${d.namespace}/${d.name}`, y + 10);
+      anchors.set(`${d.cluster}/${d.namespace}/${d.name}`, { x: b.x + 14, y, width: boxW - 28, height: 20 });
       const openDest = () => go(route("destinations", d.namespace, d.name));
       g.append(
         svg(

@@ -16,6 +16,7 @@ import {
 import { ago, h, link, route, section, table } from "./dom";
 import { fleetGraph } from "./graph";
 import { fleetRelations } from "./relations";
+import { callersSection, overlayTraffic, policyTrafficSection } from "./traffic";
 
 export interface Context {
   status: Status;
@@ -123,7 +124,7 @@ const fleet: View = async ({ status: st, go }) => {
     "div",
     { id: "fleet" },
     banner(st),
-    section(`Fleet — ${st.clusters.length} clusters, server ${st.serverId}`, legend, h("div", { class: "graph-wrap" }, fleetGraph(st, rel.destinations, rel.edges, go))),
+    section(`Fleet — ${st.clusters.length} clusters, server ${st.serverId}`, legend, h("div", { class: "graph-wrap" }, overlayTraffic(fleetGraph(st, rel.destinations, rel.edges, go)))),
     section("Policies", policiesTable(st.policies, "policies")),
     section(
       "Plugins",
@@ -264,6 +265,7 @@ const policy: View = async ({ args }) => {
         }),
       ),
     ),
+    policyTrafficSection(kind, namespace, name, source),
     section("Outputs", outputsTable(d.outputs, false)),
     section("Problems", h("ul", { class: "notes" }, problems.length ? problems : h("li", { class: "muted" }, "none"))),
     diagnostics(d.diagnostics),
@@ -317,6 +319,7 @@ const destination: View = async ({ args }) => {
         ),
       ),
     ),
+    callersSection(d.namespace, d.name),
     section("Policies selecting it", policiesTable(d.policies)),
     section("Outputs for it", outputsTable(d.outputs, true)),
     diagnostics(d.diagnostics),

@@ -1,0 +1,5 @@
+package traffic
+
+import "google.golang.org/protobuf/proto"
+
+func protoSize(m proto.Message) int { return proto.Size(m) }

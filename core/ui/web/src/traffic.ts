@@ -1,0 +1,213 @@
+// Live traffic: workload → destination edges drawn over the fleet graph
+// (positions from graph.ts's anchors), a destination's callers, and the
+// error rate around a policy's last change. Each polls the UI's
+// /api/traffic while it is on the page.
+import { getJSON } from "./api";
+import { h, link, route, section, svg, table } from "./dom";
+import { anchors, type Anchor } from "./graph";
+
+// TrafficEdge is an edge of the Traffic API (proto/relay/v1/traffic.proto);
+// uint64 counts arrive as strings.
+export interface TrafficEdge {
+  sourceCluster: string;
+  sourceWorkload: string;
+  destinationCluster: string;
+  destinationService: string;
+  protocol: string;
+  requests: string;
+  errors: string;
+  rps: number;
+  errorRate: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+interface Edges {
+  edges: TrafficEdge[];
+  serverId: string;
+}
+
+interface DestinationTraffic {
+  namespace: string;
+  name: string;
+  beforeRequests: string;
+  beforeErrors: string;
+  afterRequests: string;
+  afterErrors: string;
+  nowRequests: string;
+  nowErrors: string;
+}
+
+interface PolicyTraffic {
+  changedAt?: string | null;
+  minutes: number;
+  destinations: DestinationTraffic[];
+}
+
+const every = 3000;
+
+// poll calls f now and every few seconds while el is in the page.
+function poll(el: Element, f: () => Promise<void>) {
+  let timer = 0;
+  const tick = async () => {
+    try {
+      await f();
+    } catch {
+      // The next tick tries again; the page shows what it last had.
+    }
+    if (el.isConnected || !timer) timer = window.setTimeout(tick, every);
+  };
+  // The element joins the page after this returns.
+  timer = window.setTimeout(tick, 0);
+}
+
+// errorClass colours an edge by its error rate.
+export function errorClass(rate: number): string {
+  return rate >= 0.05 ? "err-high" : rate >= 0.01 ? "err-some" : "err-none";
+}
+
+function pct(rate: number): string {
+  return `${(100 * rate).toFixed(1)}%`;
+}
+
+function ms(v: number): string {
+  return v ? `${v.toFixed(v < 10 ? 1 : 0)}ms` : "-";
+}
+
+// sourceAnchor finds where a workload sits: the row of the destination
+// its name serves in its cluster ("productpage-v1" → productpage), else
+// its cluster's box.
+function sourceAnchor(e: TrafficEdge): { a: Anchor; row: boolean } | undefined {
+  const [ns, name] = e.sourceWorkload.includes("/") ? e.sourceWorkload.split("/", 2) : ["", e.sourceWorkload];
+  const app = name.replace(/-v\d+$/, "");
+  const row = anchors.get(`${e.sourceCluster}/${ns}/${app}`);
+  if (row) return { a: row, row: true };
+  const box = anchors.get(e.sourceCluster);
+  return box ? { a: box, row: false } : undefined;
+}
+
+// overlayTraffic draws the live edges over a fleet graph and returns it.
+export function overlayTraffic(graph: SVGElement): SVGElement {
+  const layer = svg("g", { class: "traffic", id: "traffic" });
+  graph.append(layer);
+  poll(graph, async () => {
+    const r = await getJSON<Edges>("/api/traffic");
+    drawTraffic(layer, r.edges);
+  });
+  return graph;
+}
+
+function drawTraffic(layer: SVGElement, edges: TrafficEdge[]) {
+  const parts: SVGElement[] = [];
+  const seen = new Map<string, number>();
+  for (const e of edges) {
+    const to = anchors.get(`${e.destinationCluster}/${e.destinationService}`);
+    const from = sourceAnchor(e);
+    if (!to || !from) continue;
+    const n = seen.get(e.destinationCluster + e.destinationService) ?? 0;
+    seen.set(e.destinationCluster + e.destinationService, n + 1);
+    const x2 = to.x + to.width;
+    const y2 = to.y + to.height / 2 + n * 3;
+    const x1 = from.row ? from.a.x + from.a.width : from.a.x + from.a.width / 2;
+    const y1 = from.row ? from.a.y + from.a.height / 2 : from.a.y;
+    const sameBox = Math.abs(x1 - x2) < 1;
+    const bulge = 40 + 14 * n;
+    const d = sameBox
+      ? `M ${x1} ${y1} C ${x1 + bulge} ${y1}, ${x2 + bulge} ${y2}, ${x2} ${y2}`
+      : `M ${x1} ${y1} C ${x1 + bulge} ${y1 - 60}, ${x2 + bulge} ${y2 - 60}, ${x2} ${y2}`;
+    const label = `${e.rps.toFixed(1)} rps · ${pct(e.errorRate)} · p99 ${ms(e.p99Ms)}`;
+    const width = Math.min(6, 1.5 + Math.log10(1 + e.rps) * 2);
+    const lx = sameBox ? Math.max(x1, x2) + bulge * 0.75 + 4 : (x1 + x2) / 2 + bulge * 0.75;
+    const ly = sameBox ? (y1 + y2) / 2 + 4 : (y1 + y2) / 2 - 45;
+    const g = svg(
+      "g",
+      {
+        class: `traffic-edge ${errorClass(e.errorRate)}`,
+        "data-traffic-edge": `${e.sourceCluster}/${e.sourceWorkload}>${e.destinationCluster}/${e.destinationService}`,
+        "data-requests": e.requests,
+        "data-error-rate": e.errorRate.toFixed(4),
+        "data-rps": e.rps.toFixed(2),
+        "data-p99": e.p99Ms.toFixed(1),
+      },
+      svg("path", { d, "stroke-width": width, "marker-end": "url(#arrow)" }),
+      svg("text", { x: lx, y: ly }, label),
+    );
+    g.append(svg("title", {}, `${e.sourceWorkload} (${e.sourceCluster}) → ${e.destinationService} (${e.destinationCluster}), ${e.protocol}: ${label}, ${e.requests} requests in the last minute`));
+    parts.push(g);
+  }
+  layer.replaceChildren(...parts);
+}
+
+// callersSection lists a destination's callers over the last minute, live.
+export function callersSection(namespace: string, name: string): HTMLElement {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  const el = section("Callers (last minute)", body);
+  poll(el, async () => {
+    const r = await getJSON<Edges>(`/api/traffic?destination=${encodeURIComponent(`${namespace}/${name}`)}`);
+    const edges = [...r.edges].sort((a, b) => b.rps - a.rps);
+    body.replaceChildren(
+      table(
+        ["caller", "cluster", "to cluster", "protocol", "rps", "error rate", "p50", "p99", "requests"],
+        edges.map((e) =>
+          h(
+            "tr",
+            {
+              "data-caller": `${e.sourceCluster}/${e.sourceWorkload}>${e.destinationCluster}`,
+              "data-requests": e.requests,
+              "data-error-rate": e.errorRate.toFixed(4),
+            },
+            h("td", {}, e.sourceWorkload),
+            h("td", {}, link(route("clusters", e.sourceCluster), e.sourceCluster)),
+            h("td", {}, e.destinationCluster),
+            h("td", {}, e.protocol),
+            h("td", {}, e.rps.toFixed(2)),
+            h("td", { class: errorClass(e.errorRate) }, pct(e.errorRate)),
+            h("td", {}, ms(e.p50Ms)),
+            h("td", {}, ms(e.p99Ms)),
+            h("td", {}, e.requests),
+          ),
+        ),
+        { id: "callers" },
+      ),
+      h("p", { class: "muted" }, `As server replica ${r.serverId} heard from the agents connected to it.`),
+    );
+  });
+  return el;
+}
+
+function rate(req: string, err: string): string {
+  const r = Number(req);
+  return r ? `${pct(Number(err) / r)} of ${r}` : "-";
+}
+
+// policyTrafficSection shows, for the destinations a policy selects, the
+// error rate before and after its last change.
+export function policyTrafficSection(kind: string, namespace: string, name: string, source?: string): HTMLElement {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  const el = section("Traffic around the last change", body);
+  const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
+  poll(el, async () => {
+    const r = await getJSON<PolicyTraffic>(`/api/traffic/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`);
+    const when = r.changedAt
+      ? `Changed at ${new Date(r.changedAt).toLocaleTimeString()}; ${r.minutes} minutes before and after.`
+      : "No change seen since this server replica started; now is the last minutes.";
+    body.replaceChildren(
+      h("p", { class: "muted", id: "policy-changed", "data-changed": r.changedAt ?? "" }, when),
+      table(
+        ["destination", "before", "after", "now"],
+        r.destinations.map((d) =>
+          h(
+            "tr",
+            { "data-destination": `${d.namespace}/${d.name}`, "data-before": `${d.beforeErrors}/${d.beforeRequests}`, "data-after": `${d.afterErrors}/${d.afterRequests}` },
+            h("td", {}, link(route("destinations", d.namespace, d.name), `${d.namespace}/${d.name}`)),
+            h("td", {}, rate(d.beforeRequests, d.beforeErrors)),
+            h("td", {}, rate(d.afterRequests, d.afterErrors)),
+            h("td", {}, rate(d.nowRequests, d.nowErrors)),
+          ),
+        ),
+        { id: "policy-traffic" },
+      ),
+    );
+  });
+  return el;
+}
