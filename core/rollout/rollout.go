@@ -85,6 +85,9 @@ type Rollout struct {
 	// or resumed): its ProgressDeadline counts from then.
 	StageStarted time.Time
 	Stages       []Stage
+	// Strategy is the strategy the rollout was planned with, pinned: an
+	// edit of the strategy counts from the next rollout on.
+	Strategy *policyv1alpha1.RolloutStrategySpec
 	// Approved are the names of the gated stages an administrator approved.
 	Approved []string `json:",omitempty"`
 	Clusters map[string]*Cluster
@@ -96,7 +99,7 @@ type Rollout struct {
 // over the clusters, staged by spec: each cluster in the first stage
 // that selects it, those no stage selects in a last stage of their own.
 func Plan(id uint64, from, to string, spec *policyv1alpha1.RolloutStrategySpec, clusters []policyv1alpha1.ClusterMeta, now time.Time) *Rollout {
-	r := &Rollout{ID: id, From: from, To: to, Phase: Progressing, StageStarted: now, Started: now, Clusters: map[string]*Cluster{}}
+	r := &Rollout{ID: id, From: from, To: to, Phase: Progressing, StageStarted: now, Started: now, Clusters: map[string]*Cluster{}, Strategy: spec.DeepCopy()}
 	counts := make([]int, len(spec.Stages)+1)
 	for _, c := range clusters {
 		i := stageOf(spec, c)
@@ -333,17 +336,22 @@ func (r *Rollout) OnPrevious() []string {
 }
 
 // Join adds a cluster that joined the fleet during the rollout to the
-// stage that selects it: released at once when that stage is done.
-func (r *Rollout) Join(spec *policyv1alpha1.RolloutStrategySpec, c policyv1alpha1.ClusterMeta, now time.Time) {
-	if _, ok := r.Clusters[c.Name]; ok || !r.Active() {
-		return
+// stage that selects it: released at once when that stage is done. It
+// reports whether the cluster is new to the rollout.
+func (r *Rollout) Join(c policyv1alpha1.ClusterMeta, now time.Time) bool {
+	if _, ok := r.Clusters[c.Name]; ok || !r.Active() || len(r.Stages) == 0 {
+		return false
 	}
-	i := min(stageOf(spec, c), len(r.Stages)-1)
+	i := len(r.Stages) - 1
+	if r.Strategy != nil {
+		i = min(stageOf(r.Strategy, c), i)
+	}
 	cl := &Cluster{Stage: i, Phase: Pending}
 	if i < r.Stage {
 		cl.Phase, cl.Released = Releasing, now
 	}
 	r.Clusters[c.Name] = cl
+	return true
 }
 
 // Leave forgets a cluster that left the fleet (deregistered).

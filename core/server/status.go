@@ -250,6 +250,9 @@ func (rc *reach) record(cluster string, id snapshot.ID, current bool, errs map[s
 func (in *statusInputs) fold(src policySource) policyStatus {
 	ps := policyStatus{ref: meta.PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, Cluster: src.cluster}}
 	generation := ps.validate(src.res.Body)
+	if src.cluster != "" && ps.ref.Kind == policyv1alpha1.KindRolloutStrategy {
+		ps.refuseStrategy()
+	}
 	invalid := len(ps.errors) > 0
 	ps.diagnose(in.diags[ps.ref])
 	if ps.ref.Kind == policyv1alpha1.KindMeshTrust && ps.ref.Cluster == "" && in.trustReach != nil {
