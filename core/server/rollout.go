@@ -17,7 +17,12 @@ import (
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/rollout"
 	"github.com/meshrelay/meshrelay/core/store"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // rolloutRecord names the fleet's rollout state in the store; each
@@ -489,4 +494,107 @@ func (c rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, v := range map[string]int{"total": n.Total, "released": n.Released, "healthy": n.Healthy, "failed": n.Failed, "pending": n.Pending} {
 		ch <- prometheus.MustNewConstMetric(rolloutClustersDesc, prometheus.GaugeValue, float64(v), state)
 	}
+}
+
+// GetRollout returns the rollout in progress, or the last one.
+func (a *admin) GetRollout(ctx context.Context, _ *relayv1.GetRolloutRequest) (*relayv1.RolloutStatus, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	rec, err := a.s.rollouts.read(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "rollout: %v", err)
+	}
+	if rec.Rollout == nil {
+		return nil, status.Error(codes.NotFound, "no rollout yet: the fleet has no RolloutStrategy, or its policies did not change since it has one")
+	}
+	return a.s.rollouts.status(rec), nil
+}
+
+// ActOnRollout pauses, resumes, approves or undoes the rollout in progress.
+func (a *admin) ActOnRollout(ctx context.Context, req *relayv1.RolloutActionRequest) (*relayv1.RolloutStatus, error) {
+	if err := a.authorize(ctx); err != nil {
+		return nil, err
+	}
+	var action func(rec *rollout.Record, now time.Time) error
+	switch req.GetAction() {
+	case relayv1.RolloutActionRequest_ACTION_PAUSE:
+		action = func(rec *rollout.Record, _ time.Time) error { return activeOr(rec).Pause("") }
+	case relayv1.RolloutActionRequest_ACTION_RESUME:
+		action = func(rec *rollout.Record, now time.Time) error { return activeOr(rec).Resume(now) }
+	case relayv1.RolloutActionRequest_ACTION_APPROVE:
+		action = func(rec *rollout.Record, now time.Time) error { return activeOr(rec).Approve(req.GetStage(), now) }
+	case relayv1.RolloutActionRequest_ACTION_UNDO:
+		action = func(rec *rollout.Record, now time.Time) error { return rec.Undo(now) }
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "rollout: unknown action %v", req.GetAction())
+	}
+	rec, err := a.s.rollouts.act(ctx, action)
+	switch {
+	case errors.Is(err, rollout.ErrNotActive):
+		return nil, status.Error(codes.FailedPrecondition, "rollout: no rollout is in progress")
+	case errors.Is(err, rollout.ErrNoSuchStage):
+		return nil, status.Errorf(codes.NotFound, "rollout: %v", err)
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "rollout: %v", err)
+	}
+	a.s.log.Info("rollout action", "action", req.GetAction().String(), "stage", req.GetStage(), "rollout", rec.Rollout.ID, "phase", rec.Rollout.Phase)
+	return a.s.rollouts.status(rec), nil
+}
+
+// activeOr returns the rollout in progress, or an inactive one whose
+// actions fail with rollout.ErrNotActive.
+func activeOr(rec *rollout.Record) *rollout.Rollout {
+	if ro := rec.Active(); ro != nil {
+		return ro
+	}
+	return &rollout.Rollout{Phase: rollout.Completed}
+}
+
+// status is the admin API's view of the record's rollout.
+func (r *rollouts) status(rec *rollout.Record) *relayv1.RolloutStatus {
+	ro := rec.Rollout
+	n := ro.Counts()
+	st := &relayv1.RolloutStatus{
+		Id: ro.ID, Phase: string(ro.Phase), Reason: ro.Reason, FromRevision: ro.From, ToRevision: ro.To, LiveRevision: rec.Live,
+		Stage: int32(ro.Stage), Total: int32(n.Total), Released: int32(n.Released), Healthy: int32(n.Healthy), Failed: int32(n.Failed), Pending: int32(n.Pending),
+		Started: timestamppb.New(ro.Started),
+	}
+	if !ro.Ended.IsZero() {
+		st.Ended = timestamppb.New(ro.Ended)
+	}
+	counts := make([]int32, len(ro.Stages))
+	for _, c := range ro.Clusters {
+		if c.Stage < len(counts) {
+			counts[c.Stage]++
+		}
+	}
+	for i, s := range ro.Stages {
+		st.Stages = append(st.Stages, &relayv1.RolloutStage{
+			Name: s.Name, Clusters: counts[i], MaxConcurrent: int32(s.MaxConcurrent), MaxFailures: int32(s.MaxFailures),
+			MinHealthy: durationpb.New(s.MinHealthy), ProgressDeadline: durationpb.New(s.ProgressDeadline),
+			Approval: s.Approval, Approved: slices.Contains(ro.Approved, s.Name),
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(ro.Clusters)) {
+		c := ro.Clusters[name]
+		rc := &relayv1.RolloutCluster{Name: name, State: string(c.Phase), Reason: c.Reason}
+		if ro.Phase == rollout.Undone {
+			rc.State = string(rollout.Pending)
+		}
+		if c.Stage < len(ro.Stages) {
+			rc.Stage = ro.Stages[c.Stage].Name
+		}
+		if !c.Released.IsZero() {
+			rc.Released = timestamppb.New(c.Released)
+		}
+		if !c.HealthySince.IsZero() {
+			rc.HealthySince = timestamppb.New(c.HealthySince)
+		}
+		st.Clusters = append(st.Clusters, rc)
+	}
+	r.mu.Lock()
+	st.Queued = ro.Active() && r.source != nil && r.source.Hash().String() != ro.To
+	r.mu.Unlock()
+	return st
 }

@@ -270,6 +270,34 @@ func (f *rolloutFleet) publish(policy string) {
 	}
 }
 
+// rolloutGauge returns the value of a rollout gauge whose one label has
+// the value label.
+func rolloutGauge(t *testing.T, ts *testServer, name, label string) float64 {
+	t.Helper()
+	mfs, err := ts.deps.Gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// act calls ActOnRollout on a replica's admin API.
+func (f *rolloutFleet) act(ts *testServer, action relayv1.RolloutActionRequest_Action, stage string) *relayv1.RolloutStatus {
+	f.t.Helper()
+	st, err := relayv1.NewAdminClient(ts.dial(nil)).ActOnRollout(ts.adminCtx(), &relayv1.RolloutActionRequest{Action: action, Stage: stage})
+	if err != nil {
+		f.t.Fatalf("ActOnRollout(%v %q): %v", action, stage, err)
+	}
+	return st
+}
+
 // record reads the rollout record from the store.
 func (f *rolloutFleet) record() *rollout.Record {
 	f.t.Helper()
@@ -369,9 +397,13 @@ func TestRolloutApplyErrorPausesAndUndoRestores(t *testing.T) {
 		t.Errorf("one-b is %s, want Failed", c.Phase)
 	}
 	f.unchanged(before, "two", "three")
+	testutil.Eventually(t, "the metrics saying Paused with one failed cluster", func() bool {
+		return rolloutGauge(t, f.servers[0], "meshrelay_rollout_phase", "Paused") == 1 &&
+			rolloutGauge(t, f.servers[0], "meshrelay_rollout_clusters", "failed") == 1
+	})
 
-	if _, err := f.servers[0].rollouts.act(context.Background(), func(rec *rollout.Record, now time.Time) error { return rec.Undo(now) }); err != nil {
-		t.Fatal(err)
+	if st := f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_UNDO, ""); st.GetPhase() != "Undone" || st.GetPending() != 9 {
+		t.Errorf("undo answered %s with %d pending, want Undone with all 9", st.GetPhase(), st.GetPending())
 	}
 	testutil.EventuallyWhy(t, "stage one back on its old outputs", func() (bool, string) {
 		for _, c := range clustersOf("one") {
@@ -401,11 +433,14 @@ func TestRolloutApproveReleasesAGatedStage(t *testing.T) {
 	f.waitOutputs("stages one and two on the new revision", reviewsPolicy("5s"), clustersOf("one", "two"))
 	f.unchanged(before, "three")
 
-	if _, err := f.servers[0].rollouts.act(context.Background(), func(rec *rollout.Record, now time.Time) error {
-		return rec.Active().Approve("three", now)
-	}); err != nil {
+	st, err := relayv1.NewAdminClient(f.servers[0].dial(nil)).GetRollout(f.servers[0].adminCtx(), &relayv1.GetRolloutRequest{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if st.GetStage() != 2 || st.GetReleased() != 6 || st.GetPending() != 3 || !st.GetStages()[2].GetApproval() || st.GetStages()[2].GetApproved() {
+		t.Errorf("GetRollout = stage %d, %d released, %d pending, want stage 2 gated with 6 released and 3 pending", st.GetStage(), st.GetReleased(), st.GetPending())
+	}
+	f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_APPROVE, "three")
 	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
 	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
 	if rec := f.record(); rec.Live != rec.Rollout.To {
@@ -450,11 +485,7 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 		t.Fatalf("after the kill: rollout %d at stage %d, want %d at stage 1", got.ID, got.Stage, ro.ID)
 	}
 
-	if _, err := survivor.rollouts.act(context.Background(), func(rec *rollout.Record, now time.Time) error {
-		return rec.Active().Approve("", now)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.act(survivor, relayv1.RolloutActionRequest_ACTION_APPROVE, "")
 	done := f.waitRollout("the rollout completed on the surviving replica", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
 	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
 	for _, c := range clustersOf("one") {
