@@ -393,6 +393,37 @@ func (r *rollouts) changedPolicies(ctx context.Context, ro *rollout.Rollout) map
 	return out
 }
 
+// carried returns the management policies the rollout in progress adds
+// or changes, each with where the rollout is; none outside a rollout.
+func (r *rollouts) carried(ctx context.Context) map[meta.PolicyRef]*policyv1alpha1.PolicyRollout {
+	ro := r.lastRecord().Active()
+	if ro == nil {
+		return nil
+	}
+	n := ro.Counts()
+	pr := &policyv1alpha1.PolicyRollout{
+		ID: ro.ID, Phase: string(ro.Phase), Reason: ro.Reason,
+		Total: int32(n.Total), Released: int32(n.Released), Healthy: int32(n.Healthy), Failed: int32(n.Failed), Pending: int32(n.Pending),
+	}
+	if ro.Stage < len(ro.Stages) {
+		pr.Stage = ro.Stages[ro.Stage].Name
+	}
+	out := map[meta.PolicyRef]*policyv1alpha1.PolicyRollout{}
+	for ref := range r.changedPolicies(ctx, ro) {
+		out[ref] = pr
+	}
+	return out
+}
+
+// rolloutText is how status lists a policy's rollout: "rollout 2
+// Progressing at stage canary: 3/9 released, 2 healthy, 0 failed".
+func rolloutText(pr *policyv1alpha1.PolicyRollout) string {
+	if pr == nil {
+		return ""
+	}
+	return fmt.Sprintf("rollout %d %s at stage %s: %d/%d released, %d healthy, %d failed", pr.ID, pr.Phase, pr.Stage, pr.Released, pr.Total, pr.Healthy, pr.Failed)
+}
+
 // act applies an administrator's action to the rollout in progress.
 func (r *rollouts) act(ctx context.Context, action func(rec *rollout.Record, now time.Time) error) (*rollout.Record, error) {
 	var actErr error

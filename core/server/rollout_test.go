@@ -288,6 +288,23 @@ func rolloutGauge(t *testing.T, ts *testServer, name, label string) float64 {
 	return -1
 }
 
+// policyRollout returns what the status of the management policy name
+// says of the rollout carrying it.
+func (f *rolloutFleet) policyRollout(name string) string {
+	f.t.Helper()
+	st, err := f.servers[0].Status(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, p := range st.GetPolicies() {
+		if p.GetName() == name && p.GetSourceCluster() == "" {
+			return p.GetRollout()
+		}
+	}
+	f.t.Fatalf("no policy %s in the status", name)
+	return ""
+}
+
 // act calls ActOnRollout on a replica's admin API.
 func (f *rolloutFleet) act(ts *testServer, action relayv1.RolloutActionRequest_Action, stage string) *relayv1.RolloutStatus {
 	f.t.Helper()
@@ -360,6 +377,9 @@ func TestRolloutSoakKeepsLaterStagesOnTheOldRevision(t *testing.T) {
 		return ro.Phase == rollout.Progressing && ro.Stage == 0 && stageHealthy(ro, "one")
 	})
 	f.unchanged(before, "two", "three")
+	if got := f.policyRollout("reviews-timeout"); !strings.HasPrefix(got, "rollout 1 Progressing at stage one: 3/9 released") {
+		t.Errorf("the policy's status says %q, want the rollout carrying it at stage one", got)
+	}
 
 	// two-a's east-west gateway moves: every cluster's view of two-a's
 	// endpoints changes.
@@ -443,6 +463,9 @@ func TestRolloutApproveReleasesAGatedStage(t *testing.T) {
 	f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_APPROVE, "three")
 	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
 	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+	if got := f.policyRollout("reviews-timeout"); got != "" {
+		t.Errorf("the policy's status says %q after the rollout completed, want no rollout", got)
+	}
 	if rec := f.record(); rec.Live != rec.Rollout.To {
 		t.Errorf("live revision %.12s, want the new one %.12s", rec.Live, rec.Rollout.To)
 	}

@@ -2383,8 +2383,11 @@ type PolicyStatus struct {
 	TargetClusters  int32    `protobuf:"varint,7,opt,name=target_clusters,json=targetClusters,proto3" json:"target_clusters,omitempty"`
 	Errors          []string `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
 	Warnings        []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// rollout is set while a staged rollout carries the policy's latest
+	// change: its number, phase, stage and counts.
+	Rollout       string `protobuf:"bytes,10,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicyStatus) Reset() {
@@ -2478,6 +2481,13 @@ func (x *PolicyStatus) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *PolicyStatus) GetRollout() string {
+	if x != nil {
+		return x.Rollout
+	}
+	return ""
 }
 
 // PluginStatus is one translator plugin's health.
@@ -4161,7 +4171,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\tresources\x18\x02 \x01(\x05R\tresources\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x18\n" +
 	"\aapplied\x18\x04 \x01(\bR\aapplied\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x05R\x06errors\"\x99\x02\n" +
+	"\x06errors\x18\x05 \x01(\x05R\x06errors\"\xb3\x02\n" +
 	"\fPolicyStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -4171,7 +4181,9 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x10applied_clusters\x18\x06 \x01(\x05R\x0fappliedClusters\x12'\n" +
 	"\x0ftarget_clusters\x18\a \x01(\x05R\x0etargetClusters\x12\x16\n" +
 	"\x06errors\x18\b \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18\t \x03(\tR\bwarnings\"n\n" +
+	"\bwarnings\x18\t \x03(\tR\bwarnings\x12\x18\n" +
+	"\arollout\x18\n" +
+	" \x01(\tR\arollout\"n\n" +
 	"\fPluginStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bbackends\x18\x02 \x03(\tR\bbackends\x12\x18\n" +
