@@ -41,6 +41,15 @@ func (r *Record) Encode() []byte {
 	return data
 }
 
+// Copy returns a deep copy of the record.
+func (r *Record) Copy() *Record {
+	c, err := Decode(r.Encode())
+	if err != nil {
+		panic(fmt.Sprintf("copy rollout record: %v", err)) // Encode's own output
+	}
+	return c
+}
+
 // Active returns the rollout in progress, or nil.
 func (r *Record) Active() *Rollout {
 	if r.Rollout != nil && r.Rollout.Active() {

@@ -102,6 +102,7 @@ func (r *rollouts) step(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	desired := source.Hash().String()
+	before := r.lastRecord().Copy()
 	rec, err := r.update(ctx, func(rec *rollout.Record) (bool, error) {
 		var spec *policyv1alpha1.RolloutStrategySpec
 		if strategy != nil {
@@ -137,7 +138,35 @@ func (r *rollouts) step(ctx context.Context, now time.Time) error {
 		return err
 	}
 	r.apply(ctx, rec)
+	for _, h := range supersededRevisions(before, rec) {
+		// No longer live and no rollout's to undo: the store keeps only
+		// the revisions a replica may have to translate.
+		if err := r.s.deps.Store.DeleteRollout(ctx, revisionRecord(h)); err != nil {
+			r.s.log.Warn("staged rollout: forget a superseded revision", "revision", h, "error", err)
+		}
+	}
 	return nil
+}
+
+// supersededRevisions returns the revisions the stored record after no
+// longer names: live, rejected or in a rollout in before (as this replica
+// last read it), none of these in after.
+func supersededRevisions(before, after *rollout.Record) []string {
+	named := func(rec *rollout.Record) []string {
+		out := []string{rec.Live, rec.Rejected}
+		if rec.Rollout != nil {
+			out = append(out, rec.Rollout.From, rec.Rollout.To)
+		}
+		return out
+	}
+	now := named(after)
+	var out []string
+	for _, h := range named(before) {
+		if h != "" && !slices.Contains(now, h) && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // update reads the record, lets change change it, and writes it back

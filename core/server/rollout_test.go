@@ -538,3 +538,29 @@ func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
 		t.Errorf("workload cluster's RolloutStrategy: %s %v %v, want Invalid with a diagnostic", ps.state, ps.errors, ps.status.Diagnostics)
 	}
 }
+
+// The store keeps only the revisions the record names: a change applied
+// at once forgets the revision it replaced, a rollout keeps its previous
+// one (the undo) until the next change.
+func TestSupersededRevisions(t *testing.T) {
+	tests := map[string]struct {
+		before, after *rollout.Record
+		want          []string
+	}{
+		"applied at once":  {before: &rollout.Record{Live: "a"}, after: &rollout.Record{Live: "b"}, want: []string{"a"}},
+		"rollout started":  {before: &rollout.Record{Live: "a"}, after: &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "b"}}},
+		"rollout complete": {before: &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "b"}}, after: &rollout.Record{Live: "b", Rollout: &rollout.Rollout{From: "a", To: "b"}}},
+		"next after undo": {
+			before: &rollout.Record{Live: "a", Rejected: "b", Rollout: &rollout.Rollout{From: "a", To: "b"}},
+			after:  &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "c"}},
+			want:   []string{"b"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := supersededRevisions(tc.before, tc.after); !slices.Equal(got, tc.want) {
+				t.Errorf("supersededRevisions = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
