@@ -122,8 +122,13 @@ func (r *rollouts) step(ctx context.Context, now time.Time) error {
 				return false, err
 			}
 		}
-		changed = rec.Source(desired, spec, clusters, now) || changed
-		if ro := rec.Active(); ro != nil && !r.s.inSafeMode() {
+		// In safe mode a rollout holds: none starts, none advances. A
+		// change without a strategy is live at once, as it always was.
+		safe := r.s.inSafeMode()
+		if !safe || spec == nil || rec.Live == "" {
+			changed = rec.Source(desired, spec, clusters, now) || changed
+		}
+		if ro := rec.Active(); ro != nil && !safe {
 			changed = r.observe(ctx, ro, now) || changed
 			changed = rec.Advance(now) || changed
 		}

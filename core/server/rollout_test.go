@@ -564,3 +564,76 @@ func TestSupersededRevisions(t *testing.T) {
 		})
 	}
 }
+
+// In safe mode a rollout holds: a change does not start one, and one in
+// progress releases nothing, until safe mode ends.
+func TestRolloutHoldsInSafeMode(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	for _, name := range []string{"east", "west"} {
+		if err := st.PutCluster(ctx, store.Cluster{Name: name, Registered: time.Now(), Labels: map[string]string{"tier": "one"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pols := &memPolicies{}
+	ts := startServerDeps(t, st, "", withPolicies(pols), func(o *Options) { o.RolloutInterval = time.Hour })
+	if !ts.inSafeMode() {
+		t.Fatal("a server with registered clusters and no inputs is not in safe mode")
+	}
+	strategy := strategyYAML(map[string]string{"one": "maxConcurrent: 1"})
+	step := func() *rollout.Record {
+		t.Helper()
+		if err := ts.rollouts.step(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return ts.rollouts.lastRecord()
+	}
+	// set publishes the policies and waits for the rollout to hold them.
+	set := func(timeout string) {
+		t.Helper()
+		pols.set(t, strategy, reviewsPolicy(timeout))
+		testutil.Eventually(t, "the rollout holding the source's "+timeout, func() bool {
+			ts.rollouts.mu.Lock()
+			defer ts.rollouts.mu.Unlock()
+			if ts.rollouts.source == nil {
+				return false
+			}
+			for r := range ts.rollouts.source.All() {
+				return strings.Contains(string(r.Body), timeout)
+			}
+			return false
+		})
+	}
+	set("3s")
+	if rec := step(); rec.Live == "" || rec.Rollout != nil {
+		t.Fatalf("the first policy set: live %q, rollout %v; want live at once", rec.Live, rec.Rollout)
+	}
+	set("5s")
+	if rec := step(); rec.Rollout != nil {
+		t.Fatalf("a rollout started in safe mode: %+v", rec.Rollout)
+	}
+
+	ts.markFresh("east")
+	ts.markFresh("west")
+	rec := step()
+	if rec.Active() == nil || rec.Rollout.Counts().Released != 1 {
+		t.Fatalf("after safe mode: %+v, want a rollout releasing one cluster", rec.Rollout)
+	}
+	// Back in safe mode (as after a restart), the rollout releases no more.
+	ts.mu.Lock()
+	ts.safe.on = true
+	ts.mu.Unlock()
+	if _, err := ts.rollouts.act(ctx, func(rec *rollout.Record, now time.Time) error {
+		for _, c := range rec.Rollout.Clusters {
+			if c.Phase != rollout.Pending {
+				c.Phase = rollout.Succeeded // as if healthy for its soak
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := step(); rec.Rollout.Counts().Released != 1 {
+		t.Errorf("in safe mode the rollout released %d clusters, want still 1", rec.Rollout.Counts().Released)
+	}
+}
