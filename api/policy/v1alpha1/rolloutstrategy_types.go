@@ -14,8 +14,8 @@ const KindRolloutStrategy = "RolloutStrategy"
 // as earlier stages stay healthy, instead of reaching every cluster at
 // once. It comes from the management source only; a workload cluster's is
 // refused with a diagnostic, and a workload cluster's own policies are
-// never staged. The fleet has at most one: with several, the first by
-// namespace and name counts and the others get a diagnostic.
+// never staged. The fleet has one: with several, the first valid one by
+// namespace and name counts.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
