@@ -53,8 +53,8 @@ func newGetCommand() *cobra.Command {
 	var labelColumns []string
 	req := &relayv1.ListRequest{}
 	cmd := &cobra.Command{
-		Use:   "get clusters|meshes|workloads|destinations|policies|outputs",
-		Short: "List the fleet's clusters, meshes, workloads, destinations, policies or outputs",
+		Use:   "get clusters|meshes|workloads|destinations|policies|outputs|rollouts",
+		Short: "List the fleet's clusters, meshes, workloads, destinations, policies, outputs or rollouts",
 		Long: `List objects of one kind across the fleet, as the server sees them now.
 
 Meshes, workloads and destinations are derived by the server from what each
@@ -79,10 +79,14 @@ multi-document YAML stream, or a JSON List) ready to read or diff.`,
   meshrelay get workloads -n bookinfo -l app=reviews -o wide
   meshrelay get destinations -c west
   meshrelay get policies -o yaml
-  meshrelay get outputs -c west --backend istio -o yaml`,
+  meshrelay get outputs -c west --backend istio -o yaml
+  meshrelay get rollouts`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: server.ListKinds,
+		ValidArgs: append(slices.Clone(server.ListKinds), "rollouts"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "rollouts" || args[0] == "rollout" {
+				return getRollouts(cmd, &af, out)
+			}
 			kind := server.NormalizeKind(args[0])
 			if kind == "" {
 				return &exitError{code: 2, err: fmt.Errorf("unknown kind %q: want one of %s", args[0], strings.Join(server.ListKinds, ", "))}
@@ -315,7 +319,9 @@ func newDescribeCommand() *cobra.Command {
                applied it (with the agent's errors), the resources it
                produced and its diagnostics;
   cluster      its connection, meshes, counts, outputs and the policies
-               that reach it.
+               that reach it;
+  rollout      the staged rollout in progress, or the last one: its stages
+               and each cluster's state and reason.
 
 An unknown name exits 3.`,
 		Example: `  meshrelay describe destination bookinfo/reviews
@@ -370,6 +376,7 @@ An unknown name exits 3.`,
 				}
 				return printClusterDescription(w, d)
 			}),
+		newRolloutStatusCommand("rollout", "Show the staged rollout in progress, or the last one: its stages and each cluster's state", "  meshrelay describe rollout"),
 	)
 	return cmd
 }

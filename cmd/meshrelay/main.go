@@ -126,6 +126,7 @@ cluster discovers what runs there, and applies what translator plugins
 		newPluginCommand(logs),
 		newTranslateCommand(logs),
 		newDiffCommand(logs),
+		newRolloutCommand(),
 		newDemoCommand(logs),
 		newBenchCommand(logs),
 	)

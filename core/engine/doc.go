@@ -28,6 +28,16 @@
 // write, which the engine hands on again while they are current: one way
 // out of the engine, and one place outputs live.
 //
+// During a staged rollout (core/rollout) two revisions of the policies are
+// live ([Engine.SetRevisions]): each has its own session with each
+// translator ([pluginhost.Sessions]), every cluster is a target of exactly
+// one of them, and moving a cluster to the new revision is moving a target
+// from one session to the other. Each cluster's outputs come from its own
+// revision's policies over the whole fleet's inputs. With one revision the
+// engine runs as it always did, one session per translator.
+// [Engine.Revision] says which revision a cluster's outputs were last
+// computed under.
+//
 // A translator that fails keeps its last good outputs: the engine never hands
 // on an empty output because a translator broke. Its failure shows in
 // [Engine.Status] and it is retried with backoff.

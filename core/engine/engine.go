@@ -3,9 +3,11 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -115,8 +117,11 @@ type translatorState struct {
 	// called every cycle (its session sends nothing when nothing changed),
 	// so that it hears of clusters leaving even when its backends no
 	// longer run anywhere.
-	called   bool
-	diags    []meta.Diagnostic
+	called bool
+	// sessions are the translator's sessions by revision session name
+	// ("" is t itself); diags the diagnostics of each.
+	sessions map[string]pluginhost.Translator
+	diags    map[string][]meta.Diagnostic
 	lastErr  error
 	failedAt time.Time
 	backoff  time.Duration
@@ -145,8 +150,19 @@ type Engine struct {
 	view   View
 	meshes meshCache
 
-	mu          sync.Mutex
-	policies    *snapshot.Snapshot
+	mu sync.Mutex
+	// revs are the live revisions of the policies, the previous first:
+	// one, or two during a staged rollout (SetRevisions).
+	revs []*revision
+	// onPrevious are the clusters translated under revs[0] when there
+	// are two revisions; the others are translated under revs[1].
+	onPrevious map[string]bool
+	// sessionSeq names the sessions of new revisions.
+	sessionSeq int
+	// settled is, by cluster, the hash of the policies its outputs were
+	// last computed under, in a cycle where every translator of that
+	// revision answered.
+	settled     map[string]snapshot.Hash
 	dirty       bool
 	translators []*translatorState
 	// marks are the outputs handed on, by key.
@@ -171,14 +187,15 @@ func New(translators []pluginhost.Translator, opts Options) *Engine {
 		opts:      opts,
 		view:      opts.View,
 		meshes:    meshCache{byName: map[string]cachedMeshes{}},
-		policies:  snapshot.Empty,
+		revs:      []*revision{{policies: snapshot.Empty}},
+		settled:   map[string]snapshot.Hash{},
 		marks:     map[OutputKey]Mark{},
 		unwritten: map[OutputKey]Output{},
 		targets:   map[string]bool{},
 		wake:      make(chan struct{}, 1),
 	}
 	for _, t := range translators {
-		e.translators = append(e.translators, &translatorState{t: t})
+		e.translators = append(e.translators, &translatorState{t: t, sessions: map[string]pluginhost.Translator{}, diags: map[string][]meta.Diagnostic{}})
 	}
 	return e
 }
@@ -202,15 +219,110 @@ func (e *Engine) SetTarget(cluster string, target bool) {
 	}
 }
 
-// SetPolicies records the management source's policies.
+// revision is one live policy set and the name of its session with
+// each translator.
+type revision struct {
+	policies *snapshot.Snapshot
+	session  string
+}
+
+// SetPolicies records the management source's policies: every cluster is
+// translated under them, with one session per translator.
 func (e *Engine) SetPolicies(s *snapshot.Snapshot) {
+	e.SetRevisions([]*snapshot.Snapshot{s}, nil)
+}
+
+// SetRevisions sets the live revisions of the policies, the previous
+// first, and, when there are two, the clusters translated under the
+// previous one; the others are translated under the newer one. Each
+// revision has its own session with each translator, which a revision
+// keeps while it is live (matched by hash), so that moving a cluster from
+// one revision to the other is moving a target between sessions. With one
+// revision, a change of its policies is sent to its session as a delta,
+// as SetPolicies does; a revision no longer live has its sessions closed.
+func (e *Engine) SetRevisions(sets []*snapshot.Snapshot, onPrevious []string) {
+	if len(sets) == 0 || len(sets) > 2 {
+		panic("engine: SetRevisions takes one or two policy sets")
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.policies.Hash() == s.Hash() {
+	var closing []string
+	defer func() {
+		e.mu.Unlock()
+		for _, name := range closing {
+			e.closeSessions(name)
+		}
+	}()
+	var revs []*revision
+	for _, s := range sets {
+		i := slices.IndexFunc(e.revs, func(r *revision) bool { return r.policies.Hash() == s.Hash() })
+		switch {
+		case i >= 0 && !slices.Contains(revs, e.revs[i]):
+			revs = append(revs, e.revs[i])
+		case len(sets) == 1 && len(e.revs) == 1:
+			revs = append(revs, &revision{policies: s, session: e.revs[0].session})
+		default:
+			e.sessionSeq++
+			revs = append(revs, &revision{policies: s, session: "r" + strconv.Itoa(e.sessionSeq)})
+		}
+	}
+	prev := map[string]bool{}
+	if len(revs) == 2 {
+		for _, c := range onPrevious {
+			prev[c] = true
+		}
+	}
+	same := len(revs) == len(e.revs) && maps.Equal(prev, e.onPrevious)
+	for i := range revs {
+		same = same && revs[i].session == e.revs[i].session && revs[i].policies.Hash() == e.revs[i].policies.Hash()
+	}
+	if same {
 		return
 	}
-	e.policies = s
+	for _, old := range e.revs {
+		if !slices.ContainsFunc(revs, func(r *revision) bool { return r.session == old.session }) {
+			closing = append(closing, old.session)
+			for _, ts := range e.translators {
+				delete(ts.sessions, old.session)
+				delete(ts.diags, old.session)
+			}
+		}
+	}
+	e.revs, e.onPrevious = revs, prev
 	e.touch()
+}
+
+// closeSessions ends every translator's session of a revision no longer
+// live, without holding e.mu: a translator's call in flight finishes
+// first.
+func (e *Engine) closeSessions(session string) {
+	for _, ts := range e.translators {
+		if s, ok := ts.t.(pluginhost.Sessions); ok {
+			s.CloseSession(session)
+		}
+	}
+}
+
+// session returns the translator on a revision's session.
+func (ts *translatorState) session(name string) pluginhost.Translator {
+	if t, ok := ts.sessions[name]; ok {
+		return t
+	}
+	t := ts.t
+	if s, ok := ts.t.(pluginhost.Sessions); ok {
+		t = s.Session(name)
+	}
+	ts.sessions[name] = t
+	return t
+}
+
+// Revision returns the hash of the policies a cluster's outputs were last
+// computed under, in a cycle where every translator of that revision
+// answered; false before the first.
+func (e *Engine) Revision(cluster string) (snapshot.Hash, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h, ok := e.settled[cluster]
+	return h, ok
 }
 
 // touch marks the view dirty and wakes Run. Callers hold e.mu.
@@ -338,7 +450,8 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.last = view
 	e.meshes.keep(view)
 	e.mu.Lock()
-	policies := e.policies
+	revs := slices.Clone(e.revs)
+	onPrevious := e.onPrevious
 	var scope []string
 	if e.opts.Scoped {
 		scope = slices.Sorted(maps.Keys(e.targets))
@@ -346,17 +459,52 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.mu.Unlock()
 
 	active := activeBackends(view)
-	want := hostView(view, policies, e.opts.Scoped, scope)
+	// wants are the views of the revisions' sessions, keeps their
+	// targets when there are two (nil: every cluster of the view).
+	wants := make([]pluginhost.View, len(revs))
+	keeps := make([]map[string]bool, len(revs))
+	if len(revs) == 1 {
+		wants[0] = hostView(view, revs[0].policies, e.opts.Scoped, scope)
+	} else {
+		all := scope
+		if !e.opts.Scoped {
+			all = slices.Sorted(maps.Keys(view))
+		}
+		split := [2][]string{}
+		for _, c := range all {
+			i := 1
+			if onPrevious[c] {
+				i = 0
+			}
+			split[i] = append(split[i], c)
+		}
+		for i, r := range revs {
+			wants[i] = hostView(view, r.policies, true, split[i])
+			keeps[i] = map[string]bool{}
+			for _, c := range split[i] {
+				keeps[i][c] = true
+			}
+		}
+	}
 	type outcome struct {
-		ts     *translatorState
-		result pluginhost.Result
-		err    error
-		called bool
-		took   time.Duration
+		ts      *translatorState
+		results []pluginhost.Result
+		errs    []error
+		called  bool
+		took    time.Duration
 	}
 	outcomes := make([]outcome, len(e.translators))
 	var wait time.Duration // until the first failed translator's retry
+	backingOff := false
 	var g errgroup.Group
+	e.mu.Lock()
+	sessions := make([][]pluginhost.Translator, len(e.translators))
+	for i, ts := range e.translators {
+		for _, r := range revs {
+			sessions[i] = append(sessions[i], ts.session(r.session))
+		}
+	}
+	e.mu.Unlock()
 	for i, ts := range e.translators {
 		if !runs(ts.t.Backends(), ts.t.Meshes(), active) && !ts.called {
 			continue
@@ -366,27 +514,44 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			// same: Run waits for the retry this cycle returns, not for one
 			// an earlier cycle asked for.
 			wait = sooner(wait, left)
+			backingOff = true
 			continue
 		}
 		ts.called = true
 		g.Go(func() error {
 			callStart := time.Now()
-			res, err := ts.t.Translate(ctx, want)
-			outcomes[i] = outcome{ts: ts, result: res, err: err, called: err != nil || res.Sent, took: time.Since(callStart)}
+			oc := outcome{ts: ts, results: make([]pluginhost.Result, len(revs)), errs: make([]error, len(revs))}
+			for r := range revs {
+				res, err := sessions[i][r].Translate(ctx, wants[r])
+				oc.results[r], oc.errs[r] = res, err
+				oc.called = oc.called || err != nil || res.Sent
+			}
+			oc.took = time.Since(callStart)
+			outcomes[i] = oc
 			return nil
 		})
 	}
 	_ = g.Wait()
+	e.mu.Lock()
+	for _, r := range revs {
+		if !e.liveSession(r.session) {
+			defer e.closeSessions(r.session) // dropped during the calls, which may have opened it again
+		}
+	}
+	e.mu.Unlock()
 
 	var answers []pluginhost.ClusterOutput
 	for _, oc := range outcomes {
-		answers = append(answers, oc.result.Outputs...)
+		for _, res := range oc.results {
+			answers = append(answers, res.Outputs...)
+		}
 	}
 	before := e.deliveredBefore(answers)
 
 	stats := CycleStats{Generation: generation}
 	var handOn []Output
 	var currents []Current
+	revFailed := make([]bool, len(revs))
 	e.mu.Lock()
 	for _, oc := range outcomes {
 		ts := oc.ts
@@ -394,22 +559,50 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			continue
 		}
 		ts.lastCall = oc.took
-		if oc.err != nil {
+		if err := errors.Join(oc.errs...); err != nil {
 			// The session may hold a partial update: its next one is full.
-			ts.lastErr = oc.err
+			ts.lastErr = err
 			ts.failedAt = time.Now()
 			ts.backoff = min(max(ts.backoff*2, e.opts.RetryBackoff), time.Minute)
 			wait = sooner(wait, ts.backoff)
 			stats.Failed = append(stats.Failed, ts.t.Name())
-			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", oc.err, "retry_in", ts.backoff)
-			continue
+			e.opts.Logger.Warn("translator failed; keeping its last outputs", "plugin", ts.t.Name(), "error", err, "retry_in", ts.backoff)
+		} else {
+			ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
 		}
-		ts.lastErr, ts.backoff, ts.lastOK = nil, 0, time.Now()
-		ts.diags = oc.result.Diagnostics
-		stats.ChangedClusters = max(stats.ChangedClusters, oc.result.Clusters)
-		changed, current := e.take(ts, view, before, oc.result.Outputs)
-		handOn = append(handOn, changed...)
-		currents = append(currents, current...)
+		for r, res := range oc.results {
+			if oc.errs[r] != nil {
+				revFailed[r] = true
+				continue
+			}
+			if e.liveSession(revs[r].session) {
+				ts.diags[revs[r].session] = res.Diagnostics
+			}
+			stats.ChangedClusters = max(stats.ChangedClusters, res.Clusters)
+			changed, current := e.take(ts, view, before, res.Outputs, keeps[r])
+			handOn = append(handOn, changed...)
+			currents = append(currents, current...)
+		}
+	}
+	if !backingOff {
+		for r, rev := range revs {
+			if revFailed[r] {
+				continue
+			}
+			for _, c := range wants[r].Targets {
+				e.settled[c] = rev.policies.Hash()
+			}
+			if !wants[r].Scoped {
+				for c := range view {
+					e.settled[c] = rev.policies.Hash()
+				}
+			}
+		}
+	}
+	for c := range e.settled {
+		if _, ok := view[c]; !ok {
+			delete(e.settled, c)
+		}
 	}
 	// Clusters that left the fleet, or stopped being targets, lose their
 	// marks; what delivery handed back is handed on again unless
@@ -447,7 +640,9 @@ func (e *Engine) Step(ctx context.Context) Ready {
 // before: its cluster's agent may hold an output another replica, or this
 // server before a restart, delivered, so a set that changed or emptied
 // meanwhile is handed on. Callers hold e.mu.
-func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput) (changed []Output, current []Current) {
+// keep, when not nil, are the targets of the session that answered: the
+// outputs of other clusters are left out.
+func (e *Engine) take(ts *translatorState, view map[string]clusterState, before map[OutputKey]Mark, outs []pluginhost.ClusterOutput, keep map[string]bool) (changed []Output, current []Current) {
 	for _, co := range outs {
 		key := OutputKey{Cluster: co.Cluster, Backend: co.Backend}
 		if _, ok := view[co.Cluster]; !ok {
@@ -456,6 +651,9 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, before 
 		}
 		if e.opts.Scoped && !e.targets[co.Cluster] {
 			continue // no longer a target: its output would be stale when it comes back
+		}
+		if keep != nil && !keep[co.Cluster] {
+			continue // moved to the other revision since the cycle started
 		}
 		s, err := snapshot.New(0, co.Resources)
 		if err != nil {
@@ -587,16 +785,37 @@ func (e *Engine) Status() []PluginStatus {
 	return out
 }
 
-// Diagnostics returns the latest diagnostics of every translator, with the
-// plugin name filled in, sorted by policy.
+// liveSession reports whether a session is one of a live revision's.
+// Callers hold e.mu.
+func (e *Engine) liveSession(name string) bool {
+	return slices.ContainsFunc(e.revs, func(r *revision) bool { return r.session == name })
+}
+
+// Diagnostics returns the latest diagnostics of every translator, under
+// every live revision, with the plugin name filled in, sorted by policy.
 func (e *Engine) Diagnostics() []meta.Diagnostic {
+	return e.diagnostics(func(*revision) bool { return true })
+}
+
+// RevisionDiagnostics returns the latest diagnostics of every translator
+// under the live revision whose policies have the hash h, as Diagnostics.
+func (e *Engine) RevisionDiagnostics(h snapshot.Hash) []meta.Diagnostic {
+	return e.diagnostics(func(r *revision) bool { return r.policies.Hash() == h })
+}
+
+func (e *Engine) diagnostics(of func(*revision) bool) []meta.Diagnostic {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []meta.Diagnostic
-	for _, ts := range e.translators {
-		for _, d := range ts.diags {
-			d.Plugin = cmp.Or(d.Plugin, ts.t.Name())
-			out = append(out, d)
+	for _, r := range e.revs {
+		if !of(r) {
+			continue
+		}
+		for _, ts := range e.translators {
+			for _, d := range ts.diags[r.session] {
+				d.Plugin = cmp.Or(d.Plugin, ts.t.Name())
+				out = append(out, d)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b meta.Diagnostic) int {

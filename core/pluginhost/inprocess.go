@@ -25,13 +25,16 @@ type Linked struct {
 	logger   *slog.Logger
 
 	mu sync.Mutex
-	// sess is the Translate session; nil until the first call opens one,
-	// and after it broke.
-	sess   *host.Session
-	closed bool
+	// sessions are the Translate sessions by name ("" is Translate's):
+	// each opened by its first call, and dropped after it broke.
+	sessions map[string]*host.Session
+	closed   bool
 }
 
-var _ Translator = (*Linked)(nil)
+var (
+	_ Sessions = (*Linked)(nil)
+	_ Sessions = (*Plugin)(nil)
+)
 
 // InProcess serves t in process and returns it as a Translator. A nil
 // logger discards the translator's logs.
@@ -71,27 +74,54 @@ func (l *Linked) OutputKinds() []string { _, _, k := l.decl.get(); return k }
 
 // Translate brings the translator to the view v; see [Translator].
 func (l *Linked) Translate(ctx context.Context, v View) (Result, error) {
+	return l.translate(ctx, "", v)
+}
+
+func (l *Linked) translate(ctx context.Context, name string, v View) (Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return Result{}, fmt.Errorf("translator %q is closed", l.name)
 	}
-	if l.sess == nil {
+	sess := l.sessions[name]
+	if sess == nil {
 		s, err := host.Open(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
 		if err != nil {
 			return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
 		}
-		l.sess = s
+		if l.sessions == nil {
+			l.sessions = map[string]*host.Session{}
+		}
+		l.sessions[name], sess = s, s
 	}
-	res, err := l.sess.Translate(ctx, v)
+	res, err := sess.Translate(ctx, v)
 	if err != nil {
 		if !errors.Is(err, ErrPluginFailed) {
-			l.sess.Close()
-			l.sess = nil
+			sess.Close()
+			delete(l.sessions, name)
 		}
 		return Result{}, fmt.Errorf("translator %q: %w", l.name, err)
 	}
 	return res, nil
+}
+
+// Session returns the translator on the session named name, beside
+// Translate's (""); see [Sessions].
+func (l *Linked) Session(name string) Translator {
+	if name == "" {
+		return l
+	}
+	return &namedSession{t: l, name: name, translate: l.translate}
+}
+
+// CloseSession ends the session named name; see [Sessions].
+func (l *Linked) CloseSession(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.sessions[name]; s != nil {
+		s.Close()
+		delete(l.sessions, name)
+	}
 }
 
 // Close stops the translator's server.
@@ -102,9 +132,9 @@ func (l *Linked) Close() {
 		return
 	}
 	l.closed = true
-	if l.sess != nil {
-		l.sess.Close()
-		l.sess = nil
+	for name, s := range l.sessions {
+		s.Close()
+		delete(l.sessions, name)
 	}
 	l.stop()
 }

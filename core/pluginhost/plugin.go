@@ -31,9 +31,10 @@ type Plugin struct {
 	// running is proc, readable without mu by the health watch while a
 	// call holds mu.
 	running atomic.Pointer[process]
-	// sess is the Translate session of proc; nil until the first call
-	// opens one, and after the process or its session broke.
-	sess     *host.Session
+	// sessions are the Translate sessions of proc by name ("" is the
+	// engine's own; see Session): each opened by its first call, and
+	// dropped when the process or the session broke.
+	sessions map[string]*host.Session
 	failures int
 	retryAt  time.Time
 	starts   int
@@ -119,6 +120,11 @@ func (p *Plugin) Pid() int {
 // and checks the plugin's sha256 before every start. A call that takes
 // longer than Options.CallTimeout kills the plugin.
 func (p *Plugin) Translate(ctx context.Context, v View) (Result, error) {
+	return p.translate(ctx, "", v)
+}
+
+// translate brings the session named name to the view v.
+func (p *Plugin) translate(ctx context.Context, name string, v View) (Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -132,17 +138,21 @@ func (p *Plugin) Translate(ctx context.Context, v View) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if p.sess == nil {
+	sess := p.sessions[name]
+	if sess == nil {
 		s, err := host.Open(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
 		if err != nil {
 			p.crashed(err.Error())
 			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
 		}
-		p.sess = s
+		if p.sessions == nil {
+			p.sessions = map[string]*host.Session{}
+		}
+		p.sessions[name], sess = s, s
 	}
 	callCtx, cancel := context.WithTimeoutCause(ctx, p.opts.CallTimeout, errCallTimeout)
 	defer cancel()
-	res, err := p.sess.Translate(callCtx, v)
+	res, err := sess.Translate(callCtx, v)
 	switch {
 	case err == nil:
 		p.failures = 0
@@ -155,12 +165,12 @@ func (p *Plugin) Translate(ctx context.Context, v View) (Result, error) {
 		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next call: %w", p.entry.Name, p.opts.CallTimeout, err)
 	case errors.Is(err, host.ErrProtocol):
 		// The plugin runs but its session's idea of what was sent is wrong.
-		p.resetSession()
+		p.closeSession(name)
 		p.logger.Error("refused the plugin's answer", "error", err)
 		return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
 	default:
 		if ctx.Err() != nil {
-			p.resetSession()
+			p.closeSession(name)
 			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
 		}
 		proc := p.proc
@@ -234,11 +244,36 @@ func (p *Plugin) crashed(why string) {
 	p.failed()
 }
 
+// resetSession ends every session: the process broke or stops.
 func (p *Plugin) resetSession() {
-	if p.sess != nil {
-		p.sess.Close()
-		p.sess = nil
+	for name := range p.sessions {
+		p.closeSession(name)
 	}
+}
+
+func (p *Plugin) closeSession(name string) {
+	if s := p.sessions[name]; s != nil {
+		s.Close()
+		delete(p.sessions, name)
+	}
+}
+
+// Session returns the plugin as a Translator on the session named name,
+// beside the one Translate uses (""), in the same process: the plugin
+// holds one view per session. Calls on every session are serialized.
+func (p *Plugin) Session(name string) Translator {
+	if name == "" {
+		return p
+	}
+	return &namedSession{t: p, name: name, translate: p.translate}
+}
+
+// CloseSession ends the session named name: the plugin forgets its view.
+// A later call on it opens it again and sends it the whole view.
+func (p *Plugin) CloseSession(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeSession(name)
 }
 
 // Check pings a running plugin's health service, within

@@ -40,6 +40,37 @@ type Translator interface {
 	Translate(ctx context.Context, v View) (Result, error)
 }
 
+// Sessions is a Translator that holds more than one view at a time, each
+// in a session of its own with one plugin: the engine keeps one session
+// per live revision of the policies. Plugin processes and in-process
+// translators are Sessions.
+type Sessions interface {
+	Translator
+	// Session returns the translator on the session named name; "" is
+	// the Translator itself.
+	Session(name string) Translator
+	// CloseSession ends the session named name: the plugin forgets its
+	// view, and a later call sends the whole view again.
+	CloseSession(name string)
+}
+
+// namedSession is a Translator on one named session of a Sessions.
+type namedSession struct {
+	t         Translator
+	name      string
+	translate func(ctx context.Context, name string, v View) (Result, error)
+}
+
+func (n *namedSession) Name() string          { return n.t.Name() }
+func (n *namedSession) Backends() []string    { return n.t.Backends() }
+func (n *namedSession) Meshes() []string      { return n.t.Meshes() }
+func (n *namedSession) InputKinds() []string  { return n.t.InputKinds() }
+func (n *namedSession) OutputKinds() []string { return n.t.OutputKinds() }
+
+func (n *namedSession) Translate(ctx context.Context, v View) (Result, error) {
+	return n.translate(ctx, n.name, v)
+}
+
 // The types of the translator protocol's host side, which
 // sdk/protocol/host defines so that sdk/sdktest drives the same code.
 type (

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,6 +298,18 @@ type recordingSink struct {
 	deletes int
 	prunes  []bool
 	last    *snapshot.Snapshot
+	// fail are the resources Apply reports an error for, by kind and name.
+	fail map[string]string
+}
+
+// failApply makes Apply report msg for every resource of kind and name.
+func (r *recordingSink) failApply(kind, name, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail == nil {
+		r.fail = map[string]string{}
+	}
+	r.fail[kind+"/"+name] = msg
 }
 
 func newRecordingSink() *recordingSink {
@@ -308,6 +321,15 @@ func (r *recordingSink) Apply(_ context.Context, _ string, desired *snapshot.Sna
 	defer r.mu.Unlock()
 	r.prunes = append(r.prunes, prune)
 	r.last = desired
+	var errs map[snapshot.ID]error
+	for res := range desired.All() {
+		if msg, ok := r.fail[res.ID.Kind+"/"+res.ID.Name]; ok {
+			if errs == nil {
+				errs = map[snapshot.ID]error{}
+			}
+			errs[res.ID] = errors.New(msg)
+		}
+	}
 	want := map[snapshot.ID]bool{}
 	for res := range desired.All() {
 		want[res.ID] = true
@@ -324,7 +346,7 @@ func (r *recordingSink) Apply(_ context.Context, _ string, desired *snapshot.Sna
 			}
 		}
 	}
-	return nil, nil
+	return errs, nil
 }
 
 func (r *recordingSink) names() []string {
@@ -407,7 +429,11 @@ func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src a
 		m(&opts)
 	}
 	sink := newRecordingSink()
-	a, err := agent.New(opts, src, agent.Sinks{sink}, nil)
+	var logger *slog.Logger
+	if os.Getenv("ROLLOUT_DEBUG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("agent", cluster)
+	}
+	a, err := agent.New(opts, src, agent.Sinks{sink}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ func TestWelcomeCarriesInputKinds(t *testing.T) {
 	want := []string{
 		"/Service", "apps/Deployment", "example.io/Widget", "other.example.io/Gadget",
 		"policy.meshrelay.io/AccessPolicy", "policy.meshrelay.io/MeshTrust",
-		"policy.meshrelay.io/TrafficPolicy", "policy.meshrelay.io/VirtualDestination",
+		"policy.meshrelay.io/RolloutStrategy", "policy.meshrelay.io/TrafficPolicy",
+		"policy.meshrelay.io/VirtualDestination",
 	}
 	if got := first.GetWelcome().GetInputKinds(); !slices.Equal(got, want) {
 		t.Errorf("Welcome input kinds = %v, want %v", got, want)

@@ -68,6 +68,9 @@ type Options struct {
 	Debounce time.Duration
 	// Heartbeat is how often streams exchange heartbeats.
 	Heartbeat time.Duration
+	// RolloutInterval is how often a staged rollout's clusters are judged
+	// and the rollout advanced (rollout.go).
+	RolloutInterval time.Duration
 	// RegisterFailures is how many failed registrations a client address may
 	// make per minute before it is refused with ResourceExhausted.
 	RegisterFailures int
@@ -144,6 +147,7 @@ func DefaultOptions() Options {
 		Mode:             ModeMTLS,
 		Debounce:         50 * time.Millisecond,
 		Heartbeat:        10 * time.Second,
+		RolloutInterval:  time.Second,
 		RegisterFailures: 10,
 		MaxMessageBytes:  16 << 20,
 		Targets:          TargetsConnected,
@@ -201,12 +205,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on agent streams")
 	fs.DurationVar(&o.RebalanceInterval, "rebalance-interval", o.RebalanceInterval, "how often this replica announces its agents and, above its fair share of the live replicas, asks a few to move (0: never)")
 	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", o.MaxConnectionAge, "close an agent's connection after this long, so it reconnects to the next server address (0: never)")
+	fs.DurationVar(&o.RolloutInterval, "rollout-interval", o.RolloutInterval, "how often a staged rollout's released clusters are judged and the rollout advanced")
 	fs.StringVar(&o.Targets, "targets", o.Targets, "whose outputs this replica computes: connected (the clusters whose agents are connected to it, so replicas divide the work) or all")
 }
 
 // Validate reports whether the options can work.
 func (o *Options) Validate() error {
 	var errs []error
+	if o.RolloutInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--rollout-interval must be positive, not %s", o.RolloutInterval))
+	}
 	if o.Mode != ModeMTLS && o.Mode != ModeTLS {
 		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeMTLS, ModeTLS, o.Mode))
 	}

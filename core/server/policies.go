@@ -30,6 +30,7 @@ var policyKinds = map[string]schema.GroupVersionResource{
 	policyv1alpha1.KindAccessPolicy:       policyv1alpha1.SchemeGroupVersion.WithResource("accesspolicies"),
 	policyv1alpha1.KindVirtualDestination: policyv1alpha1.SchemeGroupVersion.WithResource("virtualdestinations"),
 	policyv1alpha1.KindMeshTrust:          policyv1alpha1.SchemeGroupVersion.WithResource("meshtrusts"),
+	policyv1alpha1.KindRolloutStrategy:    policyv1alpha1.SchemeGroupVersion.WithResource("rolloutstrategies"),
 }
 
 // DirPolicies reads policies from a watched directory of YAML.

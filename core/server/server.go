@@ -140,6 +140,8 @@ type Server struct {
 	ready chan engine.Ready
 	// diffs holds the one diff that may run (admin Diff).
 	diffs chan struct{}
+	// rollouts stages the management source's policy changes (rollout.go).
+	rollouts *rollouts
 }
 
 // ackState is what an agent said about the last output it applied.
@@ -189,6 +191,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.traffic = newTraffic(opts, deps.Registerer)
+	s.rollouts = newRollouts(s)
+	deps.Registerer.MustRegister(rolloutCollector{s.rollouts})
 	s.trust = newTrust(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
 		Debounce: opts.Debounce,
@@ -580,6 +584,7 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.tick(ctx) })
 	g.Go(func() error { return s.rebalance(ctx) })
 	g.Go(func() error { return s.trust.Run(ctx) })
+	g.Go(func() error { return s.rollouts.run(ctx) })
 	if s.deps.Policies != nil {
 		g.Go(func() error {
 			return s.deps.Policies.Run(ctx, s.setPolicies)
@@ -673,14 +678,17 @@ func (s *Server) authMode() string {
 }
 
 // setPolicies records the management source's policies. MeshTrusts go to
-// the trust manager, the others to the translators.
+// the trust manager, the RolloutStrategy to the staged rollout, the
+// others to the translators through the rollout (rollout.go), which
+// stages them when there is a RolloutStrategy and applies them at once
+// when there is none.
 func (s *Server) setPolicies(p *snapshot.Snapshot) {
 	s.mu.Lock()
 	s.policies = p
 	s.mu.Unlock()
 	s.policyChanges.note(p, time.Now())
 	s.trust.SetPolicies(p)
-	s.engine.SetPolicies(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) }))
+	s.rollouts.setSource(filterSnapshot(p, func(r snapshot.Resource) bool { return !trust.IsPolicy(r) && !isRolloutStrategy(r) }), strategyOf(p))
 }
 
 // tick runs periodic duties: safe-mode deadline, last-seen, policy status.

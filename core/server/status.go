@@ -139,7 +139,7 @@ func (p policyStatus) proto() *relayv1.PolicyStatus {
 	return &relayv1.PolicyStatus{
 		Kind: p.ref.Kind, Namespace: p.ref.Namespace, Name: p.ref.Name, SourceCluster: p.ref.Cluster,
 		State: string(p.state), AppliedClusters: int32(len(p.applied)), TargetClusters: int32(len(p.targets)),
-		Errors: p.errors, Warnings: p.warnings,
+		Errors: p.errors, Warnings: p.warnings, Rollout: rolloutText(p.status.Rollout),
 	}
 }
 
@@ -167,6 +167,9 @@ type statusInputs struct {
 	// trustReach returns the clusters a management MeshTrust selects and
 	// those where its roots are in place.
 	trustReach func(meta.PolicyRef) (targets, applied []string)
+	// rollouts are the management policies a staged rollout in progress
+	// carries (rollout.go).
+	rollouts map[meta.PolicyRef]*policyv1alpha1.PolicyRollout
 }
 
 // collectStatusInputs gathers the policies, the outputs' reach and the
@@ -177,6 +180,7 @@ func (s *Server) collectStatusInputs(ctx context.Context) *statusInputs {
 		reaches:    s.outputReaches(ctx),
 		diags:      diagnosticsByPolicy(append(s.engine.Diagnostics(), s.trust.Diagnostics()...)),
 		trustReach: s.trust.Reach,
+		rollouts:   s.rollouts.carried(ctx),
 	}
 }
 
@@ -250,6 +254,9 @@ func (rc *reach) record(cluster string, id snapshot.ID, current bool, errs map[s
 func (in *statusInputs) fold(src policySource) policyStatus {
 	ps := policyStatus{ref: meta.PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, Cluster: src.cluster}}
 	generation := ps.validate(src.res.Body)
+	if src.cluster != "" && ps.ref.Kind == policyv1alpha1.KindRolloutStrategy {
+		ps.refuseStrategy()
+	}
 	invalid := len(ps.errors) > 0
 	ps.diagnose(in.diags[ps.ref])
 	if ps.ref.Kind == policyv1alpha1.KindMeshTrust && ps.ref.Cluster == "" && in.trustReach != nil {
@@ -258,6 +265,9 @@ func (in *statusInputs) fold(src policySource) policyStatus {
 	ps.addReach(in.reaches[ps.ref.Key()])
 	ps.state = decideState(invalid, ps.errors, ps.targets, ps.applied)
 	ps.fillStatus(generation)
+	if ps.ref.Cluster == "" {
+		ps.status.Rollout = in.rollouts[ps.ref]
+	}
 	return ps
 }
 

@@ -14,16 +14,18 @@ var ErrNotFound = errors.New("not found")
 // ErrClosed is returned by every method of a store after Close.
 var ErrClosed = errors.New("store closed")
 
-// ErrConflict is returned by CompareAndPutCluster and CompareAndPutTrust
+// ErrConflict is returned by CompareAndPutCluster, CompareAndPutTrust and
+// CompareAndPutRollout
 // when the stored record's version is not the one the caller read: another
 // writer changed it first. Callers read the record again and retry (see
 // UpdateCluster and UpdateTrust).
 var ErrConflict = errors.New("record changed concurrently")
 
 // Store keeps the fleet's state: per-cluster input snapshots, per-cluster and
-// per-backend output snapshots, the cluster registry, the CA and the meshes'
-// trust state, a change feed across server replicas, the leases by
-// which replicas take turns, and the replicas' presence. It is composed of one small interface per job;
+// per-backend output snapshots, the cluster registry, the CA, the meshes'
+// trust state and the staged rollout's records, a change feed across server
+// replicas, the leases by which replicas take turns, and the replicas'
+// presence. It is composed of one small interface per job;
 // a caller that needs one job takes that interface, and every Store is one.
 // Implementations are safe for concurrent use.
 //
@@ -37,6 +39,7 @@ type Store interface {
 	Registry
 	CA
 	Trust
+	Rollouts
 	Watcher
 	Leases
 	Presence

@@ -392,3 +392,27 @@ func (w *WriteThrough) Run(ctx context.Context) error {
 func (w *WriteThrough) Flush(ctx context.Context) error {
 	return w.queue.flush(ctx)
 }
+
+// GetRollout implements Rollouts: from the backing store, which replicas
+// share. Rollout records are not kept in memory: while the backing store
+// is unreachable a rollout holds where it is.
+func (w *WriteThrough) GetRollout(ctx context.Context, name string) (RolloutRecord, error) {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	return w.backing.GetRollout(octx, name)
+}
+
+// CompareAndPutRollout implements Rollouts, in the backing store itself,
+// synchronously: a rollout takes a step only where every replica reads it.
+func (w *WriteThrough) CompareAndPutRollout(ctx context.Context, r RolloutRecord) (RolloutRecord, error) {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	return w.backing.CompareAndPutRollout(octx, r)
+}
+
+// DeleteRollout implements Rollouts, in the backing store.
+func (w *WriteThrough) DeleteRollout(ctx context.Context, name string) error {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	return w.backing.DeleteRollout(octx, name)
+}

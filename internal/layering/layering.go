@@ -35,6 +35,7 @@ var coreLayers = map[string]int{
 	"core/catalog":    0,
 	"core/pluginhost": 0,
 	"core/traffic":    0,
+	"core/rollout":    0,
 	"core/engine":     1,
 	"core/preview":    2,
 	"core/server":     3,

@@ -172,4 +172,30 @@ type PolicyStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Rollout is the staged rollout that carries the policy's latest
+	// change, while it runs; clusters not yet released hold the previous
+	// revision of the policy.
+	// +optional
+	Rollout *PolicyRollout `json:"rollout,omitempty"`
+}
+
+// PolicyRollout is where the staged rollout carrying a policy's change is.
+type PolicyRollout struct {
+	// ID numbers the rollout.
+	ID uint64 `json:"id"`
+	// Phase is Progressing or Paused.
+	Phase string `json:"phase"`
+	// Stage is the current stage's name.
+	// +optional
+	Stage string `json:"stage,omitempty"`
+	// Total, Released, Healthy, Failed and Pending count the rollout's
+	// clusters.
+	Total    int32 `json:"total"`
+	Released int32 `json:"released"`
+	Healthy  int32 `json:"healthy"`
+	Failed   int32 `json:"failed"`
+	Pending  int32 `json:"pending"`
+	// Reason says why the rollout is paused, or what it waits for.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }

@@ -132,11 +132,13 @@ func decodeDocument(doc []byte) (Policy, error) {
 		p = &VirtualDestination{}
 	case KindMeshTrust:
 		p = &MeshTrust{}
+	case KindRolloutStrategy:
+		p = &RolloutStrategy{}
 	case "":
 		return nil, derr(errors.New("missing kind"))
 	default:
-		return nil, derr(fmt.Errorf("%w, want one of %s, %s, %s, %s", ErrUnknownKind,
-			KindAccessPolicy, KindMeshTrust, KindTrafficPolicy, KindVirtualDestination))
+		return nil, derr(fmt.Errorf("%w, want one of %s, %s, %s, %s, %s", ErrUnknownKind,
+			KindAccessPolicy, KindMeshTrust, KindRolloutStrategy, KindTrafficPolicy, KindVirtualDestination))
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, p)
 	if err != nil {

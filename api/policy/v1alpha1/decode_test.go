@@ -99,7 +99,7 @@ func TestDecodeErrors(t *testing.T) {
 		"unknown kind": {
 			doc:      "apiVersion: policy.meshrelay.io/v1alpha1\nkind: Gateway\nmetadata: {name: gw}\n",
 			wantKind: "Gateway", wantUnknown: true,
-			wantIn: `document 1 (Gateway "gw"): unknown kind, want one of AccessPolicy, MeshTrust, TrafficPolicy, VirtualDestination`,
+			wantIn: `document 1 (Gateway "gw"): unknown kind, want one of AccessPolicy, MeshTrust, RolloutStrategy, TrafficPolicy, VirtualDestination`,
 		},
 		"other group": {
 			doc:      "apiVersion: networking.istio.io/v1\nkind: VirtualService\n",

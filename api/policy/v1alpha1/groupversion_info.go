@@ -37,6 +37,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&AccessPolicy{}, &AccessPolicyList{},
 		&VirtualDestination{}, &VirtualDestinationList{},
 		&MeshTrust{}, &MeshTrustList{},
+		&RolloutStrategy{}, &RolloutStrategyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -32,6 +32,7 @@ var (
 	_ Policy = (*AccessPolicy)(nil)
 	_ Policy = (*VirtualDestination)(nil)
 	_ Policy = (*MeshTrust)(nil)
+	_ Policy = (*RolloutStrategy)(nil)
 )
 
 // GetStatus returns the status of the TrafficPolicy.

@@ -37,6 +37,7 @@ type data struct {
 	clusters map[string]store.Cluster
 	caCert   []byte
 	trust    map[string]store.TrustRecord
+	rollouts map[string]store.RolloutRecord
 	caKey    []byte
 	leases   map[string]store.Lease // see lease.go
 	presence map[string]presence    // see lease.go
@@ -50,6 +51,7 @@ func New() *Store {
 		outputs:  make(map[string]map[string]*snapshot.Snapshot),
 		clusters: make(map[string]store.Cluster),
 		trust:    make(map[string]store.TrustRecord),
+		rollouts: make(map[string]store.RolloutRecord),
 		handles:  make(map[*Store]struct{}),
 	}
 	return d.handle(DefaultReplica)
@@ -407,6 +409,51 @@ func (s *Store) DeleteTrust(ctx context.Context, name string) error {
 	s.data.mu.Lock()
 	defer s.data.mu.Unlock()
 	delete(s.data.trust, name)
+	return nil
+}
+
+// GetRollout implements store.Rollouts.
+func (s *Store) GetRollout(ctx context.Context, name string) (store.RolloutRecord, error) {
+	if err := s.check(ctx); err != nil {
+		return store.RolloutRecord{}, err
+	}
+	s.data.mu.RLock()
+	defer s.data.mu.RUnlock()
+	r, ok := s.data.rollouts[name]
+	if !ok {
+		return store.RolloutRecord{}, fmt.Errorf("rollout %q: %w", name, store.ErrNotFound)
+	}
+	return r.Clone(), nil
+}
+
+// CompareAndPutRollout implements store.Rollouts.
+func (s *Store) CompareAndPutRollout(ctx context.Context, r store.RolloutRecord) (store.RolloutRecord, error) {
+	if err := s.check(ctx); err != nil {
+		return store.RolloutRecord{}, err
+	}
+	if r.Name == "" || len(r.Data) == 0 {
+		return store.RolloutRecord{}, errors.New("put rollout: empty name or data")
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	cur := s.data.rollouts[r.Name].Version
+	if cur != r.Version {
+		return store.RolloutRecord{}, fmt.Errorf("put rollout %q: version %d, stored %d: %w", r.Name, r.Version, cur, store.ErrConflict)
+	}
+	r = r.Clone()
+	r.Version = cur + 1
+	s.data.rollouts[r.Name] = r
+	return r.Clone(), nil
+}
+
+// DeleteRollout implements store.Rollouts.
+func (s *Store) DeleteRollout(ctx context.Context, name string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
+	delete(s.data.rollouts, name)
 	return nil
 }
 

@@ -24,6 +24,7 @@
 //	P ca              hash  cert, key: PEM
 //	P trust           hash  NAME → trust record: its version (20 zero-padded
 //	                        digits), ':', its data
+//	P rollouts        hash  NAME → rollout record, encoded as a trust record
 //	P lease:NAME      string the lease's holder (store.Leases), expiring
 //	                        with the lease (PX); written only by Lua scripts
 //	P events          pub/sub channel of the change feed

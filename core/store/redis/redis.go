@@ -70,6 +70,7 @@ func (k keys) output(cluster string) string { return k.prefix + "output:" + clus
 func (k keys) clusters() string             { return k.prefix + "clusters" }
 func (k keys) ca() string                   { return k.prefix + "ca" }
 func (k keys) trust() string                { return k.prefix + "trust" }
+func (k keys) rollouts() string             { return k.prefix + "rollouts" }
 func (k keys) events() string               { return k.prefix + "events" }
 
 // New connects to Redis and returns a store. It fails if Redis does not

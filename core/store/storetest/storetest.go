@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore Factory) {
 		"Trust":                 testTrust,
 		"TrustCompareAndPut":    testTrustCompareAndPut,
 		"TrustRace":             testTrustRace,
+		"RolloutCompareAndPut":  testRolloutCompareAndPut,
 		"WatchOtherReplica":     testWatchOtherReplica,
 		"WatchMultipleWatchers": testWatchMultipleWatchers,
 		"WatchEndsWithContext":  testWatchEndsWithContext,
@@ -588,6 +589,43 @@ func testTrustCompareAndPut(t *testing.T, newStore Factory) {
 	must(t, "GetTrust", err)
 	if want := (store.TrustRecord{Name: r.Name, Data: []byte("root-3"), Version: 2}); !cmp.Equal(want, got) || stored.Version != 2 {
 		t.Fatalf("after update: stored %+v, read %+v; want %+v", stored, got, want)
+	}
+}
+
+// testRolloutCompareAndPut checks the rollout records' compare-and-set,
+// and that two replicas that read the same version cannot both take the
+// next step: the second one's write conflicts, and it reads the first's.
+func testRolloutCompareAndPut(t *testing.T, newStore Factory) {
+	ctx, a, b := ctxFor(t), newStore(t), newStore(t)
+	if _, err := a.GetRollout(ctx, "fleet"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetRollout on an empty store: err = %v, want ErrNotFound", err)
+	}
+	if _, err := a.CompareAndPutRollout(ctx, store.RolloutRecord{Name: "fleet", Data: []byte("x"), Version: 2}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CompareAndPutRollout(version 2) of a missing record: err = %v, want ErrConflict", err)
+	}
+	stored, err := a.CompareAndPutRollout(ctx, store.RolloutRecord{Name: "fleet", Data: []byte("stage 0")})
+	must(t, "CompareAndPutRollout(create)", err)
+	if stored.Version != 1 {
+		t.Fatalf("created record has version %d, want 1", stored.Version)
+	}
+	readA, err := a.GetRollout(ctx, "fleet")
+	must(t, "GetRollout(a)", err)
+	readB, err := b.GetRollout(ctx, "fleet")
+	must(t, "GetRollout(b)", err)
+	readA.Data, readB.Data = []byte("stage 1 by a"), []byte("stage 1 by b")
+	_, err = a.CompareAndPutRollout(ctx, readA)
+	must(t, "CompareAndPutRollout(a)", err)
+	if _, err := b.CompareAndPutRollout(ctx, readB); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second writer at the same version: err = %v, want ErrConflict", err)
+	}
+	got, err := b.GetRollout(ctx, "fleet")
+	must(t, "GetRollout(b)", err)
+	if want := (store.RolloutRecord{Name: "fleet", Data: []byte("stage 1 by a"), Version: 2}); !cmp.Equal(want, got) {
+		t.Fatalf("after the race b reads %+v, want %+v", got, want)
+	}
+	must(t, "DeleteRollout", a.DeleteRollout(ctx, "fleet"))
+	if _, err := b.GetRollout(ctx, "fleet"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetRollout after delete: err = %v, want ErrNotFound", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -131,6 +132,62 @@ func (x Goodbye_Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Goodbye_Reason.Descriptor instead.
 func (Goodbye_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_relay_v1_relay_proto_rawDescGZIP(), []int{12, 0}
+}
+
+type RolloutActionRequest_Action int32
+
+const (
+	RolloutActionRequest_ACTION_UNSPECIFIED RolloutActionRequest_Action = 0
+	RolloutActionRequest_ACTION_PAUSE       RolloutActionRequest_Action = 1
+	RolloutActionRequest_ACTION_RESUME      RolloutActionRequest_Action = 2
+	// ACTION_APPROVE approves stage, or the current stage when empty.
+	RolloutActionRequest_ACTION_APPROVE RolloutActionRequest_Action = 3
+	RolloutActionRequest_ACTION_UNDO    RolloutActionRequest_Action = 4
+)
+
+// Enum value maps for RolloutActionRequest_Action.
+var (
+	RolloutActionRequest_Action_name = map[int32]string{
+		0: "ACTION_UNSPECIFIED",
+		1: "ACTION_PAUSE",
+		2: "ACTION_RESUME",
+		3: "ACTION_APPROVE",
+		4: "ACTION_UNDO",
+	}
+	RolloutActionRequest_Action_value = map[string]int32{
+		"ACTION_UNSPECIFIED": 0,
+		"ACTION_PAUSE":       1,
+		"ACTION_RESUME":      2,
+		"ACTION_APPROVE":     3,
+		"ACTION_UNDO":        4,
+	}
+)
+
+func (x RolloutActionRequest_Action) Enum() *RolloutActionRequest_Action {
+	p := new(RolloutActionRequest_Action)
+	*p = x
+	return p
+}
+
+func (x RolloutActionRequest_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RolloutActionRequest_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_relay_v1_relay_proto_enumTypes[2].Descriptor()
+}
+
+func (RolloutActionRequest_Action) Type() protoreflect.EnumType {
+	return &file_relay_v1_relay_proto_enumTypes[2]
+}
+
+func (x RolloutActionRequest_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RolloutActionRequest_Action.Descriptor instead.
+func (RolloutActionRequest_Action) EnumDescriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type RegisterRequest struct {
@@ -1139,6 +1196,459 @@ func (x *Goodbye) GetMessage() string {
 	return ""
 }
 
+type GetRolloutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutRequest) Reset() {
+	*x = GetRolloutRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutRequest) ProtoMessage() {}
+
+func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{13}
+}
+
+type RolloutActionRequest struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Action        RolloutActionRequest_Action `protobuf:"varint,1,opt,name=action,proto3,enum=meshrelay.relay.v1.RolloutActionRequest_Action" json:"action,omitempty"`
+	Stage         string                      `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutActionRequest) Reset() {
+	*x = RolloutActionRequest{}
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutActionRequest) ProtoMessage() {}
+
+func (x *RolloutActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutActionRequest.ProtoReflect.Descriptor instead.
+func (*RolloutActionRequest) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RolloutActionRequest) GetAction() RolloutActionRequest_Action {
+	if x != nil {
+		return x.Action
+	}
+	return RolloutActionRequest_ACTION_UNSPECIFIED
+}
+
+func (x *RolloutActionRequest) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+// RolloutStatus is a staged rollout: its phase, its current stage and
+// counts, and each cluster's state and reason.
+type RolloutStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// phase is Progressing, Paused, Completed or Undone.
+	Phase  string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// from_revision and to_revision are the policy sets' hashes.
+	FromRevision string `protobuf:"bytes,4,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	ToRevision   string `protobuf:"bytes,5,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	// live_revision is the revision the fleet holds outside a rollout.
+	LiveRevision string `protobuf:"bytes,6,opt,name=live_revision,json=liveRevision,proto3" json:"live_revision,omitempty"`
+	// stage is the index of the current stage; len(stages) when all are done.
+	Stage    int32                  `protobuf:"varint,7,opt,name=stage,proto3" json:"stage,omitempty"`
+	Stages   []*RolloutStage        `protobuf:"bytes,8,rep,name=stages,proto3" json:"stages,omitempty"`
+	Total    int32                  `protobuf:"varint,9,opt,name=total,proto3" json:"total,omitempty"`
+	Released int32                  `protobuf:"varint,10,opt,name=released,proto3" json:"released,omitempty"`
+	Healthy  int32                  `protobuf:"varint,11,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	Failed   int32                  `protobuf:"varint,12,opt,name=failed,proto3" json:"failed,omitempty"`
+	Pending  int32                  `protobuf:"varint,13,opt,name=pending,proto3" json:"pending,omitempty"`
+	Clusters []*RolloutCluster      `protobuf:"bytes,14,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Started  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=started,proto3" json:"started,omitempty"`
+	Ended    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=ended,proto3" json:"ended,omitempty"`
+	// queued is set when the management source holds a policy set that
+	// waits for this rollout to end.
+	Queued        bool `protobuf:"varint,17,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStatus) Reset() {
+	*x = RolloutStatus{}
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStatus) ProtoMessage() {}
+
+func (x *RolloutStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStatus.ProtoReflect.Descriptor instead.
+func (*RolloutStatus) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RolloutStatus) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *RolloutStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RolloutStatus) GetFromRevision() string {
+	if x != nil {
+		return x.FromRevision
+	}
+	return ""
+}
+
+func (x *RolloutStatus) GetToRevision() string {
+	if x != nil {
+		return x.ToRevision
+	}
+	return ""
+}
+
+func (x *RolloutStatus) GetLiveRevision() string {
+	if x != nil {
+		return x.LiveRevision
+	}
+	return ""
+}
+
+func (x *RolloutStatus) GetStage() int32 {
+	if x != nil {
+		return x.Stage
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetStages() []*RolloutStage {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+func (x *RolloutStatus) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetReleased() int32 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetHealthy() int32 {
+	if x != nil {
+		return x.Healthy
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *RolloutStatus) GetClusters() []*RolloutCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *RolloutStatus) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *RolloutStatus) GetEnded() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *RolloutStatus) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+type RolloutStage struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Clusters         int32                  `protobuf:"varint,2,opt,name=clusters,proto3" json:"clusters,omitempty"`
+	MaxConcurrent    int32                  `protobuf:"varint,3,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
+	MaxFailures      int32                  `protobuf:"varint,4,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	MinHealthy       *durationpb.Duration   `protobuf:"bytes,5,opt,name=min_healthy,json=minHealthy,proto3" json:"min_healthy,omitempty"`
+	ProgressDeadline *durationpb.Duration   `protobuf:"bytes,6,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
+	Approval         bool                   `protobuf:"varint,7,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approved         bool                   `protobuf:"varint,8,opt,name=approved,proto3" json:"approved,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RolloutStage) Reset() {
+	*x = RolloutStage{}
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStage) ProtoMessage() {}
+
+func (x *RolloutStage) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStage.ProtoReflect.Descriptor instead.
+func (*RolloutStage) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RolloutStage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RolloutStage) GetClusters() int32 {
+	if x != nil {
+		return x.Clusters
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetMaxConcurrent() int32 {
+	if x != nil {
+		return x.MaxConcurrent
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetMaxFailures() int32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RolloutStage) GetMinHealthy() *durationpb.Duration {
+	if x != nil {
+		return x.MinHealthy
+	}
+	return nil
+}
+
+func (x *RolloutStage) GetProgressDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressDeadline
+	}
+	return nil
+}
+
+func (x *RolloutStage) GetApproval() bool {
+	if x != nil {
+		return x.Approval
+	}
+	return false
+}
+
+func (x *RolloutStage) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+type RolloutCluster struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Stage string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	// state is Pending, Progressing, Succeeded or Failed.
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Released      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=released,proto3" json:"released,omitempty"`
+	HealthySince  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=healthy_since,json=healthySince,proto3" json:"healthy_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutCluster) Reset() {
+	*x = RolloutCluster{}
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutCluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutCluster) ProtoMessage() {}
+
+func (x *RolloutCluster) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutCluster.ProtoReflect.Descriptor instead.
+func (*RolloutCluster) Descriptor() ([]byte, []int) {
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RolloutCluster) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RolloutCluster) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *RolloutCluster) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RolloutCluster) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RolloutCluster) GetReleased() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
+func (x *RolloutCluster) GetHealthySince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HealthySince
+	}
+	return nil
+}
+
 type DiffRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// upserts are policies added or changed, as Kubernetes objects.
@@ -1151,7 +1661,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1673,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[13]
+	mi := &file_relay_v1_relay_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1686,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{13}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiffRequest) GetUpserts() []*v1.Resource {
@@ -1205,7 +1715,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1727,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[14]
+	mi := &file_relay_v1_relay_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1740,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{14}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiffResponse) GetReport() []byte {
@@ -1262,7 +1772,7 @@ type RegisterClusterRequest struct {
 
 func (x *RegisterClusterRequest) Reset() {
 	*x = RegisterClusterRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1784,7 @@ func (x *RegisterClusterRequest) String() string {
 func (*RegisterClusterRequest) ProtoMessage() {}
 
 func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[15]
+	mi := &file_relay_v1_relay_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1797,7 @@ func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{15}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterClusterRequest) GetCluster() string {
@@ -1338,7 +1848,7 @@ type LabelClusterRequest struct {
 
 func (x *LabelClusterRequest) Reset() {
 	*x = LabelClusterRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1860,7 @@ func (x *LabelClusterRequest) String() string {
 func (*LabelClusterRequest) ProtoMessage() {}
 
 func (x *LabelClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[16]
+	mi := &file_relay_v1_relay_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1873,7 @@ func (x *LabelClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelClusterRequest.ProtoReflect.Descriptor instead.
 func (*LabelClusterRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{16}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LabelClusterRequest) GetCluster() string {
@@ -1397,7 +1907,7 @@ type RegisterClusterResponse struct {
 
 func (x *RegisterClusterResponse) Reset() {
 	*x = RegisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1919,7 @@ func (x *RegisterClusterResponse) String() string {
 func (*RegisterClusterResponse) ProtoMessage() {}
 
 func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[17]
+	mi := &file_relay_v1_relay_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1932,7 @@ func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{17}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterClusterResponse) GetToken() string {
@@ -1448,7 +1958,7 @@ type DeregisterClusterRequest struct {
 
 func (x *DeregisterClusterRequest) Reset() {
 	*x = DeregisterClusterRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1970,7 @@ func (x *DeregisterClusterRequest) String() string {
 func (*DeregisterClusterRequest) ProtoMessage() {}
 
 func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[18]
+	mi := &file_relay_v1_relay_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1983,7 @@ func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{18}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeregisterClusterRequest) GetCluster() string {
@@ -1491,7 +2001,7 @@ type DeregisterClusterResponse struct {
 
 func (x *DeregisterClusterResponse) Reset() {
 	*x = DeregisterClusterResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +2013,7 @@ func (x *DeregisterClusterResponse) String() string {
 func (*DeregisterClusterResponse) ProtoMessage() {}
 
 func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[19]
+	mi := &file_relay_v1_relay_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +2026,7 @@ func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{19}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
 }
 
 type ListClustersRequest struct {
@@ -1527,7 +2037,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2049,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[20]
+	mi := &file_relay_v1_relay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2062,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{20}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
 }
 
 type ListClustersResponse struct {
@@ -1564,7 +2074,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +2086,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[21]
+	mi := &file_relay_v1_relay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +2099,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{21}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListClustersResponse) GetClusters() []*ClusterStatus {
@@ -1607,7 +2117,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +2129,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[22]
+	mi := &file_relay_v1_relay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +2142,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{22}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
 }
 
 // ClusterStatus is one cluster's registration and connection state.
@@ -1664,7 +2174,7 @@ type ClusterStatus struct {
 
 func (x *ClusterStatus) Reset() {
 	*x = ClusterStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +2186,7 @@ func (x *ClusterStatus) String() string {
 func (*ClusterStatus) ProtoMessage() {}
 
 func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[23]
+	mi := &file_relay_v1_relay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +2199,7 @@ func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
 func (*ClusterStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{23}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClusterStatus) GetName() string {
@@ -1812,7 +2322,7 @@ type OutputStatus struct {
 
 func (x *OutputStatus) Reset() {
 	*x = OutputStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2334,7 @@ func (x *OutputStatus) String() string {
 func (*OutputStatus) ProtoMessage() {}
 
 func (x *OutputStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[24]
+	mi := &file_relay_v1_relay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2347,7 @@ func (x *OutputStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputStatus.ProtoReflect.Descriptor instead.
 func (*OutputStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{24}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OutputStatus) GetBackend() string {
@@ -1890,13 +2400,16 @@ type PolicyStatus struct {
 	TargetClusters  int32    `protobuf:"varint,7,opt,name=target_clusters,json=targetClusters,proto3" json:"target_clusters,omitempty"`
 	Errors          []string `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
 	Warnings        []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// rollout is set while a staged rollout carries the policy's latest
+	// change: its number, phase, stage and counts.
+	Rollout       string `protobuf:"bytes,10,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2421,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[25]
+	mi := &file_relay_v1_relay_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2434,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{25}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PolicyStatus) GetKind() string {
@@ -1987,6 +2500,13 @@ func (x *PolicyStatus) GetWarnings() []string {
 	return nil
 }
 
+func (x *PolicyStatus) GetRollout() string {
+	if x != nil {
+		return x.Rollout
+	}
+	return ""
+}
+
 // PluginStatus is one translator plugin's health.
 type PluginStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2000,7 +2520,7 @@ type PluginStatus struct {
 
 func (x *PluginStatus) Reset() {
 	*x = PluginStatus{}
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2532,7 @@ func (x *PluginStatus) String() string {
 func (*PluginStatus) ProtoMessage() {}
 
 func (x *PluginStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[26]
+	mi := &file_relay_v1_relay_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2545,7 @@ func (x *PluginStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginStatus.ProtoReflect.Descriptor instead.
 func (*PluginStatus) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{26}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PluginStatus) GetName() string {
@@ -2075,7 +2595,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2607,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[27]
+	mi := &file_relay_v1_relay_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2620,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{27}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Status) GetServerId() string {
@@ -2186,7 +2706,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2718,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[28]
+	mi := &file_relay_v1_relay_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2731,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{28}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListRequest) GetKind() string {
@@ -2272,7 +2792,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2804,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[29]
+	mi := &file_relay_v1_relay_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2817,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{29}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListResponse) GetClusters() []*ClusterStatus {
@@ -2362,7 +2882,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2894,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[30]
+	mi := &file_relay_v1_relay_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2907,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{30}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -2445,7 +2965,7 @@ type Mesh struct {
 
 func (x *Mesh) Reset() {
 	*x = Mesh{}
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2977,7 @@ func (x *Mesh) String() string {
 func (*Mesh) ProtoMessage() {}
 
 func (x *Mesh) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[31]
+	mi := &file_relay_v1_relay_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2990,7 @@ func (x *Mesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mesh.ProtoReflect.Descriptor instead.
 func (*Mesh) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{31}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Mesh) GetCluster() string {
@@ -2569,7 +3089,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +3101,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[32]
+	mi := &file_relay_v1_relay_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +3114,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{32}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Workload) GetCluster() string {
@@ -2709,7 +3229,7 @@ type Destination struct {
 
 func (x *Destination) Reset() {
 	*x = Destination{}
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +3241,7 @@ func (x *Destination) String() string {
 func (*Destination) ProtoMessage() {}
 
 func (x *Destination) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[33]
+	mi := &file_relay_v1_relay_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +3254,7 @@ func (x *Destination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Destination.ProtoReflect.Descriptor instead.
 func (*Destination) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{33}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Destination) GetCluster() string {
@@ -2831,7 +3351,7 @@ type DestinationPort struct {
 
 func (x *DestinationPort) Reset() {
 	*x = DestinationPort{}
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +3363,7 @@ func (x *DestinationPort) String() string {
 func (*DestinationPort) ProtoMessage() {}
 
 func (x *DestinationPort) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[34]
+	mi := &file_relay_v1_relay_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +3376,7 @@ func (x *DestinationPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationPort.ProtoReflect.Descriptor instead.
 func (*DestinationPort) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{34}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DestinationPort) GetName() string {
@@ -2922,7 +3442,7 @@ type OutputResource struct {
 
 func (x *OutputResource) Reset() {
 	*x = OutputResource{}
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3454,7 @@ func (x *OutputResource) String() string {
 func (*OutputResource) ProtoMessage() {}
 
 func (x *OutputResource) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[35]
+	mi := &file_relay_v1_relay_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3467,7 @@ func (x *OutputResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputResource.ProtoReflect.Descriptor instead.
 func (*OutputResource) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{35}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OutputResource) GetCluster() string {
@@ -3049,7 +3569,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3581,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[36]
+	mi := &file_relay_v1_relay_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3594,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{36}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Diagnostic) GetSeverity() string {
@@ -3150,7 +3670,7 @@ type DestinationDescription struct {
 
 func (x *DestinationDescription) Reset() {
 	*x = DestinationDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3682,7 @@ func (x *DestinationDescription) String() string {
 func (*DestinationDescription) ProtoMessage() {}
 
 func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[37]
+	mi := &file_relay_v1_relay_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3695,7 @@ func (x *DestinationDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationDescription.ProtoReflect.Descriptor instead.
 func (*DestinationDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{37}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DestinationDescription) GetNamespace() string {
@@ -3245,7 +3765,7 @@ type PolicyDescription struct {
 
 func (x *PolicyDescription) Reset() {
 	*x = PolicyDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[38]
+	mi := &file_relay_v1_relay_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3777,7 @@ func (x *PolicyDescription) String() string {
 func (*PolicyDescription) ProtoMessage() {}
 
 func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[38]
+	mi := &file_relay_v1_relay_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3790,7 @@ func (x *PolicyDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDescription.ProtoReflect.Descriptor instead.
 func (*PolicyDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{38}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PolicyDescription) GetStatus() *PolicyStatus {
@@ -3327,7 +3847,7 @@ type PolicyCluster struct {
 
 func (x *PolicyCluster) Reset() {
 	*x = PolicyCluster{}
-	mi := &file_relay_v1_relay_proto_msgTypes[39]
+	mi := &file_relay_v1_relay_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3859,7 @@ func (x *PolicyCluster) String() string {
 func (*PolicyCluster) ProtoMessage() {}
 
 func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[39]
+	mi := &file_relay_v1_relay_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3872,7 @@ func (x *PolicyCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyCluster.ProtoReflect.Descriptor instead.
 func (*PolicyCluster) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{39}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PolicyCluster) GetCluster() string {
@@ -3408,7 +3928,7 @@ type ClusterDescription struct {
 
 func (x *ClusterDescription) Reset() {
 	*x = ClusterDescription{}
-	mi := &file_relay_v1_relay_proto_msgTypes[40]
+	mi := &file_relay_v1_relay_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3940,7 @@ func (x *ClusterDescription) String() string {
 func (*ClusterDescription) ProtoMessage() {}
 
 func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_v1_relay_proto_msgTypes[40]
+	mi := &file_relay_v1_relay_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3953,7 @@ func (x *ClusterDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDescription.ProtoReflect.Descriptor instead.
 func (*ClusterDescription) Descriptor() ([]byte, []int) {
-	return file_relay_v1_relay_proto_rawDescGZIP(), []int{40}
+	return file_relay_v1_relay_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClusterDescription) GetStatus() *ClusterStatus {
@@ -3482,7 +4002,7 @@ var File_relay_v1_relay_proto protoreflect.FileDescriptor
 
 const file_relay_v1_relay_proto_rawDesc = "" +
 	"\n" +
-	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\x1a\x14relay/v1/trust.proto\x1a\x16relay/v1/traffic.proto\"S\n" +
+	"\x14relay/v1/relay.proto\x12\x12meshrelay.relay.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asnapshot/v1/snapshot.proto\x1a\x14relay/v1/trust.proto\x1a\x16relay/v1/traffic.proto\"S\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x10\n" +
@@ -3562,7 +4082,54 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REASON_DEREGISTERED\x10\x01\x12\x16\n" +
 	"\x12REASON_REBALANCING\x10\x02\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x03\"\x85\x01\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x03\"\x13\n" +
+	"\x11GetRolloutRequest\"\xe1\x01\n" +
+	"\x14RolloutActionRequest\x12G\n" +
+	"\x06action\x18\x01 \x01(\x0e2/.meshrelay.relay.v1.RolloutActionRequest.ActionR\x06action\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\"j\n" +
+	"\x06Action\x12\x16\n" +
+	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
+	"\rACTION_RESUME\x10\x02\x12\x12\n" +
+	"\x0eACTION_APPROVE\x10\x03\x12\x0f\n" +
+	"\vACTION_UNDO\x10\x04\"\xc6\x04\n" +
+	"\rRolloutStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12#\n" +
+	"\rfrom_revision\x18\x04 \x01(\tR\ffromRevision\x12\x1f\n" +
+	"\vto_revision\x18\x05 \x01(\tR\n" +
+	"toRevision\x12#\n" +
+	"\rlive_revision\x18\x06 \x01(\tR\fliveRevision\x12\x14\n" +
+	"\x05stage\x18\a \x01(\x05R\x05stage\x128\n" +
+	"\x06stages\x18\b \x03(\v2 .meshrelay.relay.v1.RolloutStageR\x06stages\x12\x14\n" +
+	"\x05total\x18\t \x01(\x05R\x05total\x12\x1a\n" +
+	"\breleased\x18\n" +
+	" \x01(\x05R\breleased\x12\x18\n" +
+	"\ahealthy\x18\v \x01(\x05R\ahealthy\x12\x16\n" +
+	"\x06failed\x18\f \x01(\x05R\x06failed\x12\x18\n" +
+	"\apending\x18\r \x01(\x05R\apending\x12>\n" +
+	"\bclusters\x18\x0e \x03(\v2\".meshrelay.relay.v1.RolloutClusterR\bclusters\x124\n" +
+	"\astarted\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x120\n" +
+	"\x05ended\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x12\x16\n" +
+	"\x06queued\x18\x11 \x01(\bR\x06queued\"\xc4\x02\n" +
+	"\fRolloutStage\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bclusters\x18\x02 \x01(\x05R\bclusters\x12%\n" +
+	"\x0emax_concurrent\x18\x03 \x01(\x05R\rmaxConcurrent\x12!\n" +
+	"\fmax_failures\x18\x04 \x01(\x05R\vmaxFailures\x12:\n" +
+	"\vmin_healthy\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"minHealthy\x12F\n" +
+	"\x11progress_deadline\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12\x1a\n" +
+	"\bapproval\x18\a \x01(\bR\bapproval\x12\x1a\n" +
+	"\bapproved\x18\b \x01(\bR\bapproved\"\xe1\x01\n" +
+	"\x0eRolloutCluster\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x126\n" +
+	"\breleased\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\breleased\x12?\n" +
+	"\rhealthy_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fhealthySince\"\x85\x01\n" +
 	"\vDiffRequest\x129\n" +
 	"\aupserts\x18\x01 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\aupserts\x12;\n" +
 	"\adeletes\x18\x02 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\adeletes\"&\n" +
@@ -3622,7 +4189,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\tresources\x18\x02 \x01(\x05R\tresources\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x18\n" +
 	"\aapplied\x18\x04 \x01(\bR\aapplied\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x05R\x06errors\"\x99\x02\n" +
+	"\x06errors\x18\x05 \x01(\x05R\x06errors\"\xb3\x02\n" +
 	"\fPolicyStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3632,7 +4199,9 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x10applied_clusters\x18\x06 \x01(\x05R\x0fappliedClusters\x12'\n" +
 	"\x0ftarget_clusters\x18\a \x01(\x05R\x0etargetClusters\x12\x16\n" +
 	"\x06errors\x18\b \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18\t \x03(\tR\bwarnings\"n\n" +
+	"\bwarnings\x18\t \x03(\tR\bwarnings\x12\x18\n" +
+	"\arollout\x18\n" +
+	" \x01(\tR\arollout\"n\n" +
 	"\fPluginStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bbackends\x18\x02 \x03(\tR\bbackends\x12\x18\n" +
@@ -3777,7 +4346,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\bRegister\x12#.meshrelay.relay.v1.RegisterRequest\x1a\x1f.meshrelay.relay.v1.Certificate\x12J\n" +
 	"\x05Renew\x12 .meshrelay.relay.v1.RenewRequest\x1a\x1f.meshrelay.relay.v1.Certificate2X\n" +
 	"\x05Relay\x12O\n" +
-	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\xaf\a\n" +
+	"\x04Sync\x12 .meshrelay.relay.v1.AgentMessage\x1a!.meshrelay.relay.v1.ServerMessage(\x010\x012\xe4\b\n" +
 	"\x05Admin\x12j\n" +
 	"\x0fRegisterCluster\x12*.meshrelay.relay.v1.RegisterClusterRequest\x1a+.meshrelay.relay.v1.RegisterClusterResponse\x12p\n" +
 	"\x11DeregisterCluster\x12,.meshrelay.relay.v1.DeregisterClusterRequest\x1a-.meshrelay.relay.v1.DeregisterClusterResponse\x12Z\n" +
@@ -3788,7 +4357,10 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x13DescribeDestination\x12#.meshrelay.relay.v1.DescribeRequest\x1a*.meshrelay.relay.v1.DestinationDescription\x12\\\n" +
 	"\x0eDescribePolicy\x12#.meshrelay.relay.v1.DescribeRequest\x1a%.meshrelay.relay.v1.PolicyDescription\x12^\n" +
 	"\x0fDescribeCluster\x12#.meshrelay.relay.v1.DescribeRequest\x1a&.meshrelay.relay.v1.ClusterDescription\x12I\n" +
-	"\x04Diff\x12\x1f.meshrelay.relay.v1.DiffRequest\x1a .meshrelay.relay.v1.DiffResponseB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
+	"\x04Diff\x12\x1f.meshrelay.relay.v1.DiffRequest\x1a .meshrelay.relay.v1.DiffResponse\x12V\n" +
+	"\n" +
+	"GetRollout\x12%.meshrelay.relay.v1.GetRolloutRequest\x1a!.meshrelay.relay.v1.RolloutStatus\x12[\n" +
+	"\fActOnRollout\x12(.meshrelay.relay.v1.RolloutActionRequest\x1a!.meshrelay.relay.v1.RolloutStatusB7Z5github.com/meshrelay/meshrelay/proto/relay/v1;relayv1b\x06proto3"
 
 var (
 	file_relay_v1_relay_proto_rawDescOnce sync.Once
@@ -3802,159 +4374,179 @@ func file_relay_v1_relay_proto_rawDescGZIP() []byte {
 	return file_relay_v1_relay_proto_rawDescData
 }
 
-var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_relay_v1_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_relay_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_relay_v1_relay_proto_goTypes = []any{
 	(Ack_Subject)(0),                  // 0: meshrelay.relay.v1.Ack.Subject
 	(Goodbye_Reason)(0),               // 1: meshrelay.relay.v1.Goodbye.Reason
-	(*RegisterRequest)(nil),           // 2: meshrelay.relay.v1.RegisterRequest
-	(*RenewRequest)(nil),              // 3: meshrelay.relay.v1.RenewRequest
-	(*Certificate)(nil),               // 4: meshrelay.relay.v1.Certificate
-	(*AgentMessage)(nil),              // 5: meshrelay.relay.v1.AgentMessage
-	(*ServerMessage)(nil),             // 6: meshrelay.relay.v1.ServerMessage
-	(*Hello)(nil),                     // 7: meshrelay.relay.v1.Hello
-	(*Welcome)(nil),                   // 8: meshrelay.relay.v1.Welcome
-	(*InputSnapshot)(nil),             // 9: meshrelay.relay.v1.InputSnapshot
-	(*OutputSnapshot)(nil),            // 10: meshrelay.relay.v1.OutputSnapshot
-	(*Ack)(nil),                       // 11: meshrelay.relay.v1.Ack
-	(*ResourceResult)(nil),            // 12: meshrelay.relay.v1.ResourceResult
-	(*Heartbeat)(nil),                 // 13: meshrelay.relay.v1.Heartbeat
-	(*Goodbye)(nil),                   // 14: meshrelay.relay.v1.Goodbye
-	(*DiffRequest)(nil),               // 15: meshrelay.relay.v1.DiffRequest
-	(*DiffResponse)(nil),              // 16: meshrelay.relay.v1.DiffResponse
-	(*RegisterClusterRequest)(nil),    // 17: meshrelay.relay.v1.RegisterClusterRequest
-	(*LabelClusterRequest)(nil),       // 18: meshrelay.relay.v1.LabelClusterRequest
-	(*RegisterClusterResponse)(nil),   // 19: meshrelay.relay.v1.RegisterClusterResponse
-	(*DeregisterClusterRequest)(nil),  // 20: meshrelay.relay.v1.DeregisterClusterRequest
-	(*DeregisterClusterResponse)(nil), // 21: meshrelay.relay.v1.DeregisterClusterResponse
-	(*ListClustersRequest)(nil),       // 22: meshrelay.relay.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 23: meshrelay.relay.v1.ListClustersResponse
-	(*GetStatusRequest)(nil),          // 24: meshrelay.relay.v1.GetStatusRequest
-	(*ClusterStatus)(nil),             // 25: meshrelay.relay.v1.ClusterStatus
-	(*OutputStatus)(nil),              // 26: meshrelay.relay.v1.OutputStatus
-	(*PolicyStatus)(nil),              // 27: meshrelay.relay.v1.PolicyStatus
-	(*PluginStatus)(nil),              // 28: meshrelay.relay.v1.PluginStatus
-	(*Status)(nil),                    // 29: meshrelay.relay.v1.Status
-	(*ListRequest)(nil),               // 30: meshrelay.relay.v1.ListRequest
-	(*ListResponse)(nil),              // 31: meshrelay.relay.v1.ListResponse
-	(*DescribeRequest)(nil),           // 32: meshrelay.relay.v1.DescribeRequest
-	(*Mesh)(nil),                      // 33: meshrelay.relay.v1.Mesh
-	(*Workload)(nil),                  // 34: meshrelay.relay.v1.Workload
-	(*Destination)(nil),               // 35: meshrelay.relay.v1.Destination
-	(*DestinationPort)(nil),           // 36: meshrelay.relay.v1.DestinationPort
-	(*OutputResource)(nil),            // 37: meshrelay.relay.v1.OutputResource
-	(*Diagnostic)(nil),                // 38: meshrelay.relay.v1.Diagnostic
-	(*DestinationDescription)(nil),    // 39: meshrelay.relay.v1.DestinationDescription
-	(*PolicyDescription)(nil),         // 40: meshrelay.relay.v1.PolicyDescription
-	(*PolicyCluster)(nil),             // 41: meshrelay.relay.v1.PolicyCluster
-	(*ClusterDescription)(nil),        // 42: meshrelay.relay.v1.ClusterDescription
-	nil,                               // 43: meshrelay.relay.v1.Hello.OutputVersionsEntry
-	nil,                               // 44: meshrelay.relay.v1.Hello.OutputHashesEntry
-	nil,                               // 45: meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
-	nil,                               // 46: meshrelay.relay.v1.LabelClusterRequest.SetEntry
-	nil,                               // 47: meshrelay.relay.v1.ClusterStatus.LabelsEntry
-	nil,                               // 48: meshrelay.relay.v1.Workload.LabelsEntry
-	nil,                               // 49: meshrelay.relay.v1.Destination.LabelsEntry
-	nil,                               // 50: meshrelay.relay.v1.OutputResource.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
-	(*TrafficWindow)(nil),             // 52: meshrelay.relay.v1.TrafficWindow
-	(*v1.Delta)(nil),                  // 53: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 54: meshrelay.snapshot.v1.ResourceID
-	(*v1.Resource)(nil),               // 55: meshrelay.snapshot.v1.Resource
-	(*MeshTrustStatus)(nil),           // 56: meshrelay.relay.v1.MeshTrustStatus
+	(RolloutActionRequest_Action)(0),  // 2: meshrelay.relay.v1.RolloutActionRequest.Action
+	(*RegisterRequest)(nil),           // 3: meshrelay.relay.v1.RegisterRequest
+	(*RenewRequest)(nil),              // 4: meshrelay.relay.v1.RenewRequest
+	(*Certificate)(nil),               // 5: meshrelay.relay.v1.Certificate
+	(*AgentMessage)(nil),              // 6: meshrelay.relay.v1.AgentMessage
+	(*ServerMessage)(nil),             // 7: meshrelay.relay.v1.ServerMessage
+	(*Hello)(nil),                     // 8: meshrelay.relay.v1.Hello
+	(*Welcome)(nil),                   // 9: meshrelay.relay.v1.Welcome
+	(*InputSnapshot)(nil),             // 10: meshrelay.relay.v1.InputSnapshot
+	(*OutputSnapshot)(nil),            // 11: meshrelay.relay.v1.OutputSnapshot
+	(*Ack)(nil),                       // 12: meshrelay.relay.v1.Ack
+	(*ResourceResult)(nil),            // 13: meshrelay.relay.v1.ResourceResult
+	(*Heartbeat)(nil),                 // 14: meshrelay.relay.v1.Heartbeat
+	(*Goodbye)(nil),                   // 15: meshrelay.relay.v1.Goodbye
+	(*GetRolloutRequest)(nil),         // 16: meshrelay.relay.v1.GetRolloutRequest
+	(*RolloutActionRequest)(nil),      // 17: meshrelay.relay.v1.RolloutActionRequest
+	(*RolloutStatus)(nil),             // 18: meshrelay.relay.v1.RolloutStatus
+	(*RolloutStage)(nil),              // 19: meshrelay.relay.v1.RolloutStage
+	(*RolloutCluster)(nil),            // 20: meshrelay.relay.v1.RolloutCluster
+	(*DiffRequest)(nil),               // 21: meshrelay.relay.v1.DiffRequest
+	(*DiffResponse)(nil),              // 22: meshrelay.relay.v1.DiffResponse
+	(*RegisterClusterRequest)(nil),    // 23: meshrelay.relay.v1.RegisterClusterRequest
+	(*LabelClusterRequest)(nil),       // 24: meshrelay.relay.v1.LabelClusterRequest
+	(*RegisterClusterResponse)(nil),   // 25: meshrelay.relay.v1.RegisterClusterResponse
+	(*DeregisterClusterRequest)(nil),  // 26: meshrelay.relay.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 27: meshrelay.relay.v1.DeregisterClusterResponse
+	(*ListClustersRequest)(nil),       // 28: meshrelay.relay.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 29: meshrelay.relay.v1.ListClustersResponse
+	(*GetStatusRequest)(nil),          // 30: meshrelay.relay.v1.GetStatusRequest
+	(*ClusterStatus)(nil),             // 31: meshrelay.relay.v1.ClusterStatus
+	(*OutputStatus)(nil),              // 32: meshrelay.relay.v1.OutputStatus
+	(*PolicyStatus)(nil),              // 33: meshrelay.relay.v1.PolicyStatus
+	(*PluginStatus)(nil),              // 34: meshrelay.relay.v1.PluginStatus
+	(*Status)(nil),                    // 35: meshrelay.relay.v1.Status
+	(*ListRequest)(nil),               // 36: meshrelay.relay.v1.ListRequest
+	(*ListResponse)(nil),              // 37: meshrelay.relay.v1.ListResponse
+	(*DescribeRequest)(nil),           // 38: meshrelay.relay.v1.DescribeRequest
+	(*Mesh)(nil),                      // 39: meshrelay.relay.v1.Mesh
+	(*Workload)(nil),                  // 40: meshrelay.relay.v1.Workload
+	(*Destination)(nil),               // 41: meshrelay.relay.v1.Destination
+	(*DestinationPort)(nil),           // 42: meshrelay.relay.v1.DestinationPort
+	(*OutputResource)(nil),            // 43: meshrelay.relay.v1.OutputResource
+	(*Diagnostic)(nil),                // 44: meshrelay.relay.v1.Diagnostic
+	(*DestinationDescription)(nil),    // 45: meshrelay.relay.v1.DestinationDescription
+	(*PolicyDescription)(nil),         // 46: meshrelay.relay.v1.PolicyDescription
+	(*PolicyCluster)(nil),             // 47: meshrelay.relay.v1.PolicyCluster
+	(*ClusterDescription)(nil),        // 48: meshrelay.relay.v1.ClusterDescription
+	nil,                               // 49: meshrelay.relay.v1.Hello.OutputVersionsEntry
+	nil,                               // 50: meshrelay.relay.v1.Hello.OutputHashesEntry
+	nil,                               // 51: meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	nil,                               // 52: meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	nil,                               // 53: meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	nil,                               // 54: meshrelay.relay.v1.Workload.LabelsEntry
+	nil,                               // 55: meshrelay.relay.v1.Destination.LabelsEntry
+	nil,                               // 56: meshrelay.relay.v1.OutputResource.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 57: google.protobuf.Timestamp
+	(*TrafficWindow)(nil),             // 58: meshrelay.relay.v1.TrafficWindow
+	(*v1.Delta)(nil),                  // 59: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 60: meshrelay.snapshot.v1.ResourceID
+	(*durationpb.Duration)(nil),       // 61: google.protobuf.Duration
+	(*v1.Resource)(nil),               // 62: meshrelay.snapshot.v1.Resource
+	(*MeshTrustStatus)(nil),           // 63: meshrelay.relay.v1.MeshTrustStatus
 }
 var file_relay_v1_relay_proto_depIdxs = []int32{
-	51, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
-	7,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
-	9,  // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
-	11, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
-	13, // 4: meshrelay.relay.v1.AgentMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
-	14, // 5: meshrelay.relay.v1.AgentMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	52, // 6: meshrelay.relay.v1.AgentMessage.traffic:type_name -> meshrelay.relay.v1.TrafficWindow
-	8,  // 7: meshrelay.relay.v1.ServerMessage.welcome:type_name -> meshrelay.relay.v1.Welcome
-	10, // 8: meshrelay.relay.v1.ServerMessage.output:type_name -> meshrelay.relay.v1.OutputSnapshot
-	11, // 9: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
-	13, // 10: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
-	14, // 11: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
-	43, // 12: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
-	44, // 13: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	51, // 14: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	53, // 15: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	53, // 16: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	57, // 0: meshrelay.relay.v1.Certificate.not_after:type_name -> google.protobuf.Timestamp
+	8,  // 1: meshrelay.relay.v1.AgentMessage.hello:type_name -> meshrelay.relay.v1.Hello
+	10, // 2: meshrelay.relay.v1.AgentMessage.input:type_name -> meshrelay.relay.v1.InputSnapshot
+	12, // 3: meshrelay.relay.v1.AgentMessage.ack:type_name -> meshrelay.relay.v1.Ack
+	14, // 4: meshrelay.relay.v1.AgentMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
+	15, // 5: meshrelay.relay.v1.AgentMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
+	58, // 6: meshrelay.relay.v1.AgentMessage.traffic:type_name -> meshrelay.relay.v1.TrafficWindow
+	9,  // 7: meshrelay.relay.v1.ServerMessage.welcome:type_name -> meshrelay.relay.v1.Welcome
+	11, // 8: meshrelay.relay.v1.ServerMessage.output:type_name -> meshrelay.relay.v1.OutputSnapshot
+	12, // 9: meshrelay.relay.v1.ServerMessage.ack:type_name -> meshrelay.relay.v1.Ack
+	14, // 10: meshrelay.relay.v1.ServerMessage.heartbeat:type_name -> meshrelay.relay.v1.Heartbeat
+	15, // 11: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
+	49, // 12: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
+	50, // 13: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
+	57, // 14: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	59, // 15: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	59, // 16: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
 	0,  // 17: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
-	12, // 18: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	54, // 19: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	51, // 20: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	13, // 18: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
+	60, // 19: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	57, // 20: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	1,  // 21: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	55, // 22: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	54, // 23: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	45, // 24: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
-	46, // 25: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
-	51, // 26: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
-	25, // 27: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	51, // 28: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	51, // 29: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
-	26, // 30: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	51, // 31: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
-	47, // 32: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
-	25, // 33: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	27, // 34: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	28, // 35: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	56, // 36: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	25, // 37: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	33, // 38: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
-	34, // 39: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
-	35, // 40: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
-	27, // 41: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	37, // 42: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	48, // 43: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
-	49, // 44: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
-	36, // 45: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
-	50, // 46: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
-	35, // 47: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
-	34, // 48: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
-	27, // 49: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	37, // 50: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	38, // 51: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	27, // 52: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
-	41, // 53: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
-	37, // 54: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	38, // 55: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	25, // 56: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
-	33, // 57: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
-	27, // 58: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	38, // 59: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	2,  // 60: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	3,  // 61: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	5,  // 62: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	17, // 63: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	20, // 64: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	18, // 65: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
-	22, // 66: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	24, // 67: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	30, // 68: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
-	32, // 69: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
-	32, // 70: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
-	32, // 71: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
-	15, // 72: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
-	4,  // 73: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	4,  // 74: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	6,  // 75: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	19, // 76: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	21, // 77: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	25, // 78: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
-	23, // 79: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	29, // 80: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	31, // 81: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
-	39, // 82: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
-	40, // 83: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
-	42, // 84: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
-	16, // 85: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
-	73, // [73:86] is the sub-list for method output_type
-	60, // [60:73] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	2,  // 22: meshrelay.relay.v1.RolloutActionRequest.action:type_name -> meshrelay.relay.v1.RolloutActionRequest.Action
+	19, // 23: meshrelay.relay.v1.RolloutStatus.stages:type_name -> meshrelay.relay.v1.RolloutStage
+	20, // 24: meshrelay.relay.v1.RolloutStatus.clusters:type_name -> meshrelay.relay.v1.RolloutCluster
+	57, // 25: meshrelay.relay.v1.RolloutStatus.started:type_name -> google.protobuf.Timestamp
+	57, // 26: meshrelay.relay.v1.RolloutStatus.ended:type_name -> google.protobuf.Timestamp
+	61, // 27: meshrelay.relay.v1.RolloutStage.min_healthy:type_name -> google.protobuf.Duration
+	61, // 28: meshrelay.relay.v1.RolloutStage.progress_deadline:type_name -> google.protobuf.Duration
+	57, // 29: meshrelay.relay.v1.RolloutCluster.released:type_name -> google.protobuf.Timestamp
+	57, // 30: meshrelay.relay.v1.RolloutCluster.healthy_since:type_name -> google.protobuf.Timestamp
+	62, // 31: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	60, // 32: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	51, // 33: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	52, // 34: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	57, // 35: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	31, // 36: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	57, // 37: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	57, // 38: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	32, // 39: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	57, // 40: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	53, // 41: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	31, // 42: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 43: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	34, // 44: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	63, // 45: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	31, // 46: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	39, // 47: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	40, // 48: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	41, // 49: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	33, // 50: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	43, // 51: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	54, // 52: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	55, // 53: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	42, // 54: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	56, // 55: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	41, // 56: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	40, // 57: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	33, // 58: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	43, // 59: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	44, // 60: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	33, // 61: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	47, // 62: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	43, // 63: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	44, // 64: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	31, // 65: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	39, // 66: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	33, // 67: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	44, // 68: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	3,  // 69: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	4,  // 70: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	6,  // 71: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	23, // 72: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	26, // 73: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	24, // 74: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
+	28, // 75: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	30, // 76: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	36, // 77: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	38, // 78: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	38, // 79: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	38, // 80: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	21, // 81: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
+	16, // 82: meshrelay.relay.v1.Admin.GetRollout:input_type -> meshrelay.relay.v1.GetRolloutRequest
+	17, // 83: meshrelay.relay.v1.Admin.ActOnRollout:input_type -> meshrelay.relay.v1.RolloutActionRequest
+	5,  // 84: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	5,  // 85: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	7,  // 86: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	25, // 87: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	27, // 88: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	31, // 89: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
+	29, // 90: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	35, // 91: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	37, // 92: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	45, // 93: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	46, // 94: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	48, // 95: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	22, // 96: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
+	18, // 97: meshrelay.relay.v1.Admin.GetRollout:output_type -> meshrelay.relay.v1.RolloutStatus
+	18, // 98: meshrelay.relay.v1.Admin.ActOnRollout:output_type -> meshrelay.relay.v1.RolloutStatus
+	84, // [84:99] is the sub-list for method output_type
+	69, // [69:84] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
@@ -3984,8 +4576,8 @@ func file_relay_v1_relay_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_v1_relay_proto_rawDesc), len(file_relay_v1_relay_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   49,
+			NumEnums:      3,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -297,6 +297,8 @@ const (
 	Admin_DescribePolicy_FullMethodName      = "/meshrelay.relay.v1.Admin/DescribePolicy"
 	Admin_DescribeCluster_FullMethodName     = "/meshrelay.relay.v1.Admin/DescribeCluster"
 	Admin_Diff_FullMethodName                = "/meshrelay.relay.v1.Admin/Diff"
+	Admin_GetRollout_FullMethodName          = "/meshrelay.relay.v1.Admin/GetRollout"
+	Admin_ActOnRollout_FullMethodName        = "/meshrelay.relay.v1.Admin/ActOnRollout"
 )
 
 // AdminClient is the client API for Admin service.
@@ -355,6 +357,15 @@ type AdminClient interface {
 	// deletes a policy the fleet does not have; ResourceExhausted while
 	// another diff runs; Unavailable when the store or a plugin fails.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// GetRollout returns the staged rollout in progress, or the last one
+	// (meshrelay rollout status, get rollouts, describe rollout). Errors:
+	// NotFound when there was none; Unavailable when the store fails.
+	GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*RolloutStatus, error)
+	// ActOnRollout pauses, resumes, approves a stage of, or undoes the
+	// rollout in progress and returns it. Errors: FailedPrecondition when
+	// no rollout is in progress; NotFound for an unknown stage;
+	// Unavailable when the store fails.
+	ActOnRollout(ctx context.Context, in *RolloutActionRequest, opts ...grpc.CallOption) (*RolloutStatus, error)
 }
 
 type adminClient struct {
@@ -465,6 +476,26 @@ func (c *adminClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *adminClient) GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*RolloutStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RolloutStatus)
+	err := c.cc.Invoke(ctx, Admin_GetRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ActOnRollout(ctx context.Context, in *RolloutActionRequest, opts ...grpc.CallOption) (*RolloutStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RolloutStatus)
+	err := c.cc.Invoke(ctx, Admin_ActOnRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -521,6 +552,15 @@ type AdminServer interface {
 	// deletes a policy the fleet does not have; ResourceExhausted while
 	// another diff runs; Unavailable when the store or a plugin fails.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// GetRollout returns the staged rollout in progress, or the last one
+	// (meshrelay rollout status, get rollouts, describe rollout). Errors:
+	// NotFound when there was none; Unavailable when the store fails.
+	GetRollout(context.Context, *GetRolloutRequest) (*RolloutStatus, error)
+	// ActOnRollout pauses, resumes, approves a stage of, or undoes the
+	// rollout in progress and returns it. Errors: FailedPrecondition when
+	// no rollout is in progress; NotFound for an unknown stage;
+	// Unavailable when the store fails.
+	ActOnRollout(context.Context, *RolloutActionRequest) (*RolloutStatus, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -560,6 +600,12 @@ func (UnimplementedAdminServer) DescribeCluster(context.Context, *DescribeReques
 }
 func (UnimplementedAdminServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedAdminServer) GetRollout(context.Context, *GetRolloutRequest) (*RolloutStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRollout not implemented")
+}
+func (UnimplementedAdminServer) ActOnRollout(context.Context, *RolloutActionRequest) (*RolloutStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method ActOnRollout not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -762,6 +808,42 @@ func _Admin_Diff_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_GetRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetRollout(ctx, req.(*GetRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ActOnRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RolloutActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ActOnRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ActOnRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ActOnRollout(ctx, req.(*RolloutActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -808,6 +890,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Diff",
 			Handler:    _Admin_Diff_Handler,
+		},
+		{
+			MethodName: "GetRollout",
+			Handler:    _Admin_GetRollout_Handler,
+		},
+		{
+			MethodName: "ActOnRollout",
+			Handler:    _Admin_ActOnRollout_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,639 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/core/rollout"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/offline"
+	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+)
+
+// The tests in this file run staged rollouts through the real Istio
+// plugin process (bin/meshrelay-plugin-istio), on a fleet of nine
+// clusters labelled into three tiers, and check every cluster's outputs
+// against an offline translation of the same inputs under the revision
+// its stage is on.
+
+// rolloutTiers are the tiers of the nine clusters, three each.
+var rolloutTiers = []string{"one", "two", "three"}
+
+// reviewsPolicy is the TrafficPolicy the rollouts change: a timeout on
+// reviews.
+func reviewsPolicy(timeout string) string {
+	return `apiVersion: policy.meshrelay.io/v1alpha1
+kind: TrafficPolicy
+metadata: {name: reviews-timeout, namespace: bookinfo}
+spec:
+  destinationSelectors: [{namespaces: [bookinfo], names: [reviews]}]
+  http: [{name: reviews, timeout: ` + timeout + `}]`
+}
+
+// strategyYAML is a RolloutStrategy with one stage per tier; stages
+// holds each stage's extra fields, by tier.
+func strategyYAML(stages map[string]string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: policy.meshrelay.io/v1alpha1\nkind: RolloutStrategy\nmetadata: {name: fleet, namespace: meshrelay}\nspec:\n  minHealthy: 300ms\n  progressDeadline: 1h\n  stages:\n")
+	for _, tier := range rolloutTiers {
+		fmt.Fprintf(&b, "  - name: %s\n    clusterSelector: {matchLabels: {tier: %s}}\n", tier, tier)
+		if extra := stages[tier]; extra != "" {
+			b.WriteString("    " + extra + "\n")
+		}
+	}
+	return b.String()
+}
+
+// rolloutFleet is a server with the Istio plugin, nine agents, and a
+// model of what each cluster's outputs must be.
+type rolloutFleet struct {
+	t         *testing.T
+	servers   []*testServer
+	pols      []*memPolicies
+	agents    map[string]*testAgent
+	clusters  string // one directory of YAML per cluster
+	inputs    map[string]*snapshot.Snapshot
+	model     []pluginhost.Translator
+	modelRuns int
+	strategy  string
+}
+
+// istioTranslators starts the Istio plugin of bin/ in a host of its own.
+func istioTranslators(t *testing.T) []pluginhost.Translator {
+	t.Helper()
+	bin, err := filepath.Abs("../../bin/meshrelay-plugin-istio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the Istio plugin is not built: %v", err)
+		}
+		t.Skipf("the Istio plugin is not built (make build): %v", err)
+	}
+	dir := t.TempDir()
+	if _, err := pluginhost.Install(dir, bin, ""); err != nil {
+		t.Fatal(err)
+	}
+	h, err := pluginhost.New(dir, nil, pluginhost.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	var out []pluginhost.Translator
+	for _, p := range h.Plugins() {
+		out = append(out, p)
+	}
+	return out
+}
+
+func rolloutClusterNames() []string {
+	var out []string
+	for _, tier := range rolloutTiers {
+		for _, n := range []string{"a", "b", "c"} {
+			out = append(out, tier+"-"+n)
+		}
+	}
+	return out
+}
+
+func memoryStore() store.Store { return memory.New() }
+
+func tierOf(cluster string) string { return strings.SplitN(cluster, "-", 2)[0] }
+
+// startRolloutFleet starts one server per store, each with its own
+// plugin process and policy source, registers the nine clusters through
+// the first and connects their agents to the servers in order. Each store
+// is made when its server starts, so that it loads what the earlier
+// servers stored (the CA).
+func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy string) *rolloutFleet {
+	t.Helper()
+	f := &rolloutFleet{t: t, agents: map[string]*testAgent{}, clusters: t.TempDir(), strategy: strategy, model: istioTranslators(t)}
+	east, err := os.ReadFile("../../testdata/demo/clusters/east/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range rolloutClusterNames() {
+		testutil.WriteFile(t, filepath.Join(f.clusters, name, "cluster.yaml"), string(east))
+	}
+	f.readInputs()
+	var addrs []string
+	for i, newStore := range stores {
+		st := newStore()
+		pols := &memPolicies{}
+		pols.set(t, strategy, reviewsPolicy("3s"))
+		translators := istioTranslators(t)
+		ts := startServerDeps(t, st, "", func(d *Deps) {
+			d.Translators, d.Policies = translators, pols
+			if os.Getenv("ROLLOUT_DEBUG") != "" {
+				d.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			}
+		},
+			withID(fmt.Sprintf("replica-%d", i)), func(o *Options) { o.RolloutInterval = 20 * time.Millisecond })
+		f.servers, f.pols = append(f.servers, ts), append(f.pols, pols)
+		addrs = append(addrs, ts.Addr())
+	}
+	for _, name := range rolloutClusterNames() {
+		tok := f.servers[0].registerWith(&relayv1.RegisterClusterRequest{Cluster: name, Labels: map[string]string{"tier": tierOf(name)}})
+		a := startAgent(t, f.servers[0], name, tok, func(o *agent.Options) { o.Server = strings.Join(addrs, ",") })
+		a.src.ch <- f.inputs[name]
+		f.agents[name] = a
+	}
+	f.waitOutputs("the old outputs applied everywhere", reviewsPolicy("3s"), rolloutClusterNames())
+	return f
+}
+
+// readInputs reads every cluster's input from its directory, as an
+// agent's dir source discovers it.
+func (f *rolloutFleet) readInputs() {
+	fleet, err := offline.ReadFleet(f.clusters, "", nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.inputs = fleet.Inputs
+}
+
+// expected translates the fleet's inputs under policy, offline.
+func (f *rolloutFleet) expected(policy string) map[string]*snapshot.Snapshot {
+	f.t.Helper()
+	// A session of its own each time: a model starts from nothing.
+	f.modelRuns++
+	name := fmt.Sprintf("model-%d", f.modelRuns)
+	var translators []pluginhost.Translator
+	for _, tr := range f.model {
+		s := tr.(pluginhost.Sessions)
+		translators = append(translators, s.Session(name))
+		defer s.CloseSession(name)
+	}
+	m := offline.NewModel(translators, nil)
+	for name, in := range f.inputs {
+		m.SetInput(name, in)
+	}
+	pols := &memPolicies{}
+	pols.set(f.t, policy)
+	if err := m.SetPolicies(pols.last.Resources()); err != nil {
+		f.t.Fatal(err)
+	}
+	res := m.Translate(context.Background())
+	if len(res.Failed) > 0 {
+		f.t.Fatalf("offline translation failed: %v", res.Failed)
+	}
+	out := map[string]*snapshot.Snapshot{}
+	for k, s := range res.Outputs {
+		if k.Backend == "istio" {
+			out[k.Cluster] = s
+		}
+	}
+	return out
+}
+
+// output returns a cluster's stored Istio output.
+func (f *rolloutFleet) output(cluster string) *snapshot.Snapshot {
+	s, err := f.servers[0].store.GetOutput(context.Background(), cluster, "istio")
+	if err != nil {
+		return snapshot.Empty
+	}
+	return s
+}
+
+// applied reports whether a cluster's agent acked its stored output, on
+// whichever replica it is connected to.
+func (f *rolloutFleet) applied(cluster string) bool {
+	out := f.output(cluster)
+	for _, ts := range f.servers {
+		if a, ok := ts.ackStates()[engine.OutputKey{Cluster: cluster, Backend: "istio"}]; ok && a.hash == out.Hash() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitOutputs waits until each cluster holds, applied, the output the
+// offline translation gives under policy.
+func (f *rolloutFleet) waitOutputs(what, policy string, clusters []string) {
+	f.t.Helper()
+	want := f.expected(policy)
+	testutil.EventuallyWhy(f.t, what, func() (bool, string) {
+		for _, c := range clusters {
+			if got := f.output(c); got.Hash() != want[c].Hash() || !f.applied(c) {
+				return false, fmt.Sprintf("%s holds %s (applied %v), want %s", c, got.Hash().Short(), f.applied(c), want[c].Hash().Short())
+			}
+		}
+		return true, ""
+	})
+}
+
+// outputs returns every cluster's stored output.
+func (f *rolloutFleet) outputs() map[string]*snapshot.Snapshot {
+	out := map[string]*snapshot.Snapshot{}
+	for _, c := range rolloutClusterNames() {
+		out[c] = f.output(c)
+	}
+	return out
+}
+
+// unchanged checks that the clusters of tiers hold the very outputs of
+// before: same content, same version (never delivered again).
+func (f *rolloutFleet) unchanged(before map[string]*snapshot.Snapshot, tiers ...string) {
+	f.t.Helper()
+	for _, c := range rolloutClusterNames() {
+		if !slices.Contains(tiers, tierOf(c)) {
+			continue
+		}
+		got := f.output(c)
+		if got.Hash() != before[c].Hash() || got.Version() != before[c].Version() {
+			f.t.Errorf("%s's output is %s v%d, want the old one %s v%d byte for byte", c, got.Hash().Short(), got.Version(), before[c].Hash().Short(), before[c].Version())
+		}
+	}
+}
+
+// publish sets the management source of every replica.
+func (f *rolloutFleet) publish(policy string) {
+	for _, p := range f.pols {
+		p.set(f.t, f.strategy, policy)
+	}
+}
+
+// rolloutGauge returns the value of a rollout gauge whose one label has
+// the value label.
+func rolloutGauge(t *testing.T, ts *testServer, name, label string) float64 {
+	t.Helper()
+	mfs, err := ts.deps.Gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// policyRollout returns what the status of the management policy name
+// says of the rollout carrying it.
+func (f *rolloutFleet) policyRollout(name string) string {
+	f.t.Helper()
+	st, err := f.servers[0].Status(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, p := range st.GetPolicies() {
+		if p.GetName() == name && p.GetSourceCluster() == "" {
+			return p.GetRollout()
+		}
+	}
+	f.t.Fatalf("no policy %s in the status", name)
+	return ""
+}
+
+// act calls ActOnRollout on a replica's admin API.
+func (f *rolloutFleet) act(ts *testServer, action relayv1.RolloutActionRequest_Action, stage string) *relayv1.RolloutStatus {
+	f.t.Helper()
+	st, err := relayv1.NewAdminClient(ts.dial(nil)).ActOnRollout(ts.adminCtx(), &relayv1.RolloutActionRequest{Action: action, Stage: stage})
+	if err != nil {
+		f.t.Fatalf("ActOnRollout(%v %q): %v", action, stage, err)
+	}
+	return st
+}
+
+// record reads the rollout record from the store.
+func (f *rolloutFleet) record() *rollout.Record {
+	f.t.Helper()
+	stored, err := f.servers[len(f.servers)-1].store.GetRollout(context.Background(), rolloutRecord)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		f.t.Fatal(err)
+	}
+	rec, err := rollout.Decode(stored.Data)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rec
+}
+
+// waitRollout waits until the rollout record satisfies cond.
+func (f *rolloutFleet) waitRollout(what string, cond func(*rollout.Rollout) bool) *rollout.Rollout {
+	f.t.Helper()
+	var ro *rollout.Rollout
+	testutil.EventuallyWhy(f.t, what, func() (bool, string) {
+		ro = f.record().Rollout
+		if ro == nil {
+			return false, "no rollout"
+		}
+		return cond(ro), fmt.Sprintf("%s at stage %d: %s", ro.Phase, ro.Stage, ro.Reason)
+	})
+	return ro
+}
+
+// stageHealthy reports whether every cluster of a tier was released and
+// is healthy.
+func stageHealthy(ro *rollout.Rollout, tier string) bool {
+	for name, c := range ro.Clusters {
+		if tierOf(name) == tier && (c.Phase == rollout.Pending || (c.Phase != rollout.Succeeded && c.HealthySince.IsZero())) {
+			return false
+		}
+	}
+	return true
+}
+
+func clustersOf(tiers ...string) []string {
+	var out []string
+	for _, c := range rolloutClusterNames() {
+		if slices.Contains(tiers, tierOf(c)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// While stage one soaks, stages two and three keep their old outputs byte
+// for byte; an endpoint change in a stage-two cluster is translated under
+// the old revision there, and under the new one in stage one.
+func TestRolloutSoakKeepsLaterStagesOnTheOldRevision(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"one": "minHealthy: 1h"}))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+
+	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	f.waitRollout("stage one healthy, soaking", func(ro *rollout.Rollout) bool {
+		return ro.Phase == rollout.Progressing && ro.Stage == 0 && stageHealthy(ro, "one")
+	})
+	f.unchanged(before, "two", "three")
+	if got := f.policyRollout("reviews-timeout"); !strings.HasPrefix(got, "rollout 1 Progressing at stage one: 3/9 released") {
+		t.Errorf("the policy's status says %q, want the rollout carrying it at stage one", got)
+	}
+
+	// two-a's east-west gateway moves: every cluster's view of two-a's
+	// endpoints changes.
+	path := filepath.Join(f.clusters, "two-a", "cluster.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WriteFile(t, path, strings.Replace(string(data), "ip: 203.0.113.10", "ip: 203.0.113.99", 1))
+	f.readInputs()
+	f.agents["two-a"].src.ch <- f.inputs["two-a"]
+	f.waitOutputs("stages two and three: the new endpoints under the old revision", reviewsPolicy("3s"), clustersOf("two", "three"))
+	f.waitOutputs("stage one: the new endpoints under the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	if got := f.output("two-b"); got.Hash() == before["two-b"].Hash() {
+		t.Errorf("two-b's output did not change with two-a's endpoints")
+	}
+	if ro := f.record().Rollout; ro.Phase != rollout.Progressing || ro.Stage != 0 {
+		t.Errorf("rollout %s at stage %d, want still soaking stage 0", ro.Phase, ro.Stage)
+	}
+}
+
+// An apply error from a stage-one cluster pauses the rollout; undo puts
+// stage one back on the old outputs and changes nothing elsewhere.
+func TestRolloutApplyErrorPausesAndUndoRestores(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"one": "minHealthy: 1h"}))
+	before := f.outputs()
+	f.agents["one-b"].sink.failApply("VirtualService", "reviews-timeout-reviews", "admission webhook denied the request")
+	f.publish(reviewsPolicy("5s"))
+
+	ro := f.waitRollout("paused by one-b's apply error", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
+	if !strings.Contains(ro.Reason, "one-b (apply errors in output istio: ") || !strings.Contains(ro.Reason, "admission webhook denied") {
+		t.Errorf("paused because %q, want one-b's apply error", ro.Reason)
+	}
+	if c := ro.Clusters["one-b"]; c.Phase != rollout.Failed {
+		t.Errorf("one-b is %s, want Failed", c.Phase)
+	}
+	f.unchanged(before, "two", "three")
+	testutil.Eventually(t, "the metrics saying Paused with one failed cluster", func() bool {
+		return rolloutGauge(t, f.servers[0], "meshrelay_rollout_phase", "Paused") == 1 &&
+			rolloutGauge(t, f.servers[0], "meshrelay_rollout_clusters", "failed") == 1
+	})
+
+	if st := f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_UNDO, ""); st.GetPhase() != "Undone" || st.GetPending() != 9 {
+		t.Errorf("undo answered %s with %d pending, want Undone with all 9", st.GetPhase(), st.GetPending())
+	}
+	testutil.EventuallyWhy(t, "stage one back on its old outputs", func() (bool, string) {
+		for _, c := range clustersOf("one") {
+			if got := f.output(c); got.Hash() != before[c].Hash() || !f.applied(c) {
+				return false, c + " holds " + got.Hash().Short()
+			}
+		}
+		return true, ""
+	})
+	f.unchanged(before, "two", "three")
+	rec := f.record()
+	if rec.Rollout.Phase != rollout.Undone || rec.Live != rec.Rollout.From || rec.Rejected != rec.Rollout.To {
+		t.Errorf("after undo: %s, live %.12s, rejected %.12s", rec.Rollout.Phase, rec.Live, rec.Rejected)
+	}
+}
+
+// A gated stage waits for approval; approve releases it and the rollout
+// completes.
+func TestRolloutApproveReleasesAGatedStage(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"three": "approval: true"}))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+
+	f.waitRollout("stage three waiting for approval", func(ro *rollout.Rollout) bool {
+		return ro.Stage == 2 && strings.Contains(ro.Reason, "waits for approval")
+	})
+	f.waitOutputs("stages one and two on the new revision", reviewsPolicy("5s"), clustersOf("one", "two"))
+	f.unchanged(before, "three")
+
+	st, err := relayv1.NewAdminClient(f.servers[0].dial(nil)).GetRollout(f.servers[0].adminCtx(), &relayv1.GetRolloutRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetStage() != 2 || st.GetReleased() != 6 || st.GetPending() != 3 || !st.GetStages()[2].GetApproval() || st.GetStages()[2].GetApproved() {
+		t.Errorf("GetRollout = stage %d, %d released, %d pending, want stage 2 gated with 6 released and 3 pending", st.GetStage(), st.GetReleased(), st.GetPending())
+	}
+	f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_APPROVE, "three")
+	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+	if got := f.policyRollout("reviews-timeout"); got != "" {
+		t.Errorf("the policy's status says %q after the rollout completed, want no rollout", got)
+	}
+	if rec := f.record(); rec.Live != rec.Rollout.To {
+		t.Errorf("live revision %.12s, want the new one %.12s", rec.Live, rec.Rollout.To)
+	}
+}
+
+// A replica killed mid-rollout: the other, on the same Redis, resumes the
+// same stage, neither repeating nor skipping one.
+func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
+	r := testenv.StartRedis(t)
+	f := startRolloutFleet(t, []func() store.Store{
+		func() store.Store { return redisStore(t, r, "replica-0") },
+		func() store.Store { return redisStore(t, r, "replica-1") },
+	},
+		strategyYAML(map[string]string{"two": "approval: true"}))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+	ro := f.waitRollout("stage two waiting for approval", func(ro *rollout.Rollout) bool {
+		return ro.Stage == 1 && strings.Contains(ro.Reason, "waits for approval")
+	})
+	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	released := map[string]time.Time{}
+	for name, c := range ro.Clusters {
+		released[name] = c.Released
+	}
+
+	dead := f.servers[0]
+	dead.Stop()
+	dead.stop()
+	f.servers = f.servers[1:]
+	f.pols = f.pols[1:]
+	survivor := f.servers[0]
+	testutil.EventuallyWhy(t, "every agent on the surviving replica", func() (bool, string) {
+		survivor.mu.Lock()
+		defer survivor.mu.Unlock()
+		return len(survivor.streams) == len(rolloutClusterNames()), fmt.Sprintf("%d streams", len(survivor.streams))
+	})
+	f.waitOutputs("stage one still on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	f.unchanged(before, "two", "three")
+	if got := f.record().Rollout; got.ID != ro.ID || got.Stage != 1 {
+		t.Fatalf("after the kill: rollout %d at stage %d, want %d at stage 1", got.ID, got.Stage, ro.ID)
+	}
+
+	f.act(survivor, relayv1.RolloutActionRequest_ACTION_APPROVE, "")
+	done := f.waitRollout("the rollout completed on the surviving replica", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+	for _, c := range clustersOf("one") {
+		if !done.Clusters[c].Released.Equal(released[c]) {
+			t.Errorf("%s released again at %s, first at %s", c, done.Clusters[c].Released, released[c])
+		}
+	}
+	if done.ID != ro.ID {
+		t.Errorf("completed rollout %d, want %d", done.ID, ro.ID)
+	}
+}
+
+// A workload cluster's RolloutStrategy is refused with a diagnostic on
+// it; the management source's is not.
+func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
+	body := `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"RolloutStrategy","metadata":{"name":"fleet","namespace":"meshrelay"},"spec":{"stages":[{"clusters":["east"]}]}}`
+	r, err := snapshot.NewResource(snapshot.ID{Group: policyv1alpha1.GroupName, Version: "v1alpha1", Kind: policyv1alpha1.KindRolloutStrategy, Namespace: "meshrelay", Name: "fleet"}, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &statusInputs{}
+	if ps := in.fold(policySource{res: r}); len(ps.errors) > 0 || ps.state != policyv1alpha1.StateAccepted {
+		t.Errorf("management RolloutStrategy: %s %v, want Accepted without errors", ps.state, ps.errors)
+	}
+	ps := in.fold(policySource{cluster: "east", res: r})
+	if ps.state != policyv1alpha1.StateInvalid || len(ps.status.Diagnostics) != 1 || !strings.Contains(ps.errors[0], "management source only") {
+		t.Errorf("workload cluster's RolloutStrategy: %s %v %v, want Invalid with a diagnostic", ps.state, ps.errors, ps.status.Diagnostics)
+	}
+}
+
+// The store keeps only the revisions the record names: a change applied
+// at once forgets the revision it replaced, a rollout keeps its previous
+// one (the undo) until the next change.
+func TestSupersededRevisions(t *testing.T) {
+	tests := map[string]struct {
+		before, after *rollout.Record
+		want          []string
+	}{
+		"applied at once":  {before: &rollout.Record{Live: "a"}, after: &rollout.Record{Live: "b"}, want: []string{"a"}},
+		"rollout started":  {before: &rollout.Record{Live: "a"}, after: &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "b"}}},
+		"rollout complete": {before: &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "b"}}, after: &rollout.Record{Live: "b", Rollout: &rollout.Rollout{From: "a", To: "b"}}},
+		"next after undo": {
+			before: &rollout.Record{Live: "a", Rejected: "b", Rollout: &rollout.Rollout{From: "a", To: "b"}},
+			after:  &rollout.Record{Live: "a", Rollout: &rollout.Rollout{From: "a", To: "c"}},
+			want:   []string{"b"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := supersededRevisions(tc.before, tc.after); !slices.Equal(got, tc.want) {
+				t.Errorf("supersededRevisions = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// In safe mode a rollout holds: a change does not start one, and one in
+// progress releases nothing, until safe mode ends.
+func TestRolloutHoldsInSafeMode(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	for _, name := range []string{"east", "west"} {
+		if err := st.PutCluster(ctx, store.Cluster{Name: name, Registered: time.Now(), Labels: map[string]string{"tier": "one"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pols := &memPolicies{}
+	ts := startServerDeps(t, st, "", withPolicies(pols), func(o *Options) { o.RolloutInterval = time.Hour })
+	if !ts.inSafeMode() {
+		t.Fatal("a server with registered clusters and no inputs is not in safe mode")
+	}
+	strategy := strategyYAML(map[string]string{"one": "maxConcurrent: 1"})
+	step := func() *rollout.Record {
+		t.Helper()
+		if err := ts.rollouts.step(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return ts.rollouts.lastRecord()
+	}
+	// set publishes the policies and waits for the rollout to hold them.
+	set := func(timeout string) {
+		t.Helper()
+		pols.set(t, strategy, reviewsPolicy(timeout))
+		testutil.Eventually(t, "the rollout holding the source's "+timeout, func() bool {
+			ts.rollouts.mu.Lock()
+			defer ts.rollouts.mu.Unlock()
+			if ts.rollouts.source == nil {
+				return false
+			}
+			for r := range ts.rollouts.source.All() {
+				return strings.Contains(string(r.Body), timeout)
+			}
+			return false
+		})
+	}
+	set("3s")
+	if rec := step(); rec.Live == "" || rec.Rollout != nil {
+		t.Fatalf("the first policy set: live %q, rollout %v; want live at once", rec.Live, rec.Rollout)
+	}
+	set("5s")
+	if rec := step(); rec.Rollout != nil {
+		t.Fatalf("a rollout started in safe mode: %+v", rec.Rollout)
+	}
+
+	ts.markFresh("east")
+	ts.markFresh("west")
+	rec := step()
+	if rec.Active() == nil || rec.Rollout.Counts().Released != 1 {
+		t.Fatalf("after safe mode: %+v, want a rollout releasing one cluster", rec.Rollout)
+	}
+	// Back in safe mode (as after a restart), the rollout releases no more.
+	ts.mu.Lock()
+	ts.safe.on = true
+	ts.mu.Unlock()
+	if _, err := ts.rollouts.act(ctx, func(rec *rollout.Record, now time.Time) error {
+		for _, c := range rec.Rollout.Clusters {
+			if c.Phase != rollout.Pending {
+				c.Phase = rollout.Succeeded // as if healthy for its soak
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := step(); rec.Rollout.Counts().Released != 1 {
+		t.Errorf("in safe mode the rollout released %d clusters, want still 1", rec.Rollout.Counts().Released)
+	}
+}
