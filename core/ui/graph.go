@@ -1,8 +1,11 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
@@ -10,9 +13,89 @@ import (
 )
 
 // graph is what the fleet graph draws besides the clusters of the status.
+// Destinations are in natural order of cluster, namespace and name.
 type graph struct {
 	Destinations []graphDestination `json:"destinations"`
 	Edges        []graphEdge        `json:"edges"`
+	// Stale says a newer graph is being computed: ask again.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// Bounds of the graph's computation: how long a graph is served as
+// current, and how long one computation may take.
+const (
+	graphMaxAge  = 5 * time.Second
+	graphTimeout = 2 * time.Minute
+)
+
+// graphCache shares the fleet graph among viewers. A large fleet's graph
+// takes seconds to compute (each policy's description reads the fleet's
+// outputs), so the graph is computed at most once at a time, a graph
+// younger than graphMaxAge is served as it is, and an older one is served
+// marked Stale while a new one is computed in the background. Only the
+// first graph is waited for.
+type graphCache struct {
+	mu  sync.Mutex
+	g   *graph
+	err error
+	at  time.Time
+	// running is closed when the computation under way ends; nil when
+	// none is.
+	running chan struct{}
+}
+
+// get returns the fleet graph for a caller whose token ctx carries: the
+// token is checked whatever the cache holds.
+func (c *graphCache) get(ctx context.Context, s *Server) (*graph, error) {
+	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.g != nil && time.Since(c.at) < graphMaxAge {
+		defer c.mu.Unlock()
+		return c.g, nil
+	}
+	if c.running == nil {
+		c.running = make(chan struct{})
+		// The computation outlives the request that started it, bounded
+		// by graphTimeout; it keeps the request's token.
+		go c.compute(context.WithoutCancel(ctx), s, c.running)
+	}
+	running := c.running
+	if c.g != nil {
+		stale := *c.g
+		stale.Stale = true
+		c.mu.Unlock()
+		return &stale, nil
+	}
+	c.mu.Unlock()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.g == nil {
+		return nil, c.err
+	}
+	return c.g, nil
+}
+
+func (c *graphCache) compute(ctx context.Context, s *Server, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, graphTimeout)
+	defer cancel()
+	g, err := s.fleetGraph(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.g, c.at = g, time.Now()
+	} else {
+		s.log.Debug("compute the fleet graph", "error", err)
+	}
+	c.err = err
+	c.running = nil
+	close(done)
 }
 
 type graphDestination struct {
@@ -58,6 +141,11 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	for _, d := range list.GetDestinations() {
 		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 	}
+	// In the order the graph draws them, so the browser need not sort
+	// a large fleet's.
+	slices.SortFunc(g.Destinations, func(a, b graphDestination) int {
+		return cmp.Or(natural(a.Cluster, b.Cluster), natural(a.Namespace, b.Namespace), natural(a.Name, b.Name))
+	})
 	for _, p := range st.GetPolicies() {
 		if p.GetKind() != "AccessPolicy" && (p.GetKind() != "VirtualDestination" || p.GetSourceCluster() != "") {
 			continue

@@ -144,8 +144,9 @@ export class FleetGraph {
   private readonly groupBy: HTMLSelectElement;
   private readonly filters: Record<"cluster" | "namespace" | "destination", HTMLInputElement>;
   private status?: Status;
-  private byCluster = new Map<string, GraphDestination[]>(); // naturally sorted
+  private byCluster = new Map<string, GraphDestination[]>(); // in natural order
   private edges: GraphEdge[] = [];
+  private loaded = false; // whether relations came
   private grouping = ""; // the reader's choice; "" until one is made
   private toggled = new Map<string, boolean>(); // group key → expanded, as the reader set it
   private lastGroups: Group[] = [];
@@ -187,7 +188,8 @@ export class FleetGraph {
     }).observe(this.wrap);
   }
 
-  // update takes the fleet's status and, when given, new relations, and
+  // update takes the fleet's status and, when given, new relations (their
+  // destinations in natural order, as GET /api/graph sends them), and
   // redraws.
   update(st: Status, relations?: { destinations: GraphDestination[]; edges: GraphEdge[] }) {
     this.status = st;
@@ -198,11 +200,16 @@ export class FleetGraph {
         if (list) list.push(d);
         else by.set(d.cluster, [d]);
       }
-      for (const list of by.values()) list.sort((a, b) => natural(a.namespace, b.namespace) || natural(a.name, b.name));
       this.byCluster = by;
       this.edges = relations.edges;
+      this.loaded = true;
     }
     this.draw();
+  }
+
+  // dests counts destinations, once the relations came.
+  private dests(n: number): string {
+    return this.loaded ? plural(n, "destination") : "destinations loading…";
   }
 
   private choose() {
@@ -305,7 +312,7 @@ export class FleetGraph {
     const auto = filtering ? shownClusters <= smallFilter : st.clusters.length <= smallFleet;
     const expanded = (g: Group) => this.toggled.get(g.key) ?? auto;
 
-    this.summary.textContent = `${plural(ordered.length, "group")} · ${plural(shownClusters, "cluster")}${filtering ? ` of ${st.clusters.length.toLocaleString("en")}` : ""} · ${plural(shownDests, "destination")}${filtering ? ` of ${totalDests.toLocaleString("en")}` : ""}`;
+    this.summary.textContent = `${plural(ordered.length, "group")} · ${plural(shownClusters, "cluster")}${filtering ? ` of ${st.clusters.length.toLocaleString("en")}` : ""} · ${this.dests(shownDests)}${filtering && this.loaded ? ` of ${totalDests.toLocaleString("en")}` : ""}`;
     this.width = this.wrap.clientWidth;
     const width = Math.max(groupW + 2 * pad, this.width || (document.getElementById("app")?.clientWidth ?? 1000) - 34);
     const root = this.render(st, ordered, dests, expanded, width);
@@ -389,7 +396,7 @@ export class FleetGraph {
         "data-group": g.key,
         "data-expanded": "false",
         "data-clusters": g.clusters.length,
-        "data-destinations": g.destinations,
+        "data-destinations": this.loaded ? g.destinations : undefined,
         "data-stale": stale,
         "data-down": down,
         "data-errors": g.errors,
@@ -399,7 +406,7 @@ export class FleetGraph {
       svg("rect", { x, y, width: groupW, height: groupH, rx: 12, class: "group-box" }),
       svg("text", { x: x + 14, y: y + 24, class: "group-name" }, clip(g.title, groupW - 44, 8.4)),
       svg("text", { x: x + groupW - 14, y: y + 24, class: "group-toggle", "text-anchor": "end" }, "+"),
-      svg("text", { x: x + 14, y: y + 46 }, clip(`${plural(g.clusters.length, "cluster")}${g.clusters.length !== g.total ? ` of ${g.total.toLocaleString("en")}` : ""} · ${plural(g.destinations, "destination")}`, groupW - 28)),
+      svg("text", { x: x + 14, y: y + 46 }, clip(`${plural(g.clusters.length, "cluster")}${g.clusters.length !== g.total ? ` of ${g.total.toLocaleString("en")}` : ""} · ${this.dests(g.destinations)}`, groupW - 28)),
       svg("text", { x: x + 14, y: y + 66, class: "group-states" }, clip(states || "no clusters", groupW - 28)),
       svg("text", { x: x + 14, y: y + 86, class: g.errors ? "group-errors error" : "group-errors muted" }, clip(g.errors ? `${plural(g.errors, "cluster")} with apply errors` : "no apply errors", groupW - 28)),
     );
@@ -414,7 +421,7 @@ export class FleetGraph {
     const cols = Math.max(1, Math.floor((inner + gap) / (clusterMinW + gap)));
     const boxW = Math.floor((inner - (cols - 1) * gap) / cols);
     const shown = g.clusters.slice(0, maxClusters);
-    const band = svg("g", { class: `group expanded state-${g.worst}`, "data-group": g.key, "data-expanded": "true", "data-clusters": g.clusters.length, "data-destinations": g.destinations });
+    const band = svg("g", { class: `group expanded state-${g.worst}`, "data-group": g.key, "data-expanded": "true", "data-clusters": g.clusters.length, "data-destinations": this.loaded ? g.destinations : undefined });
     const collapse = () => {
       this.toggled.set(g.key, false);
       this.draw();
@@ -427,7 +434,7 @@ export class FleetGraph {
         { class: "group-head", onclick: collapse },
         svg("rect", { x: pad, y: top, width: width - 2 * pad, height: bandHead - 6, rx: 12, class: "group-head-box" }),
         svg("text", { x: pad + 14, y: top + 23, class: "group-name" }, clip(`− ${g.title}`, (width - 2 * pad) / 2, 8.4)),
-        svg("text", { x: width - pad - 14, y: top + 23, "text-anchor": "end", class: "muted" }, clip(`${plural(g.clusters.length, "cluster")} · ${plural(g.destinations, "destination")}`, (width - 2 * pad) / 2 - 28)),
+        svg("text", { x: width - pad - 14, y: top + 23, "text-anchor": "end", class: "muted" }, clip(`${plural(g.clusters.length, "cluster")} · ${this.dests(g.destinations)}`, (width - 2 * pad) / 2 - 28)),
       ),
     );
     let y = top + bandHead + room;

@@ -129,8 +129,9 @@ function relationsKey(st: Status): string {
 }
 
 // relationsRefresh bounds how often live updates fetch the graph's
-// relations again: a large fleet's are megabytes.
-const relationsRefresh = 2000;
+// relations again: a large fleet's are megabytes, and the server computes
+// them at most every 5 s (core/ui/graph.go, graphMaxAge).
+const relationsRefresh = 5000;
 
 // FleetPage is the fleet page, kept across live updates so that the
 // graph's grouping, filters, expanded groups and the reader's focus stay.
@@ -144,7 +145,6 @@ class FleetPage {
   private status?: Status;
   private key = "";
   private fetched?: Relations;
-  private first?: Promise<Relations>;
   private fetching = false;
   private fetchedAt = 0;
 
@@ -168,18 +168,10 @@ class FleetPage {
   }
 
   // update shows st at once, with the relations fetched for it or, while
-  // newer ones are fetched, the last ones.
-  async update(st: Status) {
+  // newer ones (or the first) are fetched, the last ones.
+  update(st: Status) {
     this.status = st;
-    const key = relationsKey(st);
-    if (!this.fetched) {
-      this.first ??= fleetRelations().finally(() => (this.first = undefined));
-      this.fetched = await this.first;
-      this.key = key;
-      this.fetchedAt = Date.now();
-    } else if (key !== this.key) {
-      this.refresh();
-    }
+    if (relationsKey(st) !== this.key) this.refresh();
     this.banner.replaceChildren(banner(st) ?? "");
     this.title.textContent = `Fleet — ${st.clusters.length.toLocaleString("en")} clusters, server ${st.serverId}`;
     this.policies.replaceChildren(policiesTable(st.policies, "policies"));
@@ -201,7 +193,9 @@ class FleetPage {
   }
 
   // refresh fetches the relations again, one fetch at a time and at most
-  // once per relationsRefresh, then redraws with the latest status.
+  // once per relationsRefresh, then redraws with the latest status. A
+  // graph the server is computing again comes marked stale: it is asked
+  // for again.
   private async refresh() {
     if (this.fetching) return;
     this.fetching = true;
@@ -211,15 +205,15 @@ class FleetPage {
       const key = relationsKey(this.status!);
       const rel = await fleetRelations();
       this.fetched = rel;
-      this.key = key;
+      this.key = rel.stale ? "" : key;
       this.fetchedAt = Date.now();
       this.graph.update(this.status!, rel);
     } catch {
-      // The next status retries.
+      this.fetchedAt = Date.now(); // the next status retries, after the wait
     } finally {
       this.fetching = false;
     }
-    if (relationsKey(this.status!) !== this.key) this.refresh();
+    if (document.body.contains(this.root) && relationsKey(this.status!) !== this.key) this.refresh();
   }
 }
 
@@ -227,7 +221,7 @@ let fleetPage: FleetPage | undefined;
 
 const fleet: View = async ({ status: st, go }) => {
   fleetPage ??= new FleetPage(go);
-  await fleetPage.update(st);
+  fleetPage.update(st);
   return fleetPage.root;
 };
 
@@ -321,13 +315,18 @@ async function outputs(name: string, backend: string): Promise<HTMLElement> {
 // more" draws as many again.
 const pageRows = 100;
 
+// policyRefresh bounds how often live updates fetch a policy's description
+// again: a fleet-wide policy's takes the server seconds at a thousand
+// clusters.
+const policyRefresh = 2000;
+
 // PolicyPage is a policy's page, kept across live updates so that its
 // filter and what the reader opened stay. At a thousand clusters its
 // tables are filtered by cluster and state and drawn a page at a time,
 // and an output's body is drawn when it is opened.
 class PolicyPage {
   readonly root = h("div", { id: "policy" });
-  private readonly clusterFilter = h("input", { id: "policy-filter", type: "search", placeholder: "cluster", "aria-label": "filter by cluster", autocomplete: "off", oninput: () => this.draw() }) as HTMLInputElement;
+  private readonly clusterFilter = h("input", { id: "policy-filter", type: "search", placeholder: "cluster", "aria-label": "filter by cluster", autocomplete: "off", oninput: () => this.refilter() }) as HTMLInputElement;
   private readonly stateFilter = h(
     "select",
     { id: "policy-state", "aria-label": "filter by state", onchange: () => this.draw() },
@@ -341,6 +340,12 @@ class PolicyPage {
   private limits = { clusters: pageRows, outputs: pageRows };
   private fetching = false;
   private again = false;
+  private fetchedAt = 0;
+  private timer = 0;
+
+  get loaded(): boolean {
+    return this.d !== undefined;
+  }
 
   constructor(readonly path: string) {
     this.root.append(
@@ -351,8 +356,9 @@ class PolicyPage {
     );
   }
 
-  // update fetches the description again, one fetch at a time.
-  async update(): Promise<void> {
+  // update fetches the description again, one fetch at a time; a live
+  // update waits until policyRefresh has passed since the last fetch.
+  async update(live = true): Promise<void> {
     if (this.fetching) {
       this.again = true;
       return;
@@ -361,12 +367,24 @@ class PolicyPage {
     try {
       do {
         this.again = false;
-        this.d = await getJSON<PolicyDescription>(this.path);
+        const wait = live && this.d ? this.fetchedAt + policyRefresh - Date.now() : 0;
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const sep = this.path.includes("?") ? "&" : "?";
+        this.d = await getJSON<PolicyDescription>(`${this.path}${sep}outputs=${this.limits.outputs}&match=${encodeURIComponent(this.clusterFilter.value.trim())}`);
+        this.fetchedAt = Date.now();
         this.draw();
       } while (this.again);
     } finally {
       this.fetching = false;
     }
+  }
+
+  // refilter draws the clusters the filter keeps at once, and asks the
+  // server for their outputs when the reader pauses.
+  private refilter() {
+    this.draw();
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.update(false), 300);
   }
 
   private draw() {
@@ -395,8 +413,9 @@ class PolicyPage {
     const q = this.clusterFilter.value.trim().toLowerCase();
     const want = this.stateFilter.value;
     const clusters = d.clusters.filter((c) => (!q || c.cluster.toLowerCase().includes(q)) && (want === "all" || stateOf(c) === want)).sort((a, b) => natural(a.cluster, b.cluster));
-    const keep = new Set(clusters.map((c) => c.cluster));
-    const outputs = d.outputs.filter((o) => keep.has(o.cluster)).sort((a, b) => natural(a.cluster, b.cluster) || natural(`${a.backend}/${a.kind}/${a.namespace}/${a.name}`, `${b.backend}/${b.kind}/${b.namespace}/${b.name}`));
+    // The server sends the outputs of the clusters the filter matches, a
+    // page of them in natural order.
+    const outputs = d.outputs.filter((o) => !q || o.cluster.toLowerCase().includes(q));
     this.clusters.replaceChildren(
       table(
         ["cluster", "state", "resources", "errors"],
@@ -413,9 +432,9 @@ class PolicyPage {
         }),
         { id: "policy-clusters" },
       ),
-      this.more("clusters", clusters.length, d.clusters.length),
+      this.more("clusters", Math.min(clusters.length, this.limits.clusters), clusters.length, d.clusters.length),
     );
-    this.outputs.replaceChildren(outputsTable(outputs.slice(0, this.limits.outputs), false), this.more("outputs", outputs.length, d.outputs.length));
+    this.outputs.replaceChildren(outputsTable(outputs, false), this.more("outputs", outputs.length, d.outputsMatching ?? outputs.length, d.outputsTotal ?? outputs.length));
     this.rest.replaceChildren(
       section("Problems", h("ul", { class: "notes" }, problems.length ? problems : h("li", { class: "muted" }, "none"))),
       diagnostics(d.diagnostics),
@@ -423,9 +442,9 @@ class PolicyPage {
     );
   }
 
-  // more says how many rows a table shows and offers the next page.
-  private more(what: "clusters" | "outputs", shown: number, total: number): HTMLElement {
-    const drawn = Math.min(shown, this.limits[what]);
+  // more says how many rows of those matching a table draws, and offers
+  // the next page.
+  private more(what: "clusters" | "outputs", drawn: number, shown: number, total: number): HTMLElement {
     return h(
       "p",
       { class: "muted table-more", "data-more": what },
@@ -438,7 +457,8 @@ class PolicyPage {
               class: "linkish more",
               onclick: () => {
                 this.limits[what] += pageRows;
-                this.draw();
+                if (what === "outputs") this.update(false);
+                else this.draw();
               },
             },
             `show ${Math.min(pageRows, shown - drawn)} more`,
@@ -455,7 +475,10 @@ const policy: View = async ({ args }) => {
   const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
   const path = `/api/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`;
   if (policyPage?.path !== path) policyPage = new PolicyPage(path);
-  await policyPage.update();
+  // The first description is waited for; a live update redraws the page
+  // when its fetch comes back.
+  if (!policyPage.loaded) await policyPage.update();
+  else policyPage.update().catch(() => {});
   return policyPage.root;
 };
 
