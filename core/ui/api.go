@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -210,17 +211,28 @@ const (
 	maxPolicyOutputs = 5000
 )
 
-// describePolicy answers a policy's description (DescribePolicy) with its
-// outputs bounded: a fleet-wide policy has outputs in every cluster, tens
-// of megabytes of them at a thousand clusters. It keeps the outputs of the
-// clusters whose names contain ?match= (any case), in natural order of
-// their clusters (c2 before c10), the first ?outputs= of them; the answer
-// is the description's JSON with outputsTotal and outputsMatching, the
-// counts before the bound.
+// describePolicy answers a policy's description (DescribePolicy, from
+// the shared cache) with its outputs bounded: a fleet-wide policy has
+// outputs in every cluster, tens of megabytes of them at a thousand
+// clusters. It keeps the outputs of the clusters whose names contain
+// ?match= (any case), in natural order of their clusters (c2 before c10),
+// the first ?outputs= of them; the answer is the description's JSON with
+// outputsTotal and outputsMatching, the counts before the bound, and
+// stale when a newer description is being computed.
 func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+		return nil, err
+	}
 	q := r.URL.Query()
-	d, err := s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{
-		Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: q.Get("cluster"),
+	req := &relayv1.DescribeRequest{Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: q.Get("cluster")}
+	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
+	v, stale, err := s.shared.get(ctx, key, func(ctx context.Context) (any, error) {
+		d, err := s.admin.DescribePolicy(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortStableFunc(d.Outputs, func(a, b *relayv1.OutputResource) int { return natural(a.GetCluster(), b.GetCluster()) })
+		return &describedPolicy{d: d}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -230,19 +242,39 @@ func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, erro
 		limit = min(n, maxPolicyOutputs)
 	}
 	match := strings.ToLower(q.Get("match"))
-	total := len(d.GetOutputs())
-	kept := slices.DeleteFunc(d.GetOutputs(), func(o *relayv1.OutputResource) bool {
-		return !strings.Contains(strings.ToLower(o.GetCluster()), match)
-	})
-	slices.SortStableFunc(kept, func(a, b *relayv1.OutputResource) int { return natural(a.GetCluster(), b.GetCluster()) })
-	matching := len(kept)
-	d.Outputs = kept[:min(limit, len(kept))]
-	data, err := jsonOptions.Marshal(d)
+	return v.(*describedPolicy).page(match, limit, stale)
+}
+
+// describedPolicy is a policy's description, its outputs in natural order
+// of their clusters, shared by its viewers.
+type describedPolicy struct {
+	mu sync.Mutex // held while the outputs are swapped for a page
+	d  *relayv1.PolicyDescription
+}
+
+// page returns the description as JSON with a page of the outputs.
+func (p *describedPolicy) page(match string, limit int, stale bool) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := p.d.GetOutputs()
+	var kept []*relayv1.OutputResource
+	matching := 0
+	for _, o := range all {
+		if strings.Contains(strings.ToLower(o.GetCluster()), match) {
+			if matching < limit {
+				kept = append(kept, o)
+			}
+			matching++
+		}
+	}
+	p.d.Outputs = kept
+	data, err := jsonOptions.Marshal(p.d)
+	p.d.Outputs = all
 	if err != nil {
 		return nil, err
 	}
 	// data is a JSON object: add the counts as its first members.
-	return json.RawMessage(fmt.Sprintf(`{"outputsTotal":%d,"outputsMatching":%d,%s`, total, matching, data[1:])), nil
+	return json.RawMessage(fmt.Sprintf(`{"outputsTotal":%d,"outputsMatching":%d,"stale":%t,%s`, len(all), matching, stale, data[1:])), nil
 }
 
 // natural compares strings with their runs of digits compared as

@@ -73,6 +73,10 @@ type policyAdmin struct {
 	clusters []string
 }
 
+func (a policyAdmin) ListClusters(context.Context, *relayv1.ListClustersRequest) (*relayv1.ListClustersResponse, error) {
+	return &relayv1.ListClustersResponse{}, nil
+}
+
 func (a policyAdmin) DescribePolicy(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
 	d := &relayv1.PolicyDescription{Status: &relayv1.PolicyStatus{Kind: "AccessPolicy", Namespace: "ns", Name: "p"}}
 	for _, c := range a.clusters {

@@ -460,9 +460,14 @@ const (
 )
 
 // offscreen returns the graph's nodes (groups, clusters, destinations)
-// whose boxes reach past the left or right edge of the window.
+// whose boxes reach past the left or right edge of the window, once the
+// graph is laid out to the width it has.
 func offscreen(t *testing.T, ctx context.Context) []string {
 	t.Helper()
+	do(t, ctx, "the graph is laid out to its width", waitJS(`(() => {
+		const w = document.querySelector(".graph-wrap"), s = w?.querySelector("svg.graph");
+		return !!s && Math.abs(s.width.baseVal.value - w.clientWidth) < 1;
+	})()`))
 	return get(t, ctx, "nodes past the window's edges", chromedp.Evaluate[[]string](`(() => {
 		const w = document.documentElement.clientWidth;
 		const out = [];

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
@@ -19,83 +17,6 @@ type graph struct {
 	Edges        []graphEdge        `json:"edges"`
 	// Stale says a newer graph is being computed: ask again.
 	Stale bool `json:"stale,omitempty"`
-}
-
-// Bounds of the graph's computation: how long a graph is served as
-// current, and how long one computation may take.
-const (
-	graphMaxAge  = 5 * time.Second
-	graphTimeout = 2 * time.Minute
-)
-
-// graphCache shares the fleet graph among viewers. A large fleet's graph
-// takes seconds to compute (each policy's description reads the fleet's
-// outputs), so the graph is computed at most once at a time, a graph
-// younger than graphMaxAge is served as it is, and an older one is served
-// marked Stale while a new one is computed in the background. Only the
-// first graph is waited for.
-type graphCache struct {
-	mu  sync.Mutex
-	g   *graph
-	err error
-	at  time.Time
-	// running is closed when the computation under way ends; nil when
-	// none is.
-	running chan struct{}
-}
-
-// get returns the fleet graph for a caller whose token ctx carries: the
-// token is checked whatever the cache holds.
-func (c *graphCache) get(ctx context.Context, s *Server) (*graph, error) {
-	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.g != nil && time.Since(c.at) < graphMaxAge {
-		defer c.mu.Unlock()
-		return c.g, nil
-	}
-	if c.running == nil {
-		c.running = make(chan struct{})
-		// The computation outlives the request that started it, bounded
-		// by graphTimeout; it keeps the request's token.
-		go c.compute(context.WithoutCancel(ctx), s, c.running)
-	}
-	running := c.running
-	if c.g != nil {
-		stale := *c.g
-		stale.Stale = true
-		c.mu.Unlock()
-		return &stale, nil
-	}
-	c.mu.Unlock()
-	select {
-	case <-running:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.g == nil {
-		return nil, c.err
-	}
-	return c.g, nil
-}
-
-func (c *graphCache) compute(ctx context.Context, s *Server, done chan struct{}) {
-	ctx, cancel := context.WithTimeout(ctx, graphTimeout)
-	defer cancel()
-	g, err := s.fleetGraph(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err == nil {
-		c.g, c.at = g, time.Now()
-	} else {
-		s.log.Debug("compute the fleet graph", "error", err)
-	}
-	c.err = err
-	c.running = nil
-	close(done)
 }
 
 type graphDestination struct {
@@ -114,6 +35,26 @@ type graphEdge struct {
 	Destination string `json:"destination"`
 	Kind        string `json:"kind"`
 	Policy      string `json:"policy"`
+}
+
+// graphKey is the graph's key in the UI's shared cache.
+const graphKey = "graph"
+
+// cachedGraph returns the fleet graph for a caller whose token ctx
+// carries, from the shared cache (sharedCache): a large fleet's graph takes
+// seconds to compute, each policy's description reading the fleet's
+// outputs. A graph computed again meanwhile is marked Stale.
+func (s *Server) cachedGraph(ctx context.Context) (*graph, error) {
+	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+		return nil, err
+	}
+	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, error) { return s.fleetGraph(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	g := *v.(*graph)
+	g.Stale = stale
+	return &g, nil
 }
 
 // fleetGraph lists the destinations and the cross-cluster edges of the

@@ -51,7 +51,7 @@ func TestGraphCache(t *testing.T) {
 	s := &Server{admin: a, log: slog.New(slog.DiscardHandler)}
 	good := adminContext(context.Background(), "good")
 	for range 3 {
-		g, err := s.graphs.get(good, s)
+		g, err := s.cachedGraph(good)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,16 +62,16 @@ func TestGraphCache(t *testing.T) {
 	if n := a.lists.Load(); n != 1 {
 		t.Errorf("three viewers computed the graph %d times, want once", n)
 	}
-	if _, err := s.graphs.get(adminContext(context.Background(), "bad"), s); status.Code(err) != codes.Unauthenticated {
+	if _, err := s.cachedGraph(adminContext(context.Background(), "bad")); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("a bad token gets the cached graph: %v", err)
 	}
 
 	a.gate = make(chan struct{})
-	s.graphs.mu.Lock()
-	s.graphs.at = time.Now().Add(-graphMaxAge)
-	s.graphs.mu.Unlock()
+	s.shared.mu.Lock()
+	s.shared.entries[graphKey].at = time.Now().Add(-sharedMaxAge)
+	s.shared.mu.Unlock()
 	for range 3 {
-		g, err := s.graphs.get(good, s)
+		g, err := s.cachedGraph(good)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestGraphCache(t *testing.T) {
 	}
 	close(a.gate)
 	testutil.Eventually(t, "the new graph", func() bool {
-		g, err := s.graphs.get(good, s)
+		g, err := s.cachedGraph(good)
 		return err == nil && !g.Stale
 	})
 	if n := a.lists.Load(); n != 2 {

@@ -27,7 +27,7 @@ type Server struct {
 	lis      net.Listener
 	streams  chan struct{}
 	status   statusCache
-	graphs   graphCache
+	shared   sharedCache
 	sessions *sessions
 }
 
@@ -107,7 +107,7 @@ func (s *Server) Handler() http.Handler {
 		return s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
 	}))
 	mux.HandleFunc("GET /api/graph", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
-		return s.graphs.get(ctx, s)
+		return s.cachedGraph(ctx)
 	}))
 	mux.HandleFunc("GET /api/list/{kind}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
 		q := r.URL.Query()

@@ -365,14 +365,18 @@ class PolicyPage {
     }
     this.fetching = true;
     try {
+      let first = true;
       do {
         this.again = false;
-        const wait = live && this.d ? this.fetchedAt + policyRefresh - Date.now() : 0;
+        const wait = (live || !first) && this.d ? this.fetchedAt + policyRefresh - Date.now() : 0;
+        first = false;
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const sep = this.path.includes("?") ? "&" : "?";
         this.d = await getJSON<PolicyDescription>(`${this.path}${sep}outputs=${this.limits.outputs}&match=${encodeURIComponent(this.clusterFilter.value.trim())}`);
         this.fetchedAt = Date.now();
         this.draw();
+        // A description the server is computing again: ask again.
+        if (this.d.stale && document.body.contains(this.root)) this.again = true;
       } while (this.again);
     } finally {
       this.fetching = false;
