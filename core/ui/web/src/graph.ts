@@ -147,6 +147,7 @@ export class FleetGraph {
   private byCluster = new Map<string, GraphDestination[]>(); // in natural order
   private edges: GraphEdge[] = [];
   private loaded = false; // whether relations came
+  private drawn = ""; // what of the status the drawing shows
   private grouping = ""; // the reader's choice; "" until one is made
   private toggled = new Map<string, boolean>(); // group key → expanded, as the reader set it
   private lastGroups: Group[] = [];
@@ -193,6 +194,11 @@ export class FleetGraph {
   // redraws.
   update(st: Status, relations?: { destinations: GraphDestination[]; edges: GraphEdge[] }) {
     this.status = st;
+    // A status whose news the graph does not draw (an input's version, a
+    // heartbeat) leaves the drawing as it is.
+    const key = st.clusters.map((c) => `${c.name}:${clusterState(c, st)}:${c.meshes.join("+")}:${JSON.stringify(c.labels ?? {})}:${c.outputs.some((o) => o.errors > 0)}`).join(";");
+    if (!relations && key === this.drawn && this.wrap.firstChild) return;
+    this.drawn = key;
     if (relations) {
       const by = new Map<string, GraphDestination[]>();
       for (const d of relations.destinations) {

@@ -15,7 +15,7 @@ import {
 } from "./api";
 import { ago, h, link, route, section, table } from "./dom";
 import { FleetGraph, natural } from "./graph";
-import { fleetRelations, type Relations } from "./relations";
+import { fleetRelations } from "./relations";
 
 export interface Context {
   status: Status;
@@ -144,7 +144,6 @@ class FleetPage {
   private readonly plugins = h("div", {});
   private status?: Status;
   private key = "";
-  private fetched?: Relations;
   private fetching = false;
   private fetchedAt = 0;
 
@@ -167,8 +166,8 @@ class FleetPage {
     );
   }
 
-  // update shows st at once, with the relations fetched for it or, while
-  // newer ones (or the first) are fetched, the last ones.
+  // update shows st at once, with the relations the graph has; newer ones
+  // (or the first) are fetched meanwhile.
   update(st: Status) {
     this.status = st;
     if (relationsKey(st) !== this.key) this.refresh();
@@ -189,7 +188,7 @@ class FleetPage {
         ),
       ),
     );
-    this.graph.update(st, this.fetched);
+    this.graph.update(st);
   }
 
   // refresh fetches the relations again, one fetch at a time and at most
@@ -204,7 +203,6 @@ class FleetPage {
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const key = relationsKey(this.status!);
       const rel = await fleetRelations();
-      this.fetched = rel;
       this.key = rel.stale ? "" : key;
       this.fetchedAt = Date.now();
       this.graph.update(this.status!, rel);
