@@ -126,7 +126,13 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 // get runs a browser action with a deadline and returns its value.
 func get[T any](t *testing.T, ctx context.Context, what string, action chromedp.Action[T]) T {
 	t.Helper()
-	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	return getWithin(t, ctx, time.Minute, what, action)
+}
+
+// getWithin is get with its own deadline.
+func getWithin[T any](t *testing.T, ctx context.Context, timeout time.Duration, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, err := chromedp.Run(actx, action)
 	if err != nil {
@@ -156,7 +162,13 @@ func bearer(token string) chromedp.Action[chromedp.Void] {
 
 // waitJS waits until a JavaScript expression is true.
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Minute))
+	return waitJSWithin(time.Minute, expr)
+}
+
+// waitJSWithin waits until a JavaScript expression is true, for at most
+// timeout.
+func waitJSWithin(timeout time.Duration, expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout))
 }
 
 // clickLive clicks the element sel selects once it exists, finding and

@@ -29,6 +29,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// coldWait bounds the wait for the UI's first graph and first policy
+// description of the bench fleet.
+const coldWait = 10 * time.Minute
+
 // Bench fleet's size: the fleet benchmark's 1,000 clusters of 50 services.
 const (
 	benchClusters = 1000
@@ -129,7 +133,9 @@ func startBenchFleet(t *testing.T, change func(*ui.Options)) benchFleet {
 	opts.SafeStartWindow, opts.Targets = time.Millisecond, server.TargetsAll
 	e := startWith(t, server.Deps{Store: st, Translators: translators, Policies: staticPolicies{policies}}, opts, change)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
-	testutil.EventuallyWhy(t, "every cluster has its outputs", func() (bool, string) {
+	// Translating 1,000 clusters takes seconds, minutes under the race
+	// detector on a loaded machine.
+	testutil.EventuallyWithin(t, 10*time.Minute, "every cluster has its outputs", func() (bool, string) {
 		s, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -302,8 +308,10 @@ func TestLargeFleet(t *testing.T) {
 
 	t.Run("graph", func(t *testing.T) {
 		ctx := measured(t, b, e.token)
-		do(t, ctx, "load the fleet graph", chromedp.Navigate(e.ui.URL()),
-			waitJS(`document.querySelectorAll("svg.graph g.group").length == 4 && document.querySelectorAll("svg.graph g.edge").length > 0`))
+		// The UI's first graph takes the admin API seconds, minutes under
+		// the race detector.
+		getWithin(t, ctx, coldWait, "load the fleet graph", chromedp.Steps(chromedp.Navigate(e.ui.URL()),
+			waitJSWithin(coldWait, `document.querySelectorAll("svg.graph g.group").length == 4 && document.querySelectorAll("svg.graph g.edge").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[[]float64](`[window.__m.t.graph, window.__m.t.edges]`))
 		t.Logf("graph of %d clusters, cold: groups drawn %.0f ms, destinations and edges %.0f ms after the navigation started", benchClusters, load[0], load[1])
 		warm := measured(t, b, e.token)
@@ -361,8 +369,8 @@ func TestLargeFleet(t *testing.T) {
 
 	t.Run("policy", func(t *testing.T) {
 		ctx := measured(t, b, e.token)
-		do(t, ctx, "load the policy page", chromedp.Navigate(e.ui.URL()+"#/policies/AccessPolicy/bench/bench-access"),
-			waitJS(`document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`))
+		getWithin(t, ctx, coldWait, "load the policy page", chromedp.Steps(chromedp.Navigate(e.ui.URL()+"#/policies/AccessPolicy/bench/bench-access"),
+			waitJSWithin(coldWait, `document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[float64](`window.__m.t.policy`))
 		t.Logf("policy page of %d clusters, cold: drawn %.0f ms after the navigation started", benchClusters, load)
 		warm := measured(t, b, e.token)

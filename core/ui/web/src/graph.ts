@@ -101,7 +101,8 @@ const listeners = new Set<(svg: SVGSVGElement) => void>();
 // but the destination is past the rows shown); else the middle of the top
 // of the collapsed group holding the cluster. With namespace and name
 // empty it answers for the cluster itself. It returns undefined when the
-// cluster is filtered out, or is drawn only past an expanded group's limit.
+// cluster is filtered out, or not drawn for being past the clusters an
+// expanded group draws.
 export function nodeAnchor(cluster: string, namespace = "", name = ""): Anchor | undefined {
   if (!layout) return undefined;
   if (namespace || name) {
@@ -115,9 +116,10 @@ export function nodeAnchor(cluster: string, namespace = "", name = ""): Anchor |
 }
 
 // onLayout calls fn with the graph's SVG after every layout (a redraw on
-// new data, a filter, a resize, a group expanded or collapsed) and returns
-// a function that stops it. The SVG is new at each layout; an overlay adds
-// its own layer to it.
+// news, a filter, a resize, a group expanded or collapsed), and at once
+// when the graph is shown, and returns a function that stops it. The SVG
+// is new at each layout; an overlay adds its own layer to it, after the
+// nodes and the policies' edges.
 export function onLayout(fn: (svg: SVGSVGElement) => void): () => void {
   listeners.add(fn);
   if (layout?.svg.isConnected) fn(layout.svg);
