@@ -1,13 +1,17 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -198,4 +202,107 @@ func (s *Server) outputsYAML(ctx context.Context, cluster, backend string) (stri
 		b.Write(doc)
 	}
 	return b.String(), nil
+}
+
+// Bounds of the outputs a policy's page is sent: how many unless it asks
+// for more (?outputs=N), and at most.
+const (
+	policyOutputs    = 200
+	maxPolicyOutputs = 5000
+)
+
+// describePolicy answers a policy's description (DescribePolicy, from
+// the shared cache) with its outputs bounded: a fleet-wide policy has
+// outputs in every cluster, tens of megabytes of them at a thousand
+// clusters. It keeps the outputs of the clusters whose names contain
+// ?match= (any case), in natural order of their clusters (c2 before c10),
+// the first ?outputs= of them; the answer is the description's JSON with
+// outputsTotal and outputsMatching, the counts before the bound, and
+// stale when a newer description is being computed.
+func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	req := &relayv1.DescribeRequest{Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: q.Get("cluster")}
+	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
+	v, stale, err := s.shared.get(ctx, key, func(ctx context.Context) (any, error) {
+		d, err := s.admin.DescribePolicy(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortStableFunc(d.Outputs, func(a, b *relayv1.OutputResource) int { return natural(a.GetCluster(), b.GetCluster()) })
+		return &describedPolicy{d: d}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	limit := policyOutputs
+	if n, err := strconv.Atoi(q.Get("outputs")); err == nil && n > 0 {
+		limit = min(n, maxPolicyOutputs)
+	}
+	match := strings.ToLower(q.Get("match"))
+	return v.(*describedPolicy).page(match, limit, stale)
+}
+
+// describedPolicy is a policy's description, its outputs in natural order
+// of their clusters, shared by its viewers.
+type describedPolicy struct {
+	mu sync.Mutex // held while the outputs are swapped for a page
+	d  *relayv1.PolicyDescription
+}
+
+// page returns the description as JSON with a page of the outputs.
+func (p *describedPolicy) page(match string, limit int, stale bool) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := p.d.GetOutputs()
+	var kept []*relayv1.OutputResource
+	matching := 0
+	for _, o := range all {
+		if strings.Contains(strings.ToLower(o.GetCluster()), match) {
+			if matching < limit {
+				kept = append(kept, o)
+			}
+			matching++
+		}
+	}
+	p.d.Outputs = kept
+	data, err := jsonOptions.Marshal(p.d)
+	p.d.Outputs = all
+	if err != nil {
+		return nil, err
+	}
+	// data is a JSON object: add the counts as its first members.
+	return json.RawMessage(fmt.Sprintf(`{"outputsTotal":%d,"outputsMatching":%d,"stale":%t,%s`, len(all), matching, stale, data[1:])), nil
+}
+
+// natural compares strings with their runs of digits compared as
+// numbers: c2 before c10.
+func natural(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Or(len(na)-len(nb), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return int(a[0]) - int(b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) - len(b)
+}
+
+// digits returns the length of s's leading run of ASCII digits.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

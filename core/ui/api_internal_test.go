@@ -2,6 +2,10 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,5 +54,75 @@ func TestOutputsYAMLKeepsAgentText(t *testing.T) {
 	var obj map[string]any
 	if err := yaml.Unmarshal([]byte(text), &obj); err != nil || obj["kind"] != "ConfigMap" {
 		t.Errorf("the page parses as %v (%v), want the ConfigMap alone", obj, err)
+	}
+}
+
+func TestNatural(t *testing.T) {
+	in := []string{"c10", "c2", "c1", "b", "c02", "c1a", "c", "c100", "a9z", "a10"}
+	want := []string{"a9z", "a10", "b", "c", "c1", "c1a", "c2", "c02", "c10", "c100"}
+	got := slices.Clone(in)
+	slices.SortStableFunc(got, natural)
+	if !slices.Equal(got, want) {
+		t.Errorf("natural order of %q = %q, want %q", in, got, want)
+	}
+}
+
+// policyAdmin describes a policy with an output in each of clusters.
+type policyAdmin struct {
+	relayv1.UnimplementedAdminServer
+	clusters []string
+}
+
+func (a policyAdmin) ListClusters(context.Context, *relayv1.ListClustersRequest) (*relayv1.ListClustersResponse, error) {
+	return &relayv1.ListClustersResponse{}, nil
+}
+
+func (a policyAdmin) DescribePolicy(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	d := &relayv1.PolicyDescription{Status: &relayv1.PolicyStatus{Kind: "AccessPolicy", Namespace: "ns", Name: "p"}}
+	for _, c := range a.clusters {
+		d.Outputs = append(d.Outputs, &relayv1.OutputResource{Cluster: c, Kind: "AuthorizationPolicy", Name: "p", Body: "{}"})
+	}
+	return d, nil
+}
+
+// A policy's page gets a page of its outputs, those of the clusters its
+// filter matches, in natural order, and how many there are.
+func TestDescribePolicyBounded(t *testing.T) {
+	var clusters []string
+	for i := range 1000 {
+		clusters = append(clusters, fmt.Sprintf("c%d", 999-i))
+	}
+	s := &Server{admin: policyAdmin{clusters: clusters}}
+	for query, want := range map[string]struct {
+		first, last string
+		n, matching int
+	}{
+		"":                      {"c0", "c199", policyOutputs, 1000},
+		"?outputs=3":            {"c0", "c2", 3, 1000},
+		"?outputs=999999":       {"c0", "c999", 1000, 1000},
+		"?match=C99&outputs=20": {"c99", "c999", 11, 11},
+		"?match=nothing":        {"", "", 0, 0},
+	} {
+		r := httptest.NewRequest("GET", "/api/policies/AccessPolicy/ns/p"+query, nil)
+		v, err := s.describePolicy(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			OutputsTotal, OutputsMatching int
+			Status                        struct{ Name string }
+			Outputs                       []struct{ Cluster string }
+		}
+		if err := json.Unmarshal(v.(json.RawMessage), &got); err != nil {
+			t.Fatalf("describePolicy(%q) answers %s: %v", query, v, err)
+		}
+		first, last := "", ""
+		if n := len(got.Outputs); n > 0 {
+			first, last = got.Outputs[0].Cluster, got.Outputs[n-1].Cluster
+		}
+		if got.Status.Name != "p" || got.OutputsTotal != 1000 || got.OutputsMatching != want.matching || len(got.Outputs) != want.n || first != want.first || last != want.last {
+			t.Errorf("describePolicy(%q) = %s %d/%d/%d outputs %s..%s, want %d/%d/1000 %s..%s",
+				query, got.Status.Name, len(got.Outputs), got.OutputsMatching, got.OutputsTotal, first, last, want.n, want.matching, want.first, want.last)
+		}
 	}
 }

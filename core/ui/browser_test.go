@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,7 +128,13 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 // get runs a browser action with a deadline and returns its value.
 func get[T any](t *testing.T, ctx context.Context, what string, action chromedp.Action[T]) T {
 	t.Helper()
-	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	return getWithin(t, ctx, time.Minute, what, action)
+}
+
+// getWithin is get with its own deadline.
+func getWithin[T any](t *testing.T, ctx context.Context, timeout time.Duration, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, err := chromedp.Run(actx, action)
 	if err != nil {
@@ -157,7 +164,13 @@ func bearer(token string) chromedp.Action[chromedp.Void] {
 
 // waitJS waits until a JavaScript expression is true.
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Minute))
+	return waitJSWithin(time.Minute, expr)
+}
+
+// waitJSWithin waits until a JavaScript expression is true, for at most
+// timeout.
+func waitJSWithin(timeout time.Duration, expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout))
 }
 
 // clickLive clicks the element sel selects once it exists, finding and
@@ -455,4 +468,212 @@ func editPolicy(t *testing.T, path, old, new string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Services of the graph tests' clusters besides reviewsService.
+const (
+	ratingsService = `{apiVersion: v1, kind: Service, metadata: {name: ratings, namespace: bookinfo}, spec: {ports: [{name: http, port: 9080}]}}`
+	cartService    = `{apiVersion: v1, kind: Service, metadata: {name: cart, namespace: shop}, spec: {ports: [{name: http, port: 8080}]}}`
+)
+
+// offscreen returns the graph's nodes (groups, clusters, destinations)
+// whose boxes reach past the left or right edge of the window, once the
+// graph is laid out to the width it has.
+func offscreen(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	do(t, ctx, "the graph is laid out to its width", waitJS(`(() => {
+		const w = document.querySelector(".graph-wrap"), s = w?.querySelector("svg.graph");
+		return !!s && Math.abs(s.width.baseVal.value - w.clientWidth) < 1;
+	})()`))
+	return get(t, ctx, "nodes past the window's edges", chromedp.Evaluate[[]string](`(() => {
+		const w = document.documentElement.clientWidth;
+		const out = [];
+		for (const n of document.querySelectorAll("svg.graph g.group, svg.graph g.cluster, svg.graph g.destination")) {
+			const r = n.getBoundingClientRect();
+			if (r.left < 0 || r.right > w) out.push((n.dataset.group ?? n.dataset.cluster ?? n.dataset.destination) + " " + Math.round(r.left) + ".." + Math.round(r.right) + " of " + w);
+		}
+		return out;
+	})()`))
+}
+
+// strings returns a JavaScript expression's array of strings.
+func stringsOf(t *testing.T, ctx context.Context, what, expr string) []string {
+	t.Helper()
+	return get(t, ctx, what, chromedp.Evaluate[[]string](expr))
+}
+
+// drawn returns the clusters drawn, in the order they are drawn.
+func drawn(t *testing.T, ctx context.Context, within string) []string {
+	t.Helper()
+	return stringsOf(t, ctx, "clusters drawn", `[...document.querySelectorAll(`+strconv.Quote(within+" g.cluster")+`)].map(g => g.dataset.cluster)`)
+}
+
+// setInput sets an input's or a select's value as the reader would.
+func setInput(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`(() => {
+		const e = document.querySelector(` + strconv.Quote(sel) + `);
+		e.value = ` + strconv.Quote(value) + `;
+		e.dispatchEvent(new Event(e.tagName === "SELECT" ? "change" : "input", {bubbles: true}));
+	})()`)
+}
+
+// naturally sorts cluster names cN by N, as the graph orders them.
+func naturally(names []string) []string {
+	out := slices.Clone(names)
+	slices.SortFunc(out, func(a, b string) int {
+		x, _ := strconv.Atoi(strings.TrimPrefix(a, "c"))
+		y, _ := strconv.Atoi(strings.TrimPrefix(b, "c"))
+		return x - y
+	})
+	return out
+}
+
+// The graph of 30 clusters labelled by region: a collapsed node per
+// region with its clusters' counts and states, the policy's edges between
+// the groups, expanding and collapsing on click, natural order (c2 before
+// c10), no node past the window's right edge, and the filters by
+// cluster, namespace and destination.
+func TestGraphGroups(t *testing.T) {
+	st := memory.New()
+	ctx := context.Background()
+	const n = 30
+	type counts struct{ clusters, destinations, down, edges int }
+	want := map[string]*counts{}
+	members := map[string][]string{}
+	var shop []string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("c%d", i)
+		group := []string{"eu", "us", "ap"}[i%3]
+		if i == n {
+			group = "-" // no region label
+		}
+		if _, err := store.UpdateCluster(ctx, st, name, func(c *store.Cluster, _ bool) error {
+			if group != "-" {
+				c.Labels = map[string]string{"region": group, "env": "prod"}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want[group] == nil {
+			want[group] = &counts{}
+		}
+		w := want[group]
+		w.clusters++
+		members[group] = append(members[group], name)
+		if i == 7 { // no input: disconnected
+			w.down++
+			continue
+		}
+		docs := []string{reviewsService, ratingsService}
+		if i%5 == 0 {
+			docs = append(docs, cartService)
+			shop = append(shop, name)
+		}
+		w.destinations += len(docs)
+		if group != "us" { // c1, in us, reaches every other cluster's reviews
+			w.edges++
+		}
+		if err := st.PutInput(ctx, name, objects(t, docs...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := server.DefaultOptions()
+	opts.SafeStartWindow = time.Millisecond
+	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, accessPolicy("c1"))}}, opts, nil)
+	b := browser(t)
+	tb := tab(t, b)
+	do(t, tb, "load the graph of 30 clusters", bearer(e.token), chromedp.Navigate(e.ui.URL()),
+		waitJS(`document.querySelectorAll("g.group").length == 4 && document.querySelector('g.group[data-group="us"]')?.dataset.down == "1"`),
+		waitJS(`document.querySelectorAll("g.edge").length == 3`))
+	screenshot(t, tb, "groups-30")
+
+	groups := stringsOf(t, tb, "groups", `[...document.querySelectorAll("g.group")].map(g => g.dataset.group + " " + g.dataset.expanded)`)
+	if !slices.Equal(groups, []string{"ap false", "eu false", "us false", "- false"}) {
+		t.Errorf("groups drawn %q, want ap, eu, us and the unlabelled, collapsed", groups)
+	}
+	for g, w := range want {
+		sel := fmt.Sprintf(`g.group[data-group=%q]`, g)
+		for a, v := range map[string]int{"data-clusters": w.clusters, "data-destinations": w.destinations, "data-down": w.down} {
+			if got := attr(t, tb, sel, a); got != strconv.Itoa(v) {
+				t.Errorf("group %s has %s=%s, want %d", g, a, got, v)
+			}
+		}
+		if g == "us" {
+			continue
+		}
+		if got := attr(t, tb, fmt.Sprintf(`g.edge[data-edge="group:us>group:%s"]`, g), "data-count"); got != strconv.Itoa(w.edges) {
+			t.Errorf("the edge from us to %s stands for %s edges, want %d", g, got, w.edges)
+		}
+	}
+	if off := offscreen(t, tb); len(off) > 0 {
+		t.Errorf("collapsed groups past the window: %q", off)
+	}
+
+	t.Run("expand and collapse", func(t *testing.T) {
+		do(t, tb, "expand eu", clickLive(`g.group[data-group="eu"] rect`), waitJS(`document.querySelector('g.group[data-group="eu"]').dataset.expanded == "true"`))
+		if got, w := drawn(t, tb, `g.group[data-group="eu"]`), naturally(members["eu"]); !slices.Equal(got, w) {
+			t.Errorf("eu draws %q, want %q", got, w)
+		}
+		do(t, tb, "an edge ends at c3's reviews", chromedp.WaitVisible(chromedp.CSS(`g.edge[data-edge="group:us>c3"]`)))
+		if off := offscreen(t, tb); len(off) > 0 {
+			t.Errorf("nodes past the window with eu expanded: %q", off)
+		}
+		screenshot(t, tb, "groups-30-eu")
+		do(t, tb, "collapse eu", clickLive(`g.group[data-group="eu"] .group-head`), waitJS(`document.querySelector('g.group[data-group="eu"]').dataset.expanded == "false"`))
+		if got := drawn(t, tb, ""); len(got) != 0 {
+			t.Errorf("collapsed groups draw clusters %q", got)
+		}
+	})
+
+	t.Run("no grouping", func(t *testing.T) {
+		do(t, tb, "show every cluster", setInput("#group-by", "none"), clickLive("#expand-all"),
+			waitJS(`document.querySelectorAll("g.cluster").length == 30`))
+		all := drawn(t, tb, "")
+		if w := naturally(all); !slices.Equal(all, w) || all[1] != "c2" || all[9] != "c10" {
+			t.Errorf("clusters drawn in the order %q, want %q", all, w)
+		}
+		if off := offscreen(t, tb); len(off) > 0 {
+			t.Errorf("clusters past the window: %q", off)
+		}
+		screenshot(t, tb, "groups-30-all")
+		do(t, tb, "group by region again", setInput("#group-by", "label:region"), waitJS(`document.querySelectorAll("g.group").length == 4`))
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		do(t, tb, "filter by cluster", setInput("#filter-cluster", "c1"), waitJS(`document.querySelectorAll("g.cluster").length == 11`))
+		got := drawn(t, tb, "")
+		slices.Sort(got)
+		if w := []string{"c1", "c10", "c11", "c12", "c13", "c14", "c15", "c16", "c17", "c18", "c19"}; !slices.Equal(got, w) {
+			t.Errorf("filter c1 draws %q, want %q", got, w)
+		}
+		if n := get(t, tb, "count edges", chromedp.Evaluate[int](`document.querySelectorAll("g.edge").length`)); n == 0 {
+			t.Errorf("c1's edges to the clusters shown are not drawn")
+		}
+		do(t, tb, "filter by cluster c3", setInput("#filter-cluster", "c3"), waitJS(`document.querySelectorAll("g.cluster").length == 2`))
+		if n := get(t, tb, "count edges", chromedp.Evaluate[int](`document.querySelectorAll("g.edge").length`)); n != 0 {
+			t.Errorf("%d edges drawn from c1, which the filter hides", n)
+		}
+		do(t, tb, "filter by namespace", setInput("#filter-cluster", ""), setInput("#filter-namespace", "shop"),
+			waitJS(`document.querySelectorAll("g.cluster").length == `+strconv.Itoa(len(shop))))
+		got = drawn(t, tb, "")
+		slices.Sort(got)
+		slices.Sort(shop)
+		if !slices.Equal(got, shop) {
+			t.Errorf("filter shop draws %q, want %q", got, shop)
+		}
+		for _, d := range stringsOf(t, tb, "destinations drawn", `[...document.querySelectorAll("g.destination")].map(g => g.dataset.destination)`) {
+			if !strings.HasSuffix(d, "/shop/cart") {
+				t.Errorf("filter shop draws destination %s", d)
+			}
+		}
+		do(t, tb, "filter by destination", setInput("#filter-namespace", ""), setInput("#filter-destination", "ratings"),
+			waitJS(`document.querySelector("#graph-summary").textContent.includes("29 clusters of 30")`))
+		for g, w := range want {
+			if got := attr(t, tb, fmt.Sprintf(`g.group[data-group=%q]`, g), "data-destinations"); got != strconv.Itoa(w.clusters-w.down) {
+				t.Errorf("filter ratings: group %s shows %s destinations, want %d", g, got, w.clusters-w.down)
+			}
+		}
+		screenshot(t, tb, "groups-30-filtered")
+	})
 }

@@ -1,6 +1,8 @@
 // Package ui serves meshrelay's read-only web UI: the fleet as a graph of
 // clusters, meshes and destinations with the cross-cluster edges that
-// VirtualDestinations and AccessPolicies create, each policy's status, the
+// VirtualDestinations and AccessPolicies create (grouped by a cluster
+// label or by mesh, collapsible, filtered by cluster, namespace and
+// destination, in the browser: web/src/graph.ts), each policy's status, the
 // destination and policy pages of `meshrelay describe`, and each cluster's
 // outputs per backend as YAML, updated live.
 //
@@ -28,8 +30,15 @@
 // Traffic API (Options.Traffic): the workload → destination edges the
 // front end draws over the graph and lists as a destination's callers,
 // polling every few seconds while shown (web/src/traffic.ts, which finds
-// the graph's nodes through graph.ts's anchors), and the error rate of a
+// the graph's nodes through graph.ts's nodeAnchor and redraws on its
+// onLayout), and the error rate of a
 // policy's destinations around its last change.
+// /api/graph and /api/policies come from a cache shared by the viewers
+// (sharedCache): each is computed at most once at a time and served for
+// 5 s, then served marked "stale" while it is computed again; every
+// request still checks its token. /api/policies sends a page of the
+// policy's outputs (?outputs=N, 200 by default, of the clusters whose
+// names contain ?match=) with outputsTotal and outputsMatching.
 //
 // The front end is a Vite + TypeScript project in web/; its build output
 // in dist/ is committed and embedded with go:embed, so the binary needs no

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -10,9 +11,12 @@ import (
 )
 
 // graph is what the fleet graph draws besides the clusters of the status.
+// Destinations are in natural order of cluster, namespace and name.
 type graph struct {
 	Destinations []graphDestination `json:"destinations"`
 	Edges        []graphEdge        `json:"edges"`
+	// Stale says a newer graph is being computed: ask again.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type graphDestination struct {
@@ -31,6 +35,26 @@ type graphEdge struct {
 	Destination string `json:"destination"`
 	Kind        string `json:"kind"`
 	Policy      string `json:"policy"`
+}
+
+// graphKey is the graph's key in the UI's shared cache.
+const graphKey = "graph"
+
+// cachedGraph returns the fleet graph for a caller whose token ctx
+// carries, from the shared cache (sharedCache): a large fleet's graph takes
+// seconds to compute, each policy's description reading the fleet's
+// outputs. A graph computed again meanwhile is marked Stale.
+func (s *Server) cachedGraph(ctx context.Context) (*graph, error) {
+	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+		return nil, err
+	}
+	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, error) { return s.fleetGraph(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	g := *v.(*graph)
+	g.Stale = stale
+	return &g, nil
 }
 
 // fleetGraph lists the destinations and the cross-cluster edges of the
@@ -58,6 +82,11 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	for _, d := range list.GetDestinations() {
 		g.Destinations = append(g.Destinations, graphDestination{Cluster: d.GetCluster(), Namespace: d.GetNamespace(), Name: d.GetName()})
 	}
+	// In the order the graph draws them, so the browser need not sort
+	// a large fleet's.
+	slices.SortFunc(g.Destinations, func(a, b graphDestination) int {
+		return cmp.Or(natural(a.Cluster, b.Cluster), natural(a.Namespace, b.Namespace), natural(a.Name, b.Name))
+	})
 	for _, p := range st.GetPolicies() {
 		if p.GetKind() != "AccessPolicy" && (p.GetKind() != "VirtualDestination" || p.GetSourceCluster() != "") {
 			continue

@@ -27,6 +27,7 @@ type Server struct {
 	lis      net.Listener
 	streams  chan struct{}
 	status   statusCache
+	shared   sharedCache
 	sessions *sessions
 }
 
@@ -106,7 +107,7 @@ func (s *Server) Handler() http.Handler {
 		return s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
 	}))
 	mux.HandleFunc("GET /api/graph", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
-		return s.fleetGraph(ctx)
+		return s.cachedGraph(ctx)
 	}))
 	mux.HandleFunc("GET /api/list/{kind}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
 		q := r.URL.Query()
@@ -118,11 +119,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/destinations/{namespace}/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
 		return s.admin.DescribeDestination(ctx, &relayv1.DescribeRequest{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
 	}))
-	mux.HandleFunc("GET /api/policies/{kind}/{namespace}/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
-		return s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{
-			Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: r.URL.Query().Get("cluster"),
-		})
-	}))
+	mux.HandleFunc("GET /api/policies/{kind}/{namespace}/{name}", s.get(s.describePolicy))
 	mux.HandleFunc("GET /api/clusters/{name}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
 		return s.admin.DescribeCluster(ctx, &relayv1.DescribeRequest{Name: r.PathValue("name")})
 	}))

@@ -31,6 +31,14 @@ func EventuallyWhy(t testing.TB, what string, cond func() (ok bool, why string))
 	eventually(t, Timeout, what, cond)
 }
 
+// EventuallyWithin is EventuallyWhy with its own timeout, for a wait
+// known to be long (a fleet of a thousand clusters translated under the
+// race detector).
+func EventuallyWithin(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
+	t.Helper()
+	eventually(t, timeout, what, cond)
+}
+
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
 	t.Helper()
 	deadline := time.NewTimer(timeout)

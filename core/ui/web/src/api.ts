@@ -128,6 +128,12 @@ export interface DestinationDescription {
 }
 
 export interface PolicyDescription {
+  // outputsTotal counts the policy's outputs, outputsMatching those of the
+  // clusters the request's match keeps; outputs holds a page of those.
+  outputsTotal?: number;
+  outputsMatching?: number;
+  // stale says the server is computing a newer description.
+  stale?: boolean;
   status: PolicyStatus;
   body: string;
   clusters: { cluster: string; applied: boolean; resources: number; errors: string[]; pending: boolean }[];

@@ -37,7 +37,9 @@ async function render() {
     for (const d of el.querySelectorAll("details")) {
       if (open.has(d.getAttribute("data-key"))) d.setAttribute("open", "");
     }
-    app.replaceChildren(el);
+    // A page kept across updates (the fleet's, a policy's) is already
+    // shown: replacing it would lose the reader's focus.
+    if (app.firstElementChild !== el || app.childElementCount !== 1) app.replaceChildren(el);
   } catch (err) {
     if (err instanceof Unauthorized) return showLogin(err.message);
     if (ticket === rendering) app.replaceChildren(h("p", { class: "error" }, String(err)));

@@ -6,6 +6,8 @@ import type { GraphDestination, GraphEdge } from "./graph";
 export interface Relations {
   destinations: GraphDestination[];
   edges: GraphEdge[];
+  // stale says the server is computing newer relations.
+  stale?: boolean;
 }
 
 export function fleetRelations(): Promise<Relations> {

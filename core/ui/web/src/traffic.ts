@@ -1,10 +1,11 @@
 // Live traffic: workload → destination edges drawn over the fleet graph
-// (positions from graph.ts's anchors), a destination's callers, and the
+// (positions from graph.ts's nodeAnchor, redrawn after each of its
+// layouts through onLayout), a destination's callers, and the
 // error rate around a policy's last change. Each polls the UI's
 // /api/traffic while it is on the page.
 import { getJSON } from "./api";
 import { h, link, route, section, svg, table } from "./dom";
-import { anchors, type Anchor } from "./graph";
+import { nodeAnchor, onLayout, type Anchor } from "./graph";
 
 // TrafficEdge is an edge of the Traffic API (proto/relay/v1/traffic.proto);
 // uint64 counts arrive as strings.
@@ -46,8 +47,9 @@ interface PolicyTraffic {
 
 const every = 3000;
 
-// poll calls f now and every few seconds while el is in the page.
-function poll(el: Element, f: () => Promise<void>) {
+// poll calls f now and every few seconds while el is in the page, then
+// calls stopped.
+function poll(el: Element, f: () => Promise<void>, stopped?: () => void) {
   let timer = 0;
   const tick = async () => {
     try {
@@ -56,6 +58,7 @@ function poll(el: Element, f: () => Promise<void>) {
       // The next tick tries again; the page shows what it last had.
     }
     if (el.isConnected || !timer) timer = window.setTimeout(tick, every);
+    else stopped?.();
   };
   // The element joins the page after this returns.
   timer = window.setTimeout(tick, 0);
@@ -76,48 +79,73 @@ function ms(v: number): string {
 
 // sourceAnchor finds where a workload sits: the row of the destination
 // its name serves in its cluster ("productpage-v1" → productpage), else
-// its cluster's box.
-function sourceAnchor(e: TrafficEdge): { a: Anchor; row: boolean } | undefined {
+// its cluster's box, else the collapsed group holding it.
+function sourceAnchor(e: TrafficEdge): Anchor | undefined {
   const [ns, name] = e.sourceWorkload.includes("/") ? e.sourceWorkload.split("/", 2) : ["", e.sourceWorkload];
   const app = name.replace(/-v\d+$/, "");
-  const row = anchors.get(`${e.sourceCluster}/${ns}/${app}`);
-  if (row) return { a: row, row: true };
-  const box = anchors.get(e.sourceCluster);
-  return box ? { a: box, row: false } : undefined;
+  return nodeAnchor(e.sourceCluster, ns, app);
 }
 
-// overlayTraffic draws the live edges over a fleet graph and returns it.
-export function overlayTraffic(graph: SVGElement): SVGElement {
-  const layer = svg("g", { class: "traffic", id: "traffic" });
-  graph.append(layer);
-  poll(graph, async () => {
-    const r = await getJSON<Edges>("/api/traffic");
-    drawTraffic(layer, r.edges);
-  });
-  return graph;
+// The overlay's state: the edges last fetched, the graph last laid out,
+// and whether the edges are being polled.
+let shownEdges: TrafficEdge[] = [];
+let laidOut: SVGSVGElement | undefined;
+let polling = false;
+let following = false;
+
+// overlayTraffic draws the live edges over the fleet graph while el (the
+// fleet page) is in the page: it polls /api/traffic and redraws the edges
+// after every layout of the graph. Calling it again while it runs does
+// nothing.
+export function overlayTraffic(el: Element) {
+  if (!following) {
+    following = true;
+    onLayout((g) => {
+      laidOut = g;
+      drawTraffic(g, shownEdges);
+    });
+  }
+  if (polling) return;
+  polling = true;
+  poll(
+    el,
+    async () => {
+      shownEdges = (await getJSON<Edges>("/api/traffic")).edges;
+      if (laidOut?.isConnected) drawTraffic(laidOut, shownEdges);
+    },
+    () => {
+      polling = false;
+    },
+  );
 }
 
-function drawTraffic(layer: SVGElement, edges: TrafficEdge[]) {
+function drawTraffic(graph: SVGSVGElement, edges: TrafficEdge[]) {
+  let layer = graph.querySelector<SVGGElement>("g#traffic");
+  if (!layer) {
+    layer = svg("g", { class: "traffic", id: "traffic" }) as SVGGElement;
+    graph.append(layer);
+  }
   const parts: SVGElement[] = [];
   const seen = new Map<string, number>();
   for (const e of edges) {
-    const to = anchors.get(`${e.destinationCluster}/${e.destinationService}`);
+    const [dns, dname] = e.destinationService.split("/", 2);
+    const to = nodeAnchor(e.destinationCluster, dns, dname);
     const from = sourceAnchor(e);
     if (!to || !from) continue;
     const n = seen.get(e.destinationCluster + e.destinationService) ?? 0;
     seen.set(e.destinationCluster + e.destinationService, n + 1);
-    const x2 = to.x + to.width;
-    const y2 = to.y + to.height / 2 + n * 3;
-    const x1 = from.row ? from.a.x + from.a.width : from.a.x + from.a.width / 2;
-    const y1 = from.row ? from.a.y + from.a.height / 2 : from.a.y;
+    const x2 = to.x;
+    const y2 = to.y + n * 3;
+    const x1 = from.x;
+    const y1 = from.y;
     const sameBox = Math.abs(x1 - x2) < 1;
     const bulge = 40 + 14 * n;
     const d = sameBox
-      ? `M ${x1} ${y1} C ${x1 + bulge} ${y1}, ${x2 + bulge} ${y2}, ${x2} ${y2}`
-      : `M ${x1} ${y1} C ${x1 + bulge} ${y1 - 60}, ${x2 + bulge} ${y2 - 60}, ${x2} ${y2}`;
+      ? `M ${x1} ${y1} C ${x1 - bulge} ${y1}, ${x2 - bulge} ${y2}, ${x2} ${y2}`
+      : `M ${x1} ${y1} C ${x1 + bulge} ${y1 - 60}, ${x2 - bulge} ${y2 - 60}, ${x2} ${y2}`;
     const label = `${e.rps.toFixed(1)} rps · ${pct(e.errorRate)} · p99 ${ms(e.p99Ms)}`;
     const width = Math.min(6, 1.5 + Math.log10(1 + e.rps) * 2);
-    const lx = sameBox ? Math.max(x1, x2) + bulge * 0.75 + 4 : (x1 + x2) / 2 + bulge * 0.75;
+    const lx = sameBox ? Math.min(x1, x2) - bulge * 0.75 - 4 : (x1 + x2) / 2;
     const ly = sameBox ? (y1 + y2) / 2 + 4 : (y1 + y2) / 2 - 45;
     const g = svg(
       "g",

@@ -14,7 +14,7 @@ import {
   type Status,
 } from "./api";
 import { ago, h, link, route, section, table } from "./dom";
-import { fleetGraph } from "./graph";
+import { FleetGraph, natural } from "./graph";
 import { fleetRelations } from "./relations";
 import { callersSection, overlayTraffic, policyTrafficSection } from "./traffic";
 
@@ -81,6 +81,16 @@ function pretty(body: string): string {
   }
 }
 
+// lazyBody is an output's name that opens on its body, drawn when opened:
+// a large fleet's pages list thousands of outputs.
+function lazyBody(key: string, name: string, body: string): HTMLElement {
+  const d = h("details", { "data-key": key }, h("summary", {}, name));
+  d.addEventListener("toggle", () => {
+    if ((d as HTMLDetailsElement).open && !d.querySelector("pre")) d.append(h("pre", { class: "yaml" }, pretty(body)));
+  });
+  return d;
+}
+
 function outputsTable(os: OutputResource[], withPolicies: boolean): HTMLElement {
   const head = ["cluster", "backend", "kind", "object", "state"];
   if (withPolicies) head.push("policies");
@@ -95,7 +105,7 @@ function outputsTable(os: OutputResource[], withPolicies: boolean): HTMLElement 
         h("td", {}, link(route("clusters", o.cluster), o.cluster)),
         h("td", {}, link(route("clusters", o.cluster, "outputs", o.backend), o.backend)),
         h("td", {}, o.kind),
-        h("td", {}, o.body ? h("details", { "data-key": `${o.cluster}/${o.backend}/${o.kind}/${name}` }, h("summary", {}, name), h("pre", { class: "yaml" }, pretty(o.body))) : name),
+        h("td", {}, o.body ? lazyBody(`${o.cluster}/${o.backend}/${o.kind}/${name}`, name, o.body) : name),
         h("td", { class: o.error ? "error" : o.applied ? "ok" : "warning" }, state),
         withPolicies ? h("td", {}, o.policies.join(", ")) : null,
       );
@@ -111,23 +121,61 @@ function banner(st: Status): HTMLElement | null {
   return parts.length ? h("div", {}, parts) : null;
 }
 
-const fleet: View = async ({ status: st, go }) => {
-  const rel = await fleetRelations();
-  const legend = h(
-    "p",
-    { class: "legend" },
-    ["connected", "stale", "safe-mode", "disconnected"].map((s) => h("span", { class: `swatch state-${s}` }, s)),
-    h("span", { class: "swatch edge-VirtualDestination" }, "VirtualDestination"),
-    h("span", { class: "swatch edge-AccessPolicy" }, "AccessPolicy"),
-  );
-  return h(
-    "div",
-    { id: "fleet" },
-    banner(st),
-    section(`Fleet — ${st.clusters.length} clusters, server ${st.serverId}`, legend, h("div", { class: "graph-wrap" }, overlayTraffic(fleetGraph(st, rel.destinations, rel.edges, go)))),
-    section("Policies", policiesTable(st.policies, "policies")),
-    section(
-      "Plugins",
+// relationsKey is what the graph's relations depend on: the clusters'
+// inputs and labels, and the policies.
+function relationsKey(st: Status): string {
+  const cs = st.clusters.map((c) => `${c.name}:${c.inputHash}:${Object.entries(c.labels ?? {}).sort().join(",")}`);
+  const ps = st.policies.map((p) => `${policyKey(p)}@${p.sourceCluster}:${p.state}:${p.appliedClusters}`);
+  return cs.join(";") + "|" + ps.join(";");
+}
+
+// relationsRefresh bounds how often live updates fetch the graph's
+// relations again: a large fleet's are megabytes, and the server computes
+// them at most every 5 s (core/ui/graph.go, graphMaxAge).
+const relationsRefresh = 5000;
+
+// FleetPage is the fleet page, kept across live updates so that the
+// graph's grouping, filters, expanded groups and the reader's focus stay.
+class FleetPage {
+  readonly root: HTMLElement;
+  private readonly graph: FleetGraph;
+  private readonly banner = h("div", {});
+  private readonly title = h("h2", {});
+  private readonly policies = h("div", {});
+  private readonly plugins = h("div", {});
+  private status?: Status;
+  private key = "";
+  private fetching = false;
+  private fetchedAt = 0;
+
+  constructor(go: (r: string) => void) {
+    this.graph = new FleetGraph(go);
+    const legend = h(
+      "p",
+      { class: "legend" },
+      ["connected", "stale", "safe-mode", "disconnected"].map((s) => h("span", { class: `swatch state-${s}` }, s)),
+      h("span", { class: "swatch edge-VirtualDestination" }, "VirtualDestination"),
+      h("span", { class: "swatch edge-AccessPolicy" }, "AccessPolicy"),
+    );
+    this.root = h(
+      "div",
+      { id: "fleet" },
+      this.banner,
+      h("section", {}, this.title, legend, this.graph.el),
+      section("Policies", this.policies),
+      section("Plugins", this.plugins),
+    );
+  }
+
+  // update shows st at once, with the relations the graph has; newer ones
+  // (or the first) are fetched meanwhile.
+  update(st: Status) {
+    this.status = st;
+    if (relationsKey(st) !== this.key) this.refresh();
+    this.banner.replaceChildren(banner(st) ?? "");
+    this.title.textContent = `Fleet — ${st.clusters.length.toLocaleString("en")} clusters, server ${st.serverId}`;
+    this.policies.replaceChildren(policiesTable(st.policies, "policies"));
+    this.plugins.replaceChildren(
       table(
         ["plugin", "backends", "health"],
         st.plugins.map((p) =>
@@ -140,8 +188,41 @@ const fleet: View = async ({ status: st, go }) => {
           ),
         ),
       ),
-    ),
-  );
+    );
+    this.graph.update(st);
+    overlayTraffic(this.root);
+  }
+
+  // refresh fetches the relations again, one fetch at a time and at most
+  // once per relationsRefresh, then redraws with the latest status. A
+  // graph the server is computing again comes marked stale: it is asked
+  // for again.
+  private async refresh() {
+    if (this.fetching) return;
+    this.fetching = true;
+    try {
+      const wait = this.fetchedAt + relationsRefresh - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const key = relationsKey(this.status!);
+      const rel = await fleetRelations();
+      this.key = rel.stale ? "" : key;
+      this.fetchedAt = Date.now();
+      this.graph.update(this.status!, rel);
+    } catch {
+      this.fetchedAt = Date.now(); // the next status retries, after the wait
+    } finally {
+      this.fetching = false;
+    }
+    if (document.body.contains(this.root) && relationsKey(this.status!) !== this.key) this.refresh();
+  }
+}
+
+let fleetPage: FleetPage | undefined;
+
+const fleet: View = async ({ status: st, go }) => {
+  fleetPage ??= new FleetPage(go);
+  fleetPage.update(st);
+  return fleetPage.root;
 };
 
 // labelChips shows a cluster's registry labels, sorted by key; "-" for none.
@@ -230,30 +311,124 @@ async function outputs(name: string, backend: string): Promise<HTMLElement> {
   );
 }
 
-const policy: View = async ({ args }) => {
-  const [kind, namespace, name, source] = args;
-  const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
-  const d = await getJSON<PolicyDescription>(`/api/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`);
-  const p = d.status;
-  const problems = [...p.errors.map((e) => h("li", { class: "error" }, e)), ...p.warnings.map((w) => h("li", { class: "warning" }, w))];
-  return h(
-    "div",
-    { id: "policy", "data-policy": policyKey(p), "data-state": p.state },
-    h("h1", {}, `${p.kind} ${p.namespace}/${p.name} `, h("span", { class: `badge state-${p.state}` }, p.state)),
-    h(
-      "dl",
-      {},
-      h("dt", {}, "source"),
-      h("dd", {}, p.sourceCluster ? `cluster ${p.sourceCluster}` : "management"),
-      h("dt", {}, "applied"),
-      h("dd", { class: "applied", "data-applied": `${p.appliedClusters}/${p.targetClusters}` }, `${p.appliedClusters}/${p.targetClusters} clusters`),
-    ),
-    section(
-      "Clusters",
+// pageRows bounds the rows a policy page's tables draw at first; "show
+// more" draws as many again.
+const pageRows = 100;
+
+// policyRefresh bounds how often live updates fetch a policy's description
+// again: a fleet-wide policy's takes the server seconds at a thousand
+// clusters.
+const policyRefresh = 2000;
+
+// PolicyPage is a policy's page, kept across live updates so that its
+// filter and what the reader opened stay. At a thousand clusters its
+// tables are filtered by cluster and state and drawn a page at a time,
+// and an output's body is drawn when it is opened.
+class PolicyPage {
+  readonly root = h("div", { id: "policy" });
+  private readonly clusterFilter = h("input", { id: "policy-filter", type: "search", placeholder: "cluster", "aria-label": "filter by cluster", autocomplete: "off", oninput: () => this.refilter() }) as HTMLInputElement;
+  private readonly stateFilter = h(
+    "select",
+    { id: "policy-state", "aria-label": "filter by state", onchange: () => this.draw() },
+    ["all", "applied", "pending", "failed"].map((s) => h("option", { value: s }, s === "all" ? "any state" : s)),
+  ) as HTMLSelectElement;
+  private readonly head = h("div", {});
+  private readonly clusters = h("div", {});
+  private readonly outputs = h("div", {});
+  private readonly rest = h("div", {});
+  private d?: PolicyDescription;
+  private limits = { clusters: pageRows, outputs: pageRows };
+  private fetching = false;
+  private again = false;
+  private fetchedAt = 0;
+  private timer = 0;
+
+  get loaded(): boolean {
+    return this.d !== undefined;
+  }
+
+  constructor(
+    readonly path: string,
+    traffic: HTMLElement,
+  ) {
+    this.root.append(
+      this.head,
+      h("section", {}, h("h2", {}, "Clusters"), h("p", { class: "graph-controls" }, h("label", {}, "filter ", this.clusterFilter), this.stateFilter), this.clusters),
+      traffic,
+      section("Outputs", this.outputs),
+      this.rest,
+    );
+  }
+
+  // update fetches the description again, one fetch at a time; a live
+  // update waits until policyRefresh has passed since the last fetch.
+  async update(live = true): Promise<void> {
+    if (this.fetching) {
+      this.again = true;
+      return;
+    }
+    this.fetching = true;
+    try {
+      let first = true;
+      do {
+        this.again = false;
+        const wait = (live || !first) && this.d ? this.fetchedAt + policyRefresh - Date.now() : 0;
+        first = false;
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const sep = this.path.includes("?") ? "&" : "?";
+        this.d = await getJSON<PolicyDescription>(`${this.path}${sep}outputs=${this.limits.outputs}&match=${encodeURIComponent(this.clusterFilter.value.trim())}`);
+        this.fetchedAt = Date.now();
+        this.draw();
+        // A description the server is computing again: ask again.
+        if (this.d.stale && document.body.contains(this.root)) this.again = true;
+      } while (this.again);
+    } finally {
+      this.fetching = false;
+    }
+  }
+
+  // refilter draws the clusters the filter keeps at once, and asks the
+  // server for their outputs when the reader pauses.
+  private refilter() {
+    this.draw();
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.update(false), 300);
+  }
+
+  private draw() {
+    const d = this.d;
+    if (!d) return;
+    const p = d.status;
+    this.root.setAttribute("data-policy", policyKey(p));
+    this.root.setAttribute("data-state", p.state);
+    const problems = [...p.errors.map((e) => h("li", { class: "error" }, e)), ...p.warnings.map((w) => h("li", { class: "warning" }, w))];
+    const stateOf = (c: PolicyDescription["clusters"][number]) => (c.errors.length ? "failed" : c.pending ? "pending" : "applied");
+    const counts = new Map<string, number>();
+    for (const c of d.clusters) counts.set(stateOf(c), (counts.get(stateOf(c)) ?? 0) + 1);
+    this.head.replaceChildren(
+      h("h1", {}, `${p.kind} ${p.namespace}/${p.name} `, h("span", { class: `badge state-${p.state}` }, p.state)),
+      h(
+        "dl",
+        {},
+        h("dt", {}, "source"),
+        h("dd", {}, p.sourceCluster ? `cluster ${p.sourceCluster}` : "management"),
+        h("dt", {}, "applied"),
+        h("dd", { class: "applied", "data-applied": `${p.appliedClusters}/${p.targetClusters}` }, `${p.appliedClusters}/${p.targetClusters} clusters`),
+        h("dt", {}, "clusters"),
+        h("dd", { id: "policy-counts" }, ["applied", "pending", "failed"].map((s) => `${(counts.get(s) ?? 0).toLocaleString("en")} ${s}`).join(" · ")),
+      ),
+    );
+    const q = this.clusterFilter.value.trim().toLowerCase();
+    const want = this.stateFilter.value;
+    const clusters = d.clusters.filter((c) => (!q || c.cluster.toLowerCase().includes(q)) && (want === "all" || stateOf(c) === want)).sort((a, b) => natural(a.cluster, b.cluster));
+    // The server sends the outputs of the clusters the filter matches, a
+    // page of them in natural order.
+    const outputs = d.outputs.filter((o) => !q || o.cluster.toLowerCase().includes(q));
+    this.clusters.replaceChildren(
       table(
         ["cluster", "state", "resources", "errors"],
-        d.clusters.map((c) => {
-          const state = c.errors.length ? "failed" : c.pending ? "pending" : "applied";
+        clusters.slice(0, this.limits.clusters).map((c) => {
+          const state = stateOf(c);
           return h(
             "tr",
             { "data-cluster": c.cluster, "data-state": state },
@@ -263,14 +438,57 @@ const policy: View = async ({ args }) => {
             h("td", {}, c.errors.join("; ") || "-"),
           );
         }),
+        { id: "policy-clusters" },
       ),
-    ),
-    policyTrafficSection(kind, namespace, name, source),
-    section("Outputs", outputsTable(d.outputs, false)),
-    section("Problems", h("ul", { class: "notes" }, problems.length ? problems : h("li", { class: "muted" }, "none"))),
-    diagnostics(d.diagnostics),
-    section("Policy", h("pre", { class: "yaml" }, pretty(d.body))),
-  );
+      this.more("clusters", Math.min(clusters.length, this.limits.clusters), clusters.length, d.clusters.length),
+    );
+    this.outputs.replaceChildren(outputsTable(outputs, false), this.more("outputs", outputs.length, d.outputsMatching ?? outputs.length, d.outputsTotal ?? outputs.length));
+    this.rest.replaceChildren(
+      section("Problems", h("ul", { class: "notes" }, problems.length ? problems : h("li", { class: "muted" }, "none"))),
+      diagnostics(d.diagnostics),
+      section("Policy", h("pre", { class: "yaml" }, pretty(d.body))),
+    );
+  }
+
+  // more says how many rows of those matching a table draws, and offers
+  // the next page.
+  private more(what: "clusters" | "outputs", drawn: number, shown: number, total: number): HTMLElement {
+    return h(
+      "p",
+      { class: "muted table-more", "data-more": what },
+      `${drawn.toLocaleString("en")} of ${shown.toLocaleString("en")}${shown !== total ? ` matching (${total.toLocaleString("en")} in all)` : ""} `,
+      shown > drawn
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "linkish more",
+              onclick: () => {
+                this.limits[what] += pageRows;
+                if (what === "outputs") this.update(false);
+                else this.draw();
+              },
+            },
+            `show ${Math.min(pageRows, shown - drawn)} more`,
+          )
+        : null,
+    );
+  }
+}
+
+let policyPage: PolicyPage | undefined;
+
+const policy: View = async ({ args }) => {
+  const [kind, namespace, name, source] = args;
+  const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
+  const path = `/api/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`;
+  // A page left and come back to is made anew, so that its traffic polls again.
+  if (policyPage?.path !== path || !policyPage.root.isConnected) policyPage = new PolicyPage(path, policyTrafficSection(kind, namespace, name, source));
+  // The first description is waited for; a live update redraws the page
+  // when its fetch comes back.
+  if (!policyPage.loaded) await policyPage.update();
+  else policyPage.update().catch(() => {});
+  return policyPage.root;
 };
 
 const destination: View = async ({ args }) => {

@@ -1,0 +1,108 @@
+package ui
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Bounds of the shared cache: how long a value is served as current, how
+// long one computation may take, and how many values are kept.
+const (
+	sharedMaxAge  = 5 * time.Second
+	sharedTimeout = 2 * time.Minute
+	sharedMax     = 32
+)
+
+// sharedCache shares what the UI computes from the admin API among its
+// viewers, by key: the fleet graph, a policy's description. At a thousand
+// clusters each takes seconds, and every viewer asks again at each live
+// update. A key is computed at most once at a time; a value younger than
+// sharedMaxAge is served as it is, and an older one is served as stale
+// while it is computed again in the background. Only a key's first value
+// is waited for. Callers check the caller's token first: the cache serves
+// whoever asks.
+type sharedCache struct {
+	mu      sync.Mutex
+	entries map[string]*sharedEntry
+}
+
+type sharedEntry struct {
+	v   any
+	err error
+	at  time.Time // when v was computed; zero before
+	// running is closed when the computation under way ends; nil when
+	// none is.
+	running chan struct{}
+}
+
+// get returns key's value, computing it with compute when it has none or
+// an old one; stale says a newer one is being computed. The computation
+// outlives the request that started it, bounded by sharedTimeout, and
+// keeps the request's token.
+func (c *sharedCache) get(ctx context.Context, key string, compute func(context.Context) (any, error)) (v any, stale bool, err error) {
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]*sharedEntry{}
+	}
+	e := c.entries[key]
+	if e == nil {
+		c.evict()
+		e = &sharedEntry{}
+		c.entries[key] = e
+	}
+	if !e.at.IsZero() && time.Since(e.at) < sharedMaxAge {
+		defer c.mu.Unlock()
+		return e.v, false, nil
+	}
+	if e.running == nil {
+		e.running = make(chan struct{})
+		go c.compute(context.WithoutCancel(ctx), e, compute)
+	}
+	running := e.running
+	if !e.at.IsZero() {
+		defer c.mu.Unlock()
+		return e.v, true, nil
+	}
+	c.mu.Unlock()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.at.IsZero() {
+		return nil, false, e.err
+	}
+	return e.v, false, nil
+}
+
+func (c *sharedCache) compute(ctx context.Context, e *sharedEntry, compute func(context.Context) (any, error)) {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	v, err := compute(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		e.v, e.at = v, time.Now()
+	}
+	e.err = err
+	close(e.running)
+	e.running = nil
+}
+
+// evict drops the oldest idle entry when the cache is full. Callers hold
+// c.mu.
+func (c *sharedCache) evict() {
+	if len(c.entries) < sharedMax {
+		return
+	}
+	var oldest string
+	for k, e := range c.entries {
+		if e.running == nil && (oldest == "" || e.at.Before(c.entries[oldest].at)) {
+			oldest = k
+		}
+	}
+	delete(c.entries, oldest)
+}
