@@ -128,7 +128,11 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if err != nil {
 			return err
 		}
-		return w.primary.PutOutput(ctx, e.Cluster, e.Backend, s)
+		if err := w.primary.PutOutput(ctx, e.Cluster, e.Backend, s); err != nil {
+			return err
+		}
+		w.copied(outputKey(e.Cluster, e.Backend), s)
+		return nil
 	case EventCluster:
 		if w.queue.has(clusterKey(e.Cluster)) {
 			return nil

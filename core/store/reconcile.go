@@ -209,7 +209,7 @@ func (w *WriteThrough) dropRevoked(ctx context.Context, remote []Cluster, requeu
 
 // reconcileOutputs copies the backing store's outputs of the named clusters
 // into memory, LoadParallelism clusters at a time, and returns the outputs
-// only memory holds.
+// only memory holds, or holds otherwise, that this replica wrote itself.
 func (w *WriteThrough) reconcileOutputs(ctx context.Context, clusters []string) (reconciled, error) {
 	var (
 		mu   sync.Mutex
@@ -250,14 +250,18 @@ func (w *WriteThrough) reconcileCluster(ctx context.Context, name string) (int, 
 		if err := w.primary.PutOutput(ctx, name, backend, s); err != nil {
 			return 0, nil, fmt.Errorf("copy output %q/%q: %w", name, backend, err)
 		}
+		w.copied(outputKey(name, backend), s)
 	}
 	local, err := w.primary.ListOutputs(ctx, name)
 	if err != nil {
 		return 0, nil, fmt.Errorf("list outputs %q in memory: %w", name, err)
 	}
+	// Only this replica's own writes go back: a copy of another
+	// replica's may be older than what its writer holds (see own).
 	var requeue []pendingKey
 	for backend, s := range local {
-		if r, ok := remote[backend]; !ok || r.Version() != s.Version() || r.Hash() != s.Hash() {
+		r, ok := remote[backend]
+		if (!ok || r.Version() != s.Version() || r.Hash() != s.Hash()) && w.owns(outputKey(name, backend), s) {
 			requeue = append(requeue, outputKey(name, backend))
 		}
 	}

@@ -119,6 +119,48 @@ type WriteThrough struct {
 	state   string
 	lastErr error
 	closed  bool
+	// own holds the hash of each output memory holds from this replica's
+	// own PutOutput, until a copy from the backing store replaces it: a
+	// reconcile writes back to the backing store only those. Another
+	// replica's output copied into memory may be older than what that
+	// replica, its writer, holds; written back after the backing store lost
+	// it (a Redis restart), it would overwrite the newer one there and in
+	// every replica's memory, while the agent holds the newer.
+	own map[pendingKey]snapshot.Hash
+}
+
+// setOwn records that memory holds this replica's own write of key, or
+// with a zero hash, that it no longer does.
+func (w *WriteThrough) setOwn(key pendingKey, h snapshot.Hash) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.IsZero() {
+		delete(w.own, key)
+		return
+	}
+	if w.own == nil {
+		w.own = map[pendingKey]snapshot.Hash{}
+	}
+	w.own[key] = h
+}
+
+// copied records that memory now holds s for key, copied from the backing
+// store: unless it is this replica's own write, the output is no longer
+// this replica's to write back.
+func (w *WriteThrough) copied(key pendingKey, s *snapshot.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h, ok := w.own[key]; ok && h != s.Hash() {
+		delete(w.own, key)
+	}
+}
+
+// owns reports whether memory's s for key is this replica's own write.
+func (w *WriteThrough) owns(key pendingKey, s *snapshot.Snapshot) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.own[key]
+	return ok && h == s.Hash()
 }
 
 // The names under which WriteThrough embeds the primary's reads, unexported
@@ -203,7 +245,11 @@ func (w *WriteThrough) DeleteInput(ctx context.Context, cluster string) error {
 
 // PutOutput implements Outputs.
 func (w *WriteThrough) PutOutput(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) error {
-	return w.queueAfter(w.primary.PutOutput(ctx, cluster, backend, s), outputKey(cluster, backend))
+	err := w.primary.PutOutput(ctx, cluster, backend, s)
+	if err == nil {
+		w.setOwn(outputKey(cluster, backend), s.Hash())
+	}
+	return w.queueAfter(err, outputKey(cluster, backend))
 }
 
 // DeleteOutputs implements Outputs. Queued writes of the cluster's outputs
@@ -212,6 +258,13 @@ func (w *WriteThrough) DeleteOutputs(ctx context.Context, cluster string) error 
 	if err := w.primary.DeleteOutputs(ctx, cluster); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	for k := range w.own {
+		if k.cluster == cluster {
+			delete(w.own, k)
+		}
+	}
+	w.mu.Unlock()
 	w.queue.deleteOutputs(cluster)
 	return nil
 }

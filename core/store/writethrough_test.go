@@ -416,3 +416,47 @@ func newRedisAt(t testing.TB, url, prefix, replica string) *redis.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// After the backing store lost an output (a Redis restart), a replica
+// writes back only the outputs it wrote itself: a copy of another
+// replica's, older than what that replica now holds, would overwrite the
+// newer one in the backing store, then in every replica's memory.
+func TestWriteThroughWritesBackOnlyItsOwnOutputs(t *testing.T) {
+	ctx := t.Context()
+	backing := memory.New()
+	replica := func(name string) *store.WriteThrough {
+		wt := store.NewWriteThrough(memory.New(), backing.Replica(name), store.WriteThroughOptions{Logger: testLogger(t)})
+		t.Cleanup(func() { wt.Close() })
+		if _, err := wt.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return wt
+	}
+	older, newer := storetest.Snap(t, 1, "older", 2), storetest.Snap(t, 2, "newer", 2)
+	writer := replica("writer")
+	must(t, writer.PutInput(ctx, "east", storetest.Snap(t, 1, "input", 1)))
+	must(t, writer.PutOutput(ctx, "east", "istio", older))
+	must(t, writer.Flush(ctx))
+	other := replica("other") // copies the older output, and follows no feed after
+	must(t, writer.PutOutput(ctx, "east", "istio", newer))
+	must(t, writer.Flush(ctx))
+
+	// The backing store loses the output; both replicas reload, and the
+	// other one's writes reach it last.
+	must(t, backing.Replica("restart").DeleteOutputs(ctx, "east"))
+	if _, err := other.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must(t, writer.Flush(ctx))
+	must(t, other.Flush(ctx))
+	got, err := backing.GetOutput(ctx, "east", "istio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash() != newer.Hash() {
+		t.Fatalf("the backing store holds the output of version %d, want the writer's newer one (version %d)", got.Version(), newer.Version())
+	}
+}
