@@ -656,7 +656,7 @@ func cacertsRule(r rule) bool {
 func TestServerRBACIsLeastPrivilege(t *testing.T) {
 	helmPath(t)
 	objs := render(t, renderCases["server/defaults"], "mr")
-	policies := []string{"trafficpolicies", "accesspolicies", "virtualdestinations", "meshtrusts"}
+	policies := []string{"trafficpolicies", "accesspolicies", "virtualdestinations", "meshtrusts", "rolloutstrategies"}
 	var granted []string
 	for name, rules := range roleRules(t, objs) {
 		for _, r := range rules {

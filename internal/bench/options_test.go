@@ -21,7 +21,7 @@ func TestValidate(t *testing.T) {
 		{"kill with two replicas", func(o *Options) { o.Replicas, o.Store, o.KillReplica = 2, "redis://r:6379/0", true }, ""},
 		{"kill with one replica", func(o *Options) { o.KillReplica = true }, "--kill-replica needs --replicas 2 or more"},
 		{"kill with one replica on redis", func(o *Options) { o.Store, o.KillReplica = "redis://r:6379/0", true }, "--kill-replica needs --replicas 2 or more"},
-		{"bad store", func(o *Options) { o.Store = "etcd://x" }, "--store must be memory or a redis:// URL"},
+		{"bad store", func(o *Options) { o.Store = "etcd://x" }, "--store must be memory or a redis://"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
