@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -189,10 +190,27 @@ func (c *chaosRun) servedMismatch(want map[string]map[string]*snapshot.Snapshot)
 			hashes[backend] = snap.Hash().Short()
 		}
 		if !maps.Equal(got, hashes) {
-			return fmt.Sprintf("%s: the replica stores %v, the model has %v", s.cluster.Name, got, hashes)
+			return fmt.Sprintf("%s: the replica serving it (%s) stores %v, the model has %v", s.cluster.Name, c.servingReplica(s.cluster.Name), got, hashes)
 		}
 	}
 	return ""
+}
+
+// servingReplica names the live replicas whose admin API says they serve
+// cluster, for a report.
+func (c *chaosRun) servingReplica(cluster string) string {
+	var ids []string
+	for _, p := range c.servers {
+		if p.isKilled() {
+			continue
+		}
+		if served, err := (replicaSet{p}).servedOutputs(); err == nil {
+			if _, ok := served[cluster]; ok {
+				ids = append(ids, p.id)
+			}
+		}
+	}
+	return strings.Join(ids, ", ")
 }
 
 func allReconnected(moved []*sim, before []int64) bool {
