@@ -31,6 +31,11 @@
 // each gRPC message to its method's limit and the unfinished messages to
 // their connection's and cluster's budgets before gRPC reads them.
 //
+// Replicas divide the agents (rebalance.go): each announces in the store
+// how many agents it serves, and one above its fair share of the live
+// replicas asks a few settled agents to move on to their next server
+// address, which costs no output churn.
+//
 // Inspection (inspect.go): the admin API's List and Describe calls show the
 // fleet as people ask about it — clusters, policies, outputs per backend and
 // the discovery objects core/catalog derives from each cluster's current

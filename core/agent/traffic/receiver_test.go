@@ -2,6 +2,7 @@ package traffic_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	agenttraffic "github.com/meshrelay/meshrelay/core/agent/traffic"
 	"github.com/meshrelay/meshrelay/core/traffic"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -368,20 +370,14 @@ func TestStreamsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first stream holds its slot once the server has read from it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.EventuallyWhy(t, "a second stream refused", func() (bool, string) {
 		second, err := client.StreamMetrics(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = second.CloseAndRecv()
-		if status.Code(err) == codes.ResourceExhausted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second stream = %v, want ResourceExhausted", err)
-		}
-	}
+		return status.Code(err) == codes.ResourceExhausted, fmt.Sprintf("second stream = %v, want ResourceExhausted", err)
+	})
 	r := newRelay()
 	rec.Flush(time.Now(), r)
 	if r.dropped[traffic.DropRefused] == 0 {
@@ -443,11 +439,10 @@ func TestSeriesAcrossStreams(t *testing.T) {
 	}
 	// The second stream starts once the first holds its 100 series.
 	r := newRelay()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.edges) < 100 && time.Now().Before(deadline) {
+	testutil.EventuallyWhy(t, "the first stream's 100 series", func() (bool, string) {
 		rec.Flush(time.Now(), r)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(r.edges) >= 100, fmt.Sprintf("%d edges", len(r.edges))
+	})
 	streamAsEnvoy(t, conn, istioNode(t), fam("b", 1), fam("b", 2))
 	rec.Flush(time.Now(), r)
 	if len(r.edges) != 150 || r.dropped[traffic.DropSeries] != 100 {
@@ -458,17 +453,11 @@ func TestSeriesAcrossStreams(t *testing.T) {
 	}
 	// With both streams gone, a new one keeps its series again.
 	r = newRelay()
-	deadline = time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyWhy(t, "a new stream's 100 edges after the streams ended", func() (bool, string) {
 		streamAsEnvoy(t, conn, istioNode(t), fam("c", 1), fam("c", 2))
 		rec.Flush(time.Now(), r)
-		if len(r.edges) == 100 {
-			break
-		}
-	}
-	if len(r.edges) != 100 {
-		t.Errorf("after the streams ended a new stream relayed %d edges, want 100", len(r.edges))
-	}
+		return len(r.edges) == 100, fmt.Sprintf("a new stream relayed %d edges, want 100", len(r.edges))
+	})
 }
 
 // noStream is a relay without a stream: it sends nothing.
