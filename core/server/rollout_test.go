@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,19 +75,33 @@ type rolloutFleet struct {
 	strategy  string
 }
 
-// istioTranslators starts the Istio plugin of bin/ in a host of its own.
+// istioPlugin is the Istio plugin binary, built once per test binary.
+// TestMain removes its directory.
+var istioPlugin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// istioTranslators builds the Istio plugin (once) and starts it in a host
+// of its own.
 func istioTranslators(t *testing.T) []pluginhost.Translator {
 	t.Helper()
-	bin, err := filepath.Abs("../../bin/meshrelay-plugin-istio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the Istio plugin is not built: %v", err)
+	istioPlugin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "meshrelay-rollout-plugins")
+		if err != nil {
+			istioPlugin.err = err
+			return
 		}
-		t.Skipf("the Istio plugin is not built (make build): %v", err)
+		istioPlugin.dir = dir
+		bins, err := pluginhost.BuildBinaries(context.Background(), "../..", dir, []string{"istio"})
+		istioPlugin.path, istioPlugin.err = bins["istio"], err
+	})
+	if istioPlugin.err != nil {
+		t.Fatalf("build the Istio plugin: %v", istioPlugin.err)
 	}
+	bin := istioPlugin.path
 	dir := t.TempDir()
 	if _, err := pluginhost.Install(dir, bin, ""); err != nil {
 		t.Fatal(err)

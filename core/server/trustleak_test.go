@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(trustAgentEnv) != "" {
 		os.Exit(runTrustAgent())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if istioPlugin.dir != "" {
+		os.RemoveAll(istioPlugin.dir)
+	}
+	os.Exit(code)
 }
 
 // runTrustAgent runs a real agent and its trust manager from the
