@@ -22,7 +22,9 @@ output acked without apply errors, no error diagnostic added) for
 minHealthy. A gated stage (approval: true) waits for approve. Failures
 beyond a stage's maxFailures, or a stage past its progressDeadline, pause
 the rollout. Undo puts every released cluster back on the previous
-revision; clusters that never left it see nothing change.`,
+revision; clusters that never left it see nothing change. The last
+rollout can still be undone once completed, while its revision is live:
+every cluster then goes back to the previous revision at once.`,
 		Example: `  meshrelay rollout status
   meshrelay rollout approve prod
   meshrelay rollout undo`,
@@ -34,7 +36,7 @@ revision; clusters that never left it see nothing change.`,
 		newRolloutActionCommand("pause", relayv1.RolloutActionRequest_ACTION_PAUSE, "Hold the rollout: nothing more is released until resume", "  meshrelay rollout pause"),
 		newRolloutActionCommand("resume", relayv1.RolloutActionRequest_ACTION_RESUME, "Let a paused rollout go on; its failed clusters are judged again", "  meshrelay rollout resume"),
 		newRolloutActionCommand("approve", relayv1.RolloutActionRequest_ACTION_APPROVE, "Approve a gated stage (the current one when none is named)", "  meshrelay rollout approve\n  meshrelay rollout approve prod"),
-		newRolloutActionCommand("undo", relayv1.RolloutActionRequest_ACTION_UNDO, "Put every released cluster back on the previous revision", "  meshrelay rollout undo"),
+		newRolloutActionCommand("undo", relayv1.RolloutActionRequest_ACTION_UNDO, "Put every released cluster back on the previous revision (all at once after it completed)", "  meshrelay rollout undo"),
 	)
 	return cmd
 }

@@ -106,13 +106,23 @@ func (r *Record) Advance(now time.Time) bool {
 }
 
 // Undo puts every cluster of the rollout in progress back on the
-// previous revision, at now.
+// previous revision, at now. The last rollout, once completed, can be
+// undone too while its revision is still live: every cluster goes back
+// at once, since a completed rollout's revision is on all of them and a
+// way back is wanted fast, not in stages.
 func (r *Record) Undo(now time.Time) error {
-	ro := r.Active()
-	if ro == nil {
+	ro := r.Rollout
+	switch {
+	case ro == nil:
+		return ErrNotActive
+	case ro.Active():
+		ro.Reason = "undone by an administrator"
+	case ro.Phase == Completed && r.Live == ro.To:
+		ro.Reason = "undone by an administrator after it completed"
+	default:
 		return ErrNotActive
 	}
-	ro.Phase, ro.Ended, ro.Reason = Undone, now, "undone by an administrator"
+	ro.Phase, ro.Ended = Undone, now
 	r.settle()
 	return nil
 }

@@ -247,6 +247,35 @@ func TestUndo(t *testing.T) {
 	}
 }
 
+func TestUndoCompleted(t *testing.T) {
+	rec := &Record{Live: "old"}
+	rec.Source("new", strategy(nil), fleet(), t0)
+	rec.Rollout.Phase = Completed
+	rec.settle()
+	if err := rec.Undo(t0.Add(time.Second)); err != nil {
+		t.Fatalf("undo of the completed rollout: %v", err)
+	}
+	if rec.Live != "old" || rec.Rejected != "new" || rec.Rollout.Phase != Undone {
+		t.Fatalf("after undo: %s, live %q rejected %q", rec.Rollout.Phase, rec.Live, rec.Rejected)
+	}
+	if revs, prev := rec.Revisions(); !slices.Equal(revs, []string{"old"}) || prev != nil {
+		t.Errorf("Revisions() = %v, %v, want the old one on every cluster", revs, prev)
+	}
+	if err := rec.Undo(t0.Add(2 * time.Second)); err == nil {
+		t.Error("a second undo succeeded")
+	}
+
+	// Once a later revision is live, the completed rollout is history.
+	rec = &Record{Live: "old"}
+	rec.Source("new", strategy(nil), fleet(), t0)
+	rec.Rollout.Phase = Completed
+	rec.settle()
+	rec.Live = "newer" // applied at once, the strategy gone
+	if err := rec.Undo(t0.Add(time.Second)); err == nil {
+		t.Error("undo of a rollout whose revision is no longer live succeeded")
+	}
+}
+
 func TestWithoutStrategyAppliesAtOnce(t *testing.T) {
 	rec := &Record{}
 	if !rec.Source("first", strategy(nil), fleet(), t0) || rec.Live != "first" || rec.Rollout != nil {

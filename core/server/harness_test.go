@@ -411,6 +411,13 @@ func startAgent(t *testing.T, ts *testServer, cluster, token string, mods ...fun
 // startAgentSource starts an agent reading its cluster from src.
 func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src agent.Source, mods ...func(*agent.Options)) *testAgent {
 	t.Helper()
+	return startAgentSinks(t, ts, cluster, token, src, nil, mods...)
+}
+
+// startAgentSinks starts an agent reading its cluster from src and
+// applying to a recording sink and to extra.
+func startAgentSinks(t *testing.T, ts *testServer, cluster, token string, src agent.Source, extra agent.Sinks, mods ...func(*agent.Options)) *testAgent {
+	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	caFile := filepath.Join(dir, "ca.pem")
@@ -433,7 +440,7 @@ func startAgentSource(t *testing.T, ts *testServer, cluster, token string, src a
 	if os.Getenv("ROLLOUT_DEBUG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("agent", cluster)
 	}
-	a, err := agent.New(opts, src, agent.Sinks{sink}, logger)
+	a, err := agent.New(opts, src, append(agent.Sinks{sink}, extra...), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -576,7 +576,9 @@ func (a *admin) GetRollout(ctx context.Context, _ *relayv1.GetRolloutRequest) (*
 	return a.s.rollouts.status(rec), nil
 }
 
-// ActOnRollout pauses, resumes, approves or undoes the rollout in progress.
+// ActOnRollout pauses, resumes, approves or undoes the rollout in
+// progress; undo takes back a completed rollout too while its revision is
+// live.
 func (a *admin) ActOnRollout(ctx context.Context, req *relayv1.RolloutActionRequest) (*relayv1.RolloutStatus, error) {
 	if err := a.authorize(ctx); err != nil {
 		return nil, err
@@ -596,6 +598,8 @@ func (a *admin) ActOnRollout(ctx context.Context, req *relayv1.RolloutActionRequ
 	}
 	rec, err := a.s.rollouts.act(ctx, action)
 	switch {
+	case errors.Is(err, rollout.ErrNotActive) && req.GetAction() == relayv1.RolloutActionRequest_ACTION_UNDO:
+		return nil, status.Error(codes.FailedPrecondition, "rollout: nothing to undo: no rollout is in progress, and the last one's revision is no longer live")
 	case errors.Is(err, rollout.ErrNotActive):
 		return nil, status.Error(codes.FailedPrecondition, "rollout: no rollout is in progress")
 	case errors.Is(err, rollout.ErrNoSuchStage):

@@ -5,26 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/agent/xds"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/core/rollout"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/offline"
+	"github.com/meshrelay/meshrelay/internal/tcpproxy"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // The tests in this file run staged rollouts through the real Istio
@@ -68,43 +80,92 @@ type rolloutFleet struct {
 	servers   []*testServer
 	pols      []*memPolicies
 	agents    map[string]*testAgent
-	clusters  string // one directory of YAML per cluster
+	proxies   map[string]*tcpproxy.Proxy // by cluster: fleetSetup.proxied
+	xds       *testXDS                   // the agent's xDS server of fleetSetup.envoy
+	clusters  string                     // one directory of YAML per cluster
 	inputs    map[string]*snapshot.Snapshot
 	model     []pluginhost.Translator
 	modelRuns int
 	strategy  string
 }
 
-// istioPlugin is the Istio plugin binary, built once per test binary.
-// TestMain removes its directory.
-var istioPlugin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+// rolloutPlugins are the Istio and Envoy plugin binaries, built once per
+// test binary. TestMain removes their directory.
+var rolloutPlugins struct {
+	once  sync.Once
+	dir   string
+	paths map[string]string
+	err   error
 }
 
-// istioTranslators builds the Istio plugin (once) and starts it in a host
-// of its own.
-func istioTranslators(t *testing.T) []pluginhost.Translator {
+// fleetSetup varies the fleet startRolloutFleet starts.
+type fleetSetup struct {
+	// proxied clusters reach the first server through a proxy the test
+	// can cut (rolloutFleet.proxies).
+	proxied []string
+	// envoy is a cluster that runs the demo's west cluster (an Envoy edge
+	// proxy, node "edge"), whose agent serves xDS beside its recording
+	// sink, and for which the servers run the Envoy plugin too.
+	envoy string
+}
+
+// testXDS is an agent's xDS server, serving on a loopback port and
+// reporting what proxies reject to its agent.
+type testXDS struct {
+	*xds.Server
+	addr  string
+	agent atomic.Pointer[agent.Agent]
+}
+
+func startXDS(t *testing.T) *testXDS {
 	t.Helper()
-	istioPlugin.once.Do(func() {
+	x := &testXDS{}
+	x.Server = xds.New(xds.Options{Report: func(backend string, rejected map[snapshot.ID]error) {
+		if a := x.agent.Load(); a != nil {
+			a.Report(backend, rejected)
+		}
+	}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.addr = lis.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return x
+}
+
+// istioTranslators starts the Istio plugin in a host of its own.
+func istioTranslators(t *testing.T) []pluginhost.Translator {
+	return pluginTranslators(t, "istio")
+}
+
+// pluginTranslators builds the Istio and Envoy plugins (once) and starts
+// those named in a host of their own.
+func pluginTranslators(t *testing.T, names ...string) []pluginhost.Translator {
+	t.Helper()
+	rolloutPlugins.once.Do(func() {
 		dir, err := os.MkdirTemp("", "meshrelay-rollout-plugins")
 		if err != nil {
-			istioPlugin.err = err
+			rolloutPlugins.err = err
 			return
 		}
-		istioPlugin.dir = dir
-		bins, err := pluginhost.BuildBinaries(context.Background(), "../..", dir, []string{"istio"})
-		istioPlugin.path, istioPlugin.err = bins["istio"], err
+		rolloutPlugins.dir = dir
+		rolloutPlugins.paths, rolloutPlugins.err = pluginhost.BuildBinaries(context.Background(), "../..", dir, []string{"istio", "envoy"})
 	})
-	if istioPlugin.err != nil {
-		t.Fatalf("build the Istio plugin: %v", istioPlugin.err)
+	if rolloutPlugins.err != nil {
+		t.Fatalf("build the plugins: %v", rolloutPlugins.err)
 	}
-	bin := istioPlugin.path
 	dir := t.TempDir()
-	if _, err := pluginhost.Install(dir, bin, ""); err != nil {
-		t.Fatal(err)
+	for _, name := range names {
+		if _, err := pluginhost.Install(dir, rolloutPlugins.paths[name], ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h, err := pluginhost.New(dir, nil, pluginhost.DefaultOptions())
 	if err != nil {
@@ -137,15 +198,24 @@ func tierOf(cluster string) string { return strings.SplitN(cluster, "-", 2)[0] }
 // the first and connects their agents to the servers in order. Each store
 // is made when its server starts, so that it loads what the earlier
 // servers stored (the CA).
-func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy string) *rolloutFleet {
+func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy string, setups ...func(*fleetSetup)) *rolloutFleet {
 	t.Helper()
-	f := &rolloutFleet{t: t, agents: map[string]*testAgent{}, clusters: t.TempDir(), strategy: strategy, model: istioTranslators(t)}
-	east, err := os.ReadFile("../../testdata/demo/clusters/east/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var setup fleetSetup
+	for _, s := range setups {
+		s(&setup)
 	}
+	f := &rolloutFleet{t: t, agents: map[string]*testAgent{}, proxies: map[string]*tcpproxy.Proxy{}, clusters: t.TempDir(), strategy: strategy, model: istioTranslators(t)}
+	plugins := []string{"istio"}
 	for _, name := range rolloutClusterNames() {
-		testutil.WriteFile(t, filepath.Join(f.clusters, name, "cluster.yaml"), string(east))
+		demo := "east"
+		if name == setup.envoy {
+			demo, plugins = "west", []string{"istio", "envoy"}
+		}
+		data, err := os.ReadFile("../../testdata/demo/clusters/" + demo + "/cluster.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WriteFile(t, filepath.Join(f.clusters, name, "cluster.yaml"), string(data))
 	}
 	f.readInputs()
 	var addrs []string
@@ -153,7 +223,7 @@ func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy strin
 		st := newStore()
 		pols := &memPolicies{}
 		pols.set(t, strategy, reviewsPolicy("3s"))
-		translators := istioTranslators(t)
+		translators := pluginTranslators(t, plugins...)
 		ts := startServerDeps(t, st, "", func(d *Deps) {
 			d.Translators, d.Policies = translators, pols
 			if os.Getenv("ROLLOUT_DEBUG") != "" {
@@ -166,7 +236,26 @@ func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy strin
 	}
 	for _, name := range rolloutClusterNames() {
 		tok := f.servers[0].registerWith(&relayv1.RegisterClusterRequest{Cluster: name, Labels: map[string]string{"tier": tierOf(name)}})
-		a := startAgent(t, f.servers[0], name, tok, func(o *agent.Options) { o.Server = strings.Join(addrs, ",") })
+		server := strings.Join(addrs, ",")
+		if slices.Contains(setup.proxied, name) {
+			p, err := tcpproxy.Start(addrs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			f.proxies[name], server = p, p.Addr()
+		}
+		var extra agent.Sinks
+		if name == setup.envoy {
+			f.xds = startXDS(t)
+			extra = agent.Sinks{f.xds}
+		}
+		src := newMemSource()
+		a := startAgentSinks(t, f.servers[0], name, tok, src, extra, func(o *agent.Options) { o.Server = server })
+		a.src = src
+		if name == setup.envoy {
+			f.xds.agent.Store(a.Agent)
+		}
 		a.src.ch <- f.inputs[name]
 		f.agents[name] = a
 	}
@@ -650,5 +739,206 @@ func TestRolloutHoldsInSafeMode(t *testing.T) {
 	}
 	if rec := step(); rec.Rollout.Counts().Released != 1 {
 		t.Errorf("in safe mode the rollout released %d clusters, want still 1", rec.Rollout.Counts().Released)
+	}
+}
+
+// edgeProxy plays the Envoy of node "edge" on an agent's xDS server: it
+// asks for the route configuration outbound|9080, acks what it is sent,
+// and rejects (NACKs) a route whose timeout is reject, as Envoy rejects a
+// configuration it cannot take.
+type edgeProxy struct {
+	mu   sync.Mutex
+	seen []time.Duration // the longest route timeout of each response
+}
+
+func startEdgeProxy(t *testing.T, addr string, reject time.Duration) *edgeProxy {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	p := &edgeProxy{}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	const routeType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "edge"}, TypeUrl: routeType, ResourceNames: []string{"outbound|9080"}}
+	go func() {
+		defer close(done)
+		for {
+			if err := stream.Send(req); err != nil {
+				return
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			var longest time.Duration
+			for _, a := range resp.GetResources() {
+				var rc routev3.RouteConfiguration
+				if err := a.UnmarshalTo(&rc); err != nil {
+					panic(fmt.Sprintf("edge proxy: decode route configuration: %v", err))
+				}
+				for _, vh := range rc.GetVirtualHosts() {
+					for _, r := range vh.GetRoutes() {
+						longest = max(longest, r.GetRoute().GetTimeout().AsDuration())
+					}
+				}
+			}
+			p.mu.Lock()
+			p.seen = append(p.seen, longest)
+			p.mu.Unlock()
+			req = &discoveryv3.DiscoveryRequest{TypeUrl: routeType, ResourceNames: []string{"outbound|9080"}, ResponseNonce: resp.GetNonce(), VersionInfo: resp.GetVersionInfo()}
+			if longest == reject {
+				req.VersionInfo = "" // what the proxy still holds: not this
+				req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: fmt.Sprintf("route timeout %s refused by the proxy", longest)}
+			}
+		}
+	}()
+	return p
+}
+
+// waitSeen waits until the proxy was sent routes with these timeouts, in
+// this order (other responses may come between).
+func (p *edgeProxy) waitSeen(t *testing.T, what string, want ...time.Duration) {
+	t.Helper()
+	testutil.EventuallyWhy(t, what, func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := 0
+		for _, d := range p.seen {
+			if i < len(want) && d == want[i] {
+				i++
+			}
+		}
+		return i == len(want), fmt.Sprintf("the proxy was sent routes with timeouts %v", p.seen)
+	})
+}
+
+// An xDS NACK from a stage-one cluster's Envoy pauses the rollout: the
+// proxy rejects the new revision's route, the agent's xDS server reports
+// it as an apply error of the Envoy output, and the cluster fails. Undo
+// sends the proxy its old route again; later stages never see a change.
+func TestRolloutXDSNackPausesAndUndoRestores(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"one": "minHealthy: 1h"}),
+		func(s *fleetSetup) { s.envoy = "one-a" })
+	proxy := startEdgeProxy(t, f.xds.addr, 5*time.Second)
+	proxy.waitSeen(t, "the edge proxy holding the old route", 3*time.Second)
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+
+	ro := f.waitRollout("paused by one-a's NACK", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
+	if !strings.Contains(ro.Reason, "one-a (apply errors in output envoy: ") || !strings.Contains(ro.Reason, "route timeout 5s refused by the proxy") {
+		t.Errorf("paused because %q, want one-a's NACK of its Envoy output", ro.Reason)
+	}
+	if c := ro.Clusters["one-a"]; c.Phase != rollout.Failed {
+		t.Errorf("one-a is %s, want Failed", c.Phase)
+	}
+	if got := ro.Counts().Released; got != 3 {
+		t.Errorf("%d clusters released, want stage one's 3 only", got)
+	}
+	f.unchanged(before, "two", "three")
+
+	f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_UNDO, "")
+	proxy.waitSeen(t, "the edge proxy sent its old route again", 3*time.Second, 5*time.Second, 3*time.Second)
+	f.waitOutputs("stage one back on the old revision", reviewsPolicy("3s"), clustersOf("one"))
+	f.unchanged(before, "two", "three")
+}
+
+// A released cluster whose agent goes away mid-stage is not healthy until
+// it is back: its soak starts again, and the rollout neither fails it nor
+// moves on.
+func TestRolloutClusterAwayMidStage(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"one": "minHealthy: 1h"}),
+		func(s *fleetSetup) { s.proxied = []string{"one-a"} })
+	f.publish(reviewsPolicy("5s"))
+	ro := f.waitRollout("stage one healthy, soaking", func(ro *rollout.Rollout) bool {
+		return ro.Phase == rollout.Progressing && ro.Stage == 0 && stageHealthy(ro, "one")
+	})
+	first := ro.Clusters["one-a"].HealthySince
+
+	f.proxies["one-a"].Cut()
+	ro = f.waitRollout("one-a not healthy while its agent is away", func(ro *rollout.Rollout) bool {
+		c := ro.Clusters["one-a"]
+		return c.HealthySince.IsZero() && c.Reason == "agent not connected"
+	})
+	if c := ro.Clusters["one-a"]; ro.Phase != rollout.Progressing || ro.Stage != 0 || c.Phase != rollout.Releasing {
+		t.Errorf("with one-a away: rollout %s at stage %d, one-a %s; want Progressing at stage 0, one-a Releasing", ro.Phase, ro.Stage, c.Phase)
+	}
+
+	f.proxies["one-a"].Restore()
+	ro = f.waitRollout("one-a healthy again once back", func(ro *rollout.Rollout) bool {
+		return !ro.Clusters["one-a"].HealthySince.IsZero()
+	})
+	if since := ro.Clusters["one-a"].HealthySince; !since.After(first) {
+		t.Errorf("one-a healthy since %s, want its soak started again after %s", since, first)
+	}
+	if ro.Phase != rollout.Progressing || ro.Stage != 0 {
+		t.Errorf("rollout %s at stage %d, want still soaking stage 0", ro.Phase, ro.Stage)
+	}
+}
+
+// A stage whose cluster never becomes healthy pauses the rollout at its
+// progress deadline; once the cluster is back, resume completes it.
+func TestRolloutPastItsDeadlinePauses(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(map[string]string{"one": "progressDeadline: 2s"}),
+		func(s *fleetSetup) { s.proxied = []string{"one-a"} })
+	f.proxies["one-a"].Cut()
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+
+	ro := f.waitRollout("paused at stage one's deadline", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
+	if want := "stage one did not become healthy within its progress deadline of 2s"; ro.Reason != want {
+		t.Errorf("paused because %q, want %q", ro.Reason, want)
+	}
+	if c := ro.Clusters["one-a"]; c.Phase != rollout.Releasing || c.Reason != "agent not connected" {
+		t.Errorf("one-a is %s (%s), want Releasing with its agent away", c.Phase, c.Reason)
+	}
+	f.unchanged(before, "two", "three")
+
+	f.proxies["one-a"].Restore()
+	f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_RESUME, "")
+	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+}
+
+// A completed rollout can be undone while its revision is live: every
+// cluster goes back at once, and the revision does not start again while
+// the source still holds it.
+func TestRolloutUndoAfterCompletion(t *testing.T) {
+	f := startRolloutFleet(t, []func() store.Store{memoryStore}, strategyYAML(nil))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+	done := f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+
+	st := f.act(f.servers[0], relayv1.RolloutActionRequest_ACTION_UNDO, "")
+	if st.GetPhase() != "Undone" || st.GetId() != done.ID {
+		t.Errorf("undo answered rollout %d %s, want %d Undone", st.GetId(), st.GetPhase(), done.ID)
+	}
+	f.waitOutputs("every cluster back on the old revision", reviewsPolicy("3s"), rolloutClusterNames())
+	for _, c := range rolloutClusterNames() {
+		if got := f.output(c); got.Hash() != before[c].Hash() {
+			t.Errorf("%s holds %s after undo, want its old output %s", c, got.Hash().Short(), before[c].Hash().Short())
+		}
+	}
+	if err := f.servers[0].rollouts.step(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.record(); rec.Rollout.ID != done.ID || rec.Rollout.Phase != rollout.Undone || rec.Live != done.From || rec.Rejected != done.To {
+		t.Errorf("after undo and a step: rollout %d %s, live %.12s, rejected %.12s; want %d Undone on %.12s", rec.Rollout.ID, rec.Rollout.Phase, rec.Live, rec.Rejected, done.ID, done.From)
+	}
+	_, err := relayv1.NewAdminClient(f.servers[0].dial(nil)).ActOnRollout(f.servers[0].adminCtx(), &relayv1.RolloutActionRequest{Action: relayv1.RolloutActionRequest_ACTION_UNDO})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "nothing to undo") {
+		t.Errorf("a second undo: %v, want FailedPrecondition: nothing to undo", err)
 	}
 }

@@ -47,8 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runTrustAgent())
 	}
 	code := m.Run()
-	if istioPlugin.dir != "" {
-		os.RemoveAll(istioPlugin.dir)
+	if rolloutPlugins.dir != "" {
+		os.RemoveAll(rolloutPlugins.dir)
 	}
 	os.Exit(code)
 }
