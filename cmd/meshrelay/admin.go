@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -396,9 +397,16 @@ func printStatus(cmd *cobra.Command, st *relayv1.Status) error {
 	return printTrust(w, st.GetTrust())
 }
 
-// printPoliciesTo prints policies; wide lists every problem, not the first.
+// printPoliciesTo prints policies; wide lists every problem, not the
+// first. While a staged rollout carries some of them, a ROLLOUT column
+// says where it is for each.
 func printPoliciesTo(w io.Writer, policies []*relayv1.PolicyStatus, wide bool) error {
-	t := newTable(w, "POLICY", "SOURCE", "STATE", "APPLIED", "PROBLEMS")
+	rolling := slices.ContainsFunc(policies, func(p *relayv1.PolicyStatus) bool { return p.GetRollout() != "" })
+	head := []string{"POLICY", "SOURCE", "STATE", "APPLIED", "PROBLEMS"}
+	if rolling {
+		head = slices.Insert(head, 4, "ROLLOUT")
+	}
+	t := newTable(w, head...)
 	for _, p := range policies {
 		src := "management"
 		if p.GetSourceCluster() != "" {
@@ -415,8 +423,12 @@ func printPoliciesTo(w io.Writer, policies []*relayv1.PolicyStatus, wide bool) e
 				first += fmt.Sprintf(" (+%d more)", len(problems)-1)
 			}
 		}
-		t.row(fmt.Sprintf("%s %s/%s", p.GetKind(), p.GetNamespace(), p.GetName()), src, p.GetState(),
-			fmt.Sprintf("%d/%d", p.GetAppliedClusters(), p.GetTargetClusters()), first)
+		row := []any{fmt.Sprintf("%s %s/%s", p.GetKind(), p.GetNamespace(), p.GetName()), src, p.GetState(),
+			fmt.Sprintf("%d/%d", p.GetAppliedClusters(), p.GetTargetClusters()), first}
+		if rolling {
+			row = slices.Insert(row, 4, any(cmp.Or(p.GetRollout(), "-")))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +40,30 @@ func TestPrintRollout(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("printRollout passed an escape sequence through:\n%q", out)
+	}
+}
+
+// get policies gains a ROLLOUT column while a rollout carries a policy,
+// and has none otherwise.
+func TestPrintPoliciesRolloutColumn(t *testing.T) {
+	carried := &relayv1.PolicyStatus{Kind: "TrafficPolicy", Namespace: "bookinfo", Name: "reviews-timeout", State: "Accepted", AppliedClusters: 3, TargetClusters: 9,
+		Rollout: "rollout 2 Progressing at stage canary: 3/9 released, 2 healthy, 0 failed"}
+	other := &relayv1.PolicyStatus{Kind: "AccessPolicy", Namespace: "bookinfo", Name: "ratings", State: "Accepted", AppliedClusters: 9, TargetClusters: 9}
+
+	var b bytes.Buffer
+	if err := printPoliciesTo(&b, []*relayv1.PolicyStatus{carried, other}, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "ROLLOUT") ||
+		!strings.Contains(lines[1], "rollout 2 Progressing at stage canary: 3/9 released") || !strings.Contains(lines[2], "  -  ") {
+		t.Errorf("get policies during a rollout:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printPoliciesTo(&b, []*relayv1.PolicyStatus{other}, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "ROLLOUT") {
+		t.Errorf("get policies without a rollout has a ROLLOUT column:\n%s", b.String())
 	}
 }
