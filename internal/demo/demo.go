@@ -85,6 +85,8 @@ type Report struct {
 	Traffic map[string]string
 	// MetricsAddr is the server's /metrics address (HTTP).
 	MetricsAddr string
+	// Rollout is what the staged rollout of the second edit did.
+	Rollout *RolloutReport
 }
 
 var clusters = []string{"east", "west", "central", "north"}
@@ -154,6 +156,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	printReport(opts.Stdout, report)
 	if err := editAndWatch(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
+		return nil, err
+	}
+	if err := stagedRollout(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
 		return nil, err
 	}
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
@@ -548,22 +553,24 @@ func waitChange(ctx context.Context, e *engine.Engine, before map[string]string,
 }
 
 func editWeights(path string) error {
+	return editFile(path, [][2]string{{"weight: 50", "weight: 10"}, {"weight: 30", "weight: 10"}, {"weight: 20", "weight: 80"}})
+}
+
+// editFile makes each replacement once, in order, and fails when one's
+// text is not found.
+func editFile(path string, replacements [][2]string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(data)
-	for _, r := range [][2]string{{"weight: 50", "weight: 10"}, {"weight: 30", "weight: 10"}, {"weight: 20", "weight: 80"}} {
+	for _, r := range replacements {
 		if !strings.Contains(s, r[0]) {
 			return fmt.Errorf("edit %s: %q not found", path, r[0])
 		}
 		s = strings.Replace(s, r[0], r[1], 1)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeFile(path, s)
 }
 
 func printReport(w io.Writer, r *Report) {

@@ -65,12 +65,35 @@ func TestDemo(t *testing.T) {
 	if err != nil || len(files) != len(report.Outputs["east/istio"]) {
 		t.Errorf("east/istio files = %d, want %d", len(files), len(report.Outputs["east/istio"]))
 	}
-	vs, err := os.ReadFile(filepath.Join(out, "policies", "reviews-traffic.yaml"))
-	if err != nil || !strings.Contains(string(vs), "weight: 80") {
-		t.Errorf("the demo did not edit its copy of the policy")
+	if _, err := os.Stat(filepath.Join(out, "policies", "rollout-strategy.yaml")); err != nil {
+		t.Errorf("the demo did not add its RolloutStrategy to its copy of the policies: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "testdata", "policies", "rollout-strategy.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the demo wrote into the source tree's policies: %v", err)
 	}
 	checkTrust(t, report, out, stdout.String())
+	checkRollout(t, report)
 	if !strings.Contains(stdout.String(), "Demo finished cleanly") {
 		t.Errorf("the demo's report does not end cleanly:\n%s", stdout.String())
+	}
+}
+
+// checkRollout checks the demo's staged rollout: the canary ring (east)
+// changed while the main ring waited for approval, and west's Envoy
+// output changed only once the main ring was approved.
+func checkRollout(t *testing.T, report *Report) {
+	t.Helper()
+	r := report.Rollout
+	if r == nil {
+		t.Fatal("the demo reported no staged rollout")
+	}
+	if !slices.Contains(r.Canary, "east/istio") || slices.ContainsFunc(r.Canary, func(k string) bool { return !strings.HasPrefix(k, "east/") }) {
+		t.Errorf("outputs changed before approval: %v, want east's only, east/istio among them", r.Canary)
+	}
+	if !slices.Contains(r.HeldBack, "west/envoy") {
+		t.Errorf("outputs changed after approval: %v, want west/envoy among them", r.HeldBack)
+	}
+	if st := r.Status; st.GetPhase() != "Completed" || st.GetHealthy() != st.GetTotal() || st.GetTotal() != 4 {
+		t.Errorf("rollout %s with %d/%d healthy, want Completed with all 4", st.GetPhase(), st.GetHealthy(), st.GetTotal())
 	}
 }
