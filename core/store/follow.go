@@ -94,7 +94,7 @@ func (w *WriteThrough) apply(ctx context.Context, e Event) {
 // applyOne copies the change e announces from the backing store into
 // memory. Where this replica's own write of the key is still queued, that
 // write wins: it is on its way to the backing store (an input's version
-// rule decides between the two).
+// rule decides between the two; for an output, see copyOutput).
 func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 	octx, cancel := w.op(ctx)
 	defer cancel()
@@ -118,9 +118,6 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if e.Backend == "" {
 			return w.primary.DeleteOutputs(ctx, e.Cluster)
 		}
-		if w.queue.has(outputKey(e.Cluster, e.Backend)) {
-			return nil
-		}
 		s, err := w.backing.GetOutput(octx, e.Cluster, e.Backend)
 		if errors.Is(err, ErrNotFound) {
 			return nil // deleted since; that deletion's event follows
@@ -128,11 +125,11 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if err != nil {
 			return err
 		}
-		if err := w.primary.PutOutput(ctx, e.Cluster, e.Backend, s); err != nil {
-			return err
+		kept, err := w.copyOutput(ctx, e.Cluster, e.Backend, s)
+		if kept {
+			w.queue.add(outputKey(e.Cluster, e.Backend))
 		}
-		w.copied(outputKey(e.Cluster, e.Backend), s)
-		return nil
+		return err
 	case EventCluster:
 		if w.queue.has(clusterKey(e.Cluster)) {
 			return nil

@@ -244,13 +244,12 @@ func (w *WriteThrough) reconcileCluster(ctx context.Context, name string) (int, 
 		return 0, nil, fmt.Errorf("list outputs %q: %w", name, err)
 	}
 	for backend, s := range remote {
-		if w.queue.has(outputKey(name, backend)) || w.queue.has(outputsDeletedKey(name)) {
+		if w.queue.has(outputsDeletedKey(name)) {
 			continue
 		}
-		if err := w.primary.PutOutput(ctx, name, backend, s); err != nil {
+		if _, err := w.copyOutput(ctx, name, backend, s); err != nil {
 			return 0, nil, fmt.Errorf("copy output %q/%q: %w", name, backend, err)
 		}
-		w.copied(outputKey(name, backend), s)
 	}
 	local, err := w.primary.ListOutputs(ctx, name)
 	if err != nil {

@@ -127,6 +127,10 @@ type WriteThrough struct {
 	// it (a Redis restart), it would overwrite the newer one there and in
 	// every replica's memory, while the agent holds the newer.
 	own map[pendingKey]snapshot.Hash
+	// outputMu orders this replica's output writes into memory with the
+	// copies from the backing store (copyOutput), so that a copy never
+	// lands between an own write and its being marked own.
+	outputMu sync.Mutex
 }
 
 // setOwn records that memory holds this replica's own write of key, or
@@ -153,6 +157,30 @@ func (w *WriteThrough) copied(key pendingKey, s *snapshot.Snapshot) {
 	if h, ok := w.own[key]; ok && h != s.Hash() {
 		delete(w.own, key)
 	}
+}
+
+// copyOutput copies an output read from the backing store into memory,
+// unless memory holds this replica's own write of it that is newer: of a
+// higher version, or of the same version and still queued for the backing
+// store. A cluster's output versions only grow, whichever replica writes
+// them (the engine numbers the next after the one delivered before), so
+// an older copy is a stale write that reached the backing store last, as
+// when two replicas write back what they hold after Redis lost its data.
+// kept reports that memory's own write stayed; it must go back to the
+// backing store again.
+func (w *WriteThrough) copyOutput(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) (kept bool, err error) {
+	key := outputKey(cluster, backend)
+	w.outputMu.Lock()
+	defer w.outputMu.Unlock()
+	if cur, err := w.primary.GetOutput(ctx, cluster, backend); err == nil && w.owns(key, cur) &&
+		(cur.Version() > s.Version() || (cur.Version() == s.Version() && w.queue.has(key))) {
+		return true, nil
+	}
+	if err := w.primary.PutOutput(ctx, cluster, backend, s); err != nil {
+		return false, err
+	}
+	w.copied(key, s)
+	return false, nil
 }
 
 // owns reports whether memory's s for key is this replica's own write.
@@ -245,10 +273,12 @@ func (w *WriteThrough) DeleteInput(ctx context.Context, cluster string) error {
 
 // PutOutput implements Outputs.
 func (w *WriteThrough) PutOutput(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) error {
+	w.outputMu.Lock()
 	err := w.primary.PutOutput(ctx, cluster, backend, s)
 	if err == nil {
 		w.setOwn(outputKey(cluster, backend), s.Hash())
 	}
+	w.outputMu.Unlock()
 	return w.queueAfter(err, outputKey(cluster, backend))
 }
 

@@ -460,3 +460,57 @@ func TestWriteThroughWritesBackOnlyItsOwnOutputs(t *testing.T) {
 		t.Fatalf("the backing store holds the output of version %d, want the writer's newer one (version %d)", got.Version(), newer.Version())
 	}
 }
+
+// A replica that no longer serves a cluster may still hold its own, older
+// output of it, having missed the newer one (cut off meanwhile). When the
+// backing store loses its data and both replicas write back what they own,
+// the older write may land last; the newer writer keeps its output, writes
+// it back again, and the older one gives way.
+func TestWriteThroughOlderOwnOutputGivesWay(t *testing.T) {
+	ctx := t.Context()
+	backing := memory.New()
+	replica := func(name string) *store.WriteThrough {
+		wt := store.NewWriteThrough(memory.New(), backing.Replica(name), store.WriteThroughOptions{Logger: testLogger(t)})
+		t.Cleanup(func() { wt.Close() })
+		if _, err := wt.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return wt
+	}
+	older, newer := storetest.Snap(t, 1, "older", 2), storetest.Snap(t, 2, "newer", 2)
+	before := replica("before") // served east first, then missed its move
+	must(t, before.PutInput(ctx, "east", storetest.Snap(t, 1, "input", 1)))
+	must(t, before.PutOutput(ctx, "east", "istio", older))
+	must(t, before.Flush(ctx))
+	now := replica("now") // serves east now, the next version
+	must(t, now.PutOutput(ctx, "east", "istio", newer))
+	must(t, now.Flush(ctx))
+
+	// The backing store loses the output; both write back what they own,
+	// the older last.
+	must(t, backing.Replica("restart").DeleteOutputs(ctx, "east"))
+	for _, wt := range []*store.WriteThrough{now, before} {
+		if _, err := wt.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, now.Flush(ctx))
+	must(t, before.Flush(ctx))
+
+	// Each reads the backing store again, as its change feed makes it.
+	for _, wt := range []*store.WriteThrough{now, before, now} {
+		if _, err := wt.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		must(t, wt.Flush(ctx))
+	}
+	for name, s := range map[string]store.Outputs{"the backing store": backing, "the serving replica": now, "the other replica": before} {
+		got, err := s.GetOutput(ctx, "east", "istio")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Hash() != newer.Hash() {
+			t.Errorf("%s holds the output of version %d, want the newer one (version %d)", name, got.Version(), newer.Version())
+		}
+	}
+}
