@@ -174,7 +174,7 @@ func worksAfresh(t *testing.T, tr Translator) View {
 func TestInstallListVerifyRemove(t *testing.T) {
 	bin := pluginBinary(t, "sdk", "good")
 	dir := t.TempDir()
-	e, err := Install(dir, bin, "")
+	e, err := InstallContext(t.Context(), dir, bin, "", nil) // a nil logger discards the plugin's output
 	if err != nil {
 		t.Fatalf("Install = %v", err)
 	}

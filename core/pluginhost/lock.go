@@ -130,8 +130,11 @@ func Install(dir, src, sum string) (Entry, error) {
 }
 
 // InstallContext is Install with a context and a logger for the plugin's
-// output while it is described.
+// output while it is described; a nil logger discards it.
 func InstallContext(ctx context.Context, dir, src, sum string, logger *slog.Logger) (Entry, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	isURL := strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://")
 	if st, err := os.Stat(src); err == nil && st.IsDir() && !isURL {
 		built, err := buildPlugin(ctx, src)
