@@ -447,6 +447,21 @@ func (f *rolloutFleet) waitRollout(what string, cond func(*rollout.Rollout) bool
 	return ro
 }
 
+// waitPausedBy waits for the rollout to pause and checks that it did for
+// cluster's apply errors in its backend's output, saying msg, with the
+// cluster failed.
+func (f *rolloutFleet) waitPausedBy(cluster, backend, msg string) *rollout.Rollout {
+	f.t.Helper()
+	ro := f.waitRollout("paused by "+cluster+"'s apply errors", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
+	if !strings.Contains(ro.Reason, cluster+" (apply errors in output "+backend+": ") || !strings.Contains(ro.Reason, msg) {
+		f.t.Errorf("paused because %q, want %s's apply errors in its %s output: %s", ro.Reason, cluster, backend, msg)
+	}
+	if c := ro.Clusters[cluster]; c.Phase != rollout.Failed {
+		f.t.Errorf("%s is %s, want Failed", cluster, c.Phase)
+	}
+	return ro
+}
+
 // stageHealthy reports whether every cluster of a tier was released and
 // is healthy.
 func stageHealthy(ro *rollout.Rollout, tier string) bool {
@@ -513,13 +528,7 @@ func TestRolloutApplyErrorPausesAndUndoRestores(t *testing.T) {
 	f.agents["one-b"].sink.failApply("VirtualService", "reviews-timeout-reviews", "admission webhook denied the request")
 	f.publish(reviewsPolicy("5s"))
 
-	ro := f.waitRollout("paused by one-b's apply error", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
-	if !strings.Contains(ro.Reason, "one-b (apply errors in output istio: ") || !strings.Contains(ro.Reason, "admission webhook denied") {
-		t.Errorf("paused because %q, want one-b's apply error", ro.Reason)
-	}
-	if c := ro.Clusters["one-b"]; c.Phase != rollout.Failed {
-		t.Errorf("one-b is %s, want Failed", c.Phase)
-	}
+	f.waitPausedBy("one-b", "istio", "admission webhook denied")
 	f.unchanged(before, "two", "three")
 	testutil.Eventually(t, "the metrics saying Paused with one failed cluster", func() bool {
 		return rolloutGauge(t, f.servers[0], "meshrelay_rollout_phase", "Paused") == 1 &&
@@ -836,13 +845,7 @@ func TestRolloutXDSNackPausesAndUndoRestores(t *testing.T) {
 	before := f.outputs()
 	f.publish(reviewsPolicy("5s"))
 
-	ro := f.waitRollout("paused by one-a's NACK", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Paused })
-	if !strings.Contains(ro.Reason, "one-a (apply errors in output envoy: ") || !strings.Contains(ro.Reason, "route timeout 5s refused by the proxy") {
-		t.Errorf("paused because %q, want one-a's NACK of its Envoy output", ro.Reason)
-	}
-	if c := ro.Clusters["one-a"]; c.Phase != rollout.Failed {
-		t.Errorf("one-a is %s, want Failed", c.Phase)
-	}
+	ro := f.waitPausedBy("one-a", "envoy", "route timeout 5s refused by the proxy")
 	if got := ro.Counts().Released; got != 3 {
 		t.Errorf("%d clusters released, want stage one's 3 only", got)
 	}

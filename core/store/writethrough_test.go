@@ -424,14 +424,7 @@ func newRedisAt(t testing.TB, url, prefix, replica string) *redis.Store {
 func TestWriteThroughWritesBackOnlyItsOwnOutputs(t *testing.T) {
 	ctx := t.Context()
 	backing := memory.New()
-	replica := func(name string) *store.WriteThrough {
-		wt := store.NewWriteThrough(memory.New(), backing.Replica(name), store.WriteThroughOptions{Logger: testLogger(t)})
-		t.Cleanup(func() { wt.Close() })
-		if _, err := wt.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return wt
-	}
+	replica := func(name string) *store.WriteThrough { return loadedReplica(t, backing, name) }
 	older, newer := storetest.Snap(t, 1, "older", 2), storetest.Snap(t, 2, "newer", 2)
 	writer := replica("writer")
 	must(t, writer.PutInput(ctx, "east", storetest.Snap(t, 1, "input", 1)))
@@ -469,14 +462,7 @@ func TestWriteThroughWritesBackOnlyItsOwnOutputs(t *testing.T) {
 func TestWriteThroughOlderOwnOutputGivesWay(t *testing.T) {
 	ctx := t.Context()
 	backing := memory.New()
-	replica := func(name string) *store.WriteThrough {
-		wt := store.NewWriteThrough(memory.New(), backing.Replica(name), store.WriteThroughOptions{Logger: testLogger(t)})
-		t.Cleanup(func() { wt.Close() })
-		if _, err := wt.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return wt
-	}
+	replica := func(name string) *store.WriteThrough { return loadedReplica(t, backing, name) }
 	older, newer := storetest.Snap(t, 1, "older", 2), storetest.Snap(t, 2, "newer", 2)
 	before := replica("before") // served east first, then missed its move
 	must(t, before.PutInput(ctx, "east", storetest.Snap(t, 1, "input", 1)))
@@ -513,4 +499,16 @@ func TestWriteThroughOlderOwnOutputGivesWay(t *testing.T) {
 			t.Errorf("%s holds the output of version %d, want the newer one (version %d)", name, got.Version(), newer.Version())
 		}
 	}
+}
+
+// loadedReplica is a replica's write-through store over backing, loaded,
+// which follows no change feed: the test copies with Load.
+func loadedReplica(t *testing.T, backing *memory.Store, name string) *store.WriteThrough {
+	t.Helper()
+	wt := store.NewWriteThrough(memory.New(), backing.Replica(name), store.WriteThroughOptions{Logger: testLogger(t)})
+	t.Cleanup(func() { wt.Close() })
+	if _, err := wt.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return wt
 }
