@@ -16,6 +16,7 @@ import {
 import { ago, h, link, route, section, table } from "./dom";
 import { FleetGraph, natural } from "./graph";
 import { fleetRelations } from "./relations";
+import { RolloutPage } from "./rollout";
 import { callersSection, overlayTraffic, policyTrafficSection } from "./traffic";
 
 export interface Context {
@@ -544,9 +545,24 @@ const destination: View = async ({ args }) => {
   );
 };
 
+let rolloutPage: RolloutPage | undefined;
+
+// rollout is the staged rollout's page; a page left and come back to is
+// made anew, so that it polls again.
+const rollout: View = async ({ status: st }) => {
+  if (!rolloutPage?.root.isConnected) rolloutPage = new RolloutPage();
+  rolloutPage.status(st);
+  // The first answer is waited for; a live update redraws the page when
+  // its fetch comes back.
+  if (!rolloutPage.loaded) await rolloutPage.update();
+  else rolloutPage.update().catch(() => {});
+  return rolloutPage.root;
+};
+
 export const views: Record<string, View> = {
   "": fleet,
   clusters: cluster,
   policies: policy,
   destinations: destination,
+  rollout,
 };
