@@ -217,7 +217,7 @@ export class RolloutPage {
         h(
           "span",
           { class: "stage-counts", ...Object.fromEntries(Object.entries(s.counts).map(([k, v]) => [`data-${k.toLowerCase()}`, v])) },
-          `${s.total.toLocaleString("en")} clusters: ` +
+          `${s.total.toLocaleString("en")} cluster${s.total === 1 ? "" : "s"}: ` +
             ["Succeeded", "Progressing", "Failed", "Pending"]
               .filter((k) => s.counts[k])
               .map((k) => `${s.counts[k].toLocaleString("en")} ${k}`)
