@@ -19,6 +19,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // demoStrategy stages the demo fleet's policy changes: east first, then,
@@ -267,6 +268,17 @@ func TestBrowserRolloutAtScale(t *testing.T) {
 	}
 	if same := get(t, ctx, "the page kept", chromedp.Evaluate[bool](`window.__page === document.querySelector("#rollout")`)); !same {
 		t.Errorf("the page was made anew by the live update, want it updated in place")
+	}
+
+	// A status event (a cluster registered) redraws the page without
+	// opening the stages the reader left closed.
+	admin := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+e.token))
+	if _, err := e.srv.AdminServer().RegisterCluster(admin, &relayv1.RegisterClusterRequest{Cluster: "c1000"}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "see the status event", waitJS(`document.querySelector("#rollout")?.dataset.fleetClusters === "1"`))
+	if open("s4") || open("s5") || !open("s3") || !open("s2") {
+		t.Errorf("after a status event the stages open are s2 %v, s3 %v, s4 %v, s5 %v; want s2 and s3, those the reader opened", open("s2"), open("s3"), open("s4"), open("s5"))
 	}
 	screenshot(t, ctx, "rollout-1000")
 }

@@ -74,7 +74,9 @@ export class RolloutPage {
   }
 
   // status takes the fleet's status: the policies the rollout carries.
+  // The root says how many clusters the fleet had in the last status.
   status(st: Status) {
+    this.root.dataset.fleetClusters = String(st.clusters.length);
     this.remember(st.policies);
   }
 
@@ -204,9 +206,11 @@ export class RolloutPage {
 
   private stage(s: RolloutStage, i: number, total: number): HTMLElement {
     const open = this.opened.get(s.name) ?? total <= shortList;
+    // data-key: the redraw of a live update (main.ts) opens again only
+    // the details it finds open with the same key.
     const d = h(
       "details",
-      { class: "stage", "data-stage": s.name, "data-state": s.state, "data-total": s.total, open },
+      { class: "stage", "data-key": `rollout-stage/${s.name}`, "data-stage": s.name, "data-state": s.state, "data-total": s.total, open },
       h(
         "summary",
         {},
