@@ -44,7 +44,8 @@ spec:
 // the rollout at its gated stage with its counts, each stage's clusters
 // and their states, the gate and the traffic around the change; an
 // approval through the admin API carries it to completion on the open
-// page, without a reload.
+// page, without a reload; the next edit's rollout follows on the same
+// page, and an edit during it shows as queued.
 func TestBrowserRollout(t *testing.T) {
 	f := startFleet(t)
 	b := browser(t)
@@ -140,6 +141,21 @@ func TestBrowserRollout(t *testing.T) {
 	// The policies a rollout carried stay on its page after it ends.
 	do(t, ctx, "still see reviews-split's traffic", waitJS(`!!document.querySelector(`+strconv.Quote(traffic)+`)`))
 	screenshot(t, ctx, "rollout-completed")
+
+	// The next edit starts rollout 2, which the open page follows to its
+	// gate; an edit during it waits, and the page says a revision is queued.
+	if got := attr(t, ctx, "#rollout-queued", "data-queued"); got != "false" {
+		t.Errorf("a completed rollout has a queued revision: %s", got)
+	}
+	editPolicy(t, filepath.Join(f.policies, "reviews-traffic.yaml"), "timeout: 4s", "timeout: 5s")
+	do(t, ctx, "see rollout 2 reach its gate", waitJS(`!!document.querySelector(`+strconv.Quote(`#rollout[data-rollout="2"][data-stage="main"] `+gated)+`)`))
+	editPolicy(t, filepath.Join(f.policies, "reviews-traffic.yaml"), "timeout: 5s", "timeout: 6s")
+	do(t, ctx, "see the next revision queued", waitJS(`document.querySelector("#rollout-queued")?.dataset.queued === "true"`))
+	if same := get(t, ctx, "the page kept", chromedp.Evaluate[bool](`window.__page === document.querySelector("#rollout")`)); !same {
+		t.Errorf("the page was made anew to show rollout 2, want it updated in place")
+	}
+	do(t, ctx, "see reviews-split's traffic for rollout 2", waitJS(`!!document.querySelector(`+strconv.Quote(traffic)+`)`))
+	screenshot(t, ctx, "rollout-queued")
 }
 
 // scaleRollout is a rollout of 1,000 clusters c0…c999 in five stages,
