@@ -116,6 +116,18 @@ func TestBrowserRollout(t *testing.T) {
 	}
 	screenshot(t, ctx, "rollout-gated")
 
+	// The fleet page says a rollout runs, and the policy it carries names
+	// it, each linking to the rollout page.
+	fleetTab := tab(t, b)
+	row := `#policies tr[data-policy="TrafficPolicy/bookinfo/reviews-split"] li.rollout a[href="#/rollout"]`
+	do(t, fleetTab, "open the fleet page", bearer(f.token), chromedp.Navigate(f.ui), waitJS(`!!document.querySelector(`+strconv.Quote(row)+`)`))
+	if got := text(t, fleetTab, row); !strings.HasPrefix(got, "rollout 1 Progressing at stage main: 1/4 released") {
+		t.Errorf("the fleet page's policies list reviews-split with %q, want rollout 1 at stage main", got)
+	}
+	if got := text(t, fleetTab, "#rollout-banner a"); !strings.HasPrefix(got, "rollout 1 Progressing") {
+		t.Errorf("the fleet page's banner reads %q, want rollout 1", got)
+	}
+
 	if _, err := f.admin.ActOnRollout(admin, &relayv1.RolloutActionRequest{Action: relayv1.RolloutActionRequest_ACTION_APPROVE, Stage: "main"}); err != nil {
 		t.Fatal(err)
 	}
