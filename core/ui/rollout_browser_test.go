@@ -76,17 +76,17 @@ func TestBrowserRollout(t *testing.T) {
 	do(t, ctx, "see the rollout reach its gate", waitJS(`!!document.querySelector(`+strconv.Quote(`#rollout[data-rollout="1"][data-stage="main"] `+gated)+`)`),
 		chromedp.Evaluate[chromedp.Void](`window.__page = document.querySelector("#rollout")`))
 	for name, want := range map[string]string{"data-total": "4", "data-released": "1", "data-healthy": "1", "data-failed": "0", "data-pending": "3"} {
-		if got := attr(t, ctx, "#rollout-counts", name); got != want {
+		if got := liveAttr(t, ctx, "#rollout-counts", name); got != want {
 			t.Errorf("at the gate the counts' %s is %s, want %s", name, got, want)
 		}
 	}
-	if got := text(t, ctx, "#rollout-phase"); got != "Progressing" {
+	if got := liveText(t, ctx, "#rollout-phase"); got != "Progressing" {
 		t.Errorf("the rollout's phase reads %q, want Progressing", got)
 	}
-	if got := text(t, ctx, "#rollout-reason"); got != "stage main waits for approval" {
+	if got := liveText(t, ctx, "#rollout-reason"); got != "stage main waits for approval" {
 		t.Errorf("the rollout's reason reads %q, want the gate", got)
 	}
-	if got := attr(t, ctx, `details.stage[data-stage="canary"]`, "data-state"); got != "Done" {
+	if got := liveAttr(t, ctx, `details.stage[data-stage="canary"]`, "data-state"); got != "Done" {
 		t.Errorf("stage canary is %s, want Done", got)
 	}
 	states := func() map[string]string {
@@ -103,15 +103,15 @@ func TestBrowserRollout(t *testing.T) {
 	if got := states(); !maps.Equal(got, want) {
 		t.Errorf("at the gate the page lists %v, want %v", got, want)
 	}
-	if got := attr(t, ctx, `#rollout-stages details.stage[data-stage="main"] .stage-counts`, "data-pending"); got != "3" {
+	if got := liveAttr(t, ctx, `#rollout-stages details.stage[data-stage="main"] .stage-counts`, "data-pending"); got != "3" {
 		t.Errorf("stage main counts %s pending, want 3", got)
 	}
-	if got := text(t, ctx, `p.gate[data-gate="main"] code`); got != "meshrelay rollout approve main" {
+	if got := liveText(t, ctx, `p.gate[data-gate="main"] code`); got != "meshrelay rollout approve main" {
 		t.Errorf("the gate reads %q, want the command that approves it", got)
 	}
 	traffic := `.policy-traffic[data-policy="TrafficPolicy/bookinfo/reviews-split"]`
 	do(t, ctx, "see the traffic around reviews-split's change", waitJS(`!!document.querySelector(`+strconv.Quote(traffic+` tr[data-destination="bookinfo/reviews"]`)+`)`))
-	if changed := attr(t, ctx, traffic+" p.changed", "data-changed"); changed == "" {
+	if changed := liveAttr(t, ctx, traffic+" p.changed", "data-changed"); changed == "" {
 		t.Errorf("the rollout page knows no change of reviews-split, which it carries")
 	}
 	screenshot(t, ctx, "rollout-gated")
@@ -121,10 +121,10 @@ func TestBrowserRollout(t *testing.T) {
 	fleetTab := tab(t, b)
 	row := `#policies tr[data-policy="TrafficPolicy/bookinfo/reviews-split"] li.rollout a[href="#/rollout"]`
 	do(t, fleetTab, "open the fleet page", bearer(f.token), chromedp.Navigate(f.ui), waitJS(`!!document.querySelector(`+strconv.Quote(row)+`)`))
-	if got := text(t, fleetTab, row); !strings.HasPrefix(got, "rollout 1 Progressing at stage main: 1/4 released") {
+	if got := liveText(t, fleetTab, row); !strings.HasPrefix(got, "rollout 1 Progressing at stage main: 1/4 released") {
 		t.Errorf("the fleet page's policies list reviews-split with %q, want rollout 1 at stage main", got)
 	}
-	if got := text(t, fleetTab, "#rollout-banner a"); !strings.HasPrefix(got, "rollout 1 Progressing") {
+	if got := liveText(t, fleetTab, "#rollout-banner a"); !strings.HasPrefix(got, "rollout 1 Progressing") {
 		t.Errorf("the fleet page's banner reads %q, want rollout 1", got)
 	}
 
@@ -136,7 +136,7 @@ func TestBrowserRollout(t *testing.T) {
 		t.Errorf("the page was reloaded or redrawn anew to show the approval, want it updated in place")
 	}
 	for name, want := range map[string]string{"data-total": "4", "data-released": "4", "data-healthy": "4", "data-pending": "0"} {
-		if got := attr(t, ctx, "#rollout-counts", name); got != want {
+		if got := liveAttr(t, ctx, "#rollout-counts", name); got != want {
 			t.Errorf("after completion the counts' %s is %s, want %s", name, got, want)
 		}
 	}
@@ -147,7 +147,7 @@ func TestBrowserRollout(t *testing.T) {
 	if n := get(t, ctx, "the gates left", chromedp.Evaluate[int](`document.querySelectorAll("p.gate").length`)); n != 0 {
 		t.Errorf("after completion the page shows %d gates, want none", n)
 	}
-	if got := attr(t, ctx, `details.stage[data-stage="main"]`, "data-state"); got != "Done" {
+	if got := liveAttr(t, ctx, `details.stage[data-stage="main"]`, "data-state"); got != "Done" {
 		t.Errorf("stage main is %s after completion, want Done", got)
 	}
 	// The policies a rollout carried stay on its page after it ends.
@@ -156,7 +156,7 @@ func TestBrowserRollout(t *testing.T) {
 
 	// The next edit starts rollout 2, which the open page follows to its
 	// gate; an edit during it waits, and the page says a revision is queued.
-	if got := attr(t, ctx, "#rollout-queued", "data-queued"); got != "false" {
+	if got := liveAttr(t, ctx, "#rollout-queued", "data-queued"); got != "false" {
 		t.Errorf("a completed rollout has a queued revision: %s", got)
 	}
 	editPolicy(t, filepath.Join(f.policies, "reviews-traffic.yaml"), "timeout: 4s", "timeout: 5s")
@@ -168,6 +168,20 @@ func TestBrowserRollout(t *testing.T) {
 	}
 	do(t, ctx, "see reviews-split's traffic for rollout 2", waitJS(`!!document.querySelector(`+strconv.Quote(traffic)+`)`))
 	screenshot(t, ctx, "rollout-queued")
+}
+
+// liveText returns an element's text, found and read in one step: the
+// pages redraw as live updates arrive, and a node found in one step may be
+// gone by the next. No element reads as "".
+func liveText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return get(t, ctx, "read the text of "+sel, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`)?.textContent ?? ""`))
+}
+
+// liveAttr returns an element's attribute as liveText does its text.
+func liveAttr(t *testing.T, ctx context.Context, sel, name string) string {
+	t.Helper()
+	return get(t, ctx, "read "+name+" of "+sel, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`)?.getAttribute(`+strconv.Quote(name)+`) ?? ""`))
 }
 
 // scaleRollout is a rollout of 1,000 clusters c0…c999 in five stages,
@@ -249,16 +263,16 @@ func TestBrowserRolloutAtScale(t *testing.T) {
 		t.Errorf("s1 lists %q, want c0…c9 succeeded", got)
 	}
 	for name, want := range map[string]string{"data-pending": "300", "data-succeeded": "0"} {
-		if got := attr(t, ctx, `details.stage[data-stage="s3"] .stage-counts`, name); got != want {
+		if got := liveAttr(t, ctx, `details.stage[data-stage="s3"] .stage-counts`, name); got != want {
 			t.Errorf("collapsed s3's %s is %s, want %s", name, got, want)
 		}
 	}
 	for name, want := range map[string]string{"data-total": "1000", "data-released": "90", "data-healthy": "60", "data-failed": "1", "data-pending": "910"} {
-		if got := attr(t, ctx, "#rollout-counts", name); got != want {
+		if got := liveAttr(t, ctx, "#rollout-counts", name); got != want {
 			t.Errorf("the counts' %s is %s, want %s", name, got, want)
 		}
 	}
-	if got := text(t, ctx, `p.gate[data-gate="s3"]`); !strings.Contains(got, "will wait for approval") {
+	if got := liveText(t, ctx, `p.gate[data-gate="s3"]`); !strings.Contains(got, "will wait for approval") {
 		t.Errorf("the gate ahead reads %q", got)
 	}
 
@@ -288,7 +302,7 @@ func TestBrowserRolloutAtScale(t *testing.T) {
 	// stays open with its 200 clusters.
 	putRollout(t, st, scaleRollout(true))
 	do(t, ctx, "see the rollout reach s3's gate", waitJS(`document.querySelector('details.stage[data-stage="s3"]')?.dataset.state === "AwaitingApproval"`))
-	if got := attr(t, ctx, `details.stage[data-stage="s2"]`, "data-state"); got != "Done" {
+	if got := liveAttr(t, ctx, `details.stage[data-stage="s2"]`, "data-state"); got != "Done" {
 		t.Errorf("s2 is %s after the rollout moved on, want Done", got)
 	}
 	if !open("s3") || len(rows("s3")) != 200 {
