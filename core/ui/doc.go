@@ -3,8 +3,9 @@
 // VirtualDestinations and AccessPolicies create (grouped by a cluster
 // label or by mesh, collapsible, filtered by cluster, namespace and
 // destination, in the browser: web/src/graph.ts), each policy's status, the
-// destination and policy pages of `meshrelay describe`, and each cluster's
-// outputs per backend as YAML, updated live.
+// destination and policy pages of `meshrelay describe`, each cluster's
+// outputs per backend as YAML, and the staged rollout's progress, updated
+// live.
 //
 // The HTTP backend calls the admin API's implementation in process
 // (relayv1.AdminServer, from server.Server.AdminServer) with the caller's
@@ -26,6 +27,14 @@
 // (GET /api/status, /api/graph, /api/list/KIND, /api/clusters/NAME,
 // /api/clusters/NAME/outputs/BACKEND as YAML, /api/destinations/NS/NAME,
 // /api/policies/KIND/NS/NAME) answer one admin call each, /api/graph a few.
+// GET /api/rollout answers GetRollout (rollout.go) grouped by stage for
+// the rollout page (web/src/rollout.ts): each stage's state, its
+// clusters' counts by state and a bounded list of them (rolloutClusters,
+// the failing first; ?show=STAGE:N for more, ?match= to filter by name),
+// the gates still to pass, and "rollout": null when there was none. The
+// page polls it every 2 s while shown, as well as on each status event,
+// and shows for the policies the rollout carries (those whose status names
+// it) the error rate around their change with traffic.ts's table.
 // GET /api/traffic and /api/traffic/policies/KIND/NS/NAME answer from the
 // Traffic API (Options.Traffic): the workload → destination edges the
 // front end draws over the graph and lists as a destination's callers,

@@ -126,6 +126,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/clusters/{name}/outputs/{backend}", s.get(func(ctx context.Context, r *http.Request) (any, error) {
 		return s.outputsYAML(ctx, r.PathValue("name"), r.PathValue("backend"))
 	}))
+	mux.HandleFunc("GET /api/rollout", s.get(s.rollout))
 	s.trafficRoutes(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API: "+r.Method+" "+r.URL.Path)

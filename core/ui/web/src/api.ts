@@ -35,6 +35,9 @@ export interface PolicyStatus {
   targetClusters: number;
   errors: string[];
   warnings: string[];
+  // rollout is set while a staged rollout carries the policy's latest
+  // change: "rollout 2 Progressing at stage canary: 3/9 released, …".
+  rollout?: string;
 }
 
 export interface PluginStatus {
@@ -148,6 +151,54 @@ export interface ClusterDescription {
   destinations: number;
   policies: PolicyStatus[];
   diagnostics: Diagnostic[];
+}
+
+// RolloutStatus is the admin API's RolloutStatus, less its clusters.
+export interface RolloutStatus {
+  id: string;
+  phase: string;
+  reason: string;
+  fromRevision: string;
+  toRevision: string;
+  liveRevision: string;
+  stage: number;
+  stages: { name: string; clusters: number; maxConcurrent: number; maxFailures: number; minHealthy?: string; progressDeadline?: string; approval: boolean; approved: boolean }[];
+  total: number;
+  released: number;
+  healthy: number;
+  failed: number;
+  pending: number;
+  started?: string | null;
+  ended?: string | null;
+  queued: boolean;
+}
+
+export interface RolloutCluster {
+  name: string;
+  state: string;
+  reason?: string;
+  released?: string;
+  healthySince?: string;
+}
+
+// RolloutStage is a stage of the rollout page (core/ui/rollout.go): its
+// state, its clusters' counts by state, and the first of its clusters.
+export interface RolloutStage {
+  name: string;
+  state: string;
+  approval: boolean;
+  approved: boolean;
+  total: number;
+  matching: number;
+  counts: Record<string, number>;
+  clusters: RolloutCluster[];
+}
+
+export interface RolloutPage {
+  rollout: RolloutStatus | null;
+  none?: string;
+  stages: RolloutStage[];
+  gates: string[];
 }
 
 // Unauthorized is thrown when the token is missing or refused.

@@ -116,6 +116,7 @@ async function start() {
   }
   nav.replaceChildren(
     h("a", { href: "#/" }, "Fleet"),
+    h("a", { href: "#/rollout", id: "nav-rollout" }, "Rollout"),
     h(
       "button",
       {

@@ -213,6 +213,26 @@ function rate(req: string, err: string): string {
 export function policyTrafficSection(kind: string, namespace: string, name: string, source?: string): HTMLElement {
   const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
   const el = section("Traffic around the last change", body);
+  pollPolicyTraffic(el, body, kind, namespace, name, source, "policy-traffic");
+  return el;
+}
+
+// policyTraffic is policyTrafficSection's table alone, for the pages that
+// show several policies' (the rollout's), each headed by its policy and
+// kept live while it is in the page.
+export function policyTraffic(kind: string, namespace: string, name: string, source?: string): HTMLElement {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  const el = h(
+    "div",
+    { class: "policy-traffic", "data-policy": `${kind}/${namespace}/${name}` },
+    h("h3", {}, link(route(...["policies", kind, namespace, name, ...(source ? [source] : [])]), `${kind} ${namespace}/${name}`)),
+    body,
+  );
+  pollPolicyTraffic(el, body, kind, namespace, name, source);
+  return el;
+}
+
+function pollPolicyTraffic(el: HTMLElement, body: HTMLElement, kind: string, namespace: string, name: string, source?: string, id?: string) {
   const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
   poll(el, async () => {
     const r = await getJSON<PolicyTraffic>(`/api/traffic/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`);
@@ -220,7 +240,7 @@ export function policyTrafficSection(kind: string, namespace: string, name: stri
       ? `Changed at ${new Date(r.changedAt).toLocaleTimeString()}; ${r.minutes} minutes before and after.`
       : "No change seen since this server replica started; now is the last minutes.";
     body.replaceChildren(
-      h("p", { class: "muted", id: "policy-changed", "data-changed": r.changedAt ?? "" }, when),
+      h("p", { class: "muted changed", id: id ? "policy-changed" : undefined, "data-changed": r.changedAt ?? "" }, when),
       table(
         ["destination", "before", "after", "now"],
         r.destinations.map((d) =>
@@ -233,9 +253,8 @@ export function policyTrafficSection(kind: string, namespace: string, name: stri
             h("td", {}, rate(d.nowRequests, d.nowErrors)),
           ),
         ),
-        { id: "policy-traffic" },
+        id ? { id } : { class: "traffic-change" },
       ),
     );
   });
-  return el;
 }

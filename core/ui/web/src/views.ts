@@ -16,6 +16,7 @@ import {
 import { ago, h, link, route, section, table } from "./dom";
 import { FleetGraph, natural } from "./graph";
 import { fleetRelations } from "./relations";
+import { RolloutPage } from "./rollout";
 import { callersSection, overlayTraffic, policyTrafficSection } from "./traffic";
 
 export interface Context {
@@ -34,6 +35,7 @@ function policyRoute(p: PolicyStatus): string {
 function policyRows(ps: PolicyStatus[]): HTMLElement[] {
   return ps.map((p) => {
     const notes = [...p.errors.map((e) => h("li", { class: "error" }, e)), ...p.warnings.map((w) => h("li", { class: "warning" }, w))];
+    if (p.rollout) notes.push(h("li", { class: "rollout" }, link("/rollout", p.rollout)));
     return h(
       "tr",
       { "data-policy": policyKey(p), "data-state": p.state },
@@ -118,6 +120,9 @@ function banner(st: Status): HTMLElement | null {
   const parts: HTMLElement[] = [];
   if (st.safeMode) parts.push(h("p", { class: "banner safe" }, `Safe mode: nothing is pruned until ${st.waitingFor.join(", ") || "the window ends"} report.`));
   if (st.store !== "ok") parts.push(h("p", { class: "banner degraded" }, `Store ${st.store}`));
+  // The policies a rollout carries name it: one of them says where it is.
+  const carried = st.policies.find((p) => p.rollout && !p.sourceCluster);
+  if (carried) parts.push(h("p", { class: "banner rollout", id: "rollout-banner" }, "Staged ", link("/rollout", carried.rollout!)));
   return parts.length ? h("div", {}, parts) : null;
 }
 
@@ -414,6 +419,7 @@ class PolicyPage {
         h("dd", {}, p.sourceCluster ? `cluster ${p.sourceCluster}` : "management"),
         h("dt", {}, "applied"),
         h("dd", { class: "applied", "data-applied": `${p.appliedClusters}/${p.targetClusters}` }, `${p.appliedClusters}/${p.targetClusters} clusters`),
+        p.rollout ? [h("dt", {}, "rollout"), h("dd", { id: "policy-rollout" }, link("/rollout", p.rollout))] : null,
         h("dt", {}, "clusters"),
         h("dd", { id: "policy-counts" }, ["applied", "pending", "failed"].map((s) => `${(counts.get(s) ?? 0).toLocaleString("en")} ${s}`).join(" · ")),
       ),
@@ -544,9 +550,24 @@ const destination: View = async ({ args }) => {
   );
 };
 
+let rolloutPage: RolloutPage | undefined;
+
+// rollout is the staged rollout's page; a page left and come back to is
+// made anew, so that it polls again.
+const rollout: View = async ({ status: st }) => {
+  if (!rolloutPage?.root.isConnected) rolloutPage = new RolloutPage();
+  rolloutPage.status(st);
+  // The first answer is waited for; a live update redraws the page when
+  // its fetch comes back.
+  if (!rolloutPage.loaded) await rolloutPage.update();
+  else rolloutPage.update().catch(() => {});
+  return rolloutPage.root;
+};
+
 export const views: Record<string, View> = {
   "": fleet,
   clusters: cluster,
   policies: policy,
   destinations: destination,
+  rollout,
 };
