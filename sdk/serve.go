@@ -116,21 +116,36 @@ func (s *server) Describe(context.Context, *translatorv1.DescribeRequest) (*tran
 
 // Translate runs one session until the host closes its side.
 func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error {
+	held, err := s.translate(stream)
+	if s.ownProcess && held {
+		// The session's whole view is garbage now: the host dropped a
+		// revision (a staged rollout ended) or closes. Without this, a
+		// plugin with little else to do keeps it until its next
+		// collection, up to two minutes away, and its pages longer.
+		debug.FreeOSMemory()
+	}
+	return err
+}
+
+// translate runs one session until the host closes its side, and reports
+// whether the session held a view; the session is garbage once it returns.
+func (s *server) translate(stream translatorv1.Translator_TranslateServer) (held bool, err error) {
 	sess := newSession(s.t, s.desc)
 	ctx := stream.Context()
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return held, nil
 		}
 		if err != nil {
-			return err
+			return held, err
 		}
+		held = true
 		if err := sess.handle(ctx, req, stream.Send); err != nil {
 			if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
-				return err
+				return held, err
 			}
-			return status.Error(codes.InvalidArgument, err.Error())
+			return held, status.Error(codes.InvalidArgument, err.Error())
 		}
 		if s.ownProcess && req.GetCommit() != nil && sess.full {
 			// A full update computes and encodes every target at once, a

@@ -95,6 +95,25 @@ Memory (servers, plugins, Redis) and the servers' goroutines are sampled
 throughout; the report gives each one's growth per hour after warm-up. The
 exit code is 1 when the soak failed.
 
+--rollout measures a staged rollout (defaults: 1,000 agents of 5 services).
+The clusters are registered with the label bench.meshrelay.io/stage=s1..s5
+(cluster i of N in stage 1+5i/N), and the policies hold a RolloutStrategy
+of five stages selecting them, each gated by approval and done once its
+clusters are healthy (minHealthy 0s), so the bench sets the pace. Once the
+fleet settled for a window (--rollout-window), it measures one revision over
+a window (inputs changing at --churn per second meanwhile), edits the
+AccessPolicy, and approves the stages one at a time (ActOnRollout), timing
+each from its approval until every agent
+of the stage received the new outputs and until the server counts the stage
+done; after stage s1 it measures two revisions over a window, and once the
+rollout completed and the fleet settled for a window, one revision again.
+It reports the server's and plugins' RSS, the server's live Go heap (what its
+last collection kept, go_gc_heap_live_bytes) and their CPU seconds per second in each window, the ratios of two revisions
+and of after-completion to one (goal: memory at most 1.5× while two
+revisions are live, and back to 1× after), the peak RSS during the
+rollout, and any cluster that received the new outputs before its stage
+was approved.
+
 --kill-replica (N ≥ 2) adds a phase after the churn: replica 0 and its
 plugins get SIGKILL, and its agents move to the next replica of their lists.
 It reports the moved agents, their reconnect latency from the kill (p50/p99/
@@ -114,6 +133,9 @@ nothing.`,
   # Three replicas on one Redis, a global service, and a lost replica:
   meshrelay bench --agents 300 --replicas 3 --store redis://127.0.0.1:6390/0 \
     --scenario global --kill-replica
+
+  # A 1,000-cluster rollout in 5 stages, approved one stage at a time:
+  meshrelay bench --rollout --plugins bin
 
   # A 30-minute chaos soak: 3 replicas, 500 agents, a fault every 20s:
   meshrelay bench --chaos --replicas 3 --agents 500 --duration 30m \
@@ -154,6 +176,9 @@ nothing.`,
 			if opts.Chaos {
 				return runChaos(cmd, opts, output)
 			}
+			if opts.Rollout {
+				opts = rolloutDefaults(cmd, opts)
+			}
 			rep, err := bench.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -190,6 +215,8 @@ nothing.`,
 	fs.DurationVar(&opts.PolicyEvery, "policy-every", 30*time.Second, "--chaos: time between two policy edits")
 	fs.StringVar(&opts.RedisServer, "redis-server", "redis-server", "--chaos: the redis-server binary")
 	fs.BoolVar(&opts.RedisSentinel, "redis-sentinel", false, "--chaos: run Redis as a Sentinel set (a primary, two replicas, three Sentinels) and inject redis-failover (SIGKILL the primary) instead of redis-restart and cut-replica")
+	fs.BoolVar(&opts.Rollout, "rollout", false, "measure a staged rollout of the policy edit (see above; defaults: 1,000 agents of 5 services, --churn 2 during each window, --duration 0, --policy-changes 0)")
+	fs.DurationVar(&opts.RolloutWindow, "rollout-window", 20*time.Second, "--rollout: how long each steady state (one revision, two, one again) is measured, and how long the fleet settles after the rollout completes")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
 	outputFlag(cmd, &output)
@@ -219,15 +246,23 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("agents connected", fmt.Sprintf("%d/%d", r.Connected, r.Agents))
 	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerSecond))
 	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSeconds), r.FirstOutputs, r.Agents))
-	t.row("input changes", fmt.Sprintf("%d in %s (%.1f/s); %d coalesced, %d not received", r.InputChanges, secs(r.ChurnSeconds), r.Churn, r.InputCoalesced, r.InputLost))
-	t.row("input change → its agent p50/p99/max", ms(r.InputLatency))
-	t.row("bytes per input change (wire / payload)", kib(r.InputWireBytes)+" / "+kib(r.InputPayloadBytes))
-	t.row("policy edits", fmt.Sprintf("%d; %d receipts missing", r.PolicyChanges, r.PolicyMissing))
-	t.row("policy edit → each agent p50/p99/max", ms(r.PolicyLatency))
-	t.row("policy edit → all agents p50/p99/max", ms(r.PolicyAllLatency))
-	t.row("bytes per policy edit per agent (wire / payload)", kib(r.PolicyWireBytes)+" / "+kib(r.PolicyPayloadBytes))
-	t.row("server+plugins CPU per input change / policy edit", fmt.Sprintf("%.3f s / %.3f s", r.InputCPU, r.PolicyCPU))
-	t.row("server+plugins CPU per input change, net of idle", fmt.Sprintf("%.3f s", r.InputCPUNet))
+	// A run without a churn phase or policy edits (--rollout, the
+	// traffic phase alone) has no figures for them.
+	if r.InputChanges > 0 {
+		t.row("input changes", fmt.Sprintf("%d in %s (%.1f/s); %d coalesced, %d not received", r.InputChanges, secs(r.ChurnSeconds), r.Churn, r.InputCoalesced, r.InputLost))
+		t.row("input change → its agent p50/p99/max", ms(r.InputLatency))
+		t.row("bytes per input change (wire / payload)", kib(r.InputWireBytes)+" / "+kib(r.InputPayloadBytes))
+	}
+	if r.PolicyChanges > 0 {
+		t.row("policy edits", fmt.Sprintf("%d; %d receipts missing", r.PolicyChanges, r.PolicyMissing))
+		t.row("policy edit → each agent p50/p99/max", ms(r.PolicyLatency))
+		t.row("policy edit → all agents p50/p99/max", ms(r.PolicyAllLatency))
+		t.row("bytes per policy edit per agent (wire / payload)", kib(r.PolicyWireBytes)+" / "+kib(r.PolicyPayloadBytes))
+	}
+	if r.InputChanges > 0 || r.PolicyChanges > 0 {
+		t.row("server+plugins CPU per input change / policy edit", fmt.Sprintf("%.3f s / %.3f s", r.InputCPU, r.PolicyCPU))
+		t.row("server+plugins CPU per input change, net of idle", fmt.Sprintf("%.3f s", r.InputCPUNet))
+	}
 	t.row("idle traffic to agents / idle server+plugins CPU", fmt.Sprintf("%.0f B/s / %.3f s/s", r.IdleWireBytesPerS, r.IdleCPUPerS))
 	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
 	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
@@ -244,6 +279,9 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	if r.RedisUsedMemory > 0 {
 		t.row("redis used_memory", mib(r.RedisUsedMemory))
+	}
+	if ro := r.Rollout; ro != nil {
+		printBenchRollout(t, ro, ms, mib)
 	}
 	if tr := r.Traffic; tr != nil {
 		t.row("traffic", fmt.Sprintf("%d edges per agent every %.0fs, %d windows; %d edges kept by the servers", tr.EdgesPerAgent, tr.WindowSeconds, tr.Windows, tr.EdgesKept))
@@ -367,4 +405,48 @@ func firstDifference(ds []bench.Difference) any {
 		return "-"
 	}
 	return ds[0]
+}
+
+// rolloutDefaults applies the --rollout defaults to the flags not given.
+func rolloutDefaults(cmd *cobra.Command, opts bench.Options) bench.Options {
+	def := bench.DefaultRolloutOptions()
+	fs := cmd.Flags()
+	for flag, apply := range map[string]func(){
+		"agents":         func() { opts.Agents = def.Agents },
+		"services":       func() { opts.Services = def.Services },
+		"churn":          func() { opts.Churn = def.Churn },
+		"duration":       func() { opts.Duration = def.Duration },
+		"policy-changes": func() { opts.PolicyChanges = def.PolicyChanges },
+	} {
+		if !fs.Changed(flag) {
+			apply()
+		}
+	}
+	return opts
+}
+
+// printBenchRollout prints the --rollout phase.
+func printBenchRollout(t *table, ro *bench.RolloutReport, ms func(bench.Latency) string, mib func(int64) string) {
+	window := func(w bench.RolloutWindow) string {
+		return fmt.Sprintf("server %s (live heap %s) + plugins %s RSS; %.3f CPU s/s; input change p50/p99/max %s",
+			mib(w.ServerRSS), mib(w.ServerHeap), mib(w.PluginsRSS), w.CPUPerSecond, ms(w.InputLatency))
+	}
+	t.row("rollout", fmt.Sprintf("%d stages (%s), %.0fs windows at %.1f input changes/s; %s after %.1fs from the first approval",
+		ro.Stages, ro.Gate, ro.WindowSeconds, ro.ChurnPerSecond, ro.Phase, ro.CompletedSeconds))
+	t.row("rollout: one revision", window(ro.One))
+	t.row("rollout: two revisions (s1 released)", window(ro.Two))
+	t.row("rollout: one revision after completion", window(ro.After))
+	goal := "met"
+	if ro.MemoryRatio > 1.5 {
+		goal = "NOT met"
+	}
+	t.row("rollout: memory two / one (goal ≤ 1.5)", fmt.Sprintf("%.2f (%s); peak %.2f (%s)", ro.MemoryRatio, goal, ro.PeakMemoryRatio, mib(ro.PeakRSSBytes)))
+	t.row("rollout: memory after / one", fmt.Sprintf("%.2f; server live heap two / one %.2f, after / one %.2f", ro.AfterMemoryRatio, ro.HeapRatio, ro.AfterHeapRatio))
+	t.row("rollout: CPU two / one", fmt.Sprintf("%.2f", ro.CPURatio))
+	t.row("rollout: clusters released early", fmt.Sprintf("%d", ro.EarlyReceipts))
+	for _, s := range ro.StageReports {
+		t.row("rollout: approve "+s.Name+" → its clusters hold the new outputs",
+			fmt.Sprintf("%d/%d clusters, all after %.3fs (p50/p99/max %s); stage done after %.3fs, %.1f CPU s",
+				s.Held, s.Clusters, s.AllHeldSeconds, ms(s.HeldLatency), s.DoneSeconds, s.CPUSeconds))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -121,7 +122,11 @@ func runServer(ctx context.Context, logger *slog.Logger, opts server.Options, ui
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// go_gc_heap_live_bytes, the heap the last collection kept, beside
+	// the default Go metrics: what the server holds, without the garbage
+	// and headroom that the in-use and RSS figures carry.
+	liveHeap := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeap)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(ctx, opts, server.Deps{
 		Store: st, Translators: translators, Policies: policies, Discovery: disc, Logger: logger, Registerer: reg, Gatherer: reg,
 	})

@@ -40,7 +40,17 @@
 //     policies do not change meanwhile);
 //  5. edits the fleet-wide AccessPolicy Options.PolicyChanges times and
 //     times each edit until every agent has received it;
-//  6. reads each replica's CPU time and peak RSS (and its plugins') from
+//  6. with Options.Rollout, stages one edit of the AccessPolicy under a
+//     RolloutStrategy of [RolloutStages] stages (the clusters are
+//     registered with a stage label, every stage waits for approval):
+//     after a window of settling, measures one revision over a window
+//     while inputs churn, edits the
+//     policy, approves the stages one at a time and times each from its
+//     approval until every agent of the stage received the new outputs,
+//     measures two revisions after the first stage, and one again once
+//     the rollout completed ([RolloutReport]): the servers' and plugins'
+//     RSS, the servers' live heap and their CPU;
+//  7. reads each replica's CPU time and peak RSS (and its plugins') from
 //     /proc, and Redis's used_memory when the store is Redis; then stops
 //     the agents and the servers.
 //

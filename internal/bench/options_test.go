@@ -22,6 +22,10 @@ func TestValidate(t *testing.T) {
 		{"kill with one replica", func(o *Options) { o.KillReplica = true }, "--kill-replica needs --replicas 2 or more"},
 		{"kill with one replica on redis", func(o *Options) { o.Store, o.KillReplica = "redis://r:6379/0", true }, "--kill-replica needs --replicas 2 or more"},
 		{"bad store", func(o *Options) { o.Store = "etcd://x" }, "--store must be memory or a redis://"},
+		{"rollout", func(o *Options) { *o = DefaultRolloutOptions() }, ""},
+		{"rollout with policy edits", func(o *Options) { *o = DefaultRolloutOptions(); o.PolicyChanges = 1 }, "--policy-changes must be 0"},
+		{"rollout with fewer agents than stages", func(o *Options) { *o = DefaultRolloutOptions(); o.Agents = 4 }, "--rollout needs --agents 5 or more"},
+		{"rollout in the chaos soak", func(o *Options) { *o = DefaultChaosOptions(); o.Rollout = true }, "leave --chaos out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -116,6 +116,13 @@ type Options struct {
 	TrafficEdges   int
 	TrafficWindows int
 	TrafficWindow  time.Duration
+	// Rollout runs the rollout phase ([RolloutReport]) after the churn:
+	// the clusters are labelled by stage, the policies hold a
+	// RolloutStrategy, and the policy edit is staged; Churn is then the
+	// rate of input changes during each of its windows, RolloutWindow
+	// long (20s when 0).
+	Rollout       bool
+	RolloutWindow time.Duration
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
 	// Progress, when set, receives one line per phase.
@@ -160,6 +167,7 @@ func (o *Options) Validate() error {
 	if o.Store != "memory" && !redis {
 		errs = append(errs, fmt.Errorf("--store must be memory or a redis://, redis+sentinel:// or redis+cluster:// URL, not %q", o.Store))
 	}
+	errs = append(errs, o.validateRollout()...)
 	if o.Chaos {
 		return errors.Join(append(errs, o.validateChaos()...)...)
 	}
@@ -271,6 +279,8 @@ type Report struct {
 	Failover *FailoverReport `json:"failover,omitempty"`
 	// Traffic is the --traffic-edges phase.
 	Traffic *TrafficReport `json:"traffic,omitempty"`
+	// Rollout is the --rollout phase.
+	Rollout *RolloutReport `json:"rollout,omitempty"`
 }
 
 // ReplicaReport is one server replica's share of a run.
@@ -378,6 +388,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if r.opts.Rollout {
+		if err := r.rolloutPhase(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.finish(ctx); err != nil {
 		return nil, err
 	}
@@ -392,6 +407,7 @@ func newRun(opts Options) (*run, func(), error) {
 	opts.Timeout = cmp.Or(opts.Timeout, 2*time.Minute+time.Duration(opts.Agents)*20*time.Millisecond)
 	opts.TrafficWindows = cmp.Or(opts.TrafficWindows, 6)
 	opts.TrafficWindow = cmp.Or(opts.TrafficWindow, traffic.WindowLength)
+	opts.RolloutWindow = cmp.Or(opts.RolloutWindow, 20*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -450,6 +466,11 @@ func (r *run) prepare(ctx context.Context) error {
 	r.policy = filepath.Join(r.work, "policies", "bench-access.yaml")
 	if err := writeFile(r.policy, PolicyYAML("p0")); err != nil {
 		return err
+	}
+	if r.opts.Rollout {
+		if err := writeFile(filepath.Join(r.work, "policies", "bench-rollout.yaml"), RolloutStrategyYAML()); err != nil {
+			return err
+		}
 	}
 	newCluster := NewCluster
 	if r.opts.Scenario == ScenarioGlobal {
@@ -806,7 +827,7 @@ func pluginStats(serverPid int) ProcStats {
 func (r *run) register(s *sim) (*agent.Agent, error) {
 	name := s.cluster.Name
 	srv := r.servers[s.replica]
-	resp, err := srv.admin.RegisterCluster(srv.adminCtx, &relayv1.RegisterClusterRequest{Cluster: name, Reusable: r.opts.Chaos})
+	resp, err := srv.admin.RegisterCluster(srv.adminCtx, &relayv1.RegisterClusterRequest{Cluster: name, Reusable: r.opts.Chaos, Labels: r.clusterLabels(s)})
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", name, err)
 	}
