@@ -6,7 +6,7 @@ import (
 )
 
 func newDemoCommand(_ *logOptions) *cobra.Command {
-	opts := demo.Options{Out: "demo-output"}
+	opts := demo.Options{Out: "demo-output", StagedRollout: true}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run meshrelay end to end on this machine, with nothing installed",
@@ -18,8 +18,10 @@ Istio in east and west, Cilium in central, Linkerd in north, a standalone
 Envoy group in west). Policies come from testdata/policies.
 
 It prints what was translated for which cluster and backend and each
-policy's status, edits one policy and shows the change propagate, writes
-every output under --out, and exits — or keeps running with --serve. The
+policy's status, edits one policy and shows the change propagate, then
+(--staged-rollout) labels the clusters by ring and makes a second edit as
+a staged rollout, writes every output under --out, and exits — or keeps
+running with --serve. The
 web UI (--ui-addr, a free loopback port by default) shows the fleet live;
 the demo prints its URL and where the admin token to log in with is.
 Run it from the meshrelay source tree; it builds the plugins when their
@@ -41,6 +43,7 @@ binaries are not next to it.`,
 	cmd.Flags().StringVar(&opts.Out, "out", opts.Out, "folder for outputs, logs and state (replaced on each run)")
 	cmd.Flags().StringVar(&opts.PluginDir, "plugins", "", "folder with meshrelay-plugin-* binaries (default: next to this binary, or built); \"oci://\" publishes them, signed, to an OCI registry the demo starts on loopback and installs them from it")
 	cmd.Flags().BoolVar(&opts.Serve, "serve", false, "keep the fleet running until interrupted")
+	cmd.Flags().BoolVar(&opts.StagedRollout, "staged-rollout", opts.StagedRollout, "make a second policy edit as a staged rollout (canary east, the rest once approved); the RolloutStrategy is removed once it completed")
 	cmd.Flags().StringVar(&opts.UIAddr, "ui-addr", "", "address of the web UI (default: a free loopback port)")
 	cmd.Flags().StringVar(&opts.Root, "root", "", "the meshrelay source tree (default: found from the working directory)")
 	return cmd

@@ -51,6 +51,10 @@ type Options struct {
 	ThroughRegistry bool
 	// Serve keeps everything running until ctx ends.
 	Serve bool
+	// StagedRollout makes a second policy edit as a staged rollout after
+	// the first (see stagedRollout); the RolloutStrategy is removed again
+	// once it completed, so later edits apply at once.
+	StagedRollout bool
 	// UIAddr is the web UI's address; empty picks a free loopback port.
 	UIAddr string
 	// Timeout bounds how long the demo waits for the fleet to converge.
@@ -158,8 +162,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := editAndWatch(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
 		return nil, err
 	}
-	if err := stagedRollout(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
-		return nil, err
+	if opts.StagedRollout {
+		if err := stagedRollout(ctx, actx, admin, srv, policyDir, opts.Timeout, report, say); err != nil {
+			return nil, err
+		}
 	}
 	say("See the files under %s/outputs/<cluster>/<backend>/.", out)
 

@@ -33,7 +33,7 @@ func TestDemo(t *testing.T) {
 
 	var stdout bytes.Buffer
 	out := filepath.Join(t.TempDir(), "demo")
-	report, err := Run(context.Background(), Options{Root: root, Out: out, PluginDir: bin, Stdout: &stdout})
+	report, err := Run(context.Background(), Options{Root: root, Out: out, PluginDir: bin, Stdout: &stdout, StagedRollout: true})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, stdout.String())
 	}
@@ -65,8 +65,12 @@ func TestDemo(t *testing.T) {
 	if err != nil || len(files) != len(report.Outputs["east/istio"]) {
 		t.Errorf("east/istio files = %d, want %d", len(files), len(report.Outputs["east/istio"]))
 	}
-	if _, err := os.Stat(filepath.Join(out, "policies", "rollout-strategy.yaml")); err != nil {
-		t.Errorf("the demo did not add its RolloutStrategy to its copy of the policies: %v", err)
+	if _, err := os.Stat(filepath.Join(out, "policies", "rollout-strategy.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the demo left its RolloutStrategy in place after the rollout: %v", err)
+	}
+	vs, err := os.ReadFile(filepath.Join(out, "policies", "reviews-traffic.yaml"))
+	if err != nil || !strings.Contains(string(vs), "weight: 30") {
+		t.Errorf("the demo did not make its second edit to its copy of the policy")
 	}
 	if _, err := os.Stat(filepath.Join(root, "testdata", "policies", "rollout-strategy.yaml")); !os.IsNotExist(err) {
 		t.Errorf("the demo wrote into the source tree's policies: %v", err)

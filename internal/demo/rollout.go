@@ -109,6 +109,12 @@ func stagedRollout(ctx, actx context.Context, admin relayv1.AdminClient, srv *se
 	report.Rollout = rr
 	say("  rollout %d completed: %d/%d clusters healthy; changed after approval: %s", rr.Status.GetId(), rr.Status.GetHealthy(), rr.Status.GetTotal(), strings.Join(rr.HeldBack, ", "))
 	say("  (meshrelay rollout undo would put every cluster back on 10/10/80 at once)")
+	// Later edits (with --serve) apply at once again; removing the
+	// strategy changes no revision.
+	if err := os.Remove(filepath.Join(policyDir, "rollout-strategy.yaml")); err != nil {
+		return err
+	}
+	say("  removed policies/rollout-strategy.yaml: later edits apply at once again")
 	return nil
 }
 
