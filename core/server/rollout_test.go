@@ -536,6 +536,48 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 	}
 }
 
+// Redis restarting empty mid-rollout loses the rollout record and the
+// revisions: the replicas write back the last copy they read, so the
+// rollout goes on at the same stage, instead of the source's revision
+// going live everywhere at once.
+func TestRolloutSurvivesRedisRestartingEmpty(t *testing.T) {
+	r := testenv.StartRedis(t)
+	f := startRolloutFleet(t, []func() store.Store{
+		func() store.Store { return redisStore(t, r, "replica-0") },
+		func() store.Store { return redisStore(t, r, "replica-1") },
+	},
+		strategyYAML(map[string]string{"two": "approval: true"}))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+	ro := f.waitRollout("stage two waiting for approval", func(ro *rollout.Rollout) bool {
+		return ro.Stage == 1 && strings.Contains(ro.Reason, "waits for approval")
+	})
+	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+
+	r.Stop()
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitRollout("the rollout record written back", func(got *rollout.Rollout) bool { return got.ID == ro.ID })
+	if got.Phase != rollout.Progressing || got.Stage != 1 {
+		t.Fatalf("after Redis restarted empty: rollout %d %s at stage %d, want %d Progressing at stage 1", got.ID, got.Phase, got.Stage, ro.ID)
+	}
+	testutil.EventuallyWhy(t, "both revisions kept again", func() (bool, string) {
+		for _, h := range []string{ro.From, ro.To} {
+			if _, err := f.servers[1].store.GetRollout(context.Background(), revisionRecord(h)); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	f.waitOutputs("stage one still on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	f.unchanged(before, "two", "three")
+
+	f.act(f.servers[1], relayv1.RolloutActionRequest_ACTION_APPROVE, "")
+	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+}
+
 // A workload cluster's RolloutStrategy is refused with a diagnostic on
 // it; the management source's is not.
 func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
