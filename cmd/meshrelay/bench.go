@@ -105,7 +105,8 @@ and judges every cluster under the revision it puts that cluster on
 the faults stop, the bench drives the rollouts to their end (resume,
 approve, one more edit if the last revision was undone), and the last
 checks require every cluster to hold the last revision written. A rollout
-record that goes missing or back to an older rollout fails the soak.
+record that goes missing or back to an older rollout, or that puts a
+released cluster back to Pending without an undo, fails the soak.
 Memory (servers, plugins, Redis) and the servers' goroutines are sampled
 throughout; the report gives each one's growth per hour after warm-up. The
 exit code is 1 when the soak failed.
@@ -370,6 +371,9 @@ func printChaos(w io.Writer, r *bench.ChaosReport) error {
 		}
 		for _, lost := range ro.Lost {
 			t.row("rollout record LOST", lost)
+		}
+		for _, u := range ro.Unreleased {
+			t.row("UNRELEASED without an undo", u)
 		}
 	}
 	for _, s := range r.Storms {

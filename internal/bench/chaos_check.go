@@ -303,6 +303,9 @@ func (c *chaosRun) finish() {
 		for _, lost := range rep.Rollouts.Lost {
 			rep.Failures = append(rep.Failures, "the rollout record was lost "+lost)
 		}
+		for _, u := range rep.Rollouts.Unreleased {
+			rep.Failures = append(rep.Failures, "a released cluster went back to the previous revision "+u)
+		}
 	}
 	for _, s := range rep.Storms {
 		if s.ConvergedSeconds < 0 {

@@ -83,6 +83,10 @@ type RolloutReport struct {
 	// Lost lists the times the rollout record went missing or back to an
 	// older rollout while one was in progress.
 	Lost []string `json:"lost,omitempty"`
+	// Unreleased lists the clusters the record released and then put
+	// back on the previous revision, without an undo, as the soak read
+	// the record.
+	Unreleased []string `json:"unreleased,omitempty"`
 	// FinalSeconds is how long driving the last rollouts to completion
 	// took after the faults stopped; FinalRevision is the revision the
 	// fleet then held.
@@ -102,9 +106,11 @@ type rolloutOps struct {
 	admins []opsAdmin
 	// markers are the policy markers of the revisions, by hash.
 	markers map[string]int
-	// last is the rollout last seen, and whether it was active.
+	// last is the rollout last seen, whether it was active, and its
+	// clusters' states.
 	last       uint64
 	lastActive bool
+	states     map[string]string
 	// fate is what the operator does to the current rollout once some of
 	// its clusters are released: "undo", "pause" or nothing.
 	fate        string
@@ -260,6 +266,12 @@ func (o *rolloutOps) note(st *relayv1.RolloutStatus, at float64) {
 	switch {
 	case id < o.last:
 		o.rep.Lost = append(o.rep.Lost, fmt.Sprintf("at %.1fs: rollout %d (active: %t) gone; the record now says %s", at, o.last, o.lastActive, describe(st)))
+	case id == o.last && isActive(st):
+		for _, c := range st.GetClusters() {
+			if was := o.states[c.GetName()]; was != "" && was != string(rollout.Pending) && c.GetState() == string(rollout.Pending) {
+				o.rep.Unreleased = append(o.rep.Unreleased, fmt.Sprintf("at %.1fs: %s of rollout %d, %s before, Pending now; the record says %s", at, c.GetName(), id, was, describe(st)))
+			}
+		}
 	case id > o.last:
 		o.rep.Started += int(id - o.last)
 		o.fate, o.waiting, o.pausedUntil = "", time.Time{}, time.Time{}
@@ -271,6 +283,10 @@ func (o *rolloutOps) note(st *relayv1.RolloutStatus, at float64) {
 		}
 	}
 	o.last, o.lastActive = id, isActive(st)
+	o.states = map[string]string{}
+	for _, c := range st.GetClusters() {
+		o.states[c.GetName()] = c.GetState()
+	}
 }
 
 // operate is one operator turn: approve a stage that waited

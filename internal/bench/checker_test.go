@@ -280,3 +280,27 @@ func TestSeriesGrowth(t *testing.T) {
 		t.Fatalf("growth = %+v, want 2 lives, 51 samples over 50 min, 6000/h", g)
 	}
 }
+
+// TestRolloutOpsNotices reads a sequence of rollout statuses as the soak
+// would: a released cluster back to Pending without an undo, and a record
+// gone back to no rollout, are each reported; an undo is not.
+func TestRolloutOpsNotices(t *testing.T) {
+	st := func(id uint64, phase, state string) *relayv1.RolloutStatus {
+		return &relayv1.RolloutStatus{Id: id, Phase: phase, Clusters: []*relayv1.RolloutCluster{{Name: "a", State: state}}}
+	}
+	o := newRolloutOps(1)
+	for _, s := range []*relayv1.RolloutStatus{st(1, "Progressing", "Pending"), st(1, "Progressing", "Progressing"), st(1, "Undone", "Pending"), st(2, "Progressing", "Succeeded")} {
+		o.note(s, 0)
+	}
+	if len(o.rep.Unreleased)+len(o.rep.Lost) != 0 || o.rep.Started != 2 {
+		t.Fatalf("a release, an undo and a new rollout: unreleased %v, lost %v, %d started; want none, none, 2", o.rep.Unreleased, o.rep.Lost, o.rep.Started)
+	}
+	o.note(st(2, "Progressing", "Pending"), 1)
+	if len(o.rep.Unreleased) != 1 || !strings.Contains(o.rep.Unreleased[0], "a of rollout 2, Succeeded before") {
+		t.Errorf("a released cluster back to Pending: unreleased = %v", o.rep.Unreleased)
+	}
+	o.note(nil, 2)
+	if len(o.rep.Lost) != 1 {
+		t.Errorf("the record gone back to no rollout: lost = %v", o.rep.Lost)
+	}
+}
