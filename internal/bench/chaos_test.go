@@ -213,3 +213,28 @@ func TestChaosHostileAgent(t *testing.T) {
 		t.Errorf("the soak did not pass")
 	}
 }
+
+func TestValidateChaosRollout(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(*Options)
+		want string // a part of the error; "" for none
+	}{
+		"with --chaos":      {func(o *Options) {}, ""},
+		"without --chaos":   {func(o *Options) { o.Chaos = false }, "--chaos-rollout is a mode of --chaos"},
+		"no policy edits":   {func(o *Options) { o.PolicyEvery = 0 }, "--policy-every must be positive"},
+		"on Redis Sentinel": {func(o *Options) { o.RedisSentinel = true }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultChaosOptions()
+			o.ChaosRollout = true
+			tc.edit(&o)
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
