@@ -257,10 +257,15 @@ func (r *rollouts) restore(ctx context.Context) (store.RolloutRecord, error) {
 	}
 }
 
-// read returns the stored record.
+// read returns the stored record. A store that holds none leaves this
+// replica's last copy as it was: the store may have lost the record, and
+// the next step writes that copy back (restore).
 func (r *rollouts) read(ctx context.Context) (*rollout.Record, error) {
 	stored, err := r.s.deps.Store.GetRollout(ctx, rolloutRecord)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		return &rollout.Record{}, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read the rollout record: %w", err)
 	}
 	rec, err := rollout.Decode(stored.Data)

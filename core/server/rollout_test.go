@@ -578,6 +578,40 @@ func TestRolloutSurvivesRedisRestartingEmpty(t *testing.T) {
 	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
 }
 
+// A read that finds no record (the admin API's GetRollout, between a
+// Redis restart and the write-back) keeps the replica's last copy, and
+// the next update writes that copy back, with the revision it names,
+// instead of starting from an empty record.
+func TestRolloutReadKeepsTheLastCopyForTheWriteBack(t *testing.T) {
+	st := memory.New()
+	r := newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
+	rev := snapshot.Empty
+	h := rev.Hash().String()
+	r.revisions[h] = rev
+	r.last = &rollout.Record{Live: h, Writes: 7}
+	ctx := context.Background()
+
+	if rec, err := r.read(ctx); err != nil || !rec.Empty() {
+		t.Fatalf("read() of a store without a record = %+v, %v; want an empty record", rec, err)
+	}
+	if last := r.lastRecord(); last.Live != h {
+		t.Fatalf("after a read found no record, the last copy is %+v, want live %.12s", last, h)
+	}
+	rec, err := r.update(ctx, func(*rollout.Record) (bool, error) { return false, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Live != h || rec.Writes != 7 {
+		t.Errorf("update() after the record was lost = %+v, want the last copy (live %.12s, 7 writes)", rec, h)
+	}
+	if stored, err := st.GetRollout(ctx, rolloutRecord); err != nil || stored.Version != 1 {
+		t.Errorf("the store after the write-back: %+v, %v; want the record at version 1", stored, err)
+	}
+	if _, err := st.GetRollout(ctx, revisionRecord(h)); err != nil {
+		t.Errorf("the live revision was not kept again: %v", err)
+	}
+}
+
 // A workload cluster's RolloutStrategy is refused with a diagnostic on
 // it; the management source's is not.
 func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
