@@ -80,6 +80,9 @@ func (c *chaosRun) want(ctx context.Context) (want map[string]map[string]*snapsh
 	if err != nil {
 		return nil, "", err
 	}
+	if c.ops.gone(st) {
+		return nil, "no rollout record", fmt.Errorf("no rollout record, though rollout %d was seen: lost, and not written back yet", c.ops.last)
+	}
 	c.ops.note(st, time.Since(c.start).Seconds())
 	where = describe(st)
 	cur := c.checker.currentRevision()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -256,9 +257,20 @@ func (c *chaosRun) act(ctx context.Context, action relayv1.RolloutActionRequest_
 	return err
 }
 
+// gone reports whether a status says there is no rollout record although
+// the soak saw a rollout: the store lost the record, which the replicas
+// are to write back.
+func (o *rolloutOps) gone(st *relayv1.RolloutStatus) bool { return st == nil && o.last > 0 }
+
 // note records what the rollout status says happened since the last
-// one seen: a new rollout, or one lost.
+// one seen: a new rollout, a released cluster back to Pending, or a
+// record gone back to an older rollout. A status saying there is no
+// record after a rollout was seen changes nothing: the replicas write a
+// lost record back.
 func (o *rolloutOps) note(st *relayv1.RolloutStatus, at float64) {
+	if o.gone(st) {
+		return
+	}
 	id := uint64(0)
 	if st != nil {
 		id = st.GetId()
@@ -368,6 +380,8 @@ func (c *chaosRun) finishRollouts(ctx context.Context) error {
 			last = describe(st)
 			cur := c.checker.currentRevision()
 			switch {
+			case c.ops.gone(st):
+				last = "no rollout record, after rollout " + strconv.FormatUint(c.ops.last, 10)
 			case st == nil, !isActive(st) && st.GetLiveRevision() == cur:
 				c.ops.rep.FinalSeconds = time.Since(start).Seconds()
 				c.ops.rep.FinalRevision = short(cur)

@@ -283,7 +283,8 @@ func TestSeriesGrowth(t *testing.T) {
 
 // TestRolloutOpsNotices reads a sequence of rollout statuses as the soak
 // would: a released cluster back to Pending without an undo, and a record
-// gone back to no rollout, are each reported; an undo is not.
+// gone back to an older rollout, are each reported; an undo is not, nor
+// is a record missing for a while (lost, then written back).
 func TestRolloutOpsNotices(t *testing.T) {
 	st := func(id uint64, phase, state string) *relayv1.RolloutStatus {
 		return &relayv1.RolloutStatus{Id: id, Phase: phase, Clusters: []*relayv1.RolloutCluster{{Name: "a", State: state}}}
@@ -300,7 +301,15 @@ func TestRolloutOpsNotices(t *testing.T) {
 		t.Errorf("a released cluster back to Pending: unreleased = %v", o.rep.Unreleased)
 	}
 	o.note(nil, 2)
+	if len(o.rep.Lost) != 0 || !o.gone(nil) {
+		t.Errorf("no record, as between a loss and its write-back: lost = %v, gone = %t; want none yet, gone", o.rep.Lost, o.gone(nil))
+	}
+	o.note(st(2, "Progressing", "Pending"), 3)
+	if len(o.rep.Lost) != 0 {
+		t.Errorf("the record written back: lost = %v", o.rep.Lost)
+	}
+	o.note(st(1, "Completed", "Succeeded"), 4)
 	if len(o.rep.Lost) != 1 {
-		t.Errorf("the record gone back to no rollout: lost = %v", o.rep.Lost)
+		t.Errorf("the record back to an older rollout: lost = %v", o.rep.Lost)
 	}
 }
