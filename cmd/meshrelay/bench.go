@@ -91,6 +91,22 @@ at the end the replica serving the most agents: each reconnect storm is
 measured (peak registrations and full resyncs per second, time until every
 cluster's outputs converged) and the replica started again. Each check also
 reports the agents each live replica serves.
+With --chaos-rollout, the policies carry a RolloutStrategy: the clusters
+are labelled bench.meshrelay.io/wave canary (one in ten), early (three in
+ten) or late, staged in that order with 3s of health each, early at most
+half at a time and late behind an approval gate. Each policy edit is then
+a revision that a staged rollout carries (an edit during a rollout waits
+for it to end). Every 2s the bench acts as an operator through replica 0:
+it approves a waiting gate after 4s, resumes a rollout that a failure or a
+missed 60s deadline paused, and, drawn with --seed, pauses one rollout in
+three for 10s and undoes one in six. Each check reads the rollout record
+and judges every cluster under the revision it puts that cluster on
+(released: the new one; not released, or undone: the previous one). After
+the faults stop, the bench drives the rollouts to their end (resume,
+approve, one more edit if the last revision was undone), and the last
+checks require every cluster to hold the last revision written. A rollout
+record that goes missing or back to an older rollout, or that puts a
+released cluster back to Pending without an undo, fails the soak.
 Memory (servers, plugins, Redis) and the servers' goroutines are sampled
 throughout; the report gives each one's growth per hour after warm-up. The
 exit code is 1 when the soak failed.
@@ -214,6 +230,7 @@ nothing.`,
 	fs.DurationVar(&opts.CheckEvery, "check-every", 5*time.Minute, "--chaos: time between two quiescent checks (and one at the end)")
 	fs.DurationVar(&opts.PolicyEvery, "policy-every", 30*time.Second, "--chaos: time between two policy edits")
 	fs.StringVar(&opts.RedisServer, "redis-server", "redis-server", "--chaos: the redis-server binary")
+	fs.BoolVar(&opts.ChaosRollout, "chaos-rollout", false, "--chaos: stage the policy edits through a RolloutStrategy (3 stages by a wave label, the last behind an approval gate), act as an operator (approve, pause, resume, undo), and judge each cluster under the revision its stage is on (see above)")
 	fs.BoolVar(&opts.RedisSentinel, "redis-sentinel", false, "--chaos: run Redis as a Sentinel set (a primary, two replicas, three Sentinels) and inject redis-failover (SIGKILL the primary) instead of redis-restart and cut-replica")
 	fs.BoolVar(&opts.Rollout, "rollout", false, "measure a staged rollout of the policy edit (see above; defaults: 1,000 agents of 5 services, --churn 2 during each window, --duration 0, --policy-changes 0)")
 	fs.DurationVar(&opts.RolloutWindow, "rollout-window", 20*time.Second, "--rollout: how long each steady state (one revision, two, one again) is measured, and how long the fleet settles after the rollout completes")
@@ -379,7 +396,23 @@ func printChaos(w io.Writer, r *bench.ChaosReport) error {
 			line = fmt.Sprintf("NOT CONVERGED: %d clusters differ (first: %+v); %d pruned, %d wrongly; %d backwards",
 				c.DifferentClusters, firstDifference(c.Differences), c.Deletions, c.WrongfulPruneCount, c.BackwardsCount)
 		}
+		if c.Rollout != "" {
+			line += "; " + c.Rollout
+		}
 		t.row(fmt.Sprintf("check %q at %.1fs", c.Label, c.At), line)
+	}
+	if ro := r.Rollouts; ro != nil {
+		t.row("staged rollouts", fmt.Sprintf("%d started, %d undone; %d approvals, %d pauses, %d resumes; the last finished %.1fs after the faults, on revision %s",
+			ro.Started, ro.Undone, ro.Approvals, ro.Pauses, ro.Resumes, ro.FinalSeconds, ro.FinalRevision))
+		for _, why := range ro.ResumedAfter {
+			t.row("resumed after", why)
+		}
+		for _, lost := range ro.Lost {
+			t.row("rollout record LOST", lost)
+		}
+		for _, u := range ro.Unreleased {
+			t.row("UNRELEASED without an undo", u)
+		}
 	}
 	for _, s := range r.Storms {
 		t.row("reconnect storm at the "+s.When, fmt.Sprintf("%s killed with %d agents: peak %.0f registrations/s, %.0f resyncs/s; all back after %.1fs, converged after %.1fs",

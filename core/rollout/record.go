@@ -18,7 +18,16 @@ type Record struct {
 	Rejected string `json:",omitempty"`
 	// Rollout is the current or last rollout; nil before the first.
 	Rollout *Rollout `json:",omitempty"`
+	// Writes counts the writes of the record: of two copies, the one with
+	// more writes is the newer (see Empty).
+	Writes uint64 `json:",omitempty"`
 }
+
+// Empty reports whether the record holds nothing yet: no live revision
+// and no rollout. A store that holds no record while a replica knows a
+// non-empty one lost it (a Redis restarted empty), and the replica writes
+// back the newest copy it knows.
+func (r *Record) Empty() bool { return r.Live == "" && r.Rejected == "" && r.Rollout == nil }
 
 // Decode reads a record as Encode wrote it; no data is an empty record.
 func Decode(data []byte) (*Record, error) {

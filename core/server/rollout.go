@@ -181,7 +181,10 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 	ctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
 	defer cancel()
 	stored, err := r.s.deps.Store.GetRollout(ctx, rolloutRecord)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		stored, err = r.restore(ctx)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read the rollout record: %w", err)
 	}
 	rec, err := rollout.Decode(stored.Data)
@@ -193,6 +196,7 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 		return nil, err
 	}
 	if changed {
+		rec.Writes++
 		stored.Name, stored.Data = rolloutRecord, rec.Encode()
 		if _, err := r.s.deps.Store.CompareAndPutRollout(ctx, stored); err != nil {
 			if errors.Is(err, store.ErrConflict) {
@@ -207,10 +211,61 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 	return rec, nil
 }
 
-// read returns the stored record.
+// restore writes back the record this replica last read when the store
+// holds none: the store lost it (a Redis restarted empty, a failover that
+// dropped the last writes), and without it the next step would make the
+// source's revision live at once, every stage skipped. Each replica
+// writes back its last copy with compare-and-set; a copy with more
+// writes replaces one with fewer, so the newest any replica knows wins.
+// The revisions the record names are kept again. It returns the stored
+// record: none when this replica knows none either.
+func (r *rollouts) restore(ctx context.Context) (store.RolloutRecord, error) {
+	last := r.lastRecord()
+	if last.Empty() {
+		return store.RolloutRecord{}, nil
+	}
+	hashes, _ := last.Revisions()
+	for _, h := range hashes {
+		p, err := r.revision(ctx, h)
+		if err != nil {
+			return store.RolloutRecord{}, fmt.Errorf("write back the lost rollout record: %w", err)
+		}
+		if err := r.keepRevision(ctx, p); err != nil {
+			return store.RolloutRecord{}, fmt.Errorf("write back the lost rollout record: %w", err)
+		}
+	}
+	cur := store.RolloutRecord{Name: rolloutRecord}
+	for {
+		written, err := r.s.deps.Store.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: last.Encode(), Version: cur.Version})
+		if err == nil {
+			r.s.log.Warn("staged rollout: the store had lost the rollout record; wrote back this replica's last copy", "writes", last.Writes)
+			return written, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return store.RolloutRecord{}, fmt.Errorf("write back the lost rollout record: %w", err)
+		}
+		if cur, err = r.s.deps.Store.GetRollout(ctx, rolloutRecord); err != nil {
+			return store.RolloutRecord{}, err
+		}
+		other, err := rollout.Decode(cur.Data)
+		if err != nil {
+			return store.RolloutRecord{}, err
+		}
+		if other.Writes >= last.Writes {
+			return cur, nil
+		}
+	}
+}
+
+// read returns the stored record. A store that holds none leaves this
+// replica's last copy as it was: the store may have lost the record, and
+// the next step writes that copy back (restore).
 func (r *rollouts) read(ctx context.Context) (*rollout.Record, error) {
 	stored, err := r.s.deps.Store.GetRollout(ctx, rolloutRecord)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		return &rollout.Record{}, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read the rollout record: %w", err)
 	}
 	rec, err := rollout.Decode(stored.Data)

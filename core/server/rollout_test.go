@@ -634,6 +634,82 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 	}
 }
 
+// Redis restarting empty mid-rollout loses the rollout record and the
+// revisions: the replicas write back the last copy they read, so the
+// rollout goes on at the same stage, instead of the source's revision
+// going live everywhere at once.
+func TestRolloutSurvivesRedisRestartingEmpty(t *testing.T) {
+	r := testenv.StartRedis(t)
+	f := startRolloutFleet(t, []func() store.Store{
+		func() store.Store { return redisStore(t, r, "replica-0") },
+		func() store.Store { return redisStore(t, r, "replica-1") },
+	},
+		strategyYAML(map[string]string{"two": "approval: true"}))
+	before := f.outputs()
+	f.publish(reviewsPolicy("5s"))
+	ro := f.waitRollout("stage two waiting for approval", func(ro *rollout.Rollout) bool {
+		return ro.Stage == 1 && strings.Contains(ro.Reason, "waits for approval")
+	})
+	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+
+	r.Stop()
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitRollout("the rollout record written back", func(got *rollout.Rollout) bool { return got.ID == ro.ID })
+	if got.Phase != rollout.Progressing || got.Stage != 1 {
+		t.Fatalf("after Redis restarted empty: rollout %d %s at stage %d, want %d Progressing at stage 1", got.ID, got.Phase, got.Stage, ro.ID)
+	}
+	testutil.EventuallyWhy(t, "both revisions kept again", func() (bool, string) {
+		for _, h := range []string{ro.From, ro.To} {
+			if _, err := f.servers[1].store.GetRollout(context.Background(), revisionRecord(h)); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	f.waitOutputs("stage one still on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	f.unchanged(before, "two", "three")
+
+	f.act(f.servers[1], relayv1.RolloutActionRequest_ACTION_APPROVE, "")
+	f.waitRollout("the rollout completed", func(ro *rollout.Rollout) bool { return ro.Phase == rollout.Completed })
+	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
+}
+
+// A read that finds no record (the admin API's GetRollout, between a
+// Redis restart and the write-back) keeps the replica's last copy, and
+// the next update writes that copy back, with the revision it names,
+// instead of starting from an empty record.
+func TestRolloutReadKeepsTheLastCopyForTheWriteBack(t *testing.T) {
+	st := memory.New()
+	r := newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
+	rev := snapshot.Empty
+	h := rev.Hash().String()
+	r.revisions[h] = rev
+	r.last = &rollout.Record{Live: h, Writes: 7}
+	ctx := context.Background()
+
+	if rec, err := r.read(ctx); err != nil || !rec.Empty() {
+		t.Fatalf("read() of a store without a record = %+v, %v; want an empty record", rec, err)
+	}
+	if last := r.lastRecord(); last.Live != h {
+		t.Fatalf("after a read found no record, the last copy is %+v, want live %.12s", last, h)
+	}
+	rec, err := r.update(ctx, func(*rollout.Record) (bool, error) { return false, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Live != h || rec.Writes != 7 {
+		t.Errorf("update() after the record was lost = %+v, want the last copy (live %.12s, 7 writes)", rec, h)
+	}
+	if stored, err := st.GetRollout(ctx, rolloutRecord); err != nil || stored.Version != 1 {
+		t.Errorf("the store after the write-back: %+v, %v; want the record at version 1", stored, err)
+	}
+	if _, err := st.GetRollout(ctx, revisionRecord(h)); err != nil {
+		t.Errorf("the live revision was not kept again: %v", err)
+	}
+}
+
 // A workload cluster's RolloutStrategy is refused with a diagnostic on
 // it; the management source's is not.
 func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {

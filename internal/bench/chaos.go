@@ -136,6 +136,9 @@ func (o *Options) validateChaos() []error {
 	if o.Duration <= 0 {
 		errs = append(errs, errors.New("--duration must be positive"))
 	}
+	if o.ChaosRollout && o.PolicyEvery == 0 {
+		errs = append(errs, errors.New("--chaos-rollout stages the policy edits: --policy-every must be positive"))
+	}
 	kinds := o.faultKinds()
 	for _, f := range o.Faults {
 		if !slices.Contains(kinds, f) {
@@ -185,6 +188,10 @@ type Check struct {
 	// Spread is how many agents each live replica serves, as its admin
 	// API says, once the check converged: rebalancing keeps it even.
 	Spread map[string]int `json:"agents_per_replica,omitempty"`
+	// Rollout is the fleet's rollout as the check last read it, with
+	// --chaos-rollout: each cluster was judged under the revision it puts
+	// the cluster on.
+	Rollout string `json:"rollout,omitempty"`
 	// Error says why the model could not be computed.
 	Error string `json:"error,omitempty"`
 }
@@ -223,12 +230,14 @@ type ChaosReport struct {
 	Faults            []Fault       `json:"faults"`
 	Checks            []Check       `json:"checks"`
 	Storms            []StormReport `json:"reconnect_storms"`
-	Memory            []Growth      `json:"memory_and_goroutines"`
-	Passed            bool          `json:"passed"`
-	Failures          []string      `json:"failures,omitempty"`
-	LoadAverage       float64       `json:"load_average"`
-	Client            ProcStats     `json:"bench_process"`
-	Replicated        []ReplicaInfo `json:"replica_processes"`
+	// Rollouts is what the staged rollouts did, with --chaos-rollout.
+	Rollouts    *ChaosRolloutReport `json:"rollouts,omitempty"`
+	Memory      []Growth       `json:"memory_and_goroutines"`
+	Passed      bool           `json:"passed"`
+	Failures    []string       `json:"failures,omitempty"`
+	LoadAverage float64        `json:"load_average"`
+	Client      ProcStats      `json:"bench_process"`
+	Replicated  []ReplicaInfo  `json:"replica_processes"`
 }
 
 // ReplicaInfo names a replica and its log.
@@ -258,6 +267,10 @@ type chaosRun struct {
 	// so checks see every fault healed.
 	faultMu sync.Mutex
 	policyK int
+	// ops is the rollout operator, with --chaos-rollout; nil without.
+	// final is set once the rollouts were driven to their end.
+	ops   *rolloutOps
+	final bool
 }
 
 // RunChaos runs the chaos soak: Options.Replicas server replicas on a
@@ -282,6 +295,13 @@ func RunChaos(ctx context.Context, opts Options) (*ChaosReport, error) {
 	c.crep = &ChaosReport{
 		Seed: opts.Seed, Agents: opts.Agents, Services: opts.Services, Replicas: opts.Replicas,
 		Scenario: opts.Scenario, FaultEverySeconds: opts.FaultEvery.Seconds(),
+	}
+	if opts.ChaosRollout {
+		c.ops = newRolloutOps(opts.Seed)
+		c.crep.Rollouts = c.ops.rep
+		if err := writeFile(filepath.Join(r.work, "policies", "bench-rollout.yaml"), ChaosStrategyYAML()); err != nil {
+			return nil, err
+		}
 	}
 	stop, err := c.startFleet(ctx)
 	defer stop()
@@ -363,6 +383,16 @@ func (c *chaosRun) startFleet(ctx context.Context) (stop func(), err error) {
 		return stop, err
 	}
 	c.waitFirstOutputs(start)
+	if c.ops != nil {
+		if err := c.ops.dialAdmins(c.servers); err != nil {
+			return stop, err
+		}
+		stops = append(stops, c.ops.close)
+		// Before the first policy edit, which starts the first rollout.
+		if err := c.labelClusters(ctx); err != nil {
+			return stop, err
+		}
+	}
 	return stop, nil
 }
 
@@ -393,9 +423,13 @@ func (c *chaosRun) checkerPlugins(ctx context.Context) (*pluginhost.Host, error)
 		}
 		c.checker.setInput(s.cluster.Name, snap)
 	}
-	if err := c.checker.setPoliciesDir(filepath.Dir(c.policy)); err != nil {
+	h, err := c.checker.setPoliciesDir(filepath.Dir(c.policy))
+	if err != nil {
 		host.Close()
 		return nil, err
+	}
+	if c.ops != nil {
+		c.ops.markers[h] = c.policyK
 	}
 	return host, nil
 }
@@ -427,6 +461,12 @@ func (c *chaosRun) soak(ctx context.Context) error {
 		return err
 	}
 	c.crep.DurationSeconds = time.Since(c.start).Seconds()
+	if c.ops != nil {
+		if err := c.finishRollouts(ctx); err != nil {
+			c.crep.Failures = append(c.crep.Failures, err.Error())
+		}
+		c.final = true
+	}
 	c.check(ctx, "end")
 	c.faultMu.Lock()
 	c.crep.Storms = append(c.crep.Storms, c.storm(ctx, c.busiest(), "end: the replica serving the most agents"))
@@ -452,6 +492,12 @@ func (c *chaosRun) churnLoop(ctx context.Context) error {
 		defer t.Stop()
 		policy = t.C
 	}
+	var operator <-chan time.Time
+	if c.ops != nil {
+		t := time.NewTicker(operatorEvery)
+		defer t.Stop()
+		operator = t.C
+	}
 	checks := time.NewTicker(c.opts.CheckEvery)
 	defer checks.Stop()
 	for {
@@ -471,20 +517,27 @@ func (c *chaosRun) churnLoop(ctx context.Context) error {
 			if err := c.editPolicy(); err != nil {
 				return err
 			}
+		case <-operator:
+			c.operate(ctx)
 		case <-checks.C:
 			c.check(ctx, "periodic")
 		}
 	}
 }
 
-// editPolicy rewrites the fleet-wide AccessPolicy with the next marker.
+// editPolicy rewrites the fleet-wide AccessPolicy with the next marker:
+// the next revision, with --chaos-rollout.
 func (c *chaosRun) editPolicy() error {
 	c.policyK++
 	c.crep.PolicyEdits++
 	if err := writeFile(c.policy, PolicyYAML("p"+strconv.Itoa(c.policyK))); err != nil {
 		return err
 	}
-	return c.checker.setPoliciesDir(filepath.Dir(c.policy))
+	h, err := c.checker.setPoliciesDir(filepath.Dir(c.policy))
+	if c.ops != nil {
+		c.ops.markers[h] = c.policyK
+	}
+	return err
 }
 
 // runSampler samples memory and goroutines until the returned function

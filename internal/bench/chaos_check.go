@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,31 +27,71 @@ func (c *chaosRun) check(ctx context.Context, label string) {
 	ck := Check{At: time.Since(c.start).Seconds(), Label: label, ConvergedSeconds: -1}
 	defer func() {
 		c.crep.Checks = append(c.crep.Checks, ck)
-		c.say("check %q at %.1fs: converged after %.1fs, %d clusters differ, %d pruned (%d wrongly), %d backwards, agents per replica %v %s",
-			label, ck.At, ck.ConvergedSeconds, ck.DifferentClusters, ck.Deletions, ck.WrongfulPruneCount, ck.BackwardsCount, ck.Spread, ck.Error)
+		c.say("check %q at %.1fs: converged after %.1fs, %d clusters differ, %d pruned (%d wrongly), %d backwards, agents per replica %v %s%s",
+			label, ck.At, ck.ConvergedSeconds, ck.DifferentClusters, ck.Deletions, ck.WrongfulPruneCount, ck.BackwardsCount, ck.Spread, ck.Rollout, ck.Error)
 	}()
-	want, err := c.checker.expected(ctx)
-	if err != nil {
-		ck.Error = err.Error()
-		return
-	}
 	start := time.Now()
 	deadline := start.Add(c.opts.Timeout)
+	var want map[string]map[string]*snapshot.Snapshot
 	for {
-		diffs := c.differences(want)
-		if len(diffs) == 0 {
-			ck.ConvergedSeconds = time.Since(start).Seconds()
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		w, where, err := c.want(ctx)
+		ck.Rollout, ck.Error = where, ""
+		if err != nil {
+			ck.Error = err.Error()
+			if c.ops == nil {
+				return // the model itself is not known
+			}
+		} else {
+			want = w
+			diffs := c.differences(want)
+			if len(diffs) == 0 {
+				ck.ConvergedSeconds = time.Since(start).Seconds()
+				break
+			}
 			ck.DifferentClusters = len(diffs)
 			ck.Differences = diffs[:min(len(diffs), maxListed)]
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
+	if ck.ConvergedSeconds >= 0 {
+		ck.DifferentClusters, ck.Differences = 0, nil
+	}
+	if want == nil {
+		return
+	}
 	c.audit(&ck, want)
 	ck.Spread = c.spread()
+}
+
+// want returns every cluster's outputs as the model has them: under the
+// current policies; with --chaos-rollout, under the revision the fleet's
+// rollout record puts each cluster on (where describes the record), and
+// under the last revision written once the rollouts were driven to their
+// end (final), when the record must say so too.
+func (c *chaosRun) want(ctx context.Context) (want map[string]map[string]*snapshot.Snapshot, where string, err error) {
+	if c.ops == nil {
+		want, err = c.checker.expected(ctx)
+		return want, "", err
+	}
+	st, err := c.ops.rolloutStatus(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.ops.gone(st) {
+		return nil, "no rollout record", fmt.Errorf("no rollout record, though rollout %d was seen: lost, and not written back yet", c.ops.last)
+	}
+	c.ops.note(st, time.Since(c.start).Seconds())
+	where = describe(st)
+	cur := c.checker.currentRevision()
+	p := placementOf(st, cur)
+	if c.final && (p.active || p.live != cur) {
+		return nil, where, fmt.Errorf("the rollouts were driven to their end, yet the record says %s, not revision %s live", where, short(cur))
+	}
+	want, err = c.checker.expectedOn(ctx, p)
+	return want, where, err
 }
 
 // spread returns how many agents each live replica serves.
@@ -85,6 +126,7 @@ func (c *chaosRun) audit(ck *Check, want map[string]map[string]*snapshot.Snapsho
 		ck.Deletions += len(dels) + dropped
 		wrong := wrongfulPrunes(dels, want)
 		ck.WrongfulPruneCount += len(wrong)
+		back = slices.DeleteFunc(back, c.excused)
 		ck.BackwardsCount += len(back)
 		ck.WrongfulPrunes = append(ck.WrongfulPrunes, wrong[:min(len(wrong), maxListed-len(ck.WrongfulPrunes))]...)
 		ck.Backwards = append(ck.Backwards, back[:min(len(back), maxListed-len(ck.Backwards))]...)
@@ -98,8 +140,9 @@ func (c *chaosRun) audit(ck *Check, want map[string]map[string]*snapshot.Snapsho
 func (c *chaosRun) storm(ctx context.Context, victim *serverProcess, when string) StormReport {
 	moved := c.servedBy(victim)
 	rep := StormReport{When: when, Killed: victim.id, MovedAgents: len(moved), ReconnectedSeconds: -1, ConvergedSeconds: -1}
-	want, err := c.checker.expected(ctx)
+	want, _, err := c.want(ctx)
 	if err != nil {
+		c.say("storm: no model: %v", err)
 		return rep
 	}
 	connects0 := make([]int64, len(moved))
@@ -257,6 +300,14 @@ func (c *chaosRun) finish() {
 		}
 		if ck.BackwardsCount > 0 {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d outputs went backwards", where, ck.BackwardsCount))
+		}
+	}
+	if rep.Rollouts != nil {
+		for _, lost := range rep.Rollouts.Lost {
+			rep.Failures = append(rep.Failures, "the rollout record was lost "+lost)
+		}
+		for _, u := range rep.Rollouts.Unreleased {
+			rep.Failures = append(rep.Failures, "a released cluster went back to the previous revision "+u)
 		}
 	}
 	for _, s := range rep.Storms {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,61 @@ func TestChaosSoak(t *testing.T) {
 	}
 }
 
+// TestChaosSoakRollout runs a short soak whose policy edits go through
+// staged rollouts (three stages by label, the last gated; the soak
+// approves, pauses, resumes and undoes as an operator) while replicas
+// die, Redis restarts empty and agents restart, and requires that it
+// passed: at every check each cluster held exactly the outputs of the
+// revision the rollout record puts it on, no rollout record was lost, and
+// once the faults stopped the rollouts were driven to their end with
+// every cluster on the last revision. Seed 13 draws a Redis restart early,
+// during the first rollout.
+func TestChaosSoakRollout(t *testing.T) {
+	opts := soakOptions(t)
+	opts.ChaosRollout = true
+	opts.Agents, opts.Services, opts.Churn = 24, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 90*time.Second, 10*time.Second, 45*time.Second, 15*time.Second
+	opts.Faults = []string{FaultRedisRestart, FaultKillReplica, FaultPauseReplica, FaultRestartAgent, FaultRestartAgentFresh, FaultCutReplica, FaultCrashPlugin}
+	opts.Seed = 13
+	rep, err := RunChaos(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("soak failure: %s", f)
+	}
+	ro := rep.Rollouts
+	if ro == nil {
+		t.Fatal("no rollout report")
+	}
+	t.Logf("rollouts: %+v", *ro)
+	if ro.Started < 2 || ro.Approvals < 1 {
+		t.Errorf("%d rollouts started and %d approvals, want at least 2 and 1", ro.Started, ro.Approvals)
+	}
+	if ro.FinalRevision == "" {
+		t.Error("the rollouts were not driven to their end")
+	}
+	redis := false
+	for _, f := range rep.Faults {
+		redis = redis || f.Kind == FaultRedisRestart
+	}
+	if !redis {
+		t.Errorf("no Redis restart among the faults %+v", rep.Faults)
+	}
+	judged := 0
+	for _, ck := range rep.Checks {
+		if strings.HasPrefix(ck.Rollout, "rollout ") {
+			judged++
+		}
+	}
+	if judged == 0 {
+		t.Errorf("no check read a rollout record: %+v", rep.Checks)
+	}
+	if !rep.Passed {
+		t.Errorf("the soak did not pass")
+	}
+}
+
 // TestChaosSoakSentinel runs a short soak on a real Sentinel set (a
 // primary, two replicas, three Sentinels): the primary is killed several
 // times while agents churn and replicas die, and the soak must pass with
@@ -155,5 +211,30 @@ func TestChaosHostileAgent(t *testing.T) {
 	}
 	if !rep.Passed {
 		t.Errorf("the soak did not pass")
+	}
+}
+
+func TestValidateChaosRollout(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(*Options)
+		want string // a part of the error; "" for none
+	}{
+		"with --chaos":      {func(o *Options) {}, ""},
+		"without --chaos":   {func(o *Options) { o.Chaos = false }, "--chaos-rollout is a mode of --chaos"},
+		"no policy edits":   {func(o *Options) { o.PolicyEvery = 0 }, "--policy-every must be positive"},
+		"on Redis Sentinel": {func(o *Options) { o.RedisSentinel = true }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultChaosOptions()
+			o.ChaosRollout = true
+			tc.edit(&o)
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error with %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	"github.com/meshrelay/meshrelay/core/agent/discovery"
+	"github.com/meshrelay/meshrelay/core/manifest"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/internal/offline"
 )
@@ -19,16 +20,24 @@ import (
 // It keeps the fleet's inputs and policies as the soak sets them and
 // translates them offline ([offline.Model], with plugins of its own) into
 // what every cluster's outputs must be, and compares that with what each
-// simulated agent's sink holds. It is safe for concurrent use.
+// simulated agent's sink holds. Every policy set the soak wrote is kept as
+// a revision, named by its hash as a server's staged rollout names it, so
+// that a cluster can be judged under the revision its rollout stage is on
+// (expectedOn). It is safe for concurrent use.
 type checker struct {
-	mu      sync.Mutex
-	model   *offline.Model
-	changed bool
-	want    map[string]map[string]*snapshot.Snapshot // by cluster, backend
+	mu    sync.Mutex
+	model *offline.Model
+	// revisions are the policy sets written, by hash; current is the last.
+	revisions map[string][]snapshot.Resource
+	current   string
+	// onModel is the revision the model holds; outputs caches each
+	// revision's outputs until an input changes.
+	onModel string
+	outputs map[string]map[string]map[string]*snapshot.Snapshot
 }
 
 func newChecker(translators []pluginhost.Translator, logger *slog.Logger) *checker {
-	return &checker{model: offline.NewModel(translators, logger), changed: true}
+	return &checker{model: offline.NewModel(translators, logger), revisions: map[string][]snapshot.Resource{}, outputs: map[string]map[string]map[string]*snapshot.Snapshot{}}
 }
 
 // setInput records cluster's inputs.
@@ -36,30 +45,88 @@ func (c *checker) setInput(cluster string, s *snapshot.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.model.SetInput(cluster, s)
-	c.changed = true
+	clear(c.outputs)
 }
 
-// setPoliciesDir records the policies in dir, read as the servers' dir:
-// config source reads them.
-func (c *checker) setPoliciesDir(dir string) error {
-	s, err := discovery.NewDir(dir, discovery.DirOptions{}).Snapshot()
+// setPoliciesDir records the policies in dir, read as a server's dir:
+// policy source reads them, as the current revision, and returns its
+// hash: that of the policies a server translates (the policy API group
+// less the RolloutStrategy and MeshTrusts, which the rollout and the
+// trust manager take).
+func (c *checker) setPoliciesDir(dir string) (string, error) {
+	s, err := manifest.NewDir(dir, manifest.Options{}).Snapshot()
 	if err != nil {
-		return fmt.Errorf("checker: read policies: %w", err)
+		return "", fmt.Errorf("checker: read policies: %w", err)
 	}
+	var rs []snapshot.Resource
+	for r := range s.All() {
+		if r.ID.Group == policyv1alpha1.GroupName && r.ID.Kind != policyv1alpha1.KindRolloutStrategy && r.ID.Kind != policyv1alpha1.KindMeshTrust {
+			rs = append(rs, r)
+		}
+	}
+	rev, err := snapshot.New(0, rs)
+	if err != nil {
+		return "", fmt.Errorf("checker: read policies: %w", err)
+	}
+	h := rev.Hash().String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.changed = true
-	return c.model.SetPolicies(s.Resources())
+	c.revisions[h], c.current = rs, h
+	return h, nil
 }
 
-// expected translates what changed since the last call and returns every
-// cluster's outputs by backend, empty ones left out. An error names a
-// translator that failed: then the model itself is not known.
+// currentRevision returns the hash of the policies last set.
+func (c *checker) currentRevision() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
+}
+
+// expected returns every cluster's outputs under the current policies.
 func (c *checker) expected(ctx context.Context) (map[string]map[string]*snapshot.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.changed {
-		return c.want, nil
+	return c.outputsUnder(ctx, c.current)
+}
+
+// expectedOn returns every cluster's outputs under the revision p puts it
+// on: each cluster's from its own revision's translation of the whole
+// fleet, as a server with two live revisions computes them. An error
+// names a revision the soak never wrote, or a translator that failed.
+func (c *checker) expectedOn(ctx context.Context, p placement) (map[string]map[string]*snapshot.Snapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := map[string]map[string]*snapshot.Snapshot{}
+	for _, h := range p.revisions() {
+		outs, err := c.outputsUnder(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		for cluster, o := range outs {
+			if p.revisionOf(cluster) == h {
+				want[cluster] = o
+			}
+		}
+	}
+	return want, nil
+}
+
+// outputsUnder translates the fleet under revision h, unless cached, and
+// returns every cluster's outputs by backend, empty ones left out. The
+// caller holds c.mu.
+func (c *checker) outputsUnder(ctx context.Context, h string) (map[string]map[string]*snapshot.Snapshot, error) {
+	if want, ok := c.outputs[h]; ok {
+		return want, nil
+	}
+	policies, ok := c.revisions[h]
+	if !ok {
+		return nil, fmt.Errorf("checker: revision %s is none of the %d policy sets the soak wrote", short(h), len(c.revisions))
+	}
+	if c.onModel != h {
+		if err := c.model.SetPolicies(policies); err != nil {
+			return nil, fmt.Errorf("checker: revision %s: %w", short(h), err)
+		}
+		c.onModel = h
 	}
 	res := c.model.Translate(ctx)
 	if len(res.Failed) > 0 {
@@ -75,8 +142,41 @@ func (c *checker) expected(ctx context.Context) (map[string]map[string]*snapshot
 		}
 		want[k.Cluster][k.Backend] = s
 	}
-	c.want, c.changed = want, false
+	c.outputs[h] = want
 	return want, nil
+}
+
+// short returns a revision hash's first twelve digits, as logs show it.
+func short(h string) string { return h[:min(len(h), 12)] }
+
+// placement is which revision each cluster must hold, as the fleet's
+// rollout record says: outside a rollout every cluster holds live; during
+// one (Progressing or Paused) the clusters not released (onPrevious) hold
+// from and every other holds to.
+type placement struct {
+	live       string
+	active     bool
+	from, to   string
+	onPrevious map[string]bool
+}
+
+// revisions returns the revisions clusters are on.
+func (p placement) revisions() []string {
+	if p.active {
+		return []string{p.from, p.to}
+	}
+	return []string{p.live}
+}
+
+// revisionOf returns the revision cluster must hold.
+func (p placement) revisionOf(cluster string) string {
+	switch {
+	case !p.active:
+		return p.live
+	case p.onPrevious[cluster]:
+		return p.from
+	}
+	return p.to
 }
 
 // Difference is how one cluster's outputs, as its agent holds them, differ

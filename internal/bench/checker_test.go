@@ -10,6 +10,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
 	"github.com/meshrelay/meshrelay/plugins/istio"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
 // checkerFixture is a checker over one generated cluster, translated by
@@ -19,6 +20,7 @@ type checkerFixture struct {
 	cluster *Cluster
 	sim     *sim
 	run     *chaosRun
+	dir     string // the policies' directory
 }
 
 func newCheckerFixture(t *testing.T) *checkerFixture {
@@ -41,9 +43,10 @@ func newCheckerFixture(t *testing.T) *checkerFixture {
 	if err := writeFile(filepath.Join(dir, "access.yaml"), PolicyYAML("p0")); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.ch.setPoliciesDir(dir); err != nil {
+	if _, err := f.ch.setPoliciesDir(dir); err != nil {
 		t.Fatal(err)
 	}
+	f.dir = dir
 	f.sim = &sim{cluster: f.cluster, policy: newPolicyWatch(1), audit: newOutputAudit(f.cluster.Name)}
 	f.run = &chaosRun{run: &run{sims: []*sim{f.sim}}}
 	return f
@@ -165,6 +168,94 @@ func TestCheckerCatchesBackwards(t *testing.T) {
 	}
 }
 
+// TestCheckerJudgesEachClusterUnderItsRevision writes a second policy
+// revision and places the cluster by a rollout status: while its stage is
+// not released (Pending) it must hold the previous revision's outputs, and
+// holding the new revision's is a difference; once released, the
+// reverse; after an undo, the previous revision again.
+func TestCheckerJudgesEachClusterUnderItsRevision(t *testing.T) {
+	f := newCheckerFixture(t)
+	old := f.want(t)[f.cluster.Name]
+	from := f.ch.currentRevision()
+	if err := writeFile(filepath.Join(f.dir, "access.yaml"), PolicyYAML("p1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(filepath.Join(f.dir, "rollout.yaml"), ChaosStrategyYAML()); err != nil {
+		t.Fatal(err)
+	}
+	to, err := f.ch.setPoliciesDir(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to == from {
+		t.Fatal("a new policy marker gave the same revision")
+	}
+	next := f.want(t)[f.cluster.Name]
+
+	status := func(phase, state string) *relayv1.RolloutStatus {
+		return &relayv1.RolloutStatus{Id: 1, Phase: phase, FromRevision: from, ToRevision: to, LiveRevision: from,
+			Clusters: []*relayv1.RolloutCluster{{Name: f.cluster.Name, Stage: "late", State: state}}}
+	}
+	for name, tc := range map[string]struct {
+		st         *relayv1.RolloutStatus
+		want, held map[string]*snapshot.Snapshot
+	}{
+		"pending holds the new revision":     {st: status("Progressing", "Pending"), want: old, held: next},
+		"paused, pending, holds the new":     {st: status("Paused", "Pending"), want: old, held: next},
+		"released holds the old revision":    {st: status("Progressing", "Progressing"), want: next, held: old},
+		"undone holds the undone revision":   {st: status("Undone", "Pending"), want: old, held: next},
+		"no rollout yet holds an older one":  {st: nil, want: next, held: old},
+		"succeeded holds the old revision":   {st: status("Progressing", "Succeeded"), want: next, held: old},
+		"completed, live, holds the old one": {st: &relayv1.RolloutStatus{Id: 1, Phase: "Completed", FromRevision: from, ToRevision: to, LiveRevision: to}, want: next, held: old},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := f.ch.expectedOn(t.Context(), placementOf(tc.st, to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := want[f.cluster.Name]["istio"].Hash(); got != tc.want["istio"].Hash() {
+				t.Fatalf("expectedOn(%v) gives %s, want the revision's %s", tc.st, got.Short(), tc.want["istio"].Hash().Short())
+			}
+			f.deliver(t, tc.held, true)
+			diffs := f.run.differences(want)
+			if len(diffs) != 1 || len(diffs[0].Stale) == 0 {
+				t.Fatalf("the agent holds the other revision's outputs: differences = %+v, want stale resources", diffs)
+			}
+			f.deliver(t, tc.want, true)
+			if diffs := f.run.differences(want); len(diffs) != 0 {
+				t.Fatalf("the agent holds its revision's outputs, yet differences = %+v", diffs)
+			}
+		})
+	}
+
+	st := status("Progressing", "Pending")
+	st.ToRevision = strings.Repeat("ab", 32)
+	if _, err := f.ch.expectedOn(t.Context(), placementOf(st, to)); err == nil || !strings.Contains(err.Error(), "none of the") {
+		t.Errorf("a record naming a revision the soak never wrote: err = %v", err)
+	}
+}
+
+// TestUndoExcusesBackwards: a policy marker going back from an undone
+// rollout's revision to its previous one is the undo; any other policy
+// marker going back is not.
+func TestUndoExcusesBackwards(t *testing.T) {
+	c := &chaosRun{ops: newRolloutOps(1)}
+	c.ops.undone[[2]int{3, 2}] = true
+	for b, want := range map[Backwards]bool{
+		{Marker: "policy", Had: 3, Got: 2}: true,
+		{Marker: "policy", Had: 3, Got: 1}: false,
+		{Marker: "policy", Had: 4, Got: 2}: false,
+		{Marker: "input", Had: 3, Got: 2}:  false,
+	} {
+		if got := c.excused(b); got != want {
+			t.Errorf("excused(%+v) = %t, want %t", b, got, want)
+		}
+	}
+	if (&chaosRun{}).excused(Backwards{Marker: "policy", Had: 3, Got: 2}) {
+		t.Error("without rollouts, a policy marker going back was excused")
+	}
+}
+
 func TestMarkersOf(t *testing.T) {
 	got := markersOf([]byte(`{"a":"m12x","b":"m3x","paths":["/p4/*"],"ep":["100.64.1.2","100.65.0.0","10.0.0.1"]}`))
 	want := map[string]int{"input": 12, "policy": 4, "endpoint": 1 << 16}
@@ -187,5 +278,38 @@ func TestSeriesGrowth(t *testing.T) {
 	g := seriesGrowth(sr, 10*time.Minute)
 	if g.Incarnations != 2 || g.Samples != 51 || math.Abs(g.PerHour-6000) > 1e-6 || g.Minutes != 50 {
 		t.Fatalf("growth = %+v, want 2 lives, 51 samples over 50 min, 6000/h", g)
+	}
+}
+
+// TestRolloutOpsNotices reads a sequence of rollout statuses as the soak
+// would: a released cluster back to Pending without an undo, and a record
+// gone back to an older rollout, are each reported; an undo is not, nor
+// is a record missing for a while (lost, then written back).
+func TestRolloutOpsNotices(t *testing.T) {
+	st := func(id uint64, phase, state string) *relayv1.RolloutStatus {
+		return &relayv1.RolloutStatus{Id: id, Phase: phase, Clusters: []*relayv1.RolloutCluster{{Name: "a", State: state}}}
+	}
+	o := newRolloutOps(1)
+	for _, s := range []*relayv1.RolloutStatus{st(1, "Progressing", "Pending"), st(1, "Progressing", "Progressing"), st(1, "Undone", "Pending"), st(2, "Progressing", "Succeeded")} {
+		o.note(s, 0)
+	}
+	if len(o.rep.Unreleased)+len(o.rep.Lost) != 0 || o.rep.Started != 2 {
+		t.Fatalf("a release, an undo and a new rollout: unreleased %v, lost %v, %d started; want none, none, 2", o.rep.Unreleased, o.rep.Lost, o.rep.Started)
+	}
+	o.note(st(2, "Progressing", "Pending"), 1)
+	if len(o.rep.Unreleased) != 1 || !strings.Contains(o.rep.Unreleased[0], "a of rollout 2, Succeeded before") {
+		t.Errorf("a released cluster back to Pending: unreleased = %v", o.rep.Unreleased)
+	}
+	o.note(nil, 2)
+	if len(o.rep.Lost) != 0 || !o.gone(nil) {
+		t.Errorf("no record, as between a loss and its write-back: lost = %v, gone = %t; want none yet, gone", o.rep.Lost, o.gone(nil))
+	}
+	o.note(st(2, "Progressing", "Pending"), 3)
+	if len(o.rep.Lost) != 0 {
+		t.Errorf("the record written back: lost = %v", o.rep.Lost)
+	}
+	o.note(st(1, "Completed", "Succeeded"), 4)
+	if len(o.rep.Lost) != 1 {
+		t.Errorf("the record back to an older rollout: lost = %v", o.rep.Lost)
 	}
 }

@@ -80,6 +80,19 @@
 // memory, Redis's and the servers' goroutines are sampled throughout and
 // reported as growth per hour after warm-up ([Growth]).
 //
+// With Options.ChaosRollout (--chaos-rollout) the policies carry a
+// RolloutStrategy ([ChaosStrategyYAML]: three stages by a wave label,
+// the last gated), so each policy edit is a revision that a staged rollout
+// carries while the faults run, and the bench acts as an operator
+// (approves, resumes what a failure paused, pauses and undoes some
+// rollouts). The checker keeps each policy set it was given as a revision,
+// named by its hash as the servers name it, reads the rollout record at
+// each check and judges every cluster under the revision the record puts
+// it on; an output going back from an undone revision to its previous one
+// is the undo's. After the faults the rollouts are driven to their end,
+// and the last checks require every cluster on the last revision; a
+// rollout record that goes missing fails the soak.
+//
 // The package's Go benchmarks (go test -bench . ./internal/bench) measure the
 // pieces in isolation: the engine's fan-out over a 1,000-cluster fleet, the
 // relay's bytes for a one-resource change against a full resend, and

@@ -110,6 +110,10 @@ type Options struct {
 	// replicas, three Sentinels) instead of one redis-server, with
 	// redis-failover among its faults.
 	RedisSentinel bool
+	// ChaosRollout stages the soak's policy edits through a
+	// RolloutStrategy and has the checker judge each cluster under the
+	// revision its stage is on (chaos_rollout.go).
+	ChaosRollout bool
 	// TrafficEdges, when positive, runs the traffic phase after the idle
 	// measure: every agent relays that many edges every TrafficWindow,
 	// TrafficWindows times (6 windows of 10s when 0).
@@ -168,6 +172,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--store must be memory or a redis://, redis+sentinel:// or redis+cluster:// URL, not %q", o.Store))
 	}
 	errs = append(errs, o.validateRollout()...)
+	if o.ChaosRollout && !o.Chaos {
+		errs = append(errs, errors.New("--chaos-rollout is a mode of --chaos: pass both"))
+	}
 	if o.Chaos {
 		return errors.Join(append(errs, o.validateChaos()...)...)
 	}
