@@ -453,6 +453,19 @@ func (s *Server) diagnostics(keep func(meta.Diagnostic) bool) []*relayv1.Diagnos
 // names the management source's policy when there is one, so a workload
 // cluster cannot shadow it.
 func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	return s.describePolicy(ctx, req, true)
+}
+
+// DescribePolicyOutline is DescribePolicy without the outputs: the
+// policy's status, body, state per cluster and diagnostics. A fleet-wide
+// policy's outputs are in every cluster, a hundred thousand objects at a
+// thousand clusters, which the fleet graph does not draw.
+func (s *Server) DescribePolicyOutline(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	return s.describePolicy(ctx, req, false)
+}
+
+// describePolicy describes a policy, with its outputs when asked.
+func (s *Server) describePolicy(ctx context.Context, req *relayv1.DescribeRequest, outputs bool) (*relayv1.PolicyDescription, error) {
 	q, err := parsePolicyName(req)
 	if err != nil {
 		return nil, err
@@ -469,8 +482,13 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 	}
 	// A workload cluster's policy acts in its own cluster only, so its
 	// outputs are there; outputs name their policies without the source.
-	desc.Outputs = s.outputResources(ctx, outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key()}, nil, true)
-	desc.Clusters = policyClusters(desc.Outputs)
+	scope := outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key()}
+	if outputs {
+		desc.Outputs = s.outputResources(ctx, scope, nil, true)
+		desc.Clusters = policyClusters(desc.Outputs)
+	} else {
+		desc.Clusters = s.policyOutputClusters(ctx, scope)
+	}
 	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
 	return desc, nil
 }
@@ -558,6 +576,40 @@ func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster 
 			pc.Errors = append(pc.Errors, fmt.Sprintf("%s %s: %s", o.Kind, strings.TrimPrefix(o.Namespace+"/"+o.Name, "/"), o.Error))
 		case !o.Applied:
 			pc.Applied, pc.Pending = false, true
+		}
+	}
+	return out
+}
+
+// policyOutputClusters is policyClusters of the outputs in scope, a
+// policy's, read from the output index without making them.
+func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []*relayv1.PolicyCluster {
+	acks := s.ackStates()
+	var out []*relayv1.PolicyCluster
+	for _, ci := range s.engine.Clusters() {
+		if scope.cluster != "" && ci.Name != scope.cluster {
+			continue
+		}
+		var pc *relayv1.PolicyCluster
+		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
+			ids := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set).byPolicy[scope.policy]
+			if len(ids) == 0 {
+				continue
+			}
+			if pc == nil {
+				pc = &relayv1.PolicyCluster{Cluster: ci.Name, Applied: true}
+				out = append(out, pc)
+			}
+			pc.Resources += int32(len(ids))
+			for _, id := range ids {
+				switch msg := o.ack.errors[id]; {
+				case msg != "":
+					pc.Applied = false
+					pc.Errors = append(pc.Errors, fmt.Sprintf("%s %s: %s", id.Kind, strings.TrimPrefix(id.Namespace+"/"+id.Name, "/"), msg))
+				case !o.applied:
+					pc.Applied, pc.Pending = false, true
+				}
+			}
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/bench"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/plugins/istio"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
@@ -39,96 +40,94 @@ func (p staticPolicySource) Run(ctx context.Context, publish func(*snapshot.Snap
 var inspectFleet struct {
 	once     sync.Once
 	s        *Server
-	st       store.Store
 	clusters []*bench.Cluster
-	err      error
 }
 
-// benchFleetServer returns a server holding clusters of the benchmark's
-// fleet (internal/bench) with their Istio outputs, under the benchmark's
-// fleet-wide AccessPolicy: no agent is connected, and the server computes
-// every cluster's outputs.
-func benchFleetServer(b *testing.B) (*Server, store.Store, []*bench.Cluster) {
+// benchFleetServer returns a server holding inspectBenchClusters clusters
+// of the benchmark's fleet (benchFleet), shared by the benchmarks.
+func benchFleetServer(b *testing.B) (*Server, []*bench.Cluster) {
 	b.Helper()
 	inspectFleet.once.Do(func() {
-		inspectFleet.s, inspectFleet.st, inspectFleet.clusters, inspectFleet.err = newBenchFleetServer(inspectBenchClusters, inspectBenchServices)
+		// The server and its data directory outlive the benchmarks.
+		dir, err := os.MkdirTemp("", "meshrelay-inspect-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		inspectFleet.s, inspectFleet.clusters = benchFleet(b, context.Background(), dir, inspectBenchClusters, inspectBenchServices)
 	})
-	if inspectFleet.err != nil {
-		b.Fatal(inspectFleet.err)
+	if inspectFleet.s == nil {
+		b.Fatal("the benchmark's fleet was not built")
 	}
-	return inspectFleet.s, inspectFleet.st, inspectFleet.clusters
+	return inspectFleet.s, inspectFleet.clusters
 }
 
-func newBenchFleetServer(n, services int) (*Server, store.Store, []*bench.Cluster, error) {
-	ctx := context.Background()
+// benchFleet runs, until ctx ends, a server of n clusters of the
+// benchmark's fleet (internal/bench) with services each, its data in dir,
+// under the benchmark's fleet-wide AccessPolicy, with the Istio plugin in
+// process. No agent is connected: the server computes every cluster's
+// outputs. It returns once every cluster has its outputs and its
+// discovery objects.
+func benchFleet(tb testing.TB, ctx context.Context, dir string, n, services int) (*Server, []*bench.Cluster) {
+	tb.Helper()
 	st := memory.New()
 	clusters := make([]*bench.Cluster, n)
 	for i := range n {
 		c, err := bench.NewCluster(i, services)
 		if err != nil {
-			return nil, nil, nil, err
+			tb.Fatal(err)
 		}
 		clusters[i] = c
 		snap, err := c.Snapshot()
 		if err != nil {
-			return nil, nil, nil, err
+			tb.Fatal(err)
 		}
 		if _, err := store.UpdateCluster(ctx, st, c.Name, func(r *store.Cluster, _ bool) error {
 			r.Labels = map[string]string{"region": fmt.Sprintf("region-%d", i%4)}
 			return nil
 		}); err != nil {
-			return nil, nil, nil, err
+			tb.Fatal(err)
 		}
 		if err := st.PutInput(ctx, c.Name, snap); err != nil {
-			return nil, nil, nil, err
+			tb.Fatal(err)
 		}
 	}
 	policy, err := snapshot.FromYAML(bench.PolicyYAML("p0"))
 	if err != nil {
-		return nil, nil, nil, err
+		tb.Fatal(err)
 	}
 	policies, err := snapshot.New(1, []snapshot.Resource{policy})
 	if err != nil {
-		return nil, nil, nil, err
+		tb.Fatal(err)
 	}
 	tr, err := pluginhost.InProcess(istio.New(), slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, nil, nil, err
+		tb.Fatal(err)
 	}
 	opts := DefaultOptions()
-	opts.ListenAddr, opts.AdminAddr = "127.0.0.1:0", ""
+	opts.ListenAddr, opts.AdminAddr, opts.DataDir = "127.0.0.1:0", "", dir
 	opts.SafeStartWindow, opts.Targets = time.Millisecond, TargetsAll
 	opts.RebalanceInterval = 0
 	opts.CAKeyEncryptionKey = "test-ca-key-encryption-key"
-	// The data directory outlives the benchmarks, as the server does.
-	dir, err := os.MkdirTemp("", "meshrelay-inspect-bench")
+	s, err := New(ctx, opts, Deps{Store: st, Translators: []pluginhost.Translator{tr}, Policies: staticPolicySource{policies}})
 	if err != nil {
-		return nil, nil, nil, err
+		tb.Fatal(err)
 	}
-	opts.DataDir = dir
-	s, err := New(ctx, opts, Deps{Store: st, Translators: []pluginhost.Translator{tr}, Policies: staticPolicySource{policies}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	go s.Run(ctx) // runs until the benchmark binary exits
-	deadline := time.Now().Add(20 * time.Minute)
-	for {
+	go s.Run(ctx)
+	testutil.EventuallyWithin(tb, 20*time.Minute, "every cluster's outputs and discovery objects", func() (bool, string) {
 		ps := s.policyStatuses(ctx)
-		if len(ps) == 1 && len(ps[0].targets) == n {
-			return s, st, clusters, nil
+		if len(ps) != 1 {
+			return false, fmt.Sprintf("%d policies", len(ps))
 		}
-		if time.Now().After(deadline) {
-			return nil, nil, nil, fmt.Errorf("the fleet's outputs are not ready after 20 minutes")
-		}
-		time.Sleep(time.Second)
-	}
+		return len(ps[0].targets) == n && s.catalog.Derived() == n, fmt.Sprintf("outputs in %d clusters, discovery objects of %d", len(ps[0].targets), s.catalog.Derived())
+	})
+	return s, clusters
 }
 
 // BenchmarkListDestinations measures the admin API's List of every
 // destination of a fleet of 1,000 clusters of 50 services: what the UI's
 // fleet graph reads first.
 func BenchmarkListDestinations(b *testing.B) {
-	s, _, _ := benchFleetServer(b)
+	s, _ := benchFleetServer(b)
 	ctx := context.Background()
 	list := func() {
 		resp, err := s.List(ctx, &relayv1.ListRequest{Kind: KindDestinations})
@@ -165,7 +164,7 @@ func reportFirst(b *testing.B, d time.Duration) {
 // whose outputs are in every cluster: what the UI's policy page and graph
 // read.
 func BenchmarkDescribePolicy(b *testing.B) {
-	s, _, _ := benchFleetServer(b)
+	s, _ := benchFleetServer(b)
 	ctx := context.Background()
 	describe := func() {
 		desc, err := s.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: "AccessPolicy", Namespace: bench.Namespace, Name: "bench-access"})
