@@ -182,3 +182,21 @@ func BenchmarkDescribePolicy(b *testing.B) {
 	}
 	reportFirst(b, first)
 }
+
+// BenchmarkStatus measures the admin API's GetStatus of a fleet of 1,000
+// clusters of 50 services: what the UI's pages draw first and its event
+// stream polls.
+func BenchmarkStatus(b *testing.B) {
+	s, _ := benchFleetServer(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := s.Status(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(st.GetClusters()); got != inspectBenchClusters {
+			b.Fatalf("Status has %d clusters, want %d", got, inspectBenchClusters)
+		}
+	}
+}
