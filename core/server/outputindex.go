@@ -2,6 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -80,6 +84,8 @@ func (x *outputIndex) retain(keep func(engine.OutputKey) bool) {
 
 // indexOutput decodes the resources of set, taking those of prev (the
 // output the same key held before, or nil) whose content is unchanged.
+// The resources of one output mostly name the same policies and carry the
+// same labels: they share one slice and one map of each, never modified.
 func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 	var known map[snapshot.Hash]*indexedResource
 	if prev != nil {
@@ -89,12 +95,26 @@ func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 		}
 	}
 	o := &indexedOutput{set: set, resources: make([]indexedResource, 0, set.Len()), byPolicy: map[string][]snapshot.ID{}}
+	policies := map[string][]string{}
+	labels := map[string]map[string]string{}
 	for r := range set.All() {
 		ir := indexedResource{Resource: r}
 		if k, ok := known[r.Hash]; ok {
 			ir.policies, ir.labels = k.policies, k.labels
 		} else {
-			ir.policies, ir.labels = decodeOutputMeta(r.Body)
+			parents, l := decodeOutputMeta(r.Body)
+			ps, ok := policies[parents]
+			if !ok {
+				ps = meta.SplitPolicies(parents)
+				policies[parents] = ps
+			}
+			key := labelsKey(l)
+			if shared, ok := labels[key]; ok {
+				l = shared
+			} else {
+				labels[key] = l
+			}
+			ir.policies, ir.labels = ps, l
 		}
 		for _, p := range ir.policies {
 			o.byPolicy[p] = append(o.byPolicy[p], r.ID)
@@ -104,12 +124,29 @@ func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 	return o
 }
 
-// decodeOutputMeta returns the parent policies and the labels of an output
-// object's JSON; none when it does not decode.
-func decodeOutputMeta(body []byte) (policies []string, labels map[string]string) {
+// decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)
+// and the labels of an output object's JSON; none when it does not decode.
+func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
 	var m objectMeta
 	if json.Unmarshal(body, &m) != nil {
-		return nil, nil
+		return "", nil
 	}
-	return meta.SplitPolicies(m.Metadata.Annotations[meta.PoliciesAnnotation]), m.Metadata.Labels
+	return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
+}
+
+// labelsKey is the same string for the same labels, and another for none
+// (nil) than for an empty map.
+func labelsKey(labels map[string]string) string {
+	if labels == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(labels[k]))
+		b.WriteByte(',')
+	}
+	return b.String()
 }
