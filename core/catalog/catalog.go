@@ -455,3 +455,10 @@ func (c *Cache) Fleet(inputs map[string]*snapshot.Snapshot) *Fleet {
 	}
 	return c.fleet
 }
+
+// Derived returns how many clusters' discovery objects the cache holds.
+func (c *Cache) Derived() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}

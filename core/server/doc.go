@@ -41,7 +41,11 @@
 // the discovery objects core/catalog derives from each cluster's current
 // input (Meshes, Workloads, Destinations). They read the same state status
 // folds; derived objects go with their cluster's input when it is
-// deregistered.
+// deregistered. Neither decodes the fleet on each call: the discovery
+// objects are derived as inputs change, after each engine cycle, and the
+// output index (outputindex.go) keeps each output's resources' parent
+// policies and labels, decoded once per content, as delivery writes them
+// and readers read them.
 //
 // Mesh trust (core/server/trust) runs beside the fleet: the server wires
 // its store, its safe mode and the engine's meshes into a trust.Manager,

@@ -192,6 +192,7 @@ func (s *Server) deliver(ctx context.Context, ready <-chan engine.Ready) error {
 			}
 			s.resumeCurrent(ctx, r.Current)
 			s.cycleDone(r.Stats)
+			s.kickCatalog()
 			s.engine.Advance(unwritten)
 		}
 	}
@@ -223,6 +224,9 @@ func (s *Server) deliverOutput(ctx context.Context, o engine.Output) bool {
 	if err := s.deps.Store.PutOutput(wctx, o.Key.Cluster, o.Key.Backend, o.Snapshot); err != nil {
 		s.log.Warn("store output", "cluster", o.Key.Cluster, "backend", o.Key.Backend, "error", err)
 		written = false
+	} else {
+		// Indexed now, so that status and inspection find it decoded.
+		s.outputIndex.of(o.Key, o.Snapshot)
 	}
 	// Looked up after the write: a stream that attached since then read
 	// this output from the store.

@@ -14,6 +14,7 @@ import (
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/catalog"
+	"github.com/meshrelay/meshrelay/core/engine"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,30 @@ func NormalizeKind(kind string) string {
 // cluster's current input.
 func (s *Server) Catalog() *catalog.Fleet {
 	return s.catalog.Fleet(s.inputs(context.Background()))
+}
+
+// kickCatalog asks warmCatalog to derive the discovery objects of the
+// inputs that changed.
+func (s *Server) kickCatalog() {
+	select {
+	case s.catalogKick <- struct{}{}:
+	default:
+	}
+}
+
+// warmCatalog derives the discovery objects of every input that changed
+// after each engine cycle, so that List and Describe find them derived: a
+// thousand clusters' inputs take seconds to derive, one cluster's
+// milliseconds.
+func (s *Server) warmCatalog(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.catalogKick:
+			s.Catalog()
+		}
+	}
 }
 
 // listFilter is a List request's filter.
@@ -189,13 +214,15 @@ func objectLabels(body []byte) map[string]string {
 	return m.Metadata.Labels
 }
 
-// outputScope narrows outputResources to a cluster and a backend, before
-// any object is decoded; empty fields match everything.
-type outputScope struct{ cluster, backend string }
+// outputScope narrows outputResources to a cluster, a backend and the
+// resources of a policy (by meta.PolicyRef.Key), before any object is
+// read; empty fields match everything.
+type outputScope struct{ cluster, backend, policy string }
 
 // outputResources returns the output objects in scope that keep accepts
-// (given the object and its body), sorted by cluster, backend and object,
-// with bodies when asked.
+// (given the object and its body; nil keeps all), sorted by cluster,
+// backend and object, with bodies when asked. What it reads of each object
+// comes from the output index (outputindex.go).
 func (s *Server) outputResources(ctx context.Context, scope outputScope, keep func(*relayv1.OutputResource, []byte) bool, bodies bool) []*relayv1.OutputResource {
 	acks := s.ackStates()
 	var out []*relayv1.OutputResource
@@ -207,11 +234,18 @@ func (s *Server) outputResources(ctx context.Context, scope outputScope, keep fu
 			if scope.backend != "" && o.backend != scope.backend {
 				continue
 			}
-			for r := range o.set.All() {
+			indexed := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set)
+			if scope.policy != "" && !indexed.has(scope.policy) {
+				continue
+			}
+			for _, r := range indexed.resources {
+				if scope.policy != "" && !slices.Contains(r.policies, scope.policy) {
+					continue
+				}
 				or := outputResource(ci.Name, o.backend, r)
 				or.Error = o.ack.errors[r.ID]
 				or.Applied = o.applied && or.Error == ""
-				if !keep(or, r.Body) {
+				if keep != nil && !keep(or, r.Body) {
 					continue
 				}
 				if bodies {
@@ -224,13 +258,10 @@ func (s *Server) outputResources(ctx context.Context, scope outputScope, keep fu
 	return out
 }
 
-func outputResource(cluster, backend string, r snapshot.Resource) *relayv1.OutputResource {
-	var m objectMeta
-	_ = json.Unmarshal(r.Body, &m)
-	parents := meta.SplitPolicies(m.Metadata.Annotations[meta.PoliciesAnnotation])
+func outputResource(cluster, backend string, r indexedResource) *relayv1.OutputResource {
 	return &relayv1.OutputResource{
 		Cluster: cluster, Backend: backend, ApiVersion: r.ID.APIVersion(), Kind: r.ID.Kind,
-		Namespace: r.ID.Namespace, Name: r.ID.Name, Policies: parents, Labels: m.Metadata.Labels,
+		Namespace: r.ID.Namespace, Name: r.ID.Name, Policies: r.policies, Labels: r.labels,
 	}
 }
 
@@ -422,6 +453,19 @@ func (s *Server) diagnostics(keep func(meta.Diagnostic) bool) []*relayv1.Diagnos
 // names the management source's policy when there is one, so a workload
 // cluster cannot shadow it.
 func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	return s.describePolicy(ctx, req, true)
+}
+
+// DescribePolicyOutline is DescribePolicy without the outputs: the
+// policy's status, body, state per cluster and diagnostics. A fleet-wide
+// policy's outputs are in every cluster, a hundred thousand objects at a
+// thousand clusters, which the fleet graph does not draw.
+func (s *Server) DescribePolicyOutline(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	return s.describePolicy(ctx, req, false)
+}
+
+// describePolicy describes a policy, with its outputs when asked.
+func (s *Server) describePolicy(ctx context.Context, req *relayv1.DescribeRequest, outputs bool) (*relayv1.PolicyDescription, error) {
 	q, err := parsePolicyName(req)
 	if err != nil {
 		return nil, err
@@ -438,8 +482,13 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 	}
 	// A workload cluster's policy acts in its own cluster only, so its
 	// outputs are there; outputs name their policies without the source.
-	desc.Outputs = s.outputResources(ctx, outputScope{cluster: ps.ref.Cluster}, func(o *relayv1.OutputResource, _ []byte) bool { return slices.Contains(o.Policies, ps.ref.Key()) }, true)
-	desc.Clusters = policyClusters(desc.Outputs)
+	scope := outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key()}
+	if outputs {
+		desc.Outputs = s.outputResources(ctx, scope, nil, true)
+		desc.Clusters = policyClusters(desc.Outputs)
+	} else {
+		desc.Clusters = s.policyOutputClusters(ctx, scope)
+	}
 	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
 	return desc, nil
 }
@@ -527,6 +576,40 @@ func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster 
 			pc.Errors = append(pc.Errors, fmt.Sprintf("%s %s: %s", o.Kind, strings.TrimPrefix(o.Namespace+"/"+o.Name, "/"), o.Error))
 		case !o.Applied:
 			pc.Applied, pc.Pending = false, true
+		}
+	}
+	return out
+}
+
+// policyOutputClusters is policyClusters of the outputs in scope, a
+// policy's, read from the output index without making them.
+func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []*relayv1.PolicyCluster {
+	acks := s.ackStates()
+	var out []*relayv1.PolicyCluster
+	for _, ci := range s.engine.Clusters() {
+		if scope.cluster != "" && ci.Name != scope.cluster {
+			continue
+		}
+		var pc *relayv1.PolicyCluster
+		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
+			ids := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set).byPolicy[scope.policy]
+			if len(ids) == 0 {
+				continue
+			}
+			if pc == nil {
+				pc = &relayv1.PolicyCluster{Cluster: ci.Name, Applied: true}
+				out = append(out, pc)
+			}
+			pc.Resources += int32(len(ids))
+			for _, id := range ids {
+				switch msg := o.ack.errors[id]; {
+				case msg != "":
+					pc.Applied = false
+					pc.Errors = append(pc.Errors, fmt.Sprintf("%s %s: %s", id.Kind, strings.TrimPrefix(id.Namespace+"/"+id.Name, "/"), msg))
+				case !o.applied:
+					pc.Applied, pc.Pending = false, true
+				}
+			}
 		}
 	}
 	return out

@@ -128,10 +128,12 @@ type Server struct {
 	// pruneAfter is the engine generation current when safe mode ended;
 	// pruning waits for a finished cycle with a higher one (lastCycle).
 	pruneAfter, lastCycle uint64
-	// parents caches output resources' parent policies for status folding.
-	parents map[snapshot.Hash][]string
-	// catalog keeps each cluster's discovery objects for its input.
-	catalog catalog.Cache
+	// outputIndex holds what status and inspection read of the outputs.
+	outputIndex outputIndex
+	// catalog keeps each cluster's discovery objects for its input;
+	// catalogKick asks warmCatalog to bring it up to date.
+	catalog     catalog.Cache
+	catalogKick chan struct{}
 	// discoveryKick asks writeDiscovery to write the discovery objects.
 	discoveryKick chan struct{}
 	// turn is this replica's turn at writing them (discoverycrds.go).
@@ -185,6 +187,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		limiters: map[string]*rate.Limiter{},
 
 		discoveryKick: make(chan struct{}, 1),
+		catalogKick:   make(chan struct{}, 1),
 		unauthHellos:  make(chan struct{}, maxPendingHellos),
 		hellos:        map[string]int{},
 		diffs:         make(chan struct{}, 1),
@@ -580,6 +583,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.engine.Run(ctx) })
 	g.Go(func() error { return s.deliver(ctx, s.ready) })
+	g.Go(func() error { return s.warmCatalog(ctx) })
 	g.Go(func() error { return s.watchStore(ctx) })
 	g.Go(func() error { return s.tick(ctx) })
 	g.Go(func() error { return s.rebalance(ctx) })

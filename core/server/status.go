@@ -3,7 +3,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -204,28 +203,29 @@ type reach struct {
 // reaches holds each policy's reach by [meta.PolicyRef.Key].
 type reaches map[string]*reach
 
-// outputReaches follows every current output to its parent policies.
+// outputReaches follows every current output to its parent policies,
+// through the output index, which it keeps to the outputs it read.
 func (s *Server) outputReaches(ctx context.Context) reaches {
 	acks := s.ackStates()
-	parents := s.parentIndex()
-	defer parents.done()
 	rs := reaches{}
+	seen := map[engine.OutputKey]bool{}
 	for _, ci := range s.engine.Clusters() {
 		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
-			rs.addOutput(ci.Name, o.set, o.applied, o.ack.errors, parents.of)
+			key := engine.OutputKey{Cluster: ci.Name, Backend: o.backend}
+			seen[key] = true
+			rs.addOutput(ci.Name, s.outputIndex.of(key, o.set), o.applied, o.ack.errors)
 		}
 	}
+	s.outputIndex.retain(func(k engine.OutputKey) bool { return seen[k] })
 	return rs
 }
 
-// addOutput records that each resource of one output set reaches cluster
-// for each of its parent policies. current says the agent acked this very
-// set; errs are its apply errors by resource.
-func (rs reaches) addOutput(cluster string, set *snapshot.Snapshot, current bool, errs map[snapshot.ID]string, parentsOf func(snapshot.Resource) []string) {
-	for r := range set.All() {
-		for _, parent := range parentsOf(r) {
-			rs.of(parent).record(cluster, r.ID, current, errs)
-		}
+// addOutput records that one output set reaches cluster for each policy
+// that produced some of its resources. current says the agent acked this
+// very set; errs are its apply errors by resource.
+func (rs reaches) addOutput(cluster string, o *indexedOutput, current bool, errs map[snapshot.ID]string) {
+	for policy, ids := range o.byPolicy {
+		rs.of(policy).record(cluster, ids, current, errs)
 	}
 }
 
@@ -238,15 +238,22 @@ func (rs reaches) of(policy string) *reach {
 	return rc
 }
 
-// record notes one resource of the policy in cluster: not applied unless
-// current, and failed with its apply error when it has one.
-func (rc *reach) record(cluster string, id snapshot.ID, current bool, errs map[snapshot.ID]string) {
+// record notes resources of the policy in cluster: not applied unless
+// current, and failed with their apply errors when they have some.
+func (rc *reach) record(cluster string, ids []snapshot.ID, current bool, errs map[snapshot.ID]string) {
 	rc.targets[cluster] = true
 	if !current {
 		rc.failed[cluster] = true
-	} else if msg, bad := errs[id]; bad {
-		rc.failed[cluster] = true
-		rc.errors = append(rc.errors, fmt.Sprintf("%s: apply %s %s/%s: %s", cluster, id.Kind, id.Namespace, id.Name, msg))
+		return
+	}
+	if len(errs) == 0 {
+		return
+	}
+	for _, id := range ids {
+		if msg, bad := errs[id]; bad {
+			rc.failed[cluster] = true
+			rc.errors = append(rc.errors, fmt.Sprintf("%s: apply %s %s/%s: %s", cluster, id.Kind, id.Namespace, id.Name, msg))
+		}
 	}
 }
 
@@ -407,52 +414,6 @@ func (s *Server) ackStates() map[engine.OutputKey]ackState {
 		acks[k] = v
 	}
 	return acks
-}
-
-// parentIndex remembers the parent policies of output resources by content
-// hash, so that folding status does not decode every output object each
-// time. Each fold keeps only the entries it used.
-type parentIndex struct {
-	s          *Server
-	prev, next map[snapshot.Hash][]string
-}
-
-func (s *Server) parentIndex() *parentIndex {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &parentIndex{s: s, prev: s.parents, next: make(map[snapshot.Hash][]string, len(s.parents))}
-}
-
-func (p *parentIndex) of(r snapshot.Resource) []string {
-	if ps, ok := p.next[r.Hash]; ok {
-		return ps
-	}
-	ps, ok := p.prev[r.Hash]
-	if !ok {
-		ps = parentsOf(r)
-	}
-	p.next[r.Hash] = ps
-	return ps
-}
-
-// done keeps the entries this fold used for the next one.
-func (p *parentIndex) done() {
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
-	p.s.parents = p.next
-}
-
-// parentsOf returns the parent policies an output resource names.
-func parentsOf(r snapshot.Resource) []string {
-	var obj struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(r.Body, &obj); err != nil {
-		return nil
-	}
-	return meta.SplitPolicies(obj.Metadata.Annotations[meta.PoliciesAnnotation])
 }
 
 // writeStatus writes one policy's status, with a MeshTrust's own fields

@@ -127,7 +127,7 @@ func TestFoldPolicyStatus(t *testing.T) {
 				for name, msg := range o.failed {
 					errs[snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "bookinfo", Name: name}] = msg
 				}
-				in.reaches.addOutput(o.cluster, outputSet(t, o.names...), o.current, errs, parentsOf)
+				in.reaches.addOutput(o.cluster, indexOutput(outputSet(t, o.names...), nil), o.current, errs)
 			}
 			ps := in.fold(policySourceOf(t, tc.cluster, tc.body))
 			if ps.ref != ref {

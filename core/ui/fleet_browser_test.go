@@ -406,7 +406,9 @@ func TestLargeFleet(t *testing.T) {
 		if len(rows) != 100 || rows[0] != bench.ClusterName(0) || rows[99] != bench.ClusterName(99) {
 			t.Errorf("the policy page draws the clusters %q, want the first 100 in order", rows)
 		}
-		if got := text(t, ctx, "#policy-counts"); got != "0 applied · "+thousands(benchClusters)+" pending · 0 failed" {
+		// Read at once: a live update may redraw the counts between finding
+		// the node and reading it.
+		if got := get(t, ctx, "policy counts", chromedp.Evaluate[string](`document.querySelector("#policy-counts")?.innerText ?? ""`)); got != "0 applied · "+thousands(benchClusters)+" pending · 0 failed" {
 			t.Errorf("the policy page counts %q", got)
 		}
 		if n := get(t, ctx, "outputs drawn", chromedp.Evaluate[int](`document.querySelectorAll("table.outputs tr[data-output]").length`)); n != min(100, len(desc.GetOutputs())) {

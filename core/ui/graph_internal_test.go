@@ -88,3 +88,47 @@ func TestGraphCache(t *testing.T) {
 		t.Errorf("the graph was computed %d times, want twice", n)
 	}
 }
+
+// outlineAdmin has a management AccessPolicy admitting east's clients to
+// reviews in west, and describes it only in outline: its full description,
+// with the fleet's outputs, is refused.
+type outlineAdmin struct {
+	graphAdmin
+	outlines atomic.Int32
+}
+
+func (a *outlineAdmin) List(context.Context, *relayv1.ListRequest) (*relayv1.ListResponse, error) {
+	return &relayv1.ListResponse{Destinations: []*relayv1.Destination{{Cluster: "west", Namespace: "bookinfo", Name: "reviews"}}}, nil
+}
+
+func (a *outlineAdmin) GetStatus(context.Context, *relayv1.GetStatusRequest) (*relayv1.Status, error) {
+	return &relayv1.Status{Policies: []*relayv1.PolicyStatus{{Kind: "AccessPolicy", Namespace: "bookinfo", Name: "reviews-access"}}}, nil
+}
+
+func (a *outlineAdmin) DescribePolicy(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	return nil, status.Error(codes.ResourceExhausted, "the graph asked for every output of the policy")
+}
+
+func (a *outlineAdmin) DescribePolicyOutline(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	a.outlines.Add(1)
+	return &relayv1.PolicyDescription{Body: `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"AccessPolicy","metadata":{"name":"reviews-access","namespace":"bookinfo"},
+"spec":{"destinationSelectors":[{"namespaces":["bookinfo"],"names":["reviews"]}],"action":"Allow","from":[{"clusters":["east"]}]}}`}, nil
+}
+
+// The graph reads each policy's outline, not its description with every
+// output of the fleet, which it does not draw.
+func TestGraphReadsPolicyOutlines(t *testing.T) {
+	a := &outlineAdmin{}
+	s := &Server{admin: a, log: slog.New(slog.DiscardHandler)}
+	g, err := s.cachedGraph(adminContext(context.Background(), "good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := graphEdge{From: "east", To: "west", Destination: "bookinfo/reviews", Kind: "AccessPolicy", Policy: "AccessPolicy/bookinfo/reviews-access"}
+	if len(g.Edges) != 1 || g.Edges[0] != want {
+		t.Errorf("edges = %+v, want %+v", g.Edges, want)
+	}
+	if n := a.outlines.Load(); n != 1 {
+		t.Errorf("the graph read %d outlines, want 1", n)
+	}
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/engine"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/bench"
+	"github.com/meshrelay/meshrelay/internal/testutil"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/protobuf/testing/protocmp"
+)
+
+// putServiceInput stores an input of one Service for cluster, as its
+// agent's stream would, and tells the server.
+func putServiceInput(t *testing.T, ts *testServer, st store.Store, cluster, service string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := store.UpdateCluster(ctx, st, cluster, func(*store.Cluster, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := snapshot.FromJSON(fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Service","metadata":{"name":%q,"namespace":"default"},"spec":{"ports":[{"port":80}]}}`, service))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := snapshot.New(1, []snapshot.Resource{svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutInput(ctx, cluster, in); err != nil {
+		t.Fatal(err)
+	}
+	ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: cluster, Replica: "b"})
+}
+
+// The discovery objects are derived as inputs arrive, not when someone
+// first lists them: at a thousand clusters deriving them all takes
+// seconds, which the first List would wait.
+func TestCatalogDerivedBeforeAnyList(t *testing.T) {
+	shared := memory.New()
+	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Targets = TargetsAll })
+	other := shared.Replica("b")
+	for _, c := range []string{"east", "west"} {
+		putServiceInput(t, ts, other, c, "web")
+	}
+	testutil.Eventually(t, "both clusters' discovery objects derived", func() bool { return ts.catalog.Derived() == 2 })
+}
+
+// Delivery indexes each output it writes, so that the status and the
+// descriptions that follow find it decoded.
+func TestDeliveredOutputsAreIndexed(t *testing.T) {
+	shared := memory.New()
+	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Targets = TargetsAll })
+	other := shared.Replica("b")
+	putServiceInput(t, ts, other, "west", "web")
+	testutil.Eventually(t, "west's output indexed as delivered", func() bool {
+		out, err := other.GetOutput(t.Context(), "west", "test")
+		if err != nil {
+			return false
+		}
+		ts.outputIndex.mu.Lock()
+		defer ts.outputIndex.mu.Unlock()
+		o := ts.outputIndex.outputs[engine.OutputKey{Cluster: "west", Backend: "test"}]
+		return o != nil && o.set.Hash() == out.Hash() && len(o.resources) == 1
+	})
+}
+
+// A policy's outline, read from the output index, says what its full
+// description says of it, cluster by cluster, without the outputs: here
+// with one cluster's output applied, one's with an apply error on a
+// resource of the policy, and the others' pending.
+func TestDescribePolicyOutlineMatchesDescription(t *testing.T) {
+	s, clusters := benchFleet(t, t.Context(), t.TempDir(), 4, 3)
+	ctx := t.Context()
+	req := &relayv1.DescribeRequest{Kind: "AccessPolicy", Namespace: bench.Namespace, Name: "bench-access"}
+	full, err := s.DescribePolicy(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.GetOutputs()) == 0 {
+		t.Fatal("the policy has no outputs")
+	}
+	applied, failed := full.GetOutputs()[0], full.GetOutputs()[len(full.GetOutputs())-1]
+	if applied.GetCluster() == failed.GetCluster() || applied.GetCluster() != clusters[0].Name {
+		t.Fatalf("outputs of %s and %s, want the first and the last cluster's", applied.GetCluster(), failed.GetCluster())
+	}
+	for _, o := range []*relayv1.OutputResource{applied, failed} {
+		set, err := s.deps.Store.GetOutput(ctx, o.GetCluster(), o.GetBackend())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack := ackState{hash: set.Hash()}
+		if o == failed {
+			for r := range set.All() {
+				if r.ID.Kind == o.GetKind() && r.ID.Namespace == o.GetNamespace() && r.ID.Name == o.GetName() {
+					ack.errors = map[snapshot.ID]string{r.ID: "denied"}
+				}
+			}
+		}
+		s.mu.Lock()
+		s.acks[engine.OutputKey{Cluster: o.GetCluster(), Backend: o.GetBackend()}] = ack
+		s.mu.Unlock()
+	}
+	full, err = s.DescribePolicy(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outline, err := s.DescribePolicyOutline(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outline.GetOutputs()) != 0 {
+		t.Errorf("the outline has %d outputs, want none", len(outline.GetOutputs()))
+	}
+	full.Outputs = nil
+	if d := cmp.Diff(full, outline, protocmp.Transform()); d != "" {
+		t.Errorf("DescribePolicyOutline differs from DescribePolicy (-full +outline):\n%s", d)
+	}
+	var states []string
+	for _, c := range outline.GetClusters() {
+		states = append(states, fmt.Sprintf("%s applied=%t pending=%t errors=%d", c.GetCluster(), c.GetApplied(), c.GetPending(), len(c.GetErrors())))
+	}
+	if len(states) != 4 || !strings.HasSuffix(states[0], "applied=true pending=false errors=0") || !strings.HasSuffix(states[3], "applied=false pending=false errors=1") ||
+		!strings.HasSuffix(states[1], "applied=false pending=true errors=0") {
+		t.Errorf("clusters: %q, want the first applied, the last failed, the others pending", states)
+	}
+}

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/meshrelay/meshrelay/api/meta"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/engine"
+)
+
+// outputIndex keeps what status and inspection read of the outputs, so
+// that neither decodes every output object of the fleet each time it is
+// asked: for each cluster's output of each backend, the set it last saw,
+// every resource's parent policies (meta.PoliciesAnnotation) and labels,
+// and, by policy, the set's resources it produced.
+//
+// It follows the outputs as delivery writes them and as readers read them
+// from the store (which holds those other replicas wrote too): an output
+// whose hash it holds costs a comparison, and a new one decodes only the
+// resources whose content it did not hold before. It is safe for
+// concurrent use; what it returns is never modified.
+type outputIndex struct {
+	mu      sync.Mutex
+	outputs map[engine.OutputKey]*indexedOutput
+}
+
+// indexedOutput is one output set with what was decoded of its resources.
+type indexedOutput struct {
+	set *snapshot.Snapshot
+	// resources are the set's, in its order.
+	resources []indexedResource
+	// byPolicy holds, for every policy (meta.PolicyRef.Key) that some
+	// resource names as its parent, those resources, in the set's order.
+	byPolicy map[string][]snapshot.ID
+}
+
+// indexedResource is an output resource with its parent policies and its
+// labels.
+type indexedResource struct {
+	snapshot.Resource
+	policies []string
+	labels   map[string]string
+}
+
+// has reports whether the output has resources of policy (by
+// meta.PolicyRef.Key).
+func (o *indexedOutput) has(policy string) bool { return len(o.byPolicy[policy]) > 0 }
+
+// of returns the indexed form of set, the output of key: the one held when
+// its hash is the same, else a new one, which it holds from now on.
+func (x *outputIndex) of(key engine.OutputKey, set *snapshot.Snapshot) *indexedOutput {
+	x.mu.Lock()
+	old := x.outputs[key]
+	x.mu.Unlock()
+	if old != nil && old.set.Hash() == set.Hash() {
+		return old
+	}
+	o := indexOutput(set, old)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.outputs == nil {
+		x.outputs = map[engine.OutputKey]*indexedOutput{}
+	}
+	x.outputs[key] = o
+	return o
+}
+
+// retain forgets the outputs keep rejects: those of clusters and backends
+// that are gone.
+func (x *outputIndex) retain(keep func(engine.OutputKey) bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k := range x.outputs {
+		if !keep(k) {
+			delete(x.outputs, k)
+		}
+	}
+}
+
+// indexOutput decodes the resources of set, taking those of prev (the
+// output the same key held before, or nil) whose content is unchanged.
+// The resources of one output mostly name the same policies and carry the
+// same labels: they share one slice and one map of each, never modified.
+func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
+	var known map[snapshot.Hash]*indexedResource
+	if prev != nil {
+		known = make(map[snapshot.Hash]*indexedResource, len(prev.resources))
+		for i := range prev.resources {
+			known[prev.resources[i].Hash] = &prev.resources[i]
+		}
+	}
+	o := &indexedOutput{set: set, resources: make([]indexedResource, 0, set.Len()), byPolicy: map[string][]snapshot.ID{}}
+	policies := map[string][]string{}
+	labels := map[string]map[string]string{}
+	for r := range set.All() {
+		ir := indexedResource{Resource: r}
+		if k, ok := known[r.Hash]; ok {
+			ir.policies, ir.labels = k.policies, k.labels
+		} else {
+			parents, l := decodeOutputMeta(r.Body)
+			ps, ok := policies[parents]
+			if !ok {
+				ps = meta.SplitPolicies(parents)
+				policies[parents] = ps
+			}
+			key := labelsKey(l)
+			if shared, ok := labels[key]; ok {
+				l = shared
+			} else {
+				labels[key] = l
+			}
+			ir.policies, ir.labels = ps, l
+		}
+		for _, p := range ir.policies {
+			o.byPolicy[p] = append(o.byPolicy[p], r.ID)
+		}
+		o.resources = append(o.resources, ir)
+	}
+	return o
+}
+
+// decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)
+// and the labels of an output object's JSON; none when it does not decode.
+func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
+	var m objectMeta
+	if json.Unmarshal(body, &m) != nil {
+		return "", nil
+	}
+	return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
+}
+
+// labelsKey is the same string for the same labels, and another for none
+// (nil) than for an empty map.
+func labelsKey(labels map[string]string) string {
+	if labels == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(labels[k]))
+		b.WriteByte(',')
+	}
+	return b.String()
+}

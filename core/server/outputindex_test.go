@@ -1,0 +1,125 @@
+package server
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/meshrelay/meshrelay/api/meta"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/core/engine"
+)
+
+// indexTestObject is a ConfigMap output naming its parent policies, with
+// a label saying its revision.
+func indexTestObject(t *testing.T, name, rev string, policies ...string) snapshot.Resource {
+	t.Helper()
+	r, err := snapshot.FromJSON(fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns","labels":{"rev":%q},"annotations":{%q:%q}}}`,
+		name, rev, meta.PoliciesAnnotation, meta.JoinPolicies(policies)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func indexTestSet(t *testing.T, rs ...snapshot.Resource) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.New(1, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The output index, kept up to date output by output as they change,
+// holds what indexing each current output afresh gives: every resource's
+// policies and labels, and each output's policies, for every key it still
+// has and none other.
+func TestOutputIndexIncrementalEqualsFull(t *testing.T) {
+	const (
+		access  = "AccessPolicy/ns/a"
+		traffic = "TrafficPolicy/ns/t"
+		virtual = "VirtualDestination/ns/v"
+	)
+	east, west := engine.OutputKey{Cluster: "east", Backend: "istio"}, engine.OutputKey{Cluster: "west", Backend: "istio"}
+	westCilium := engine.OutputKey{Cluster: "west", Backend: "cilium"}
+	steps := []struct {
+		name string
+		// sets are the current outputs after the step; keys left out are
+		// gone.
+		sets map[engine.OutputKey]*snapshot.Snapshot
+	}{
+		{"first outputs", map[engine.OutputKey]*snapshot.Snapshot{
+			east: indexTestSet(t, indexTestObject(t, "a", "1", access), indexTestObject(t, "b", "1", access, traffic)),
+			west: indexTestSet(t, indexTestObject(t, "a", "1", access)),
+		}},
+		{"a resource changes its policies and labels", map[engine.OutputKey]*snapshot.Snapshot{
+			east: indexTestSet(t, indexTestObject(t, "a", "2", traffic), indexTestObject(t, "b", "1", access, traffic)),
+			west: indexTestSet(t, indexTestObject(t, "a", "1", access)),
+		}},
+		{"resources come and go, a backend comes", map[engine.OutputKey]*snapshot.Snapshot{
+			east:       indexTestSet(t, indexTestObject(t, "b", "1", access, traffic), indexTestObject(t, "c", "1", virtual)),
+			west:       indexTestSet(t, indexTestObject(t, "a", "1", access), indexTestObject(t, "d", "1")),
+			westCilium: indexTestSet(t, indexTestObject(t, "np", "1", access)),
+		}},
+		{"a cluster leaves", map[engine.OutputKey]*snapshot.Snapshot{
+			westCilium: indexTestSet(t, indexTestObject(t, "np", "2", access)),
+		}},
+		{"it empties", map[engine.OutputKey]*snapshot.Snapshot{
+			westCilium: indexTestSet(t),
+		}},
+	}
+	var x outputIndex
+	for _, step := range steps {
+		for _, k := range slices.SortedFunc(maps.Keys(step.sets), cmpKey) {
+			got := x.of(k, step.sets[k])
+			if again := x.of(k, step.sets[k]); again != got {
+				t.Errorf("%s: %v indexed again although its output did not change", step.name, k)
+			}
+		}
+		x.retain(func(k engine.OutputKey) bool { return step.sets[k] != nil })
+		if got, want := slices.Collect(maps.Keys(x.outputs)), slices.Collect(maps.Keys(step.sets)); !sameKeys(got, want) {
+			t.Errorf("%s: index holds %v, want %v", step.name, got, want)
+		}
+		for k, set := range step.sets {
+			full := indexOutput(set, nil)
+			if got := x.outputs[k]; !reflect.DeepEqual(got, full) {
+				t.Errorf("%s: index of %v = %s, want %s as indexed afresh", step.name, k, indexSummary(got), indexSummary(full))
+			}
+		}
+	}
+	// What the steps built, spelled out for the last output with resources.
+	o := indexOutput(steps[2].sets[east], nil)
+	if !o.has(access) || !o.has(traffic) || !o.has(virtual) || o.has("AccessPolicy/ns/other") {
+		t.Errorf("east's policies = %v, want %s, %s and %s", slices.Sorted(maps.Keys(o.byPolicy)), access, traffic, virtual)
+	}
+	if got := o.resources[0]; got.ID.Name != "b" || !slices.Equal(got.policies, []string{access, traffic}) || got.labels["rev"] != "1" {
+		t.Errorf("east's first resource = %s %v %v, want b of %s and %s labelled rev=1", got.ID.Name, got.policies, got.labels, access, traffic)
+	}
+}
+
+func cmpKey(a, b engine.OutputKey) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
+}
+
+func sameKeys(a, b []engine.OutputKey) bool {
+	slices.SortFunc(a, cmpKey)
+	slices.SortFunc(b, cmpKey)
+	return slices.Equal(a, b)
+}
+
+// indexSummary prints an indexed output's resources with their policies
+// and labels.
+func indexSummary(o *indexedOutput) string {
+	if o == nil {
+		return "none"
+	}
+	out := fmt.Sprintf("set %s policies %v:", o.set.Hash(), o.byPolicy)
+	for _, r := range o.resources {
+		out += fmt.Sprintf(" %s%v%v", r.ID.Name, r.policies, r.labels)
+	}
+	return out
+}
