@@ -1,16 +1,21 @@
 package server
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/testutil"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
 // recordCounter forwards TCP connections to a target and counts the TLS
@@ -123,5 +128,66 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 				t.Errorf("%d records from the %s (heartbeats) were answered by %d, want none but a few stragglers", b, tc.from, a)
 			}
 		})
+	}
+}
+
+// countingStore counts the registry records read and written.
+type countingStore struct {
+	store.Store
+	gets, puts atomic.Int64
+}
+
+func (c *countingStore) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	c.gets.Add(1)
+	return c.Store.GetCluster(ctx, name)
+}
+
+func (c *countingStore) CompareAndPutCluster(ctx context.Context, cl store.Cluster) (store.Cluster, error) {
+	c.puts.Add(1)
+	return c.Store.CompareAndPutCluster(ctx, cl)
+}
+
+// Each heartbeat period reads a connected agent's registry record once:
+// the read that writes its last-seen time also checks its certificate.
+func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
+	st := &countingStore{Store: memory.New()}
+	ts := startServer(t, st, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
+	east := startAgent(t, ts, "east", ts.register("east"))
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+	const writes = 30
+	g0, p0 := st.gets.Load(), st.puts.Load()
+	testutil.Eventually(t, "last-seen writes", func() bool { return st.puts.Load()-p0 >= writes })
+	gets, puts := st.gets.Load()-g0, st.puts.Load()-p0
+	if gets > puts+writes/5 {
+		t.Errorf("%d registry reads for %d last-seen writes, want one each", gets, puts)
+	}
+}
+
+// A stream whose certificate's serial leaves the cluster's record (evicted
+// by renewals, on this replica or another) is closed with a goodbye.
+func TestStreamClosedWhenSerialEvicted(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 50 * time.Millisecond })
+	ts.register("east")
+	cert, _ := ts.signed(t, "east", time.Hour)
+	stream, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: "east"})
+	if err != nil || first.GetWelcome() == nil {
+		t.Fatalf("Sync = %v, %v", first, err)
+	}
+	for range maxSerials {
+		ts.signed(t, "east", time.Hour)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended with %v before a goodbye", err)
+		}
+		if g := m.GetGoodbye(); g != nil {
+			if !strings.Contains(g.GetMessage(), "revoked") {
+				t.Errorf("goodbye %q, want it to say the certificate was revoked", g.GetMessage())
+			}
+			return
+		}
 	}
 }
