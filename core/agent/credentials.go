@@ -123,8 +123,20 @@ func (a *Agent) dial(withCert bool) (*grpc.ClientConn, error) {
 	return grpc.NewClient(a.target(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(a.opts.MaxMessageBytes)),
+		grpc.WithStaticStreamWindowSize(streamWindow),
+		grpc.WithStaticConnWindowSize(connWindow),
 	)
 }
+
+// streamWindow and connWindow are the HTTP/2 flow-control windows of a
+// stream and of a connection, fixed as the server fixes its own
+// (core/server/server.go): a window that grows with the measured
+// bandwidth-delay product costs a PING and its ack after every message
+// that arrives on an idle connection, each server heartbeat.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 2 << 20
+)
 
 // ensureCredentials loads the agent's certificate from its state directory,
 // or registers with the token to get one.

@@ -30,7 +30,12 @@ type Options struct {
 	Mode string
 	// Insecure dials in plaintext (development against a loopback server only).
 	Insecure bool
-	// Heartbeat is how often the agent sends heartbeats.
+	// Heartbeat is how often the agent sends heartbeats. The server needs
+	// none to find a dead agent (its HTTP/2 keepalive pings a connection
+	// silent for 30s and closes it 10s later without an answer, see
+	// core/server/server.go); they keep proxies between the two from
+	// closing an idle stream, and, below those 30s, spare the server its
+	// pings.
 	Heartbeat time.Duration
 	// ServerTimeout is how long the agent waits without hearing from the
 	// server (its heartbeats included) before it drops the stream and
@@ -51,7 +56,7 @@ func DefaultOptions() Options {
 		Server:          "localhost:9900",
 		StateDir:        "meshrelay-agent",
 		Mode:            pki.ModeMTLS,
-		Heartbeat:       10 * time.Second,
+		Heartbeat:       25 * time.Second,
 		ServerTimeout:   30 * time.Second,
 		ReconnectMax:    30 * time.Second,
 		MaxMessageBytes: 16 << 20,
@@ -69,7 +74,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate, and the kinds the plugins declare (to prune and discover them after a restart)")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
-	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat; below the server's 30s keepalive time, so the server need not ping it")
 	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; longer than the server's --heartbeat")
 }
 

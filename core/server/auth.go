@@ -69,17 +69,23 @@ func (s *Server) checkIdentity(ctx context.Context, id identity) (store.Cluster,
 		return store.Cluster{}, status.Errorf(codes.Unauthenticated, "the certificate of cluster %q expired at %s", id.cluster, id.notAfter.Format(time.RFC3339))
 	}
 	c, err := s.deps.Store.GetCluster(ctx, id.cluster)
+	return c, s.checkRecord(id, c, err)
+}
+
+// checkRecord is checkIdentity on the cluster's record as read (c, err),
+// the certificate's expiry aside.
+func (s *Server) checkRecord(id identity, c store.Cluster, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && c.Revoked):
 		s.m.authFailures.WithLabelValues("revoked").Inc()
-		return c, status.Errorf(codes.PermissionDenied, "cluster %q is not registered", id.cluster)
+		return status.Errorf(codes.PermissionDenied, "cluster %q is not registered", id.cluster)
 	case err != nil:
-		return c, status.Errorf(codes.Unavailable, "look up cluster: %v", err)
+		return status.Errorf(codes.Unavailable, "look up cluster: %v", err)
 	case !slices.Contains(c.Serials, id.serial):
 		s.m.authFailures.WithLabelValues("revoked_certificate").Inc()
-		return c, status.Errorf(codes.PermissionDenied, "certificate %s of cluster %q was revoked", id.serial, id.cluster)
+		return status.Errorf(codes.PermissionDenied, "certificate %s of cluster %q was revoked", id.serial, id.cluster)
 	}
-	return c, nil
+	return nil
 }
 
 // callIdentity checks the caller's certificate, if it presented one.

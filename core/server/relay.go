@@ -47,6 +47,10 @@ type stream struct {
 	// started is when the stream was accepted: rebalancing moves only
 	// agents that have settled.
 	started time.Time
+	// cert is the client certificate the stream authenticated with under
+	// mTLS, checked against the registry with every last-seen write
+	// (touchLastSeen); zero otherwise.
+	cert identity
 
 	// refused is the input version last refused: while refusing, its
 	// remaining parts are dropped unread. Only recvLoop uses it.
@@ -121,6 +125,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	st := &stream{
 		s:       s,
 		started: time.Now(),
+		cert:    id,
 		cluster: cluster,
 		log:     s.log.With("cluster", cluster),
 		srv:     srv,
@@ -138,7 +143,11 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 	st.log.Info("agent connected", "agent_version", hello.GetAgentVersion(), "resumed", welcome.GetInputVersion() == hello.GetInputVersion() && welcome.GetInputVersion() != 0)
 
 	if s.authMode() == ModeMTLS {
-		go st.watchIdentity(ctx, id)
+		expiry := time.AfterFunc(time.Until(id.notAfter), func() {
+			_, err := s.checkIdentity(ctx, id)
+			st.closeInvalid(err)
+		})
+		defer expiry.Stop()
 	}
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- st.sendLoop(ctx) }()
@@ -190,28 +199,13 @@ func streamToken(ctx context.Context) (cluster, token string, ok bool) {
 	return c[0], t[0], true
 }
 
-// watchIdentity ends the stream when its certificate expires or stops
-// being valid: revoked by a deregistration, or evicted by renewals.
-func (st *stream) watchIdentity(ctx context.Context, id identity) {
-	expiry := time.NewTimer(time.Until(id.notAfter))
-	defer expiry.Stop()
-	check := time.NewTicker(st.s.opts.Heartbeat)
-	defer check.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-expiry.C:
-		case <-check.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := st.s.checkIdentity(cctx, id)
-		cancel()
-		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
-			st.log.Info("closing the stream: its certificate is no longer valid", "error", err)
-			st.goodbye(relayv1.Goodbye_REASON_REBALANCING, status.Convert(err).Message())
-			return
-		}
+// closeInvalid ends the stream with a goodbye when err says its
+// certificate is no longer valid (expired, revoked, or its cluster
+// deregistered); other errors leave it be.
+func (st *stream) closeInvalid(err error) {
+	if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+		st.log.Info("closing the stream: its certificate is no longer valid", "error", err)
+		st.goodbye(relayv1.Goodbye_REASON_REBALANCING, status.Convert(err).Message())
 	}
 }
 

@@ -522,6 +522,8 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 		grpc.MaxConcurrentStreams(streams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(params),
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
 		grpc.InTapHandle(callDeadline),
 		grpc.ChainUnaryInterceptor(s.unaryIdentity),
 		grpc.ChainStreamInterceptor(s.streamIdentity),
@@ -533,6 +535,18 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 	relayv1.RegisterTrafficServer(srv, &trafficService{s: s})
 	return srv
 }
+
+// streamWindow and connWindow are the HTTP/2 flow-control windows of a
+// stream and of a connection, fixed: a window that grows with the measured
+// bandwidth-delay product costs a PING and its ack after every message
+// that arrives on an idle connection (each heartbeat), three TLS records
+// where one would do. A fixed 1 MiB stream window still carries about
+// 10 MB/s on a 100 ms round trip; the gate (gate.go) bounds what a peer may
+// leave unread, below gRPC.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 2 << 20
+)
 
 // idleTimeout closes a connection without calls; callTimeout bounds every
 // call but Sync, whose Hello has --hello-timeout.
@@ -717,24 +731,41 @@ func (s *Server) tick(ctx context.Context) error {
 }
 
 // touchLastSeen records in the store that this replica's agents are alive,
-// so other replicas starting up know their inputs are fresh.
+// so other replicas starting up know their inputs are fresh. The record it
+// reads also tells whether each stream's certificate is still valid: a
+// stream whose serial the record no longer holds, or whose cluster was
+// deregistered, is closed (closeInvalid), within a heartbeat of the change
+// whichever replica made it.
 func (s *Server) touchLastSeen(ctx context.Context, now time.Time) {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.streams))
-	for name := range s.streams {
-		names = append(names, name)
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
 	}
 	s.mu.Unlock()
-	for _, name := range names {
-		_, err := store.UpdateCluster(ctx, s.deps.Store, name, func(c *store.Cluster, found bool) error {
+	for _, st := range streams {
+		var invalid error
+		_, err := store.UpdateCluster(ctx, s.deps.Store, st.cluster, func(c *store.Cluster, found bool) error {
+			if st.cert.serial != "" {
+				var lookup error
+				if !found {
+					lookup = store.ErrNotFound
+				}
+				if invalid = s.checkRecord(st.cert, *c, lookup); invalid != nil {
+					return invalid
+				}
+			}
 			if !found || c.Revoked {
 				return errNotRegistered
 			}
 			c.LastSeen, c.Replica = now, s.opts.ServerID
 			return nil
 		})
-		if err != nil && !errors.Is(err, errNotRegistered) {
-			s.log.Warn("record last seen", "cluster", name, "error", err)
+		switch {
+		case invalid != nil:
+			st.closeInvalid(invalid)
+		case err != nil && !errors.Is(err, errNotRegistered):
+			s.log.Warn("record last seen", "cluster", st.cluster, "error", err)
 		}
 	}
 }

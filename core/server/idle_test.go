@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/store"
+	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/testutil"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+)
+
+// recordCounter forwards TCP connections to a target and counts the TLS
+// application-data records that cross it each way, read from the records'
+// plaintext headers.
+type recordCounter struct {
+	lis              net.Listener
+	target           string
+	toServer, toPeer atomic.Int64
+	wg               sync.WaitGroup
+}
+
+func startRecordCounter(t *testing.T, target string) *recordCounter {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &recordCounter{lis: lis, target: target}
+	rc.wg.Add(1)
+	go rc.accept()
+	t.Cleanup(func() {
+		lis.Close()
+		rc.wg.Wait()
+	})
+	return rc
+}
+
+func (rc *recordCounter) accept() {
+	defer rc.wg.Done()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := rc.lis.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", rc.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		conns = append(conns, c, s)
+		rc.wg.Add(2)
+		go rc.copy(s, c, &rc.toServer)
+		go rc.copy(c, s, &rc.toPeer)
+	}
+}
+
+// copy forwards TLS records from src to dst, counting those of
+// application data (content type 23).
+func (rc *recordCounter) copy(dst, src net.Conn, n *atomic.Int64) {
+	defer rc.wg.Done()
+	defer dst.Close()
+	var hdr [5]byte
+	for {
+		if _, err := io.ReadFull(src, hdr[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint16(hdr[3:]))
+		if _, err := io.ReadFull(src, body); err != nil {
+			return
+		}
+		if hdr[0] == 23 {
+			n.Add(1)
+		}
+		if _, err := dst.Write(append(hdr[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// An idle agent's heartbeats, and the server's, are one TLS record each,
+// answered by none: neither side's HTTP/2 transport answers a message with
+// a PING of its own (a bandwidth estimate) that the other side must ack.
+func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
+	const beats = 50
+	for name, tc := range map[string]struct {
+		server, agent time.Duration
+		// from is the side whose heartbeats flow.
+		from string
+	}{
+		"agent":  {server: time.Hour, agent: 20 * time.Millisecond, from: "agent"},
+		"server": {server: 20 * time.Millisecond, agent: time.Hour, from: "server"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = tc.server })
+			rc := startRecordCounter(t, ts.Addr())
+			east := startAgent(t, ts, "east", ts.register("east"), func(o *agent.Options) {
+				o.Server = rc.lis.Addr().String()
+				o.Heartbeat = tc.agent
+				o.ServerTimeout = time.Hour
+			})
+			east.src.set(t, "a")
+			testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+			beating, answering := &rc.toServer, &rc.toPeer
+			if tc.from == "server" {
+				beating, answering = answering, beating
+			}
+			b0, a0 := beating.Load(), answering.Load()
+			testutil.Eventually(t, "the heartbeats", func() bool { return beating.Load()-b0 >= beats })
+			b, a := beating.Load()-b0, answering.Load()-a0
+			// A few records may be late answers to the outputs sent before.
+			if a > beats/5 {
+				t.Errorf("%d records from the %s (heartbeats) were answered by %d, want none but a few stragglers", b, tc.from, a)
+			}
+		})
+	}
+}
+
+// countingStore counts the registry records read and written.
+type countingStore struct {
+	store.Store
+	gets, puts atomic.Int64
+}
+
+func (c *countingStore) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	c.gets.Add(1)
+	return c.Store.GetCluster(ctx, name)
+}
+
+func (c *countingStore) CompareAndPutCluster(ctx context.Context, cl store.Cluster) (store.Cluster, error) {
+	c.puts.Add(1)
+	return c.Store.CompareAndPutCluster(ctx, cl)
+}
+
+// Each heartbeat period reads a connected agent's registry record once:
+// the read that writes its last-seen time also checks its certificate.
+func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
+	st := &countingStore{Store: memory.New()}
+	ts := startServer(t, st, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
+	east := startAgent(t, ts, "east", ts.register("east"))
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+	const writes = 30
+	g0, p0 := st.gets.Load(), st.puts.Load()
+	testutil.Eventually(t, "last-seen writes", func() bool { return st.puts.Load()-p0 >= writes })
+	gets, puts := st.gets.Load()-g0, st.puts.Load()-p0
+	if gets > puts+writes/5 {
+		t.Errorf("%d registry reads for %d last-seen writes, want one each", gets, puts)
+	}
+}
+
+// A stream whose certificate's serial leaves the cluster's record (evicted
+// by renewals, on this replica or another) is closed with a goodbye.
+func TestStreamClosedWhenSerialEvicted(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 50 * time.Millisecond })
+	ts.register("east")
+	cert, _ := ts.signed(t, "east", time.Hour)
+	stream, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: "east"})
+	if err != nil || first.GetWelcome() == nil {
+		t.Fatalf("Sync = %v, %v", first, err)
+	}
+	for range maxSerials {
+		ts.signed(t, "east", time.Hour)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended with %v before a goodbye", err)
+		}
+		if g := m.GetGoodbye(); g != nil {
+			if !strings.Contains(g.GetMessage(), "revoked") {
+				t.Errorf("goodbye %q, want it to say the certificate was revoked", g.GetMessage())
+			}
+			return
+		}
+	}
+}
