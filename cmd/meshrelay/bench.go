@@ -57,6 +57,14 @@ when its stream fails. The report adds, per replica, the agents assigned and
 served, and the CPU seconds and peak RSS of its server and plugins; server
 and plugin figures elsewhere are totals over the replicas.
 
+--cold-start measures a server's cold start from Redis instead: it writes
+--agents clusters (registry record, the generated input, an output per
+plugin) into Redis through the store API, with no agents, starts one server
+on it and reports the seconds from the process's start until the store is
+loaded into memory, the fleet is in the engine, and the admin API on the
+relay port lists every cluster (serving), with Redis used_memory and the
+server's RSS and CPU then.
+
 --chaos runs a soak instead (defaults: 3 replicas, 100 agents of 20
 services, 2 changes/s, 10m): the replicas run on a redis-server of the
 bench's own (--redis-server), each through a proxy that can cut it off, and
@@ -192,6 +200,9 @@ nothing.`,
 			if opts.Chaos {
 				return runChaos(cmd, opts, output)
 			}
+			if opts.ColdStart {
+				return runColdStart(cmd, opts, output)
+			}
 			if opts.Rollout {
 				opts = rolloutDefaults(cmd, opts)
 			}
@@ -234,6 +245,7 @@ nothing.`,
 	fs.BoolVar(&opts.RedisSentinel, "redis-sentinel", false, "--chaos: run Redis as a Sentinel set (a primary, two replicas, three Sentinels) and inject redis-failover (SIGKILL the primary) instead of redis-restart and cut-replica")
 	fs.BoolVar(&opts.Rollout, "rollout", false, "measure a staged rollout of the policy edit (see above; defaults: 1,000 agents of 5 services, --churn 2 during each window, --duration 0, --policy-changes 0)")
 	fs.DurationVar(&opts.RolloutWindow, "rollout-window", 20*time.Second, "--rollout: how long each steady state (one revision, two, one again) is measured, and how long the fleet settles after the rollout completes")
+	fs.BoolVar(&opts.ColdStart, "cold-start", false, "measure a server's cold start from Redis instead (see above): --agents clusters of --services services written into the store (a redis-server of its own unless --store redis://…), no agents")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the benchmark process (the agents) to this file")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "do not print progress to stderr")
 	outputFlag(cmd, &output)
@@ -482,4 +494,28 @@ func printBenchRollout(t *table, ro *bench.RolloutReport, ms func(bench.Latency)
 			fmt.Sprintf("%d/%d clusters, all after %.3fs (p50/p99/max %s); stage done after %.3fs, %.1f CPU s",
 				s.Held, s.Clusters, s.AllHeldSeconds, ms(s.HeldLatency), s.DoneSeconds, s.CPUSeconds))
 	}
+}
+
+// runColdStart runs --cold-start and prints its report.
+func runColdStart(cmd *cobra.Command, opts bench.Options, output string) error {
+	rep, err := bench.RunColdStart(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	if output != "table" {
+		return printData(cmd.OutOrStdout(), output, rep)
+	}
+	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+	secs := func(s float64) string { return fmt.Sprintf("%.2fs", s) }
+	t := newTable(cmd.OutOrStdout(), "MEASURE", "VALUE")
+	t.row("fleet", fmt.Sprintf("%d clusters × %d services, store %s", rep.Clusters, rep.Services, rep.Store))
+	t.row("fill", secs(rep.FillSeconds))
+	t.row("redis used_memory", fmt.Sprintf("%s (%.1f KiB per cluster)", mib(rep.RedisBytes), float64(rep.RedisBytes)/1024/float64(rep.Clusters)))
+	t.row("store loaded", fmt.Sprintf("%s (Load %s, %d outputs)", secs(rep.StoreLoaded), secs(rep.LoadSeconds), rep.LoadedOutputs))
+	t.row("fleet in the engine", secs(rep.FleetLoaded))
+	t.row("serving", fmt.Sprintf("%s (safe mode %v)", secs(rep.Serving), rep.SafeMode))
+	t.row("server CPU / RSS", fmt.Sprintf("%.2fs / %s", rep.Server.CPUSeconds, mib(rep.Server.RSSBytes)))
+	t.row("plugins CPU / RSS", fmt.Sprintf("%.2fs / %s", rep.Plugins.CPUSeconds, mib(rep.Plugins.RSSBytes)))
+	t.row("load average", fmt.Sprintf("%.2f", rep.LoadAverage))
+	return t.flush()
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // LoadStats describes a Load.
@@ -207,8 +209,22 @@ func (w *WriteThrough) dropRevoked(ctx context.Context, remote []Cluster, requeu
 	}), nil
 }
 
+// outputsOfLister is a backing store that reads many clusters' outputs at
+// once, as redis.Store.ListOutputsOf does in one pipeline: a cold start of
+// thousands of clusters then does not wait for a round trip per cluster.
+type outputsOfLister interface {
+	// ListOutputsOf returns each cluster's outputs by backend, an empty
+	// map for a cluster without any, as ListOutputs would.
+	ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error)
+}
+
+// outputsBatch is how many clusters' outputs reconcileOutputs reads in one
+// ListOutputsOf.
+const outputsBatch = 256
+
 // reconcileOutputs copies the backing store's outputs of the named clusters
-// into memory, LoadParallelism clusters at a time, and returns the outputs
+// into memory, LoadParallelism clusters (or batches of clusters, when the
+// backing store reads many at once) at a time, and returns the outputs
 // only memory holds, or holds otherwise, that this replica wrote itself.
 func (w *WriteThrough) reconcileOutputs(ctx context.Context, clusters []string) (reconciled, error) {
 	var (
@@ -218,17 +234,31 @@ func (w *WriteThrough) reconcileOutputs(ctx context.Context, clusters []string) 
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, w.opts.LoadParallelism)
 	)
-	for _, name := range clusters {
+	read := w.readOutputs
+	step := 1
+	if _, ok := w.backing.(outputsOfLister); ok {
+		step = outputsBatch
+	}
+	for part := range slices.Chunk(clusters, step) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			read, requeue, err := w.reconcileCluster(ctx, name)
-			mu.Lock()
-			defer mu.Unlock()
-			res.read += read
-			res.requeue = append(res.requeue, requeue...)
+			remote, err := read(ctx, part)
 			if err != nil {
+				mu.Lock()
 				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			for _, name := range part {
+				n, requeue, err := w.reconcileCluster(ctx, name, remote[name])
+				mu.Lock()
+				res.read += n
+				res.requeue = append(res.requeue, requeue...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -236,13 +266,33 @@ func (w *WriteThrough) reconcileOutputs(ctx context.Context, clusters []string) 
 	return res, errors.Join(errs...)
 }
 
-func (w *WriteThrough) reconcileCluster(ctx context.Context, name string) (int, []pendingKey, error) {
+// readOutputs reads the backing store's outputs of clusters, by cluster:
+// in one call when it reads many at once, else one cluster at a time.
+func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error) {
 	octx, cancel := w.op(ctx)
 	defer cancel()
-	remote, err := w.backing.ListOutputs(octx, name)
-	if err != nil {
-		return 0, nil, fmt.Errorf("list outputs %q: %w", name, err)
+	if l, ok := w.backing.(outputsOfLister); ok {
+		all, err := l.ListOutputsOf(octx, clusters)
+		if err != nil {
+			return nil, fmt.Errorf("list outputs of %d clusters from %q: %w", len(clusters), clusters[0], err)
+		}
+		return all, nil
 	}
+	all := make(map[string]map[string]*snapshot.Snapshot, len(clusters))
+	for _, name := range clusters {
+		remote, err := w.backing.ListOutputs(octx, name)
+		if err != nil {
+			return nil, fmt.Errorf("list outputs %q: %w", name, err)
+		}
+		all[name] = remote
+	}
+	return all, nil
+}
+
+// reconcileCluster copies a cluster's outputs read from the backing store
+// (remote) into memory, and returns how many it read and the outputs to
+// queue for the backing store.
+func (w *WriteThrough) reconcileCluster(ctx context.Context, name string, remote map[string]*snapshot.Snapshot) (int, []pendingKey, error) {
 	for backend, s := range remote {
 		if w.queue.has(outputsDeletedKey(name)) {
 			continue

@@ -232,12 +232,12 @@ type ChaosReport struct {
 	Storms            []StormReport `json:"reconnect_storms"`
 	// Rollouts is what the staged rollouts did, with --chaos-rollout.
 	Rollouts    *ChaosRolloutReport `json:"rollouts,omitempty"`
-	Memory      []Growth       `json:"memory_and_goroutines"`
-	Passed      bool           `json:"passed"`
-	Failures    []string       `json:"failures,omitempty"`
-	LoadAverage float64        `json:"load_average"`
-	Client      ProcStats      `json:"bench_process"`
-	Replicated  []ReplicaInfo  `json:"replica_processes"`
+	Memory      []Growth            `json:"memory_and_goroutines"`
+	Passed      bool                `json:"passed"`
+	Failures    []string            `json:"failures,omitempty"`
+	LoadAverage float64             `json:"load_average"`
+	Client      ProcStats           `json:"bench_process"`
+	Replicated  []ReplicaInfo       `json:"replica_processes"`
 }
 
 // ReplicaInfo names a replica and its log.

@@ -93,6 +93,11 @@
 // and the last checks require every cluster on the last revision; a
 // rollout record that goes missing fails the soak.
 //
+// [RunColdStart] (meshrelay bench --cold-start) times a server's cold start
+// from Redis: Options.Agents clusters written into the store through its
+// API (registry record, input, an output per plugin), no agents, then one
+// server process started on it ([ColdStartReport]).
+//
 // The package's Go benchmarks (go test -bench . ./internal/bench) measure the
 // pieces in isolation: the engine's fan-out over a 1,000-cluster fleet, the
 // relay's bytes for a one-resource change against a full resend, and

@@ -127,6 +127,9 @@ type Options struct {
 	// long (20s when 0).
 	Rollout       bool
 	RolloutWindow time.Duration
+	// ColdStart measures a server's cold start from Redis instead
+	// ([RunColdStart]): Agents clusters written into the store, no agents.
+	ColdStart bool
 	// Logger receives the agents' logs and the benchmark's progress.
 	Logger *slog.Logger
 	// Progress, when set, receives one line per phase.

@@ -3,9 +3,11 @@ package redis
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -27,7 +29,14 @@ type codec struct {
 	maxDecoded int64
 	writers    sync.Pool // *gzip.Writer
 	readers    sync.Pool // *gzip.Reader
+	raws       sync.Pool // *[]byte: decompressed snapshots, which Unmarshal copies out of
 }
+
+// maxDeflateRatio bounds how many times larger than its compressed form
+// deflate can make data (about 1032:1), so that a gzip trailer's size,
+// which the data states itself, never makes a reader allocate more than
+// the data could decompress to.
+const maxDeflateRatio = 1032
 
 // encode returns the stored form of s.
 func (c *codec) encode(s *snapshot.Snapshot) ([]byte, error) {
@@ -74,14 +83,25 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 	if limit <= 0 {
 		limit = DefaultMaxDecodedBytes
 	}
-	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
+	bufp, _ := c.raws.Get().(*[]byte)
+	if bufp == nil {
+		bufp = new([]byte)
+	}
+	defer c.raws.Put(bufp)
+	// The gzip trailer states the decompressed size (modulo 2^32): read
+	// into a buffer of that size, not one grown by doubling, which cost a
+	// cold start of thousands of clusters more than decompressing.
+	hint := min(int64(binary.LittleEndian.Uint32(data[max(len(data)-4, 0):])), int64(len(data))*maxDeflateRatio, limit)
+	raw, err := readAll(io.LimitReader(r, limit+1), (*bufp)[:0], int(hint))
 	c.readers.Put(r)
+	*bufp = raw
 	if err != nil {
 		return nil, fmt.Errorf("decompress snapshot: %w", err)
 	}
 	if int64(len(raw)) > limit {
 		return nil, fmt.Errorf("decompress snapshot: larger than the limit of %d bytes", limit)
 	}
+	// Unmarshal copies what it keeps, so the buffer goes back to the pool.
 	s, err := snapshot.Unmarshal(raw)
 	if err != nil {
 		return nil, err
@@ -101,6 +121,25 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 		return nil, fmt.Errorf("decode snapshot: hash %s, stored beside it %s", s.Hash().Short(), h.Short())
 	}
 	return s, nil
+}
+
+// readAll reads r to its end into buf, grown first to hold size bytes and
+// one more, so that a size that is right reads to the end without growing.
+func readAll(r io.Reader, buf []byte, size int) ([]byte, error) {
+	buf = slices.Grow(buf[:0], size+1)
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf))
+		}
+	}
 }
 
 // versionField formats a version so that Lua compares versions as strings

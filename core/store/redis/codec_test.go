@@ -1,9 +1,12 @@
 package redis
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
 )
 
@@ -21,5 +24,40 @@ func TestDecodeIsBounded(t *testing.T) {
 	small := codec{maxDecoded: 1024}
 	if _, err := small.decode(data, "1", h[:]); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("decode of %d compressed bytes with a 1 KiB bound: err = %v, want the limit named", len(data), err)
+	}
+}
+
+// TestDecodeReusesNoSnapshotBytes decodes snapshots of different sizes one
+// after another with one codec, which reuses its decompression buffer, and
+// checks that each decoded snapshot keeps its own bytes: its hash and every
+// resource body are still the ones encoded after the later decodes.
+func TestDecodeReusesNoSnapshotBytes(t *testing.T) {
+	var c codec
+	type decoded struct {
+		want, got *snapshot.Snapshot
+	}
+	var all []decoded
+	for i, n := range []int{64, 3, 200, 1, 64} {
+		snap := storetest.Snap(t, uint64(i+1), strings.Repeat(string(rune('a'+i)), 100*n), n)
+		data, err := c.encode(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := snap.Hash()
+		got, err := c.decode(data, strconv.Itoa(i+1), h[:])
+		if err != nil {
+			t.Fatalf("decode %d: %v", i, err)
+		}
+		all = append(all, decoded{snap, got})
+	}
+	for i, d := range all {
+		if d.got.Hash() != d.want.Hash() {
+			t.Errorf("snapshot %d: hash %s after later decodes, want %s", i, d.got.Hash().Short(), d.want.Hash().Short())
+		}
+		for j, r := range d.got.Resources() {
+			if want := d.want.Resources()[j].Body; !bytes.Equal(r.Body, want) {
+				t.Fatalf("snapshot %d resource %d: body %.40q after later decodes, want %.40q", i, j, r.Body, want)
+			}
+		}
 	}
 }

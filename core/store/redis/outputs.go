@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 )
@@ -84,4 +86,55 @@ func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 		return s.wrap(fmt.Sprintf("delete outputs %q", cluster), err)
 	}
 	return nil
+}
+
+// ListOutputsOf returns the outputs of each of clusters, by cluster and
+// backend, as ListOutputs would one cluster at a time: a cluster without
+// outputs maps to an empty map. It reads them in one pipeline and decodes
+// them in parallel, so that a cold start of many clusters does not wait
+// for a round trip per cluster (store.WriteThrough's Load uses it).
+func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	cmds := make([]*goredis.MapStringStringCmd, len(clusters))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, name := range clusters {
+			cmds[i] = p.HGetAll(ctx, s.keys.output(name))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("list outputs", err)
+	}
+	type field struct {
+		cluster int
+		backend string
+		snap    *snapshot.Snapshot
+		err     error
+	}
+	var fields []field
+	for i, cmd := range cmds {
+		for f := range cmd.Val() {
+			if backend, ok := strings.CutPrefix(f, "v:"); ok {
+				fields = append(fields, field{cluster: i, backend: backend})
+			}
+		}
+	}
+	parallel(len(fields), func(i int) {
+		f := &fields[i]
+		all := cmds[f.cluster].Val()
+		f.snap, f.err = s.decodeFields(all["v:"+f.backend], all["h:"+f.backend], all["d:"+f.backend])
+	})
+	out := make(map[string]map[string]*snapshot.Snapshot, len(clusters))
+	for _, name := range clusters {
+		out[name] = map[string]*snapshot.Snapshot{}
+	}
+	for _, f := range fields {
+		if f.err != nil {
+			return nil, fmt.Errorf("redis: list outputs %q: %q: %w", clusters[f.cluster], f.backend, f.err)
+		}
+		out[clusters[f.cluster]][f.backend] = f.snap
+	}
+	return out, nil
 }
