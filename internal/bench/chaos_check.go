@@ -299,7 +299,11 @@ func (c *chaosRun) finish() {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d wrongful prunes", where, ck.WrongfulPruneCount))
 		}
 		if ck.BackwardsCount > 0 {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d outputs went backwards", where, ck.BackwardsCount))
+			var which []string
+			for _, b := range ck.Backwards {
+				which = append(which, fmt.Sprintf("%s %s %s: %s marker %d after %d at %s", b.Cluster, b.Backend, b.ID, b.Marker, b.Got, b.Had, b.At.Format("15:04:05.000")))
+			}
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d outputs went backwards (%s)", where, ck.BackwardsCount, strings.Join(which, "; ")))
 		}
 	}
 	if rep.Rollouts != nil {
