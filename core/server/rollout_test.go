@@ -584,9 +584,12 @@ func TestRolloutApproveReleasesAGatedStage(t *testing.T) {
 	}
 }
 
-// A replica killed mid-rollout: the other, on the same Redis, resumes the
-// same stage, neither repeating nor skipping one.
-func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
+// gatedAtStageTwo starts two replicas on one real Redis with stage two
+// gated, publishes the new policy, and waits until stage one holds it and
+// stage two waits for approval. It returns the fleet, the Redis, the
+// outputs before the change and the rollout then.
+func gatedAtStageTwo(t *testing.T) (*rolloutFleet, *testenv.Redis, map[string]*snapshot.Snapshot, *rollout.Rollout) {
+	t.Helper()
 	r := testenv.StartRedis(t)
 	f := startRolloutFleet(t, []func() store.Store{
 		func() store.Store { return redisStore(t, r, "replica-0") },
@@ -599,6 +602,13 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 		return ro.Stage == 1 && strings.Contains(ro.Reason, "waits for approval")
 	})
 	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	return f, r, before, ro
+}
+
+// A replica killed mid-rollout: the other, on the same Redis, resumes the
+// same stage, neither repeating nor skipping one.
+func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
+	f, _, before, ro := gatedAtStageTwo(t)
 	released := map[string]time.Time{}
 	for name, c := range ro.Clusters {
 		released[name] = c.Released
@@ -639,18 +649,7 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 // rollout goes on at the same stage, instead of the source's revision
 // going live everywhere at once.
 func TestRolloutSurvivesRedisRestartingEmpty(t *testing.T) {
-	r := testenv.StartRedis(t)
-	f := startRolloutFleet(t, []func() store.Store{
-		func() store.Store { return redisStore(t, r, "replica-0") },
-		func() store.Store { return redisStore(t, r, "replica-1") },
-	},
-		strategyYAML(map[string]string{"two": "approval: true"}))
-	before := f.outputs()
-	f.publish(reviewsPolicy("5s"))
-	ro := f.waitRollout("stage two waiting for approval", func(ro *rollout.Rollout) bool {
-		return ro.Stage == 1 && strings.Contains(ro.Reason, "waits for approval")
-	})
-	f.waitOutputs("stage one on the new revision", reviewsPolicy("5s"), clustersOf("one"))
+	f, r, before, ro := gatedAtStageTwo(t)
 
 	r.Stop()
 	if err := r.Start(); err != nil {
