@@ -356,18 +356,13 @@ func printFailover(t *table, f *bench.FailoverReport, ms func(bench.Latency) str
 // prints its report and fails with exit code 1 when it failed.
 func runChaos(cmd *cobra.Command, opts bench.Options, output string) error {
 	def := bench.DefaultChaosOptions()
-	fs := cmd.Flags()
-	for flag, apply := range map[string]func(){
+	defaultUnset(cmd, map[string]func(){
 		"agents":   func() { opts.Agents = def.Agents },
 		"services": func() { opts.Services = def.Services },
 		"churn":    func() { opts.Churn = def.Churn },
 		"duration": func() { opts.Duration = def.Duration },
 		"replicas": func() { opts.Replicas = def.Replicas },
-	} {
-		if !fs.Changed(flag) {
-			apply()
-		}
-	}
+	})
 	rep, err := bench.RunChaos(cmd.Context(), opts)
 	if err != nil {
 		return err
@@ -455,19 +450,25 @@ func firstDifference(ds []bench.Difference) any {
 // rolloutDefaults applies the --rollout defaults to the flags not given.
 func rolloutDefaults(cmd *cobra.Command, opts bench.Options) bench.Options {
 	def := bench.DefaultRolloutOptions()
-	fs := cmd.Flags()
-	for flag, apply := range map[string]func(){
+	defaultUnset(cmd, map[string]func(){
 		"agents":         func() { opts.Agents = def.Agents },
 		"services":       func() { opts.Services = def.Services },
 		"churn":          func() { opts.Churn = def.Churn },
 		"duration":       func() { opts.Duration = def.Duration },
 		"policy-changes": func() { opts.PolicyChanges = def.PolicyChanges },
-	} {
+	})
+	return opts
+}
+
+// defaultUnset calls, for each flag of cmd that was not given, the function
+// that sets its mode's default.
+func defaultUnset(cmd *cobra.Command, set map[string]func()) {
+	fs := cmd.Flags()
+	for flag, apply := range set {
 		if !fs.Changed(flag) {
 			apply()
 		}
 	}
-	return opts
 }
 
 // printBenchRollout prints the --rollout phase.
