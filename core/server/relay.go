@@ -51,6 +51,10 @@ type stream struct {
 	// mTLS, checked against the registry with every last-seen write
 	// (touchLastSeen); zero otherwise.
 	cert identity
+	// awaiting is true while the stream's cluster waits to become a
+	// target of this replica's engine until the agent's input is taken
+	// (see Server.attach). Guarded by the server's mu.
+	awaiting bool
 
 	// refused is the input version last refused: while refusing, its
 	// remaining parts are dropped unread. Only recvLoop uses it.
@@ -223,7 +227,13 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	s.m.connected.Set(float64(s.connectedCount()))
 
 	w := &relayv1.Welcome{ServerId: s.opts.ServerID, InputKinds: s.inputKinds()}
+	// behind is true when a server acked the agent an input newer than
+	// the one this replica holds: one whose write it has not seen yet
+	// (it was cut off from the store, or the write is still on its way).
+	behind := hello.GetInputVersion() > 0 && !hasInput
+	var stored uint64
 	if hasInput {
+		stored = in.Version()
 		w.InputVersion = in.Version()
 		h := in.Hash()
 		w.InputHash = h[:]
@@ -232,6 +242,7 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 			s.setStale(st.cluster, false)
 			s.markFresh(st.cluster)
 		}
+		behind = hello.GetInputVersion() > in.Version() && string(hello.GetInputHash()) != string(h[:])
 	}
 	// Resume outputs the agent already holds without resending them, now
 	// (the store holds them, from this replica or another) or when they
@@ -240,9 +251,48 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	for backend, h := range hello.GetOutputHashes() {
 		st.held[backend] = heldOutput{hash: h, version: hello.GetOutputVersions()[backend]}
 	}
-	st.start(s.startingOutputs(st.srv.Context(), st.cluster))
-	s.engine.SetTarget(st.cluster, true)
+	starting := s.startingOutputs(st.srv.Context(), st.cluster)
+	if !behind {
+		st.start(starting)
+		s.engine.SetTarget(st.cluster, true)
+		return w
+	}
+	// Outputs computed here now would come from the older input and take
+	// the agent back to it. The cluster becomes a target once the agent's
+	// input is taken (or refused: then the stored one is all there is), or
+	// after inputCatchUp at the latest; meanwhile only outputs the agent
+	// already holds are resumed.
+	st.log.Info("the agent holds a newer input than this replica; translating it once it arrives",
+		"agent_input_version", hello.GetInputVersion(), "stored_input_version", stored)
+	for b, o := range starting {
+		o.current = false
+		starting[b] = o
+	}
+	st.start(starting)
+	s.mu.Lock()
+	st.awaiting = true
+	s.mu.Unlock()
+	catchUp := time.AfterFunc(inputCatchUp, func() { s.target(st, "the agent's input did not arrive in time") })
+	context.AfterFunc(st.srv.Context(), func() { catchUp.Stop() })
 	return w
+}
+
+// inputCatchUp bounds how long a stream whose agent holds a newer input
+// than this replica waits for it before its cluster's outputs are
+// computed from the stored one.
+const inputCatchUp = 30 * time.Second
+
+// target makes the cluster of a stream that awaits its agent's input a
+// target of this replica's engine, if the stream is still the cluster's.
+func (s *Server) target(st *stream, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !st.awaiting || s.streams[st.cluster] != st {
+		return
+	}
+	st.awaiting = false
+	s.engine.SetTarget(st.cluster, true)
+	st.log.Info("translating the cluster's outputs", "reason", why)
 }
 
 // start sets the outputs the stream starts from, all read from the store,
@@ -429,8 +479,13 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 	}
 	if err != nil {
 		nack(d.Version, err)
+		if d.Full {
+			// Resent in full, it would be refused again.
+			s.target(st, "the agent's input was refused; translating the stored one")
+		}
 		return
 	}
+	s.target(st, "the agent's input was taken")
 	st.control(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{
 		Subject: relayv1.Ack_SUBJECT_INPUT, Version: d.Version,
 	}}})

@@ -108,9 +108,14 @@ func (r *rollouts) step(ctx context.Context, now time.Time) error {
 		if strategy != nil {
 			spec = &strategy.Spec
 		}
-		clusters, err := r.clusters(ctx)
-		if err != nil {
-			return false, err
+		// The registry is listed only when a rollout runs or may start:
+		// an idle fleet's step is one record read.
+		var clusters []policyv1alpha1.ClusterMeta
+		if rec.Active() != nil || (spec != nil && desired != rec.Live && desired != rec.Rejected) {
+			var err error
+			if clusters, err = r.clusters(ctx); err != nil {
+				return false, err
+			}
 		}
 		changed := false
 		if ro := rec.Active(); ro != nil {
@@ -142,7 +147,18 @@ func (r *rollouts) step(ctx context.Context, now time.Time) error {
 		}
 		return err
 	}
-	r.apply(ctx, rec)
+	if strategy == nil && rec.Active() == nil && desired != rec.Rejected {
+		// Without a strategy and outside a rollout, this replica's source
+		// is live here at once, whatever the record names: the record may
+		// hold the older source of a replica whose policy watch lags (its
+		// write won the compare-and-set), and applying it would take this
+		// replica's clusters back to the older policies until the next
+		// step. The record's Live stays the bookkeeping a later rollout
+		// starts from.
+		r.apply(ctx, &rollout.Record{Live: desired})
+	} else {
+		r.apply(ctx, rec)
+	}
 	for _, h := range supersededRevisions(before, rec) {
 		// No longer live and no rollout's to undo: the store keeps only
 		// the revisions a replica may have to translate.

@@ -1020,3 +1020,129 @@ func TestRolloutUndoAfterCompletion(t *testing.T) {
 		t.Errorf("a second undo: %v, want FailedPrecondition: nothing to undo", err)
 	}
 }
+
+// conflictOnce is a store whose next rollout compare-and-set first lets
+// another replica's write land (race), as when two replicas step at once.
+type conflictOnce struct {
+	store.Store
+	race func()
+}
+
+func (c *conflictOnce) CompareAndPutRollout(ctx context.Context, rec store.RolloutRecord) (store.RolloutRecord, error) {
+	if race := c.race; race != nil {
+		c.race = nil
+		race()
+	}
+	return c.Store.CompareAndPutRollout(ctx, rec)
+}
+
+// TestRolloutWithoutStrategyAppliesTheLocalSource: without a strategy, a
+// replica whose policy watch lags writes its older source as the record's
+// live revision. A replica holding the newer source that loses the
+// compare-and-set to that write still translates its own source: applying
+// the record's would take its clusters back to the older policies.
+func TestRolloutWithoutStrategyAppliesTheLocalSource(t *testing.T) {
+	ctx := context.Background()
+	st := &conflictOnce{Store: memory.New()}
+	pols := &memPolicies{}
+	ts := startServerDeps(t, st, "", withPolicies(pols), func(o *Options) { o.RolloutInterval = time.Hour })
+	r := ts.rollouts
+	// holding waits for the rollout loop to hold the source with timeout.
+	holding := func(timeout string) string {
+		t.Helper()
+		var h string
+		testutil.Eventually(t, "the rollout holding the source's "+timeout, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.source == nil {
+				return false
+			}
+			for res := range r.source.All() {
+				h = r.source.Hash().String()
+				return strings.Contains(string(res.Body), timeout)
+			}
+			return false
+		})
+		return h
+	}
+	pols.set(t, reviewsPolicy("3s"))
+	older := holding("3s")
+	if err := r.step(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.lastRecord(); rec.Live != older {
+		t.Fatalf("the record after the first source: live %.12s, want %.12s", rec.Live, older)
+	}
+	pols.set(t, reviewsPolicy("5s"))
+	newer := holding("5s")
+	// The lagging replica's write lands between this replica's read of
+	// the record and its write.
+	st.race = func() {
+		stored, err := st.Store.GetRollout(ctx, rolloutRecord)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		rec, err := rollout.Decode(stored.Data)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		rec.Live, rec.Writes = older, rec.Writes+1
+		stored.Data = rec.Encode()
+		if _, err := st.Store.CompareAndPutRollout(ctx, stored); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := r.step(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.lastRecord(); rec.Live != older {
+		t.Fatalf("the record after the lost compare-and-set: live %.12s, want the lagging replica's %.12s", rec.Live, older)
+	}
+	r.mu.Lock()
+	applied := r.applied
+	r.mu.Unlock()
+	if want := newer + "|"; applied != want {
+		t.Errorf("the engine translates revisions %q, want this replica's source %q", applied, want)
+	}
+}
+
+// listCounting is a store that counts registry listings.
+type listCounting struct {
+	store.Store
+	lists atomic.Int64
+}
+
+func (l *listCounting) ListClusters(ctx context.Context) ([]store.Cluster, error) {
+	l.lists.Add(1)
+	return l.Store.ListClusters(ctx)
+}
+
+// TestIdleRolloutStepListsNoClusters: with no rollout running and none to
+// start, a step reads the record and nothing else; the registry is listed
+// (every cluster with its labels) only when a rollout runs or starts.
+func TestIdleRolloutStepListsNoClusters(t *testing.T) {
+	ctx := context.Background()
+	st := &listCounting{Store: memory.New()}
+	pols := &memPolicies{}
+	ts := startServerDeps(t, st, "", withPolicies(pols), func(o *Options) { o.RolloutInterval = time.Hour })
+	pols.set(t, reviewsPolicy("3s"))
+	testutil.Eventually(t, "the rollout holding the source", func() bool {
+		ts.rollouts.mu.Lock()
+		defer ts.rollouts.mu.Unlock()
+		return ts.rollouts.source != nil
+	})
+	if err := ts.rollouts.step(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := st.lists.Load()
+	for range 5 {
+		if err := ts.rollouts.step(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.lists.Load() - before; n != 0 {
+		t.Errorf("5 idle rollout steps listed the registry %d times, want none", n)
+	}
+}
