@@ -123,23 +123,11 @@ func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cert, err := ts.certificate("west", token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(sctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ih, oh := in.Hash(), older.Hash()
-	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{
+	stream := ts.sync(t, token, &relayv1.Hello{
 		Cluster: "west", InputHash: ih[:], InputVersion: in.Version(),
 		OutputHashes: map[string][]byte{"test": oh[:]}, OutputVersions: map[string]uint64{"test": older.Version()},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -191,22 +179,8 @@ func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cert, err := ts.certificate("west", token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(sctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	nh := newer.Hash()
-	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: &relayv1.Hello{
-		Cluster: "west", InputHash: nh[:], InputVersion: newer.Version(),
-	}}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := ts.sync(t, token, &relayv1.Hello{Cluster: "west", InputHash: nh[:], InputVersion: newer.Version()})
 	sentInput := false
 	for {
 		msg, err := stream.Recv()
@@ -248,4 +222,25 @@ func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
 		}
 		return
 	}
+}
+
+// sync opens a Sync stream as the agent of hello's cluster, with the
+// certificate its token gets, and sends hello. The stream ends with the
+// test, or after a minute.
+func (ts *testServer) sync(t *testing.T, token string, hello *relayv1.Hello) relayv1.Relay_SyncClient {
+	t.Helper()
+	cert, err := ts.certificate(hello.GetCluster(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
 }
