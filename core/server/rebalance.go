@@ -83,12 +83,7 @@ func (s *Server) rebalanceOnce(ctx context.Context, now time.Time) {
 	if n == 0 || safe {
 		return
 	}
-	settled := make([]*stream, 0, len(streams))
-	for _, st := range streams {
-		if now.Sub(st.started) >= settleIntervals*every {
-			settled = append(settled, st)
-		}
-	}
+	settled := movable(streams, now, settleIntervals*every, s.rollouts.soaking())
 	rand.Shuffle(len(settled), func(i, j int) { settled[i], settled[j] = settled[j], settled[i] })
 	settled = settled[:min(n, len(settled))]
 	if len(settled) == 0 {
@@ -100,6 +95,20 @@ func (s *Server) rebalanceOnce(ctx context.Context, now time.Time) {
 		st.goodbye(relayv1.Goodbye_REASON_REBALANCING, why)
 	}
 	s.m.rebalanced.Add(float64(len(settled)))
+}
+
+// movable returns the streams rebalancing may move: those older than
+// settle, but for the clusters soaking in a staged rollout. A move counts
+// as the agent being away, which starts its soak again (see
+// rollouts.health); those clusters move once their stage is done.
+func movable(streams []*stream, now time.Time, settle time.Duration, soaking map[string]bool) []*stream {
+	out := make([]*stream, 0, len(streams))
+	for _, st := range streams {
+		if now.Sub(st.started) >= settle && !soaking[st.cluster] {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // shedCount returns how many of its agents replica self asks to move now,

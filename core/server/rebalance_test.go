@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meshrelay/meshrelay/core/agent"
+	"github.com/meshrelay/meshrelay/core/rollout"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 )
@@ -108,5 +111,41 @@ func TestRebalanceSpreadsAgents(t *testing.T) {
 	var moved dto.Metric
 	if err := replicas[0].m.rebalanced.Write(&moved); err != nil || moved.GetCounter().GetValue() == 0 {
 		t.Error("replica r1 reports no rebalanced agents")
+	}
+}
+
+// TestRebalanceLeavesSoakingClusters: rebalancing moves settled agents,
+// but not those of clusters released in a staged rollout that have not
+// succeeded yet, whose soak a move would start again.
+func TestRebalanceLeavesSoakingClusters(t *testing.T) {
+	r := newRollouts(&Server{log: slog.New(slog.DiscardHandler)})
+	now := time.Now()
+	r.last = &rollout.Record{Live: "old", Rollout: &rollout.Rollout{
+		ID: 1, From: "old", To: "new", Phase: rollout.Progressing,
+		Clusters: map[string]*rollout.Cluster{
+			"soaking":   {Phase: rollout.Releasing, HealthySince: now},
+			"failed":    {Phase: rollout.Failed},
+			"succeeded": {Phase: rollout.Succeeded},
+			"pending":   {Phase: rollout.Pending},
+		},
+	}}
+	var streams []*stream
+	for _, c := range []string{"soaking", "failed", "succeeded", "pending", "outside", "new"} {
+		started := now.Add(-time.Hour)
+		if c == "new" {
+			started = now
+		}
+		streams = append(streams, &stream{cluster: c, started: started})
+	}
+	var got []string
+	for _, st := range movable(streams, now, time.Minute, r.soaking()) {
+		got = append(got, st.cluster)
+	}
+	if want := []string{"succeeded", "pending", "outside"}; !slices.Equal(got, want) {
+		t.Errorf("movable streams %v, want %v", got, want)
+	}
+	r.last.Rollout.Phase = rollout.Completed
+	if n := len(movable(streams, now, time.Minute, r.soaking())); n != 5 {
+		t.Errorf("after the rollout completed, %d streams movable, want every settled one (5)", n)
 	}
 }

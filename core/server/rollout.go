@@ -300,6 +300,23 @@ func (r *rollouts) lastRecord() *rollout.Record {
 	return r.last
 }
 
+// soaking returns the clusters of the rollout in progress, as this
+// replica last read it, that are released and have not succeeded yet:
+// soaking, or failed.
+func (r *rollouts) soaking() map[string]bool {
+	ro := r.lastRecord().Active()
+	if ro == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for name, c := range ro.Clusters {
+		if c.Phase == rollout.Releasing || c.Phase == rollout.Failed {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // keepRevision stores a revision's policy set, so that every replica, and
 // this one after a restart, can translate it while it is live.
 func (r *rollouts) keepRevision(ctx context.Context, p *snapshot.Snapshot) error {

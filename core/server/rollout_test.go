@@ -1047,37 +1047,35 @@ func TestRolloutWithoutStrategyAppliesTheLocalSource(t *testing.T) {
 	pols := &memPolicies{}
 	ts := startServerDeps(t, st, "", withPolicies(pols), func(o *Options) { o.RolloutInterval = time.Hour })
 	r := ts.rollouts
-	// holding waits for the rollout loop to hold the source with timeout.
-	holding := func(timeout string) string {
+	// live publishes the policies and waits for the rollout loop's step
+	// (each new source kicks one) to make them live.
+	live := func(timeout string) *snapshot.Snapshot {
 		t.Helper()
-		var h string
-		testutil.Eventually(t, "the rollout holding the source's "+timeout, func() bool {
+		pols.set(t, reviewsPolicy(timeout))
+		var src *snapshot.Snapshot
+		testutil.Eventually(t, "the source's "+timeout+" live", func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.source == nil {
 				return false
 			}
 			for res := range r.source.All() {
-				h = r.source.Hash().String()
-				return strings.Contains(string(res.Body), timeout)
+				src = r.source
+				return strings.Contains(string(res.Body), timeout) && r.applied == src.Hash().String()+"|"
 			}
 			return false
 		})
-		return h
+		return src
 	}
-	pols.set(t, reviewsPolicy("3s"))
-	older := holding("3s")
-	if err := r.step(ctx, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if rec := r.lastRecord(); rec.Live != older {
-		t.Fatalf("the record after the first source: live %.12s, want %.12s", rec.Live, older)
-	}
-	pols.set(t, reviewsPolicy("5s"))
-	newer := holding("5s")
-	// The lagging replica's write lands between this replica's read of
-	// the record and its write.
-	st.race = func() {
+	olderSrc := live("3s")
+	older, newer := olderSrc.Hash().String(), live("5s").Hash().String()
+	// lag writes the record as a replica whose policy watch lags does:
+	// its older source kept as a revision, and live.
+	lag := func() {
+		if err := r.keepRevision(ctx, olderSrc); err != nil {
+			t.Error(err)
+			return
+		}
 		stored, err := st.Store.GetRollout(ctx, rolloutRecord)
 		if err != nil {
 			t.Error(err)
@@ -1094,8 +1092,15 @@ func TestRolloutWithoutStrategyAppliesTheLocalSource(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	lag()
+	// It writes again between this replica's read of the record and its
+	// write, which loses the compare-and-set.
+	st.race = lag
 	if err := r.step(ctx, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	if st.race != nil {
+		t.Fatal("the step wrote no record; the lagging replica's write never raced it")
 	}
 	if rec := r.lastRecord(); rec.Live != older {
 		t.Fatalf("the record after the lost compare-and-set: live %.12s, want the lagging replica's %.12s", rec.Live, older)
