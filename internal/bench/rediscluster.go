@@ -251,6 +251,9 @@ func (rc *redisCluster) agreed(ctx context.Context, slot int64, want *redisProce
 // following ASK and MOVED redirects. It returns the two primaries and how
 // many keys moved, once every node names the target.
 func (rc *redisCluster) reshard(ctx context.Context, rng *rand.Rand) (from, to *redisProcess, keys int, err error) {
+	// A fault once drawn runs to its end, the soak's end or not: a slot
+	// left migrating has two owners at the last check.
+	ctx = context.WithoutCancel(ctx)
 	slot, err := rc.storeSlot(ctx)
 	if err != nil {
 		return nil, nil, 0, err
@@ -264,9 +267,6 @@ func (rc *redisCluster) reshard(ctx context.Context, rng *rand.Rand) (from, to *
 		return from, nil, 0, errors.New("no other primary to move the store's slot to")
 	}
 	to = others[rng.IntN(len(others))]
-	// Once the slot is migrating the fault runs to its end, the soak's end
-	// or not: the slot must have one owner for the last check.
-	ctx = context.WithoutCancel(ctx)
 	if err := rc.do(ctx, to, "CLUSTER", "SETSLOT", slot, "IMPORTING", rc.ids[from]).Err(); err != nil {
 		return from, to, 0, fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on %s: %w", slot, to.Addr(), err)
 	}
@@ -318,6 +318,9 @@ func (rc *redisCluster) anyUp() *redisProcess {
 // replica of the new primary. It returns the old and new primaries and how
 // long after the kill writes to the store's slot succeeded again.
 func (rc *redisCluster) killPrimary(ctx context.Context) (old, next *redisProcess, writes time.Duration, err error) {
+	// A fault once drawn runs to its end, the soak's end or not: the
+	// cluster must be whole for the last check.
+	ctx = context.WithoutCancel(ctx)
 	slot, err := rc.storeSlot(ctx)
 	if err != nil {
 		return nil, nil, 0, err
@@ -329,9 +332,6 @@ func (rc *redisCluster) killPrimary(ctx context.Context) (old, next *redisProces
 	key := "{" + strings.TrimSuffix(storeredis.DefaultPrefix, ":") + "}:bench-failover-probe"
 	old.kill()
 	killed := time.Now()
-	// Once the primary is down the fault runs to its end, the soak's end
-	// or not: the cluster must be whole for the last check.
-	ctx = context.WithoutCancel(ctx)
 	limit := 15 * clusterNodeTimeout
 	deadline := killed.Add(limit)
 	for i := 0; ; i++ {
