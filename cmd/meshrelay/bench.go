@@ -87,7 +87,13 @@ Sentinel set instead (a primary, two replicas, three Sentinels; the
 replicas reach it through redis+sentinel://), and redis-failover (SIGKILL
 the primary; the Sentinels promote a replica, the killed server comes back
 as a replica, and the fault reports when writes went through again) takes
-the place of redis-restart and cut-replica. Every
+the place of redis-restart and cut-replica. With --redis-cluster, Redis is
+a Redis Cluster instead (three primaries, each with a replica; the replicas
+reach it through redis+cluster://, the store's keys in one hash slot), and
+redis-reshard (the store's slot moved to another primary, 10 keys per
+MIGRATE, 200ms apart, while the replicas use it) and redis-cluster-kill
+(SIGKILL the primary holding that slot; its replica takes over, the killed
+node comes back as a replica) take their place. Every
 --check-every and at the end, churn and faults stop and an independent
 checker compares each agent's outputs with what translating the same
 inputs and policies offline gives (its own plugin processes), until they
@@ -237,12 +243,13 @@ nothing.`,
 	fs.BoolVar(&opts.Chaos, "chaos", false, "run the chaos soak: replicas on a redis-server of its own, faults, and the checker (see above)")
 	fs.Uint64Var(&opts.Seed, "seed", 1, "--chaos: draws the faults, their targets and the input changes")
 	fs.DurationVar(&opts.FaultEvery, "fault-every", 20*time.Second, "--chaos: time between two faults")
-	fs.StringSliceVar(&opts.Faults, "faults", nil, "--chaos: the kinds of fault drawn from (default: all): "+strings.Join(bench.FaultKinds, ", ")+"; with --redis-sentinel: "+strings.Join(bench.SentinelFaultKinds, ", "))
+	fs.StringSliceVar(&opts.Faults, "faults", nil, "--chaos: the kinds of fault drawn from (default: all): "+strings.Join(bench.FaultKinds, ", ")+"; with --redis-sentinel: "+strings.Join(bench.SentinelFaultKinds, ", ")+"; with --redis-cluster: "+strings.Join(bench.ClusterFaultKinds, ", "))
 	fs.DurationVar(&opts.CheckEvery, "check-every", 5*time.Minute, "--chaos: time between two quiescent checks (and one at the end)")
 	fs.DurationVar(&opts.PolicyEvery, "policy-every", 30*time.Second, "--chaos: time between two policy edits")
 	fs.StringVar(&opts.RedisServer, "redis-server", "redis-server", "--chaos: the redis-server binary")
 	fs.BoolVar(&opts.ChaosRollout, "chaos-rollout", false, "--chaos: stage the policy edits through a RolloutStrategy (3 stages by a wave label, the last behind an approval gate), act as an operator (approve, pause, resume, undo), and judge each cluster under the revision its stage is on (see above)")
 	fs.BoolVar(&opts.RedisSentinel, "redis-sentinel", false, "--chaos: run Redis as a Sentinel set (a primary, two replicas, three Sentinels) and inject redis-failover (SIGKILL the primary) instead of redis-restart and cut-replica")
+	fs.BoolVar(&opts.RedisCluster, "redis-cluster", false, "--chaos: run Redis as a Redis Cluster (three primaries, each with a replica) and inject redis-reshard (move the store's slot to another primary) and redis-cluster-kill (SIGKILL the primary holding it) instead of redis-restart and cut-replica")
 	fs.BoolVar(&opts.Rollout, "rollout", false, "measure a staged rollout of the policy edit (see above; defaults: 1,000 agents of 5 services, --churn 2 during each window, --duration 0, --policy-changes 0)")
 	fs.DurationVar(&opts.RolloutWindow, "rollout-window", 20*time.Second, "--rollout: how long each steady state (one revision, two, one again) is measured, and how long the fleet settles after the rollout completes")
 	fs.BoolVar(&opts.ColdStart, "cold-start", false, "measure a server's cold start from Redis instead (see above): --agents clusters of --services services written into the store (a redis-server of its own unless --store redis://…), no agents")

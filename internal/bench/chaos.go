@@ -50,6 +50,14 @@ const (
 	// primary; the Sentinels promote a replica and the server replicas
 	// follow it; the killed server comes back as a replica.
 	FaultRedisFailover = "redis-failover"
+	// FaultRedisReshard (with --redis-cluster): move the hash slot that
+	// holds the store's keys to another primary of the Redis Cluster, a
+	// batch of keys at a time, while the replicas use the store.
+	FaultRedisReshard = "redis-reshard"
+	// FaultRedisClusterKill (with --redis-cluster): SIGKILL the Redis
+	// Cluster primary that holds the store's slot; its replica takes
+	// over and the killed node comes back as a replica.
+	FaultRedisClusterKill = "redis-cluster-kill"
 	// FaultHostileAgent: one cluster's agent certificate used against a
 	// replica as a compromised agent would (connections and streams up to
 	// the limits, Sync streams held without a Hello, large messages
@@ -71,6 +79,14 @@ var FaultKinds = []string{
 // reach the Sentinels and servers directly, without a proxy).
 var SentinelFaultKinds = []string{
 	FaultRedisFailover, FaultKillReplica, FaultPauseReplica, FaultRestartAgent,
+	FaultRestartAgentFresh, FaultCrashPlugin, FaultHangPlugin, FaultHostileAgent,
+}
+
+// ClusterFaultKinds are the default schedule's with --redis-cluster: a
+// slot migration and a primary's kill instead of a Redis restart, and no
+// cut (the replicas reach every node directly, without a proxy).
+var ClusterFaultKinds = []string{
+	FaultRedisReshard, FaultRedisClusterKill, FaultKillReplica, FaultPauseReplica, FaultRestartAgent,
 	FaultRestartAgentFresh, FaultCrashPlugin, FaultHangPlugin, FaultHostileAgent,
 }
 
@@ -107,8 +123,11 @@ func DefaultChaosOptions() Options {
 
 // faultKinds are the kinds of fault the soak's Redis allows.
 func (o *Options) faultKinds() []string {
-	if o.RedisSentinel {
+	switch {
+	case o.RedisSentinel:
 		return SentinelFaultKinds
+	case o.RedisCluster:
+		return ClusterFaultKinds
 	}
 	return FaultKinds
 }
@@ -117,6 +136,9 @@ func (o *Options) validateChaos() []error {
 	var errs []error
 	if o.Store != "memory" {
 		errs = append(errs, errors.New("--chaos runs a redis-server of its own (--redis-server): leave --store out"))
+	}
+	if o.RedisSentinel && o.RedisCluster {
+		errs = append(errs, errors.New("--redis-sentinel and --redis-cluster are two ways to run Redis: pass one"))
 	}
 	if o.Replicas < 2 {
 		errs = append(errs, errors.New("--chaos needs --replicas 2 or more: agents move between replicas"))
@@ -250,9 +272,11 @@ type ReplicaInfo struct {
 type chaosRun struct {
 	*run
 	redis *redisProcess
-	// sentinel is the Sentinel set with --redis-sentinel; redis is then
-	// its first server, for the memory figures.
+	// sentinel is the Sentinel set with --redis-sentinel, cluster the
+	// Redis Cluster with --redis-cluster; redis is then their first
+	// server, for the memory figures.
 	sentinel *sentinelSet
+	cluster  *redisCluster
 	proxies  []*tcpproxy.Proxy
 	checker  *checker
 	rng      *rand.Rand
@@ -335,6 +359,18 @@ func (c *chaosRun) startFleet(ctx context.Context) (stop func(), err error) {
 		c.redis = c.sentinel.servers[0]
 		c.opts.Store = c.sentinel.URL() // for the CA wait and used_memory
 		c.say("redis sentinel: primary %s, replicas %s and %s; %s", c.redis.Addr(), c.sentinel.servers[1].Addr(), c.sentinel.servers[2].Addr(), c.opts.Store)
+		for range c.opts.Replicas {
+			stores = append(stores, c.opts.Store)
+		}
+	} else if c.opts.RedisCluster {
+		c.cluster, err = startRedisCluster(ctx, cmp.Or(c.opts.RedisServer, "redis-server"), c.work)
+		stops = append(stops, c.cluster.stop)
+		if err != nil {
+			return stop, err
+		}
+		c.redis = c.cluster.nodes[0]
+		c.opts.Store = c.cluster.URL() // for the CA wait and used_memory
+		c.say("redis cluster: primaries %s, %s and %s, each with a replica; %s", c.redis.Addr(), c.cluster.nodes[1].Addr(), c.cluster.nodes[2].Addr(), c.opts.Store)
 		for range c.opts.Replicas {
 			stores = append(stores, c.opts.Store)
 		}
@@ -607,6 +643,24 @@ func (c *chaosRun) inject(ctx context.Context, rng *rand.Rand, kind string) Faul
 			f.Note = fmt.Sprintf("new primary %s; writes through the sentinels again %.1fs after the kill", next.Addr(), writes.Seconds())
 		}
 		err = ferr
+	case FaultRedisReshard:
+		from, to, keys, rerr := c.cluster.reshard(ctx, rng)
+		if from != nil {
+			f.Target = "redis primary " + from.Addr()
+		}
+		if to != nil {
+			f.Note = fmt.Sprintf("the store's slot moved to %s with %d keys", to.Addr(), keys)
+		}
+		err = rerr
+	case FaultRedisClusterKill:
+		old, next, writes, kerr := c.cluster.killPrimary(ctx)
+		if old != nil {
+			f.Target = "redis primary " + old.Addr()
+		}
+		if next != nil {
+			f.Note = fmt.Sprintf("new primary %s; writes to the store's slot again %.1fs after the kill", next.Addr(), writes.Seconds())
+		}
+		err = kerr
 	case FaultKillReplica:
 		p := c.servers[1+rng.IntN(len(c.servers)-1)]
 		f.Target = p.id

@@ -181,6 +181,43 @@ func TestChaosSoakSentinel(t *testing.T) {
 	}
 }
 
+// TestChaosSoakRedisCluster runs a short soak on a real Redis Cluster
+// (three primaries, each with a replica): the slot holding the store's
+// keys moves between primaries and its primary is killed while agents
+// churn and replicas die, and the soak must pass: the independent checker
+// finds every agent's outputs as its model has them at every check.
+func TestChaosSoakRedisCluster(t *testing.T) {
+	opts := soakOptions(t)
+	opts.RedisCluster = true
+	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 50*time.Second, 8*time.Second, time.Minute, 20*time.Second
+	opts.Faults = []string{FaultRedisReshard, FaultRedisReshard, FaultRedisClusterKill, FaultKillReplica}
+	// Seed 13 draws a migration, then a replica's restart (it loads the
+	// fleet from the slot's new primary), then two kills of the slot's
+	// primary.
+	opts.Seed = 13
+	rep, err := RunChaos(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("soak failure: %s", f)
+	}
+	done := map[string]int{}
+	for _, f := range rep.Faults {
+		t.Logf("%s at %.1fs on %s: %s %s", f.Kind, f.At, f.Target, f.Note, f.Error)
+		if f.Error == "" {
+			done[f.Kind]++
+		}
+	}
+	if done[FaultRedisReshard] == 0 || done[FaultRedisClusterKill] == 0 {
+		t.Errorf("%d slot migrations and %d primary kills done, want at least one of each: faults %+v", done[FaultRedisReshard], done[FaultRedisClusterKill], rep.Faults)
+	}
+	if !rep.Passed {
+		t.Errorf("the soak did not pass")
+	}
+}
+
 // TestChaosHostileAgent runs a short soak whose only fault is a hostile
 // agent: one cluster's certificate used against a replica to hold
 // connections and streams, Sync streams without a Hello and unfinished

@@ -67,10 +67,14 @@
 // empty, a replica killed (its agents move) or paused past the agents'
 // server timeout, agents restarted with and without their key and
 // certificate, a replica cut off from Redis while the others keep it, a
-// plugin process killed or stopped. An independent checker keeps what
-// every cluster's outputs must be by translating the same inputs and
-// policies offline ([offline.Model], with plugin processes of its own) and,
-// at quiescent points, compares it with what each agent's sink holds (a
+// plugin process killed or stopped. With Options.RedisSentinel Redis is a
+// Sentinel set instead (sentinel.go) and its primary is killed; with
+// Options.RedisCluster a Redis Cluster of three primaries, each with a
+// replica (rediscluster.go), the slot holding the store's keys is moved
+// to another primary and that slot's primary is killed. An independent
+// checker keeps what every cluster's outputs must be by translating the
+// same inputs and policies offline ([offline.Model], with plugin
+// processes of its own) and, at quiescent points, compares it with what each agent's sink holds (a
 // sink that, like a real one, deletes only when pruning is allowed):
 // resources missing, stale or extra, outputs going back to an older change
 // (the changes' markers only grow) and prunes of resources the model holds

@@ -26,6 +26,17 @@ func TestValidate(t *testing.T) {
 		{"rollout with policy edits", func(o *Options) { *o = DefaultRolloutOptions(); o.PolicyChanges = 1 }, "--policy-changes must be 0"},
 		{"rollout with fewer agents than stages", func(o *Options) { *o = DefaultRolloutOptions(); o.Agents = 4 }, "--rollout needs --agents 5 or more"},
 		{"rollout in the chaos soak", func(o *Options) { *o = DefaultChaosOptions(); o.Rollout = true }, "leave --chaos out"},
+		{"chaos on redis cluster", func(o *Options) { *o = DefaultChaosOptions(); o.RedisCluster = true }, ""},
+		{"chaos on sentinel and cluster", func(o *Options) { *o = DefaultChaosOptions(); o.RedisSentinel, o.RedisCluster = true, true }, "pass one"},
+		{"reshard on one redis", func(o *Options) { *o = DefaultChaosOptions(); o.Faults = []string{FaultRedisReshard} }, `unknown fault "redis-reshard"`},
+		{"reshard on redis cluster", func(o *Options) {
+			*o = DefaultChaosOptions()
+			o.RedisCluster, o.Faults = true, []string{FaultRedisReshard, FaultRedisClusterKill}
+		}, ""},
+		{"restart on redis cluster", func(o *Options) {
+			*o = DefaultChaosOptions()
+			o.RedisCluster, o.Faults = true, []string{FaultRedisRestart}
+		}, `unknown fault "redis-restart"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -110,6 +110,10 @@ type Options struct {
 	// replicas, three Sentinels) instead of one redis-server, with
 	// redis-failover among its faults.
 	RedisSentinel bool
+	// RedisCluster runs the soak on a Redis Cluster (three primaries,
+	// each with a replica) instead of one redis-server, with
+	// redis-reshard and redis-cluster-kill among its faults.
+	RedisCluster bool
 	// ChaosRollout stages the soak's policy edits through a
 	// RolloutStrategy and has the checker judge each cluster under the
 	// revision its stage is on (chaos_rollout.go).
