@@ -39,8 +39,9 @@
 // which Services match selectors ([Fleet.Select], [Fleet.SelectsAny]), a
 // cluster's presence, staleness and meshes ([Fleet.Cluster],
 // [Cluster.HasMesh]), a cluster's registry labels ([Cluster.Labels], and
-// [Cluster.Select], [Cluster.Matches], [Cluster.Admits] with a
-// clusterSelector), the list of clusters ([Fleet.Clusters],
+// [Cluster.Select], [Cluster.Matches], [Cluster.Admits],
+// [Cluster.AdmitsClients] with a clusterSelector), which clusters a client
+// selector's clusterSelector matches ([Fleet.ClientClusters]), the list of clusters ([Fleet.Clusters],
 // [Fleet.ClustersWithMesh]), the policies of a kind, and shared values
 // ([Shared], [SharedMap]).
 // After a delta it computes again, in parallel on every core, only the

@@ -282,6 +282,19 @@ func (c *Cluster) Admits(sel policyv1alpha1.DestinationSelector) bool {
 	return sel.AdmitsCluster(c.d.meta())
 }
 
+// AdmitsClients reports whether a client selector's cluster fields
+// (clusters and clusterSelector) admit the clients of this cluster: it is
+// named or its labels match, or neither field is set. A target
+// computation that calls it depends on the cluster's labels when the
+// selector has a clusterSelector. [Fleet.ClientClusters] answers for
+// every cluster at once.
+func (c *Cluster) AdmitsClients(sel *policyv1alpha1.ClientSelector) bool {
+	if sel.ClusterSelector != nil {
+		c.rec.add(read{op: readLabels, cluster: c.Name})
+	}
+	return sel.AdmitsCluster(c.d.meta())
+}
+
 // Matches reports whether svc, a Service of this cluster, matches the
 // selector, as [policyv1alpha1.DestinationSelector.Matches] decides. A
 // target computation that calls it depends on the cluster's labels when

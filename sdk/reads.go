@@ -38,6 +38,10 @@ const (
 	readShared
 	// readLabels: one cluster's labels.
 	readLabels
+	// readClients: which clusters a client selector's clusterSelector
+	// matches (its cluster fields, kept as a one-selector list under the
+	// key in name).
+	readClients
 )
 
 // read is one recorded read. Reads are compared by value, so recording the
@@ -86,6 +90,26 @@ func (r *recorder) addSelect(cluster string, sels []policyv1alpha1.DestinationSe
 	}
 	if _, ok := r.selectors[key]; !ok {
 		r.selectors[key] = sels
+	}
+}
+
+// addClients records a read of which clusters sel's cluster fields admit;
+// they are kept as a destination selector with those fields only, whose
+// admission of a cluster is the same.
+func (r *recorder) addClients(sel policyv1alpha1.DestinationSelector) {
+	if r == nil {
+		return
+	}
+	raw, _ := json.Marshal(sel) // plain data: cannot fail
+	key := "clients:" + string(raw)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads[read{op: readClients, name: key}] = struct{}{}
+	if r.selectors == nil {
+		r.selectors = map[string][]policyv1alpha1.DestinationSelector{}
+	}
+	if _, ok := r.selectors[key]; !ok {
+		r.selectors[key] = []policyv1alpha1.DestinationSelector{sel}
 	}
 }
 
@@ -163,6 +187,8 @@ type change struct {
 	// meta holds the clusters whose presence, staleness or meshes changed,
 	// with their old and new meshes.
 	meta map[string][]string
+	// presence holds the clusters that joined or left the fleet.
+	presence map[string]bool
 	// policyKinds holds the kinds of policies that changed.
 	policyKinds map[string]bool
 	// shared holds the keys of Shared values that changed.
@@ -182,7 +208,7 @@ func newChange() *change {
 	return &change{
 		kinds: map[string]map[string]bool{}, objects: map[string]map[objectID]bool{},
 		endpoints: map[string]map[[2]string]bool{}, services: map[string][]serviceMeta{},
-		meta: map[string][]string{}, policyKinds: map[string]bool{}, shared: map[string]bool{},
+		meta: map[string][]string{}, presence: map[string]bool{}, policyKinds: map[string]bool{}, shared: map[string]bool{},
 		labels: map[string][2]map[string]string{},
 	}
 }
@@ -308,6 +334,23 @@ func (c *change) touchesRead(r read, rs *readSet) bool {
 	case readLabels:
 		_, ok := c.labels[r.cluster]
 		return ok
+	case readClients:
+		sels := rs.selectors[r.name]
+		for cluster, ls := range c.labels {
+			if admissionChanged(cluster, ls, sels) {
+				return true
+			}
+		}
+		for cluster := range c.presence {
+			cm := policyv1alpha1.ClusterMeta{Name: cluster}
+			if c.clusterLabels != nil {
+				cm.Labels = c.clusterLabels(cluster)
+			}
+			if labeled(sels, cm) {
+				return true
+			}
+		}
+		return false
 	case readMeta:
 		_, ok := c.meta[r.cluster]
 		return ok
@@ -337,6 +380,14 @@ func admissionChanged(cluster string, ls [2]map[string]string, sels []policyv1al
 	new := policyv1alpha1.ClusterMeta{Name: cluster, Labels: ls[1]}
 	return slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
 		return s.ClusterSelector != nil && s.AdmitsCluster(old) != s.AdmitsCluster(new)
+	})
+}
+
+// labeled reports whether a selector of sels with a clusterSelector
+// admits c.
+func labeled(sels []policyv1alpha1.DestinationSelector, c policyv1alpha1.ClusterMeta) bool {
+	return slices.ContainsFunc(sels, func(s policyv1alpha1.DestinationSelector) bool {
+		return s.ClusterSelector != nil && s.AdmitsCluster(c)
 	})
 }
 

@@ -261,6 +261,7 @@ func (s *session) removeCluster(name string, cs *clusterState) {
 		}
 		if cs.built != nil {
 			s.change.addMeta(name, cs.built.meshes, nil)
+			s.change.presence[name] = true
 		}
 	}
 	delete(s.clusters, name)
@@ -465,6 +466,9 @@ func (s *session) rebuild(name string, cs *clusterState) bool {
 			oldMeshes = old.meshes
 		}
 		s.change.addMeta(name, oldMeshes, cs.built.meshes)
+		if old == nil {
+			s.change.presence[name] = true
+		}
 	}
 	if old != nil && !maps.Equal(old.labels, cs.built.labels) {
 		s.change.addLabels(name, old.labels, cs.built.labels)

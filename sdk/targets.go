@@ -67,7 +67,7 @@ func (ts *targets) set(name string, st *targetState) {
 			continue
 		}
 		addTo(ts.global, r, name)
-		if r.op == readSelect {
+		if r.op == readSelect || r.op == readClients {
 			ts.selectors.selectors[r.name] = st.reads.selectors[r.name]
 		}
 	}
@@ -87,7 +87,7 @@ func (ts *targets) drop(name string) {
 		if !r.global() {
 			continue
 		}
-		if removeFrom(ts.global, r, name) && r.op == readSelect {
+		if removeFrom(ts.global, r, name) && (r.op == readSelect || r.op == readClients) {
 			delete(ts.selectors.selectors, r.name)
 		}
 	}

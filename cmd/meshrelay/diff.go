@@ -91,7 +91,7 @@ something would, 2 or more on error.`,
 	fs.StringArrayVarP(&files, "filename", "f", nil, "policies to add or change (a YAML or JSON file, or a directory of them); repeatable")
 	fs.BoolVar(&del, "delete", false, "the policies in -f are removed instead")
 	fs.StringVarP(&output, "output", "o", "text", "output format: text, yaml or json")
-	fs.StringVar(&clustersDir, "clusters", "", "offline: directory with one subdirectory of YAML per cluster, instead of a server")
+	fs.StringVar(&clustersDir, "clusters", "", "offline: directory with one subdirectory of YAML per cluster, instead of a server; its labels.yaml, if any, maps cluster names to their registry labels")
 	fs.StringVar(&policiesDir, "policies", "", "offline: directory of the policies as they are")
 	fs.StringVar(&pd, "plugin-dir", "plugins", "offline: directory of installed plugins")
 	_ = cmd.MarkFlagRequired("filename")
@@ -210,7 +210,7 @@ func diffOffline(ctx context.Context, logs *logOptions, stderr io.Writer, cluste
 	if err != nil {
 		return nil, err
 	}
-	rep, err := preview.Run(ctx, ts, preview.Fleet{Inputs: fleet.Inputs, Policies: fleet.Policies}, change)
+	rep, err := preview.Run(ctx, ts, preview.Fleet{Inputs: fleet.Inputs, Policies: fleet.Policies, Labels: fleet.Labels}, change)
 	if errors.Is(err, preview.ErrChange) {
 		return nil, &exitError{code: 2, err: err}
 	}

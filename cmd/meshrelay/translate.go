@@ -95,7 +95,7 @@ failed.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&clustersDir, "clusters", "", "directory with one subdirectory of YAML per cluster")
+	fs.StringVar(&clustersDir, "clusters", "", "directory with one subdirectory of YAML per cluster; its labels.yaml, if any, maps cluster names to their registry labels")
 	fs.StringVar(&policiesDir, "policies", "", "directory of policies")
 	fs.StringVar(&pluginDir, "plugin-dir", "plugins", "directory of installed plugins")
 	fs.StringVar(&outDir, "out", "", "write outputs under this directory instead of printing them")

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,7 +86,10 @@ func (x *outputIndex) retain(keep func(engine.OutputKey) bool) {
 // indexOutput decodes the resources of set, taking those of prev (the
 // output the same key held before, or nil) whose content is unchanged.
 // The resources of one output mostly name the same policies and carry the
-// same labels: they share one slice and one map of each, never modified.
+// same labels: they share one slice and one map of each, never modified,
+// and a changed resource takes the ones prev's resources hold when they
+// are equal, so that an edit does not leave the output with two copies of
+// each (the unchanged resources' and the changed ones').
 func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 	var known map[snapshot.Hash]*indexedResource
 	if prev != nil {
@@ -95,26 +99,17 @@ func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 		}
 	}
 	o := &indexedOutput{set: set, resources: make([]indexedResource, 0, set.Len()), byPolicy: map[string][]snapshot.ID{}}
-	policies := map[string][]string{}
-	labels := map[string]map[string]string{}
+	var shared *sharedMeta
 	for r := range set.All() {
 		ir := indexedResource{Resource: r}
 		if k, ok := known[r.Hash]; ok {
 			ir.policies, ir.labels = k.policies, k.labels
 		} else {
+			if shared == nil {
+				shared = newSharedMeta(prev)
+			}
 			parents, l := decodeOutputMeta(r.Body)
-			ps, ok := policies[parents]
-			if !ok {
-				ps = meta.SplitPolicies(parents)
-				policies[parents] = ps
-			}
-			key := labelsKey(l)
-			if shared, ok := labels[key]; ok {
-				l = shared
-			} else {
-				labels[key] = l
-			}
-			ir.policies, ir.labels = ps, l
+			ir.policies, ir.labels = shared.policiesOf(parents), shared.labelsOf(l)
 		}
 		for _, p := range ir.policies {
 			o.byPolicy[p] = append(o.byPolicy[p], r.ID)
@@ -122,6 +117,69 @@ func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 		o.resources = append(o.resources, ir)
 	}
 	return o
+}
+
+// sharedMeta hands out one slice of parent policies and one map of labels
+// for equal contents, starting from those an output's resources hold.
+type sharedMeta struct {
+	// byAnnotation holds the split policies by their annotation;
+	// policies and labels the shared instances by content.
+	byAnnotation map[string][]string
+	policies     map[string][]string
+	labels       map[string]map[string]string
+}
+
+// newSharedMeta returns a sharedMeta holding the instances of prev's
+// resources (none for nil).
+func newSharedMeta(prev *indexedOutput) *sharedMeta {
+	m := &sharedMeta{byAnnotation: map[string][]string{}, policies: map[string][]string{}, labels: map[string]map[string]string{}}
+	if prev == nil {
+		return m
+	}
+	var last map[string]string
+	for i, r := range prev.resources {
+		m.policies[policiesKey(r.policies)] = r.policies
+		// Neighbours mostly share one map: key each instance once.
+		if i == 0 || !sameMap(r.labels, last) {
+			m.labels[labelsKey(r.labels)] = r.labels
+		}
+		last = r.labels
+	}
+	return m
+}
+
+// policiesOf returns the shared slice of the policies annotation names.
+func (m *sharedMeta) policiesOf(annotation string) []string {
+	if ps, ok := m.byAnnotation[annotation]; ok {
+		return ps
+	}
+	ps := meta.SplitPolicies(annotation)
+	if shared, ok := m.policies[policiesKey(ps)]; ok {
+		ps = shared
+	} else {
+		m.policies[policiesKey(ps)] = ps
+	}
+	m.byAnnotation[annotation] = ps
+	return ps
+}
+
+// labelsOf returns the shared map equal to l.
+func (m *sharedMeta) labelsOf(l map[string]string) map[string]string {
+	key := labelsKey(l)
+	if shared, ok := m.labels[key]; ok {
+		return shared
+	}
+	m.labels[key] = l
+	return l
+}
+
+// policiesKey is the same string for the same policies, in order.
+func policiesKey(ps []string) string { return strings.Join(ps, "\n") }
+
+// sameMap reports whether a and b are the same map instance (both nil
+// included).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)

@@ -123,3 +123,34 @@ func indexSummary(o *indexedOutput) string {
 	}
 	return out
 }
+
+// An edit that changes some resources of an output leaves equal policies
+// and labels shared between the changed resources and the unchanged ones:
+// one instance for each content, as indexing the output afresh gives, not
+// one held over from before the edit beside one made for it.
+func TestOutputIndexEditSharesEqualMeta(t *testing.T) {
+	const access, traffic = "AccessPolicy/ns/a", "TrafficPolicy/ns/t"
+	var x outputIndex
+	key := engine.OutputKey{Cluster: "east", Backend: "istio"}
+	x.of(key, indexTestSet(t, indexTestObject(t, "a", "1", access), indexTestObject(t, "b", "1", access), indexTestObject(t, "c", "1", access, traffic)))
+	// a changes its content (its name stays), b and c do not.
+	changed, err := snapshot.FromJSON(fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","labels":{"rev":"1"},"annotations":{%q:%q}},"data":{"edit":"1"}}`,
+		meta.PoliciesAnnotation, access))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := x.of(key, indexTestSet(t, changed, indexTestObject(t, "b", "1", access), indexTestObject(t, "c", "1", access, traffic)))
+	labels, policies := map[uintptr]bool{}, map[uintptr]bool{}
+	for _, r := range o.resources {
+		labels[reflect.ValueOf(r.labels).Pointer()] = true
+		if r.ID.Name != "c" {
+			policies[reflect.ValueOf(r.policies).Pointer()] = true
+		}
+	}
+	if len(labels) != 1 {
+		t.Errorf("after the edit the output's resources hold %d instances of their equal labels, want 1", len(labels))
+	}
+	if len(policies) != 1 {
+		t.Errorf("after the edit a and b hold %d instances of their equal policies, want 1", len(policies))
+	}
+}

@@ -73,7 +73,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp
 			}
 			continue
 		}
-		np, parents := networkPolicy(req.Target.Name, p)
+		np, parents := networkPolicy(req.Target, p)
 		resp.Emit(np, parents...)
 	}
 	return nil
@@ -107,7 +107,7 @@ func protectedServices(req *sdk.Request) []*protected {
 
 // networkPolicy returns a new NetworkPolicy protecting the Service of
 // cluster, and the policies it derives from.
-func networkPolicy(cluster string, p *protected) (*networkingv1.NetworkPolicy, []policyv1alpha1.Policy) {
+func networkPolicy(cluster *sdk.Cluster, p *protected) (*networkingv1.NetworkPolicy, []policyv1alpha1.Policy) {
 	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: "meshrelay-" + p.svc.Name, Namespace: p.svc.Namespace},
@@ -130,19 +130,21 @@ func networkPolicy(cluster string, p *protected) (*networkingv1.NetworkPolicy, [
 	return np, parents
 }
 
-// ingressRule admits the clients of one Allow policy that run in cluster.
-// Clients in other clusters arrive through the mesh's gateways, which a
-// NetworkPolicy cannot tell apart; they are not admitted here.
-func ingressRule(ap *policyv1alpha1.AccessPolicy, cluster string, svc *corev1.Service) (networkingv1.NetworkPolicyIngressRule, bool) {
+// ingressRule admits the clients of one Allow policy that run in cluster:
+// those of the client selectors whose clusters and clusterSelector admit
+// it. Clients in other clusters arrive through the mesh's gateways, which
+// a NetworkPolicy cannot tell apart; they are not admitted here.
+func ingressRule(ap *policyv1alpha1.AccessPolicy, cluster *sdk.Cluster, svc *corev1.Service) (networkingv1.NetworkPolicyIngressRule, bool) {
 	var rule networkingv1.NetworkPolicyIngressRule
 	var namespaces []string
-	for _, from := range ap.Spec.From {
-		if len(from.Clusters) > 0 && !slices.Contains(from.Clusters, cluster) {
+	for i := range ap.Spec.From {
+		from := &ap.Spec.From[i]
+		if !cluster.AdmitsClients(from) {
 			continue
 		}
 		ns := slices.Clone(from.Namespaces)
 		for _, sa := range from.ServiceAccounts {
-			if sa.Cluster == "" || sa.Cluster == cluster {
+			if sa.Cluster == "" || sa.Cluster == cluster.Name {
 				ns = append(ns, sa.Namespace)
 			}
 		}

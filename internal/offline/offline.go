@@ -3,8 +3,11 @@ package offline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +18,9 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent/discovery"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // Options say what to translate.
@@ -49,6 +55,7 @@ func Translate(ctx context.Context, opts Options) (*Result, error) {
 	m := NewModel(opts.Translators, logger)
 	for name, in := range fleet.Inputs {
 		m.SetInput(name, in)
+		m.SetLabels(name, fleet.Labels[name])
 	}
 	if err := m.SetPolicies(fleet.Policies.Resources()); err != nil {
 		return nil, err
@@ -63,11 +70,25 @@ type Fleet struct {
 	// Policies are the policies of the policies directory (the policy API
 	// group; the rest is left out), never nil.
 	Policies *snapshot.Snapshot
+	// Labels are the clusters' registry labels, by cluster, from the
+	// clusters directory's LabelsFile; nil without one.
+	Labels map[string]map[string]string
 }
 
+// LabelsFile is the file of a clusters directory that gives the clusters'
+// registry labels, which clusterSelectors match, as a server's registry
+// would: a YAML map of cluster name to its labels, such as
+//
+//	east: {region: us-east, tier: gold}
+//	west: {region: us-west}
+//
+// A cluster it does not list has no labels.
+const LabelsFile = "labels.yaml"
+
 // ReadFleet reads every subdirectory of clustersDir as a cluster's input,
-// discovered as an agent's dir source discovers it, and the policies of
-// policiesDir (none when empty).
+// discovered as an agent's dir source discovers it, the clusters' labels
+// from its LabelsFile (none when absent), and the policies of policiesDir
+// (none when empty).
 func ReadFleet(clustersDir, policiesDir string, logger *slog.Logger) (*Fleet, error) {
 	entries, err := os.ReadDir(clustersDir)
 	if err != nil {
@@ -87,6 +108,9 @@ func ReadFleet(clustersDir, policiesDir string, logger *slog.Logger) (*Fleet, er
 	if len(f.Inputs) == 0 {
 		return nil, fmt.Errorf("no cluster directories in %s", clustersDir)
 	}
+	if f.Labels, err = readLabels(filepath.Join(clustersDir, LabelsFile), f.Inputs); err != nil {
+		return nil, err
+	}
 	if policiesDir != "" {
 		s, err := discovery.NewDir(policiesDir, discovery.DirOptions{Logger: logger}).Snapshot()
 		if err != nil {
@@ -97,6 +121,31 @@ func ReadFleet(clustersDir, policiesDir string, logger *slog.Logger) (*Fleet, er
 		}
 	}
 	return f, nil
+}
+
+// readLabels reads a LabelsFile, if there is one; every cluster it lists
+// must be one of clusters, and every label valid.
+func readLabels(path string, clusters map[string]*snapshot.Snapshot) (map[string]map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read cluster labels: %w", err)
+	}
+	var labels map[string]map[string]string
+	if err := yaml.UnmarshalStrict(raw, &labels); err != nil {
+		return nil, fmt.Errorf("read cluster labels %s: %w", path, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(labels)) {
+		if _, ok := clusters[name]; !ok {
+			return nil, fmt.Errorf("cluster labels %s: no cluster directory %q", path, name)
+		}
+		if errs := metav1validation.ValidateLabels(labels[name], field.NewPath(name)); len(errs) > 0 {
+			return nil, fmt.Errorf("cluster labels %s: %w", path, errs.ToAggregate())
+		}
+	}
+	return labels, nil
 }
 
 // policiesOf returns the resources of the policy API group among
@@ -141,6 +190,12 @@ func (m *Model) SetInput(cluster string, s *snapshot.Snapshot) {
 	m.version++
 	m.view.SetInput(cluster, s.WithVersion(m.version))
 	m.clusters[cluster] = true
+}
+
+// SetLabels makes labels the registry labels of cluster, which
+// clusterSelectors match; the cluster must have an input.
+func (m *Model) SetLabels(cluster string, labels map[string]string) {
+	m.view.SetLabels(cluster, labels)
 }
 
 // RemoveCluster forgets a cluster, as a deregistration does.

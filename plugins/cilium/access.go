@@ -295,12 +295,22 @@ func PathRegex(path string) string {
 // policy's clients by their Cilium identity labels, sorted and without
 // duplicates. Every selector names the namespace and cluster keys, so
 // Cilium narrows none of them to the policy's namespace or to the local
-// cluster. The selectors name clusters as the policy does; only the
-// warning about clusters without Cilium asks whether they run it.
+// cluster. The selectors name the clusters the policy names or selects by
+// label (see sdk.Fleet.ClientClusters), and a client selector whose
+// cluster fields admit no cluster adds none; only the warning about
+// clusters without Cilium asks whether they run it.
 func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []selector {
 	seen := map[string]selector{}
 	notCilium := map[string]bool{}
 	for i, from := range ap.Spec.From {
+		at := fmt.Sprintf("spec.from[%d]", i)
+		cc := tr.fleet.ClientClusters(&ap.Spec.From[i])
+		if d, ok := cc.Warning(ap, at); ok {
+			tr.diags.add(d, "", "")
+		}
+		if cc.None() {
+			continue
+		}
 		var sels []selector
 		for _, c := range from.Clusters {
 			if !runsCilium(tr.fleet, c) {
@@ -313,9 +323,9 @@ func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []select
 				if len(from.Namespaces) > 0 && !slices.Contains(from.Namespaces, sa.Namespace) {
 					continue
 				}
-				clusters := from.Clusters
+				clusters := cc.Names
 				if sa.Cluster != "" {
-					if len(from.Clusters) > 0 && !slices.Contains(from.Clusters, sa.Cluster) {
+					if !cc.Admits(sa.Cluster) {
 						continue
 					}
 					if !runsCilium(tr.fleet, sa.Cluster) {
@@ -327,16 +337,16 @@ func (tr *translation) clientSelectors(ap *policyv1alpha1.AccessPolicy) []select
 			}
 		case len(from.Namespaces) > 0:
 			for _, ns := range from.Namespaces {
-				sels = append(sels, identitySelector(ns, "", from.Clusters))
+				sels = append(sels, identitySelector(ns, "", cc.Names))
 			}
 		default:
-			sels = append(sels, identitySelector("", "", from.Clusters))
+			sels = append(sels, identitySelector("", "", cc.Names))
 		}
 		for _, s := range sels {
 			seen[selectorKey(s)] = s
 		}
 		if len(sels) == 0 {
-			tr.diags.add(sdk.Warningf(ap, fmt.Sprintf("spec.from[%d]", i),
+			tr.diags.add(sdk.Warningf(ap, at,
 				"matches no client: none of its service accounts is in its namespaces and clusters"), "", "")
 		}
 	}

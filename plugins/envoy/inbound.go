@@ -266,14 +266,20 @@ func (b *nodeBuilder) rbacRules(aps []*policyv1alpha1.AccessPolicy, d sdk.Destin
 // empty lists ignored) and its principals are the From entries, each
 // requiring all its fields. ok is false for a policy with no clients. The
 // ports are taken as the ports connections arrive on; the translator
-// itself first maps a policy's Service ports to their target ports.
+// itself first maps a policy's Service ports to their target ports. With
+// no fleet to match, a clusterSelector matches no cluster; the translator
+// matches it against the fleet's cluster labels.
 func RBACPolicy(ap *policyv1alpha1.AccessPolicy) (p *rbacv3.Policy, ok bool) {
-	return rbacPolicy(ap, ap.Spec.Ports)
+	return rbacPolicy(ap, ap.Spec.Ports, func(i int) sdk.ClientClusters {
+		from := &ap.Spec.From[i]
+		return sdk.ClientClusters{Any: !from.RestrictsClusters(), Names: from.Clusters}
+	})
 }
 
 // rbacPolicy is RBACPolicy with ports, when the policy names ports, as
-// the destination ports its permission requires.
-func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (p *rbacv3.Policy, ok bool) {
+// the destination ports its permission requires, and the clusters the
+// client selector From[i] admits as clusters(i) resolves them.
+func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32, clusters func(i int) sdk.ClientClusters) (p *rbacv3.Policy, ok bool) {
 	var perms []*rbacv3.Permission
 	if len(ap.Spec.Ports) > 0 {
 		var or []*rbacv3.Permission
@@ -309,14 +315,14 @@ func rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (p *rbacv3.Polic
 		perm = &rbacv3.Permission{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: perms}}}
 	}
 	p = &rbacv3.Policy{Permissions: []*rbacv3.Permission{perm}}
-	for _, from := range ap.Spec.From {
-		p.Principals = append(p.Principals, clientPrincipal(from))
+	for i := range ap.Spec.From {
+		p.Principals = append(p.Principals, clientPrincipal(&ap.Spec.From[i], clusters(i)))
 	}
 	return p, len(p.Principals) > 0
 }
 
 func (b *nodeBuilder) rbacPolicy(ap *policyv1alpha1.AccessPolicy, ports []int32) (*rbacv3.Policy, bool) {
-	p, ok := rbacPolicy(ap, ports)
+	p, ok := rbacPolicy(ap, ports, func(i int) sdk.ClientClusters { return b.idx.clientClusters(ap, i) })
 	if !ok {
 		b.idx.diags.add(sdk.Errorf(ap, "spec.from", "an Allow policy needs at least one client"))
 	}
@@ -343,8 +349,13 @@ func regexMatcher(re string) *matcherv3.StringMatcher {
 }
 
 // clientPrincipal matches the clients of one ClientSelector by the SPIFFE
-// ID of their certificate (see SPIFFEID): each set field must match.
-func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
+// ID of their certificate (see SPIFFEID): each set field must match, the
+// cluster fields as clusters resolved them. When they admit no cluster,
+// the principal matches no client.
+func clientPrincipal(from *policyv1alpha1.ClientSelector, clusters sdk.ClientClusters) *rbacv3.Principal {
+	if clusters.None() {
+		return noClient()
+	}
 	var ids []*rbacv3.Principal
 	if len(from.ServiceAccounts) > 0 {
 		var or []*rbacv3.Principal
@@ -366,9 +377,9 @@ func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
 		}
 		ids = append(ids, orPrincipals(or))
 	}
-	if len(from.Clusters) > 0 {
+	if !clusters.Any {
 		var or []*rbacv3.Principal
-		for _, c := range from.Clusters {
+		for _, c := range clusters.Names {
 			or = append(or, authenticated(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "spiffe://" + c + "/"}}))
 		}
 		ids = append(ids, orPrincipals(or))
@@ -378,6 +389,37 @@ func clientPrincipal(from policyv1alpha1.ClientSelector) *rbacv3.Principal {
 		return authenticated(nil)
 	}
 	return &rbacv3.Principal{Identifier: &rbacv3.Principal_AndIds{AndIds: &rbacv3.Principal_Set{Ids: ids}}}
+}
+
+// noClient is a principal that matches no client.
+func noClient() *rbacv3.Principal {
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_NotId{NotId: &rbacv3.Principal{Identifier: &rbacv3.Principal_Any{Any: true}}}}
+}
+
+// clientClusters resolves the cluster fields of ap's client selector
+// From[i] over the fleet (see sdk.Fleet.ClientClusters), and warns when
+// its clusterSelector matches no cluster. The answer is computed once per
+// policy and selector for the target's node groups.
+func (idx *index) clientClusters(ap *policyv1alpha1.AccessPolicy, i int) sdk.ClientClusters {
+	key := clientKey{policy: sdk.RefOf(ap), from: i}
+	if cc, ok := idx.clients[key]; ok {
+		return cc
+	}
+	cc := idx.fleet.ClientClusters(&ap.Spec.From[i])
+	if d, ok := cc.Warning(ap, fmt.Sprintf("spec.from[%d]", i)); ok {
+		idx.diags.add(d)
+	}
+	if idx.clients == nil {
+		idx.clients = map[clientKey]sdk.ClientClusters{}
+	}
+	idx.clients[key] = cc
+	return cc
+}
+
+// clientKey names an AccessPolicy's client selector From[from].
+type clientKey struct {
+	policy sdk.PolicyRef
+	from   int
 }
 
 // workloadPorts returns the ports of destination d's workloads that the

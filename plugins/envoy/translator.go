@@ -185,8 +185,9 @@ type index struct {
 	// workloads, read when a Service first needs them.
 	templates     []map[string]string
 	templatesRead bool
-	// accessPorts caches workloadPorts.
+	// accessPorts caches workloadPorts, clients clientClusters.
 	accessPorts map[accessPortsKey][]int32
+	clients     map[clientKey]sdk.ClientClusters
 	// outboundBase holds the Clusters and ClusterLoadAssignments every
 	// node group calls and outboundHosts their routes, built once;
 	// outboundByProxy the resources of each kind of node group.

@@ -286,7 +286,8 @@ const defaultTrustDomain = "cluster.local"
 // "*.<ns>.serviceaccount.identity.linkerd.<domain>" for a namespace and
 // "*.serviceaccount.identity.linkerd.<domain>" for any, in the trust
 // domain of each Linkerd cluster the selector admits (every one when it
-// names none). An identity names no cluster, only a trust domain: where
+// names and selects none; none when its clusterSelector matches no
+// cluster and it names none, see sdk.Fleet.ClientClusters). An identity names no cluster, only a trust domain: where
 // a cluster the selector names shares its trust domain with a Linkerd
 // cluster it does not name, the identity admits the clients of both, and
 // a warning says so. Clients of clusters without Linkerd have no Linkerd
@@ -297,18 +298,21 @@ func (tr *translation) identities(ap *policyv1alpha1.AccessPolicy) []string {
 	for c, d := range domains {
 		byDomain[d] = append(byDomain[d], c)
 	}
-	// domainsOf returns the trust domains of the named clusters (every
-	// Linkerd cluster for none), warning at path about what they cannot
-	// tell apart.
-	domainsOf := func(clusters []string, path string) []string {
-		if len(clusters) == 0 {
+	// domainsOf returns the trust domains of the clusters cc admits
+	// (every Linkerd cluster for any), warning at path about those named
+	// that run no Linkerd and about what they cannot tell apart.
+	domainsOf := func(cc sdk.ClientClusters, named []string, path string) []string {
+		if cc.Any {
 			return slices.Sorted(maps.Keys(byDomain))
 		}
+		clusters := cc.Names
 		var out []string
 		for _, c := range clusters {
 			d, ok := domains[c]
 			if !ok {
-				tr.warn(ap, path, "cluster %q runs no Linkerd, so its clients have no Linkerd identity: they are not admitted in cluster %q", c, tr.target.Name)
+				if slices.Contains(named, c) {
+					tr.warn(ap, path, "cluster %q runs no Linkerd, so its clients have no Linkerd identity: they are not admitted in cluster %q", c, tr.target.Name)
+				}
 				continue
 			}
 			out = append(out, d)
@@ -324,7 +328,14 @@ func (tr *translation) identities(ap *policyv1alpha1.AccessPolicy) []string {
 	var out []string
 	for i, cs := range ap.Spec.From {
 		at := fmt.Sprintf("spec.from[%d]", i)
-		clusterDomains := domainsOf(cs.Clusters, at+".clusters")
+		cc := tr.fleet.ClientClusters(&ap.Spec.From[i])
+		if d, ok := cc.Warning(ap, at); ok {
+			tr.diagnose(d)
+		}
+		if cc.None() {
+			continue
+		}
+		clusterDomains := domainsOf(cc, cs.Clusters, at+".clusters")
 		switch {
 		case len(cs.ServiceAccounts) > 0:
 			for j, sa := range cs.ServiceAccounts {
@@ -333,10 +344,10 @@ func (tr *translation) identities(ap *policyv1alpha1.AccessPolicy) []string {
 				}
 				ds := clusterDomains
 				if sa.Cluster != "" {
-					if len(cs.Clusters) > 0 && !slices.Contains(cs.Clusters, sa.Cluster) {
+					if !cc.Admits(sa.Cluster) {
 						continue
 					}
-					ds = domainsOf([]string{sa.Cluster}, fmt.Sprintf("%s.serviceAccounts[%d].cluster", at, j))
+					ds = domainsOf(sdk.ClientClusters{Names: []string{sa.Cluster}}, []string{sa.Cluster}, fmt.Sprintf("%s.serviceAccounts[%d].cluster", at, j))
 				}
 				for _, d := range ds {
 					out = append(out, sa.Name+"."+sa.Namespace+identitySuffix+d)

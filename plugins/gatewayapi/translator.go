@@ -112,7 +112,11 @@ func (tr *translation) emit(obj any, parents ...policyv1alpha1.Policy) {
 
 // warn adds a warning on p at path, once per target.
 func (tr *translation) warn(p policyv1alpha1.Policy, path, format string, args ...any) {
-	d := sdk.Warningf(p, path, format, args...)
+	tr.diagnose(sdk.Warningf(p, path, format, args...))
+}
+
+// diagnose adds d, once per target.
+func (tr *translation) diagnose(d sdk.Diagnostic) {
 	k := diagKey{d.Policy, d.Path, d.Summary}
 	if tr.seen[k] {
 		return

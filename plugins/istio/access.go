@@ -244,21 +244,30 @@ func operation(ap *policyv1alpha1.AccessPolicy, ports []string) *security.Operat
 
 // source translates a client selector to the identities Istio checks:
 // principals <trust domain>/ns/<namespace>/sa/<name>, with each client
-// cluster's own trust domain. It returns nil when the selector can match
-// no client.
+// cluster's own trust domain. The selector's cluster fields are resolved
+// over the fleet (see sdk.Fleet.ClientClusters): a clusterSelector that
+// matches no cluster, with no cluster named beside it, matches no client.
+// It returns nil when the selector can match no client.
 func source(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged, path string) *clientSource {
-	if len(f.ServiceAccounts) == 0 && len(f.Clusters) == 0 {
+	if len(f.ServiceAccounts) == 0 && !f.RestrictsClusters() {
 		return &clientSource{Namespaces: slices.Clone(f.Namespaces)}
+	}
+	cc := v.fleet.ClientClusters(f)
+	if d, ok := cc.Warning(s.policy, path); ok {
+		s.diags = append(s.diags, d)
 	}
 	clusters := map[string]bool{}
 	for i, c := range f.Clusters {
 		if !v.isIstio(c) {
 			s.warnf(c, fmt.Sprintf("%s.clusters[%d]", path, i), "cluster %q does not run Istio; its clients have no Istio identity", c)
-			continue
 		}
-		clusters[c] = true
 	}
-	inScope := func(cluster string) bool { return len(f.Clusters) == 0 || clusters[cluster] }
+	for _, c := range cc.Names {
+		if v.isIstio(c) {
+			clusters[c] = true
+		}
+	}
+	inScope := func(cluster string) bool { return cc.Any || clusters[cluster] }
 	var principals []string
 	if len(f.ServiceAccounts) > 0 {
 		for i, sa := range f.ServiceAccounts {
@@ -289,7 +298,7 @@ func source(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged
 			}
 		}
 	}
-	warnSharedTrustDomains(v, istio, f, s, path)
+	warnSharedTrustDomains(v, istio, f, cc, s, path)
 	slices.Sort(principals)
 	principals = slices.Compact(principals)
 	if len(principals) == 0 {
@@ -299,12 +308,12 @@ func source(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged
 	return &clientSource{Principals: principals}
 }
 
-// warnSharedTrustDomains warns when the selector names clusters whose
-// clients Istio cannot tell apart from those of other clusters, because
-// they share a trust domain.
-func warnSharedTrustDomains(v *view, istio []string, f *policyv1alpha1.ClientSelector, s *staged, path string) {
+// warnSharedTrustDomains warns when the selector names or selects
+// clusters whose clients Istio cannot tell apart from those of other
+// clusters, because they share a trust domain.
+func warnSharedTrustDomains(v *view, istio []string, f *policyv1alpha1.ClientSelector, cc sdk.ClientClusters, s *staged, path string) {
 	named := map[string]bool{}
-	for _, c := range f.Clusters {
+	for _, c := range cc.Names {
 		named[c] = true
 	}
 	for _, sa := range f.ServiceAccounts {

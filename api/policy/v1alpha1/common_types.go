@@ -39,6 +39,13 @@ type DestinationSelector struct {
 // applies to. The fields are ANDed and each is a set of alternatives; at
 // least one field must be set. A client matches ServiceAccounts when its
 // identity is one of them.
+//
+// Clusters and ClusterSelector together are one field, as in
+// [DestinationSelector]: a client's cluster matches when it is one of
+// Clusters or its labels match ClusterSelector. When neither is set,
+// clients of every cluster match; when either is set, only the clusters
+// they name or select do, so a ClusterSelector that matches no cluster
+// (and no Clusters beside it) admits no client.
 type ClientSelector struct {
 	// ServiceAccounts are exact workload identities.
 	// +optional
@@ -49,6 +56,13 @@ type ClientSelector struct {
 	// Clusters are the clusters the client runs in.
 	// +optional
 	Clusters []string `json:"clusters,omitempty"`
+	// ClusterSelector selects the clusters the client runs in by their
+	// labels in the server's registry, beside those Clusters names: a
+	// cluster matches when it is named or its labels match (the union).
+	// An empty selector ({}) matches every registered cluster; one that
+	// matches no cluster admits no client.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 }
 
 // ServiceAccountRef names a Kubernetes service account, the identity of a workload.

@@ -59,6 +59,21 @@ func MatchesAny(sels []DestinationSelector, c ClusterMeta, namespace, name strin
 	return slices.ContainsFunc(sels, func(s DestinationSelector) bool { return s.Matches(c, namespace, name, labels) })
 }
 
+// RestrictsClusters reports whether the selector's cluster fields narrow
+// its clients to some clusters: it sets Clusters or ClusterSelector.
+func (s *ClientSelector) RestrictsClusters() bool {
+	return len(s.Clusters) > 0 || s.ClusterSelector != nil
+}
+
+// AdmitsCluster reports whether the selector's cluster fields admit the
+// clients of cluster c, whatever its other fields: c is one of Clusters
+// or its labels match ClusterSelector, or neither is set. A selector
+// whose fields match no cluster admits no client: unlike an unset field,
+// it is never read as "any cluster".
+func (s *ClientSelector) AdmitsCluster(c ClusterMeta) bool {
+	return !s.RestrictsClusters() || namedOrLabeled(s.Clusters, s.ClusterSelector, c)
+}
+
 // SelectsCluster reports whether cluster c is a member: one of Clusters,
 // or its labels match ClusterSelector. Membership is explicit: a spec that
 // sets neither selects nothing.

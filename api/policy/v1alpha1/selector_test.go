@@ -94,3 +94,51 @@ func TestClusterSelectorValidation(t *testing.T) {
 		t.Errorf("a MeshTrust selecting by label, excluding a cluster it may select: Validate() = %v, want none", errs)
 	}
 }
+
+// A client selector's cluster fields admit the union of the clusters they
+// name and select; neither set admits every cluster, but a clusterSelector
+// that matches no cluster admits none — it is never read as "any".
+func TestClientClusterSelection(t *testing.T) {
+	east := ClusterMeta{Name: "east", Labels: map[string]string{"env": "prod", "region": "eu-west"}}
+	west := ClusterMeta{Name: "west", Labels: map[string]string{"env": "prod", "region": "us-east"}}
+	central := ClusterMeta{Name: "central"}
+	tests := map[string]struct {
+		sel      ClientSelector
+		restrict bool
+		want     map[string]bool
+	}{
+		"no cluster fields":      {ClientSelector{Namespaces: []string{"a"}}, false, map[string]bool{"east": true, "west": true, "central": true}},
+		"names only":             {ClientSelector{Clusters: []string{"west"}}, true, map[string]bool{"west": true}},
+		"clusterSelector only":   {ClientSelector{ClusterSelector: prodSelector()}, true, map[string]bool{"east": true}},
+		"names and selector":     {ClientSelector{Clusters: []string{"central"}, ClusterSelector: prodSelector()}, true, map[string]bool{"east": true, "central": true}},
+		"empty clusterSelector":  {ClientSelector{ClusterSelector: &metav1.LabelSelector{}}, true, map[string]bool{"east": true, "west": true, "central": true}},
+		"selector matching none": {ClientSelector{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "staging"}}}, true, map[string]bool{}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tt.sel.RestrictsClusters(); got != tt.restrict {
+				t.Errorf("RestrictsClusters() = %v, want %v", got, tt.restrict)
+			}
+			for _, c := range []ClusterMeta{east, west, central} {
+				if got := tt.sel.AdmitsCluster(c); got != tt.want[c.Name] {
+					t.Errorf("AdmitsCluster(%s) = %v, want %v", c.Name, got, tt.want[c.Name])
+				}
+			}
+		})
+	}
+}
+
+// A client selector may set only a clusterSelector; an invalid one is an
+// error naming the field.
+func TestClientClusterSelectorValidation(t *testing.T) {
+	ap := validAccessPolicy()
+	ap.Spec.From = []ClientSelector{{ClusterSelector: prodSelector()}}
+	if errs := ap.Validate(); len(errs) != 0 {
+		t.Errorf("from with a clusterSelector only: Validate() = %v, want none", errs)
+	}
+	ap.Spec.From = []ClientSelector{{}, {ClusterSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: metav1.LabelSelectorOpIn}}}}}
+	errs := ap.Validate()
+	if len(errs) != 2 || errs[0].Field != "spec.from[0]" || errs[1].Field != "spec.from[1].clusterSelector.matchExpressions[0].values" {
+		t.Errorf("Validate() = %v, want errors at spec.from[0] (nothing set) and spec.from[1].clusterSelector.matchExpressions[0].values", errs)
+	}
+}

@@ -316,8 +316,8 @@ func (p *AccessPolicy) Validate() field.ErrorList {
 
 func validateClientSelector(c *ClientSelector, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(c.ServiceAccounts) == 0 && len(c.Namespaces) == 0 && len(c.Clusters) == 0 {
-		errs = append(errs, field.Required(path, "must set at least one of serviceAccounts, namespaces, clusters"))
+	if len(c.ServiceAccounts) == 0 && len(c.Namespaces) == 0 && !c.RestrictsClusters() {
+		errs = append(errs, field.Required(path, "must set at least one of serviceAccounts, namespaces, clusters, clusterSelector"))
 	}
 	for i, sa := range c.ServiceAccounts {
 		sp := path.Child("serviceAccounts").Index(i)
@@ -329,6 +329,7 @@ func validateClientSelector(c *ClientSelector, path *field.Path) field.ErrorList
 	}
 	errs = append(errs, dns1123Labels(c.Namespaces, path.Child("namespaces"))...)
 	errs = append(errs, dns1123Labels(c.Clusters, path.Child("clusters"))...)
+	errs = append(errs, validateClusterSelector(c.ClusterSelector, path.Child("clusterSelector"))...)
 	return errs
 }
 
