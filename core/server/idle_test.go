@@ -103,7 +103,7 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 		from string
 	}{
 		"agent":  {server: time.Hour, agent: 20 * time.Millisecond, from: "agent"},
-		"server": {server: 20 * time.Millisecond, agent: time.Hour, from: "server"},
+		"server": {server: 100 * time.Millisecond, agent: time.Hour, from: "server"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = tc.server })
@@ -111,7 +111,9 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 			east := startAgent(t, ts, "east", ts.register("east"), func(o *agent.Options) {
 				o.Server = rc.lis.Addr().String()
 				o.Heartbeat = tc.agent
-				o.ServerTimeout = time.Hour
+				// The server heartbeats at a third of it, no more often
+				// than tc.server.
+				o.ServerTimeout = min(3*tc.server, time.Hour)
 			})
 			east.src.set(t, "a")
 			testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
@@ -191,3 +193,58 @@ func TestStreamClosedWhenSerialEvicted(t *testing.T) {
 		}
 	}
 }
+
+// The server heartbeats at a third of the server timeout an agent
+// announces in its Hello, and every --heartbeat on the stream of an agent
+// that announces none (older agents).
+func TestServerHeartbeatFollowsAnnouncedTimeout(t *testing.T) {
+	const beats = 30
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
+	rc := startRecordCounter(t, ts.Addr())
+	east := startAgent(t, ts, "east", ts.register("east"), func(o *agent.Options) {
+		o.Server = rc.lis.Addr().String()
+		o.Heartbeat = time.Hour
+		o.ServerTimeout = time.Hour
+	})
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+	ts.register("west")
+	cert, _ := ts.signed(t, "west", time.Hour)
+	west, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: "west"})
+	if err != nil || first.GetWelcome() == nil {
+		t.Fatalf("Sync = %v, %v", first, err)
+	}
+	toEast := rc.toPeer.Load()
+	for n := 0; n < beats; {
+		m, err := west.Recv()
+		if err != nil {
+			t.Fatalf("west's stream ended after %d heartbeats: %v", n, err)
+		}
+		if m.GetHeartbeat() != nil {
+			n++
+		}
+	}
+	// A few records may be late answers to east's outputs.
+	if n := rc.toPeer.Load() - toEast; n > beats/5 {
+		t.Errorf("east, announcing a server timeout of an hour, got %d records while west, announcing none, got %d heartbeats; want a heartbeat every 20 minutes", n, beats)
+	}
+}
+
+func TestStreamHeartbeat(t *testing.T) {
+	for name, tc := range map[string]struct {
+		configured, announced, want time.Duration
+	}{
+		"an agent that announces none":       {configured: 10 * time.Second, want: 10 * time.Second},
+		"the default agent":                  {configured: 10 * time.Second, announced: 90 * time.Second, want: 30 * time.Second},
+		"a timeout shorter than three beats": {configured: 10 * time.Second, announced: 15 * time.Second, want: 10 * time.Second},
+		"a negative timeout":                 {configured: 10 * time.Second, announced: -time.Second, want: 10 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := StreamHeartbeat(tc.configured, tc.announced); got != tc.want {
+				t.Errorf("StreamHeartbeat(%s, %s) = %s, want %s", tc.configured, tc.announced, got, tc.want)
+			}
+		})
+	}
+}
+
