@@ -14,8 +14,10 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/bench"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"github.com/spf13/pflag"
 )
 
 // recordCounter forwards TCP connections to a target and counts the TLS
@@ -248,3 +250,20 @@ func TestStreamHeartbeat(t *testing.T) {
 	}
 }
 
+// The fleet benchmark measures the idle cost over two heartbeats of the
+// slower side; its idea of the server's heartbeat must follow this one.
+func TestBenchIdleWindowCoversServerHeartbeats(t *testing.T) {
+	a := agent.DefaultOptions()
+	for _, args := range [][]string{nil, {"--heartbeat=45s"}, {"--heartbeat", "2m"}} {
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		beat := StreamHeartbeat(o.Heartbeat, a.ServerTimeout)
+		if got := bench.IdleWindow(a, args); got < 2*beat || got < 2*a.Heartbeat {
+			t.Errorf("bench.IdleWindow(default agent, %q) = %s, want at least two server heartbeats (%s) and two agent heartbeats (%s)", args, got, beat, a.Heartbeat)
+		}
+	}
+}
