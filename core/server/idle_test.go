@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,10 @@ import (
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
 	"github.com/meshrelay/meshrelay/internal/bench"
+	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 )
 
@@ -151,6 +155,11 @@ func (c *countingStore) CompareAndPutCluster(ctx context.Context, cl store.Clust
 	return c.Store.CompareAndPutCluster(ctx, cl)
 }
 
+func (c *countingStore) CompareAndPutClusters(ctx context.Context, cs []store.Cluster) ([]store.Cluster, error) {
+	c.puts.Add(int64(len(cs)))
+	return c.Store.CompareAndPutClusters(ctx, cs)
+}
+
 // Each heartbeat period reads a connected agent's registry record once:
 // the read that writes its last-seen time also checks its certificate.
 func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
@@ -266,4 +275,70 @@ func TestBenchIdleWindowCoversServerHeartbeats(t *testing.T) {
 			t.Errorf("bench.IdleWindow(default agent, %q) = %s, want at least two server heartbeats (%s) and two agent heartbeats (%s)", args, got, beat, a.Heartbeat)
 		}
 	}
+}
+
+// On Redis, a heartbeat period's last-seen writes of every agent connected
+// to a replica are one script call, not one an agent; each record gets the
+// time and the replica.
+func TestLastSeenWritesBatchedOnRedis(t *testing.T) {
+	const agents, periods = 12, 5
+	r := testenv.StartRedis(t)
+	ts := startServer(t, redisStore(t, r, "r1"), "", withID("r1"), func(o *Options) { o.Heartbeat = time.Hour })
+	for i := range agents {
+		name := fmt.Sprintf("c%02d", i)
+		ts.register(name)
+		cert, _ := ts.signed(t, name, time.Hour)
+		if _, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: name}); err != nil || first.GetWelcome() == nil {
+			t.Fatalf("Sync(%s) = %v, %v", name, first, err)
+		}
+	}
+	testutil.Eventually(t, "every stream attached", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.streams) == agents
+	})
+	client := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	t.Cleanup(func() { client.Close() })
+	ctx := t.Context()
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	for p := range periods {
+		ts.touchLastSeen(ctx, now.Add(time.Duration(p)*time.Second))
+	}
+	stats, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := scriptCalls(t, stats); calls > periods+2 {
+		t.Errorf("%d periods of %d agents' last-seen writes made %d script calls to Redis, want one a period\n%s", periods, agents, calls, stats)
+	}
+	raw := rawRedis(t, r)
+	last := now.Add((periods - 1) * time.Second)
+	for i := range agents {
+		c, err := raw.GetCluster(ctx, fmt.Sprintf("c%02d", i))
+		if err != nil || !c.LastSeen.Equal(last) || c.Replica != "r1" {
+			t.Errorf("record in Redis = %+v, %v; want last seen %s by r1", c, err, last)
+		}
+	}
+}
+
+// scriptCalls sums the calls of EVAL and EVALSHA in INFO commandstats.
+func scriptCalls(t *testing.T, info string) int {
+	t.Helper()
+	n := 0
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		c, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }
