@@ -239,6 +239,7 @@ nothing.`,
 	fs.IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "agents registering and connecting at once")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "longest wait for the fleet to converge or a policy edit to arrive everywhere (default 2m plus 20ms per agent)")
 	fs.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "keep the server's data, log and plugins here (default: a temporary directory, removed)")
+	fs.DurationVar(&opts.IdleWindow, "idle-window", opts.IdleWindow, "how long the idle cost (heartbeats) is measured before the churn (default: two heartbeats of the slower side, the agents' --heartbeat or the server's, a third of the agents' --server-timeout)")
 	fs.StringSliceVar(&opts.ServerArgs, "server-arg", opts.ServerArgs, "extra flag for every server replica, repeatable (e.g. --server-arg=--debounce=20ms)")
 	fs.BoolVar(&opts.Chaos, "chaos", false, "run the chaos soak: replicas on a redis-server of its own, faults, and the checker (see above)")
 	fs.Uint64Var(&opts.Seed, "seed", 1, "--chaos: draws the faults, their targets and the input changes")

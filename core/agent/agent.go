@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -91,7 +92,7 @@ func New(opts Options, source Source, sinks Sinks, logger *slog.Logger) (*Agent,
 		opts.ReconnectMax = 30 * time.Second
 	}
 	if opts.ServerTimeout <= 0 {
-		opts.ServerTimeout = 30 * time.Second
+		opts.ServerTimeout = DefaultOptions().ServerTimeout
 	}
 	return &Agent{
 		opts:     opts,
@@ -293,6 +294,7 @@ func (a *Agent) hello() *relayv1.AgentMessage {
 		Capabilities:   []string{"delta"},
 		OutputVersions: map[string]uint64{},
 		OutputHashes:   map[string][]byte{},
+		ServerTimeout:  durationpb.New(a.opts.ServerTimeout),
 	}
 	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		h.Token, _ = a.token()

@@ -40,7 +40,13 @@ type Options struct {
 	// ServerTimeout is how long the agent waits without hearing from the
 	// server (its heartbeats included) before it drops the stream and
 	// moves to the next server: a server that hangs, or a network that
-	// drops packets without closing connections, ends no stream.
+	// drops packets without closing connections, ends no stream. The
+	// agent announces it in its Hello, and the server heartbeats at a third
+	// of it (never more often than the server's --heartbeat, see
+	// core/server/heartbeat.go): a longer timeout costs both sides fewer
+	// heartbeats, and the agent more time to leave a server that hangs. A
+	// server that exits or crashes closes its connections, which the agent
+	// sees at once whatever the timeout.
 	ServerTimeout time.Duration
 	// ReconnectMax bounds the reconnect backoff.
 	ReconnectMax time.Duration
@@ -57,7 +63,7 @@ func DefaultOptions() Options {
 		StateDir:        "meshrelay-agent",
 		Mode:            pki.ModeMTLS,
 		Heartbeat:       25 * time.Second,
-		ServerTimeout:   30 * time.Second,
+		ServerTimeout:   90 * time.Second,
 		ReconnectMax:    30 * time.Second,
 		MaxMessageBytes: 16 << 20,
 		Version:         "dev",
@@ -75,7 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat; below the server's 30s keepalive time, so the server need not ping it")
-	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; longer than the server's --heartbeat")
+	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; announced to the server, which heartbeats at a third of it (at most as often as its --heartbeat)")
 }
 
 // Validate reports whether the options can work.

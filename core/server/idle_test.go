@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,8 +16,12 @@ import (
 	"github.com/meshrelay/meshrelay/core/agent"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/internal/bench"
+	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 )
 
 // recordCounter forwards TCP connections to a target and counts the TLS
@@ -103,7 +109,7 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 		from string
 	}{
 		"agent":  {server: time.Hour, agent: 20 * time.Millisecond, from: "agent"},
-		"server": {server: 20 * time.Millisecond, agent: time.Hour, from: "server"},
+		"server": {server: 100 * time.Millisecond, agent: time.Hour, from: "server"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = tc.server })
@@ -111,7 +117,9 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 			east := startAgent(t, ts, "east", ts.register("east"), func(o *agent.Options) {
 				o.Server = rc.lis.Addr().String()
 				o.Heartbeat = tc.agent
-				o.ServerTimeout = time.Hour
+				// The server heartbeats at a third of it, no more often
+				// than tc.server.
+				o.ServerTimeout = min(3*tc.server, time.Hour)
 			})
 			east.src.set(t, "a")
 			testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
@@ -145,6 +153,11 @@ func (c *countingStore) GetCluster(ctx context.Context, name string) (store.Clus
 func (c *countingStore) CompareAndPutCluster(ctx context.Context, cl store.Cluster) (store.Cluster, error) {
 	c.puts.Add(1)
 	return c.Store.CompareAndPutCluster(ctx, cl)
+}
+
+func (c *countingStore) CompareAndPutClusters(ctx context.Context, cs []store.Cluster) ([]store.Cluster, error) {
+	c.puts.Add(int64(len(cs)))
+	return c.Store.CompareAndPutClusters(ctx, cs)
 }
 
 // Each heartbeat period reads a connected agent's registry record once:
@@ -190,4 +203,142 @@ func TestStreamClosedWhenSerialEvicted(t *testing.T) {
 			return
 		}
 	}
+}
+
+// The server heartbeats at a third of the server timeout an agent
+// announces in its Hello, and every --heartbeat on the stream of an agent
+// that announces none (older agents).
+func TestServerHeartbeatFollowsAnnouncedTimeout(t *testing.T) {
+	const beats = 30
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
+	rc := startRecordCounter(t, ts.Addr())
+	east := startAgent(t, ts, "east", ts.register("east"), func(o *agent.Options) {
+		o.Server = rc.lis.Addr().String()
+		o.Heartbeat = time.Hour
+		o.ServerTimeout = time.Hour
+	})
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+	ts.register("west")
+	cert, _ := ts.signed(t, "west", time.Hour)
+	west, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: "west"})
+	if err != nil || first.GetWelcome() == nil {
+		t.Fatalf("Sync = %v, %v", first, err)
+	}
+	toEast := rc.toPeer.Load()
+	for n := 0; n < beats; {
+		m, err := west.Recv()
+		if err != nil {
+			t.Fatalf("west's stream ended after %d heartbeats: %v", n, err)
+		}
+		if m.GetHeartbeat() != nil {
+			n++
+		}
+	}
+	// A few records may be late answers to east's outputs.
+	if n := rc.toPeer.Load() - toEast; n > beats/5 {
+		t.Errorf("east, announcing a server timeout of an hour, got %d records while west, announcing none, got %d heartbeats; want a heartbeat every 20 minutes", n, beats)
+	}
+}
+
+func TestStreamHeartbeat(t *testing.T) {
+	for name, tc := range map[string]struct {
+		configured, announced, want time.Duration
+	}{
+		"an agent that announces none":       {configured: 10 * time.Second, want: 10 * time.Second},
+		"the default agent":                  {configured: 10 * time.Second, announced: 90 * time.Second, want: 30 * time.Second},
+		"a timeout shorter than three beats": {configured: 10 * time.Second, announced: 15 * time.Second, want: 10 * time.Second},
+		"a negative timeout":                 {configured: 10 * time.Second, announced: -time.Second, want: 10 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := StreamHeartbeat(tc.configured, tc.announced); got != tc.want {
+				t.Errorf("StreamHeartbeat(%s, %s) = %s, want %s", tc.configured, tc.announced, got, tc.want)
+			}
+		})
+	}
+}
+
+// The fleet benchmark measures the idle cost over two heartbeats of the
+// slower side; its idea of the server's heartbeat must follow this one.
+func TestBenchIdleWindowCoversServerHeartbeats(t *testing.T) {
+	a := agent.DefaultOptions()
+	for _, args := range [][]string{nil, {"--heartbeat=45s"}, {"--heartbeat", "2m"}} {
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		beat := StreamHeartbeat(o.Heartbeat, a.ServerTimeout)
+		if got := bench.IdleWindow(a, args); got < 2*beat || got < 2*a.Heartbeat {
+			t.Errorf("bench.IdleWindow(default agent, %q) = %s, want at least two server heartbeats (%s) and two agent heartbeats (%s)", args, got, beat, a.Heartbeat)
+		}
+	}
+}
+
+// On Redis, a heartbeat period's last-seen writes of every agent connected
+// to a replica are one script call, not one an agent; each record gets the
+// time and the replica.
+func TestLastSeenWritesBatchedOnRedis(t *testing.T) {
+	const agents, periods = 12, 5
+	r := testenv.StartRedis(t)
+	ts := startServer(t, redisStore(t, r, "r1"), "", withID("r1"), func(o *Options) { o.Heartbeat = time.Hour })
+	for i := range agents {
+		name := fmt.Sprintf("c%02d", i)
+		ts.register(name)
+		cert, _ := ts.signed(t, name, time.Hour)
+		if _, first, err := syncWithConn(t, ts.dial(cert), &relayv1.Hello{Cluster: name}); err != nil || first.GetWelcome() == nil {
+			t.Fatalf("Sync(%s) = %v, %v", name, first, err)
+		}
+	}
+	testutil.Eventually(t, "every stream attached", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.streams) == agents
+	})
+	client := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	t.Cleanup(func() { client.Close() })
+	ctx := t.Context()
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	for p := range periods {
+		ts.touchLastSeen(ctx, now.Add(time.Duration(p)*time.Second))
+	}
+	stats, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := scriptCalls(t, stats); calls > periods+2 {
+		t.Errorf("%d periods of %d agents' last-seen writes made %d script calls to Redis, want one a period\n%s", periods, agents, calls, stats)
+	}
+	raw := rawRedis(t, r)
+	last := now.Add((periods - 1) * time.Second)
+	for i := range agents {
+		c, err := raw.GetCluster(ctx, fmt.Sprintf("c%02d", i))
+		if err != nil || !c.LastSeen.Equal(last) || c.Replica != "r1" {
+			t.Errorf("record in Redis = %+v, %v; want last seen %s by r1", c, err, last)
+		}
+	}
+}
+
+// scriptCalls sums the calls of EVAL and EVALSHA in INFO commandstats.
+func scriptCalls(t *testing.T, info string) int {
+	t.Helper()
+	n := 0
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		c, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }

@@ -66,7 +66,10 @@ type Options struct {
 	SafeStartWindow time.Duration
 	// Debounce is the engine's coalescing window.
 	Debounce time.Duration
-	// Heartbeat is how often streams exchange heartbeats.
+	// Heartbeat is how often the server heartbeats on the streams of
+	// agents that announce no server timeout, and at most how often on the
+	// others (StreamHeartbeat); and how often it records its agents' last
+	// contact in the store (touchLastSeen).
 	Heartbeat time.Duration
 	// RolloutInterval is how often a staged rollout's clusters are judged
 	// and the rollout advanced (rollout.go).
@@ -202,7 +205,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file with the admin API token (default: DATA-DIR/admin-token, generated)")
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
-	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on agent streams")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on the streams of agents that announce no --server-timeout (older agents), and the shortest on the others, which get a third of theirs; also how often the agents' last contact is written to the store")
 	fs.DurationVar(&o.RebalanceInterval, "rebalance-interval", o.RebalanceInterval, "how often this replica announces its agents and, above its fair share of the live replicas, asks a few to move (0: never)")
 	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", o.MaxConnectionAge, "close an agent's connection after this long, so it reconnects to the next server address (0: never)")
 	fs.DurationVar(&o.RolloutInterval, "rollout-interval", o.RolloutInterval, "how often a staged rollout's released clusters are judged and the rollout advanced")

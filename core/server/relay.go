@@ -47,6 +47,8 @@ type stream struct {
 	// started is when the stream was accepted: rebalancing moves only
 	// agents that have settled.
 	started time.Time
+	// heartbeat is how often sendLoop heartbeats (StreamHeartbeat).
+	heartbeat time.Duration
 	// cert is the client certificate the stream authenticated with under
 	// mTLS, checked against the registry with every last-seen write
 	// (touchLastSeen); zero otherwise.
@@ -139,6 +141,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		sent:    map[string]sent{},
 		want:    map[string]*snapshot.Snapshot{},
 	}
+	st.heartbeat = StreamHeartbeat(s.opts.Heartbeat, hello.GetServerTimeout().AsDuration())
 	welcome := s.attach(st, hello)
 	defer s.detach(st)
 	if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Welcome{Welcome: welcome}}); err != nil {
@@ -558,7 +561,7 @@ func (st *stream) handleAck(ack *relayv1.Ack) {
 
 // sendLoop is the stream's only sender.
 func (st *stream) sendLoop(ctx context.Context) error {
-	hb := time.NewTicker(st.s.opts.Heartbeat)
+	hb := time.NewTicker(st.heartbeat)
 	defer hb.Stop()
 	for {
 		select {

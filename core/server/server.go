@@ -731,41 +731,84 @@ func (s *Server) tick(ctx context.Context) error {
 }
 
 // touchLastSeen records in the store that this replica's agents are alive,
-// so other replicas starting up know their inputs are fresh. The record it
-// reads also tells whether each stream's certificate is still valid: a
-// stream whose serial the record no longer holds, or whose cluster was
-// deregistered, is closed (closeInvalid), within a heartbeat of the change
-// whichever replica made it.
+// so other replicas starting up know their inputs are fresh, and so that
+// status, `meshrelay get clusters` and safe mode on every replica see
+// them connected here: each record's LastSeen is at most one --heartbeat
+// older than the agent's stream is known alive, within the three
+// heartbeats those readers allow (freshWindowHeartbeats). The records are
+// read from memory and written together (Store.CompareAndPutClusters:
+// one round trip to Redis a heartbeat, not one an agent); those another
+// writer changed in between are written again one at a time.
+//
+// The record read also tells whether each stream's certificate is still
+// valid: a stream whose serial the record no longer holds, or whose
+// cluster was deregistered, is closed (closeInvalid), within a heartbeat
+// of the change whichever replica made it.
 func (s *Server) touchLastSeen(ctx context.Context, now time.Time) {
 	s.mu.Lock()
-	streams := make([]*stream, 0, len(s.streams))
+	streams := make(map[string]*stream, len(s.streams))
 	for _, st := range s.streams {
-		streams = append(streams, st)
+		streams[st.cluster] = st
 	}
 	s.mu.Unlock()
+	batch := make([]store.Cluster, 0, len(streams))
 	for _, st := range streams {
-		var invalid error
-		_, err := store.UpdateCluster(ctx, s.deps.Store, st.cluster, func(c *store.Cluster, found bool) error {
-			if st.cert.serial != "" {
-				var lookup error
-				if !found {
-					lookup = store.ErrNotFound
-				}
-				if invalid = s.checkRecord(st.cert, *c, lookup); invalid != nil {
-					return invalid
-				}
-			}
-			if !found || c.Revoked {
-				return errNotRegistered
-			}
-			c.LastSeen, c.Replica = now, s.opts.ServerID
-			return nil
-		})
-		switch {
-		case invalid != nil:
-			st.closeInvalid(invalid)
-		case err != nil && !errors.Is(err, errNotRegistered):
+		c, err := s.deps.Store.GetCluster(ctx, st.cluster)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("record last seen", "cluster", st.cluster, "error", err)
+			continue
 		}
+		if st.cert.serial != "" {
+			if invalid := s.checkRecord(st.cert, c, err); invalid != nil {
+				st.closeInvalid(invalid)
+				continue
+			}
+		}
+		if err != nil || c.Revoked {
+			continue
+		}
+		c.LastSeen, c.Replica = now, s.opts.ServerID
+		batch = append(batch, c)
+	}
+	stored, err := s.deps.Store.CompareAndPutClusters(ctx, batch)
+	if err != nil {
+		s.log.Warn("record last seen", "clusters", len(batch), "error", err)
+		return
+	}
+	for _, c := range stored {
+		delete(streams, c.Name)
+	}
+	for _, c := range batch {
+		if st, ok := streams[c.Name]; ok {
+			s.touchOne(ctx, st, now)
+		}
+	}
+}
+
+// touchOne is touchLastSeen for one stream whose record changed since it
+// was read: it reads it again, and again while other writers change it.
+func (s *Server) touchOne(ctx context.Context, st *stream, now time.Time) {
+	var invalid error
+	_, err := store.UpdateCluster(ctx, s.deps.Store, st.cluster, func(c *store.Cluster, found bool) error {
+		if st.cert.serial != "" {
+			var lookup error
+			if !found {
+				lookup = store.ErrNotFound
+			}
+			if invalid = s.checkRecord(st.cert, *c, lookup); invalid != nil {
+				return invalid
+			}
+		}
+		if !found || c.Revoked {
+			return errNotRegistered
+		}
+		c.LastSeen, c.Replica = now, s.opts.ServerID
+		return nil
+	})
+	switch {
+	case invalid != nil:
+		st.closeInvalid(invalid)
+	case err != nil && !errors.Is(err, errNotRegistered):
+		s.log.Warn("record last seen", "cluster", st.cluster, "error", err)
 	}
 }

@@ -13,7 +13,7 @@
 //	[InputReader]    GetInput, ListInputs
 //	[Outputs]        PutOutput, DeleteOutputs + [OutputReader]  each cluster's outputs, per backend
 //	[OutputReader]   GetOutput, ListOutputs
-//	[Registry]       PutCluster, CompareAndPutCluster,          the cluster registry: tokens,
+//	[Registry]       PutCluster, CompareAndPutCluster(s),       the cluster registry: tokens,
 //	                 DeleteCluster + [RegistryReader]           certificates, revocation
 //	[RegistryReader] GetCluster, ListClusters
 //	[CA]             PutCA, GetCA                               the server's CA

@@ -135,6 +135,16 @@ type Registry interface {
 	// atomic across every replica of the store.
 	CompareAndPutCluster(ctx context.Context, c Cluster) (Cluster, error)
 
+	// CompareAndPutClusters is CompareAndPutCluster for many records in
+	// one round trip to the store: each record of cs is stored only if
+	// the stored record of its name has its version. It returns the
+	// records it stored, each with its new Version, in the order of cs,
+	// and leaves out those whose version did not match, without an error
+	// (the caller reads them again). Each record's check and write are
+	// atomic across every replica of the store; the batch as a whole is
+	// not. Names must not be empty or repeated.
+	CompareAndPutClusters(ctx context.Context, cs []Cluster) ([]Cluster, error)
+
 	// DeleteCluster removes the registry record of name. Deleting what is
 	// not stored is not an error. It does not delete the cluster's input or
 	// outputs.

@@ -330,6 +330,34 @@ func (w *WriteThrough) CompareAndPutCluster(ctx context.Context, c Cluster) (Clu
 	return stored, nil
 }
 
+// CompareAndPutClusters implements Registry as CompareAndPutCluster does,
+// in one call to the backing store: the records stored are copied into
+// memory, and for each left out for its version, the backing store's.
+func (w *WriteThrough) CompareAndPutClusters(ctx context.Context, cs []Cluster) ([]Cluster, error) {
+	octx, cancel := w.op(ctx)
+	defer cancel()
+	stored, err := w.backing.CompareAndPutClusters(octx, cs)
+	if err != nil {
+		return nil, err
+	}
+	done := make(map[string]bool, len(stored))
+	for _, c := range stored {
+		done[c.Name] = true
+		if err := w.copyCluster(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range cs {
+		if done[c.Name] {
+			continue
+		}
+		if cur, gerr := w.backing.GetCluster(octx, c.Name); gerr == nil {
+			_ = w.copyCluster(ctx, cur)
+		}
+	}
+	return stored, nil
+}
+
 // DeleteCluster implements Registry.
 func (w *WriteThrough) DeleteCluster(ctx context.Context, name string) error {
 	return w.queueAfter(w.primary.DeleteCluster(ctx, name), clusterKey(name))

@@ -21,7 +21,8 @@
 // and how large the output delta was. Run then
 //
 //  1. waits until every agent is connected and has its first outputs;
-//  2. measures the idle traffic (heartbeats) for 10s, a baseline;
+//  2. measures the idle traffic and CPU (heartbeats) over two heartbeats
+//     of the slower side, agent or server ([IdleWindow]), a baseline;
 //  3. churns inputs at Options.Churn changes per second for
 //     Options.Duration and times each change until its agent receives it.
 //     In the local scenario each change rewrites one Service and its

@@ -3,6 +3,9 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/meshrelay/meshrelay/core/agent"
 )
 
 func TestValidate(t *testing.T) {
@@ -70,5 +73,38 @@ func TestReplicaNames(t *testing.T) {
 	}
 	if id, dir := replicaNames(2, 3); id != "bench-2" || dir != "server-2" {
 		t.Errorf("replica 2 of 3 is named %q in %q, want bench-2 in server-2", id, dir)
+	}
+}
+
+// The idle measure spans two heartbeats of the slower side, the agents'
+// or their replicas', so that each side's heartbeats are in it.
+func TestIdleWindowSpansTwoHeartbeats(t *testing.T) {
+	chaos := agent.DefaultOptions()
+	chaos.Heartbeat, chaos.ServerTimeout = chaosHeartbeat, chaosServerTimeout
+	for name, tc := range map[string]struct {
+		agent      agent.Options
+		serverArgs []string
+		agentBeat  time.Duration
+		serverBeat time.Duration
+	}{
+		"defaults": {agent: agent.DefaultOptions(), agentBeat: 25 * time.Second, serverBeat: 30 * time.Second},
+		"a server heartbeat slower than a third of the timeout": {
+			agent: agent.DefaultOptions(), serverArgs: []string{"--heartbeat=45s"},
+			agentBeat: 25 * time.Second, serverBeat: 45 * time.Second,
+		},
+		"the chaos soak": {
+			agent: chaos, serverArgs: []string{"--heartbeat", chaosHeartbeat.String(), "--debounce=20ms"},
+			agentBeat: chaosHeartbeat, serverBeat: chaosServerTimeout / 3,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := IdleWindow(tc.agent, tc.serverArgs)
+			if got < 2*tc.agentBeat || got < 2*tc.serverBeat {
+				t.Errorf("IdleWindow = %s, want at least two agent heartbeats (%s) and two server heartbeats (%s)", got, tc.agentBeat, tc.serverBeat)
+			}
+			if got > 2*max(tc.agentBeat, tc.serverBeat) {
+				t.Errorf("IdleWindow = %s, want no more than two heartbeats of the slower side (%s)", got, max(tc.agentBeat, tc.serverBeat))
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ func TestRolloutPhase(t *testing.T) {
 	opts := DefaultRolloutOptions()
 	opts.Executable, opts.Plugins = filepath.Join(bin, "meshrelay"), bin
 	opts.Agents, opts.Services, opts.RolloutWindow = 10, 3, 2*time.Second
+	opts.IdleWindow = time.Second
 	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	opts.Progress = t.Output()
 	rep, err := Run(t.Context(), opts)

@@ -26,6 +26,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/traffic"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -87,6 +88,9 @@ type Options struct {
 	WorkDir string
 	// ServerArgs are added to every server's command line.
 	ServerArgs []string
+	// IdleWindow is how long the idle cost is measured before the churn;
+	// when zero, two heartbeats of the slower side (see IdleWindow).
+	IdleWindow time.Duration
 	// Chaos runs the chaos soak ([RunChaos]) instead of the measurement:
 	// Replicas server replicas on a redis-server of its own, faults, and
 	// the checker. Duration is how long it soaks.
@@ -613,12 +617,14 @@ func (r *run) countServed() []int {
 	return out
 }
 
-// measureIdle measures the idle traffic (heartbeats) over one server
-// heartbeat period (10s by default), since agents that connected together
-// beat together.
+// measureIdle measures the idle traffic (heartbeats) over
+// Options.IdleWindow.
 func (r *run) measureIdle() {
 	ports := r.servers.ports()
-	idle := 10 * time.Second
+	idle := r.opts.IdleWindow
+	if idle <= 0 {
+		idle = IdleWindow(r.agentOptions(), r.opts.ServerArgs)
+	}
 	b0, cpu0 := receivedFrom(ports...), r.servers.cpu()
 	time.Sleep(idle)
 	r.rep.IdleWireBytesPerS = float64(receivedFrom(ports...)-b0) / idle.Seconds()
@@ -861,15 +867,41 @@ func (r *run) agentDir(s *sim) string { return filepath.Join(r.work, "agents", s
 // agent dials its replica first, then the others in turn when a stream
 // fails.
 func (r *run) newAgent(s *sim) (*agent.Agent, error) {
-	opts := agent.DefaultOptions()
+	opts := r.agentOptions()
 	opts.Cluster, opts.Server, opts.ServerName = s.cluster.Name, r.servers.relays(s.replica), "127.0.0.1"
 	opts.TokenFile, opts.CAFile, opts.StateDir = filepath.Join(r.agentDir(s), "token"), r.servers[s.replica].caBundle, r.agentDir(s)
 	opts.Version = "bench"
+	return agent.New(opts, s.src, agent.Sinks{s}, r.opts.Logger.With("cluster", s.cluster.Name))
+}
+
+// agentOptions are the options every simulated agent shares.
+func (r *run) agentOptions() agent.Options {
+	opts := agent.DefaultOptions()
 	if r.opts.Chaos {
 		opts.Heartbeat, opts.ServerTimeout = chaosHeartbeat, chaosServerTimeout
 	}
-	return agent.New(opts, s.src, agent.Sinks{s}, r.opts.Logger.With("cluster", s.cluster.Name))
+	return opts
 }
+
+// IdleWindow is how long the idle cost of agents with options a, served
+// by replicas started with serverArgs, takes to measure: two heartbeats of
+// the slower side, the agent's or its replica's, so that every agent's
+// heartbeats and its replica's are counted at least once each, and twice
+// more often than not, whatever their phase. A replica heartbeats at a
+// third of the agent's server timeout, never more often than its
+// --heartbeat (core/server/heartbeat.go; core/server's tests check that
+// this follows it).
+func IdleWindow(a agent.Options, serverArgs []string) time.Duration {
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	fs.SetOutput(io.Discard)
+	heartbeat := fs.Duration("heartbeat", serverHeartbeat, "")
+	_ = fs.Parse(serverArgs) // the server refuses bad flags itself
+	return 2 * max(a.Heartbeat, *heartbeat, a.ServerTimeout/3)
+}
+
+// serverHeartbeat is the server's default --heartbeat.
+const serverHeartbeat = 10 * time.Second
 
 // startAgent runs a as sim's agent in agents until ctx ends or sim.stop
 // is called.

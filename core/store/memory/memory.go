@@ -281,6 +281,22 @@ func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (stor
 	return c.Clone(), nil
 }
 
+// CompareAndPutClusters implements store.Registry.
+func (s *Store) CompareAndPutClusters(ctx context.Context, cs []store.Cluster) ([]store.Cluster, error) {
+	stored := make([]store.Cluster, 0, len(cs))
+	for _, c := range cs {
+		next, err := s.CompareAndPutCluster(ctx, c)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+		case err != nil:
+			return nil, err
+		default:
+			stored = append(stored, next)
+		}
+	}
+	return stored, nil
+}
+
 // GetCluster implements store.Registry.
 func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
 	if err := s.check(ctx); err != nil {

@@ -44,7 +44,7 @@ type Store struct {
 // scripts are the Lua scripts that check and write atomically and publish
 // the change in the same step.
 type scripts struct {
-	putInput, putOutput, deleteKey, putField, deleteField, casCluster, casTrust *goredis.Script
+	putInput, putOutput, deleteKey, putField, deleteField, casCluster, casClusters, casTrust *goredis.Script
 }
 
 func newScripts() scripts {
@@ -55,6 +55,7 @@ func newScripts() scripts {
 		putField:    goredis.NewScript(putFieldScriptSrc),
 		deleteField: goredis.NewScript(deleteFieldScriptSrc),
 		casCluster:  goredis.NewScript(casClusterScriptSrc),
+		casClusters: goredis.NewScript(casClustersScriptSrc),
 		casTrust:    goredis.NewScript(casTrustScriptSrc),
 	}
 }
@@ -231,6 +232,30 @@ if v ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
+`
+
+// casClustersScriptSrc is casClusterScriptSrc for many records: ARGV[1]
+// is the event channel, then each record is four arguments (name, version,
+// record, event). It returns, per record, 1 when it stored it and 0 when
+// the stored version differed.
+const casClustersScriptSrc = `
+local out = {}
+for i = 2, #ARGV, 4 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local v = '0'
+  if cur then
+    local ok, rec = pcall(cjson.decode, cur)
+    if ok and type(rec) == 'table' and rec['version'] then v = string.format('%d', rec['version']) end
+  end
+  if v == ARGV[i+1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+2])
+    redis.call('PUBLISH', ARGV[1], ARGV[i+3])
+    out[#out+1] = 1
+  else
+    out[#out+1] = 0
+  end
+end
+return out
 `
 
 // Ping implements store.Store.

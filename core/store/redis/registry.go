@@ -82,6 +82,47 @@ func (s *Store) CompareAndPutCluster(ctx context.Context, c store.Cluster) (stor
 	return next, nil
 }
 
+// clusterBatch bounds the records one script of CompareAndPutClusters
+// checks and writes, so that Redis, which runs a script alone, is not held
+// for long.
+const clusterBatch = 500
+
+// CompareAndPutClusters implements store.Registry: one Lua script checks
+// and writes up to clusterBatch records.
+func (s *Store) CompareAndPutClusters(ctx context.Context, cs []store.Cluster) ([]store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	stored := make([]store.Cluster, 0, len(cs))
+	for batch := range slices.Chunk(cs, clusterBatch) {
+		next := make([]store.Cluster, len(batch))
+		args := make([]any, 0, 1+4*len(batch))
+		args = append(args, s.keys.events())
+		for i, c := range batch {
+			if c.Name == "" {
+				return nil, errors.New("redis: put clusters: empty cluster name")
+			}
+			next[i] = c.Clone()
+			next[i].Version = c.Version + 1
+			b, err := json.Marshal(clusterRecord(next[i]))
+			if err != nil {
+				return nil, fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+			}
+			args = append(args, c.Name, strconv.FormatUint(c.Version, 10), b, s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name}))
+		}
+		done, err := s.scripts.casClusters.Run(ctx, s.client, []string{s.keys.clusters()}, args...).Int64Slice()
+		if err != nil {
+			return nil, s.wrap(fmt.Sprintf("put %d clusters", len(batch)), err)
+		}
+		for i, ok := range done {
+			if ok == 1 && i < len(next) {
+				stored = append(stored, next[i])
+			}
+		}
+	}
+	return stored, nil
+}
+
 func decodeCluster(name, data string) (store.Cluster, error) {
 	var r clusterRecord
 	if err := json.Unmarshal([]byte(data), &r); err != nil {

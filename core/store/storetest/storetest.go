@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -65,33 +66,34 @@ func Shared[B any](newBackend func(t *testing.T) B, newReplica func(t *testing.T
 // Run runs the conformance suite, one subtest per contract clause.
 func Run(t *testing.T, newStore Factory) {
 	tests := map[string]func(t *testing.T, newStore Factory){
-		"InputRoundTrip":        testInputRoundTrip,
-		"InputOlderIgnored":     testInputOlderIgnored,
-		"InputConcurrentPuts":   testInputConcurrentPuts,
-		"InputNotFound":         testInputNotFound,
-		"ListInputs":            testListInputs,
-		"DeleteInput":           testDeleteInput,
-		"InvalidArguments":      testInvalidArguments,
-		"Outputs":               testOutputs,
-		"OutputNotFound":        testOutputNotFound,
-		"DeleteOutputs":         testDeleteOutputs,
-		"ClusterRoundTrip":      testClusterRoundTrip,
-		"ClusterNotFound":       testClusterNotFound,
-		"ListClustersSorted":    testListClustersSorted,
-		"ClusterCopies":         testClusterCopies,
-		"ClusterCompareAndPut":  testClusterCompareAndPut,
-		"ClusterRevokeRace":     testClusterRevokeRace,
-		"CA":                    testCA,
-		"Trust":                 testTrust,
-		"TrustCompareAndPut":    testTrustCompareAndPut,
-		"TrustRace":             testTrustRace,
-		"RolloutCompareAndPut":  testRolloutCompareAndPut,
-		"WatchOtherReplica":     testWatchOtherReplica,
-		"WatchMultipleWatchers": testWatchMultipleWatchers,
-		"WatchEndsWithContext":  testWatchEndsWithContext,
-		"ReplicasShareData":     testReplicasShareData,
-		"Ping":                  testPing,
-		"Closed":                testClosed,
+		"InputRoundTrip":           testInputRoundTrip,
+		"InputOlderIgnored":        testInputOlderIgnored,
+		"InputConcurrentPuts":      testInputConcurrentPuts,
+		"InputNotFound":            testInputNotFound,
+		"ListInputs":               testListInputs,
+		"DeleteInput":              testDeleteInput,
+		"InvalidArguments":         testInvalidArguments,
+		"Outputs":                  testOutputs,
+		"OutputNotFound":           testOutputNotFound,
+		"DeleteOutputs":            testDeleteOutputs,
+		"ClusterRoundTrip":         testClusterRoundTrip,
+		"ClusterNotFound":          testClusterNotFound,
+		"ListClustersSorted":       testListClustersSorted,
+		"ClusterCopies":            testClusterCopies,
+		"ClusterCompareAndPut":     testClusterCompareAndPut,
+		"ClusterCompareAndPutMany": testClusterCompareAndPutMany,
+		"ClusterRevokeRace":        testClusterRevokeRace,
+		"CA":                       testCA,
+		"Trust":                    testTrust,
+		"TrustCompareAndPut":       testTrustCompareAndPut,
+		"TrustRace":                testTrustRace,
+		"RolloutCompareAndPut":     testRolloutCompareAndPut,
+		"WatchOtherReplica":        testWatchOtherReplica,
+		"WatchMultipleWatchers":    testWatchMultipleWatchers,
+		"WatchEndsWithContext":     testWatchEndsWithContext,
+		"ReplicasShareData":        testReplicasShareData,
+		"Ping":                     testPing,
+		"Closed":                   testClosed,
 	}
 	maps.Copy(tests, leaseTests)
 	for name, test := range tests {
@@ -420,6 +422,44 @@ func testClusterCompareAndPut(t *testing.T, newStore Factory) {
 	must(t, "GetCluster", err)
 	if got.Version != 2 || !got.Revoked || stored.Version != 2 {
 		t.Fatalf("after update: stored %+v, read %+v; want version 2, revoked", stored, got)
+	}
+}
+
+// testClusterCompareAndPutMany stores the records of a batch whose
+// versions match, in order, and leaves the others as they are.
+func testClusterCompareAndPutMany(t *testing.T, newStore Factory) {
+	ctx, s := ctxFor(t), newStore(t)
+	east, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "east"})
+	must(t, "CompareAndPutCluster(east)", err)
+	west, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "west", Labels: map[string]string{"tier": "1"}})
+	must(t, "CompareAndPutCluster(west)", err)
+	seen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	east.LastSeen, east.Replica = seen, "r1"
+	staleWest := west
+	staleWest.Version--
+	staleWest.LastSeen = seen
+	north := store.Cluster{Name: "north", Replica: "r1"}
+	stored, err := s.CompareAndPutClusters(ctx, []store.Cluster{east, staleWest, north})
+	must(t, "CompareAndPutClusters", err)
+	var names []string
+	for _, c := range stored {
+		names = append(names, fmt.Sprintf("%s@%d", c.Name, c.Version))
+	}
+	if want := []string{"east@2", "north@1"}; !slices.Equal(names, want) {
+		t.Fatalf("CompareAndPutClusters stored %v, want %v", names, want)
+	}
+	got, err := s.GetCluster(ctx, "east")
+	must(t, "GetCluster(east)", err)
+	if !got.LastSeen.Equal(seen) || got.Replica != "r1" || got.Version != 2 {
+		t.Errorf("east after CompareAndPutClusters: %+v, want last seen %s by r1 at version 2", got, seen)
+	}
+	got, err = s.GetCluster(ctx, "west")
+	must(t, "GetCluster(west)", err)
+	if !got.LastSeen.IsZero() || got.Version != west.Version || got.Labels["tier"] != "1" {
+		t.Errorf("west after a stale CompareAndPutClusters: %+v, want it unchanged at version %d", got, west.Version)
+	}
+	if stored, err := s.CompareAndPutClusters(ctx, nil); err != nil || len(stored) != 0 {
+		t.Errorf("CompareAndPutClusters(nil) = %v, %v; want nothing stored", stored, err)
 	}
 }
 

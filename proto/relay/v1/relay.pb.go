@@ -657,7 +657,12 @@ type Hello struct {
 	// output_hashes holds, per backend, the hash of the output the agent last
 	// applied. Replicas number versions independently, so a replica resuming
 	// an agent compares hashes, not versions.
-	OutputHashes  map[string][]byte `protobuf:"bytes,8,rep,name=output_hashes,json=outputHashes,proto3" json:"output_hashes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OutputHashes map[string][]byte `protobuf:"bytes,8,rep,name=output_hashes,json=outputHashes,proto3" json:"output_hashes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// server_timeout is how long the agent waits without hearing from the
+	// server before it leaves the stream (its --server-timeout). The server
+	// heartbeats at a third of it, never more often than its own
+	// --heartbeat; unset (older agents), it heartbeats every --heartbeat.
+	ServerTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=server_timeout,json=serverTimeout,proto3" json:"server_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -744,6 +749,13 @@ func (x *Hello) GetToken() string {
 func (x *Hello) GetOutputHashes() map[string][]byte {
 	if x != nil {
 		return x.OutputHashes
+	}
+	return nil
+}
+
+func (x *Hello) GetServerTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ServerTimeout
 	}
 	return nil
 }
@@ -4027,7 +4039,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2\x17.meshrelay.relay.v1.AckH\x00R\x03ack\x12=\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1d.meshrelay.relay.v1.HeartbeatH\x00R\theartbeat\x127\n" +
 	"\agoodbye\x18\x05 \x01(\v2\x1b.meshrelay.relay.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\xf2\x03\n" +
+	"\x03msg\"\xb4\x04\n" +
 	"\x05Hello\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12\"\n" +
@@ -4037,7 +4049,8 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"input_hash\x18\x05 \x01(\fR\tinputHash\x12V\n" +
 	"\x0foutput_versions\x18\x06 \x03(\v2-.meshrelay.relay.v1.Hello.OutputVersionsEntryR\x0eoutputVersions\x12\x14\n" +
 	"\x05token\x18\a \x01(\tR\x05token\x12P\n" +
-	"\routput_hashes\x18\b \x03(\v2+.meshrelay.relay.v1.Hello.OutputHashesEntryR\foutputHashes\x1aA\n" +
+	"\routput_hashes\x18\b \x03(\v2+.meshrelay.relay.v1.Hello.OutputHashesEntryR\foutputHashes\x12@\n" +
+	"\x0eserver_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\rserverTimeout\x1aA\n" +
 	"\x13OutputVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\x1a?\n" +
@@ -4436,9 +4449,9 @@ var file_relay_v1_relay_proto_goTypes = []any{
 	nil,                               // 56: meshrelay.relay.v1.OutputResource.LabelsEntry
 	(*timestamppb.Timestamp)(nil),     // 57: google.protobuf.Timestamp
 	(*TrafficWindow)(nil),             // 58: meshrelay.relay.v1.TrafficWindow
-	(*v1.Delta)(nil),                  // 59: meshrelay.snapshot.v1.Delta
-	(*v1.ResourceID)(nil),             // 60: meshrelay.snapshot.v1.ResourceID
-	(*durationpb.Duration)(nil),       // 61: google.protobuf.Duration
+	(*durationpb.Duration)(nil),       // 59: google.protobuf.Duration
+	(*v1.Delta)(nil),                  // 60: meshrelay.snapshot.v1.Delta
+	(*v1.ResourceID)(nil),             // 61: meshrelay.snapshot.v1.ResourceID
 	(*v1.Resource)(nil),               // 62: meshrelay.snapshot.v1.Resource
 	(*MeshTrustStatus)(nil),           // 63: meshrelay.relay.v1.MeshTrustStatus
 }
@@ -4457,96 +4470,97 @@ var file_relay_v1_relay_proto_depIdxs = []int32{
 	15, // 11: meshrelay.relay.v1.ServerMessage.goodbye:type_name -> meshrelay.relay.v1.Goodbye
 	49, // 12: meshrelay.relay.v1.Hello.output_versions:type_name -> meshrelay.relay.v1.Hello.OutputVersionsEntry
 	50, // 13: meshrelay.relay.v1.Hello.output_hashes:type_name -> meshrelay.relay.v1.Hello.OutputHashesEntry
-	57, // 14: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
-	59, // 15: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	59, // 16: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
-	0,  // 17: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
-	13, // 18: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
-	60, // 19: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
-	57, // 20: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	1,  // 21: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
-	2,  // 22: meshrelay.relay.v1.RolloutActionRequest.action:type_name -> meshrelay.relay.v1.RolloutActionRequest.Action
-	19, // 23: meshrelay.relay.v1.RolloutStatus.stages:type_name -> meshrelay.relay.v1.RolloutStage
-	20, // 24: meshrelay.relay.v1.RolloutStatus.clusters:type_name -> meshrelay.relay.v1.RolloutCluster
-	57, // 25: meshrelay.relay.v1.RolloutStatus.started:type_name -> google.protobuf.Timestamp
-	57, // 26: meshrelay.relay.v1.RolloutStatus.ended:type_name -> google.protobuf.Timestamp
-	61, // 27: meshrelay.relay.v1.RolloutStage.min_healthy:type_name -> google.protobuf.Duration
-	61, // 28: meshrelay.relay.v1.RolloutStage.progress_deadline:type_name -> google.protobuf.Duration
-	57, // 29: meshrelay.relay.v1.RolloutCluster.released:type_name -> google.protobuf.Timestamp
-	57, // 30: meshrelay.relay.v1.RolloutCluster.healthy_since:type_name -> google.protobuf.Timestamp
-	62, // 31: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
-	60, // 32: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
-	51, // 33: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
-	52, // 34: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
-	57, // 35: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
-	31, // 36: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	57, // 37: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
-	57, // 38: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
-	32, // 39: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
-	57, // 40: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
-	53, // 41: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
-	31, // 42: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	33, // 43: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	34, // 44: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
-	63, // 45: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
-	31, // 46: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
-	39, // 47: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
-	40, // 48: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
-	41, // 49: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
-	33, // 50: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	43, // 51: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	54, // 52: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
-	55, // 53: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
-	42, // 54: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
-	56, // 55: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
-	41, // 56: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
-	40, // 57: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
-	33, // 58: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	43, // 59: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	44, // 60: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	33, // 61: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
-	47, // 62: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
-	43, // 63: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
-	44, // 64: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	31, // 65: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
-	39, // 66: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
-	33, // 67: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
-	44, // 68: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
-	3,  // 69: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
-	4,  // 70: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
-	6,  // 71: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
-	23, // 72: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
-	26, // 73: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
-	24, // 74: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
-	28, // 75: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
-	30, // 76: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
-	36, // 77: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
-	38, // 78: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
-	38, // 79: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
-	38, // 80: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
-	21, // 81: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
-	16, // 82: meshrelay.relay.v1.Admin.GetRollout:input_type -> meshrelay.relay.v1.GetRolloutRequest
-	17, // 83: meshrelay.relay.v1.Admin.ActOnRollout:input_type -> meshrelay.relay.v1.RolloutActionRequest
-	5,  // 84: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
-	5,  // 85: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
-	7,  // 86: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
-	25, // 87: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
-	27, // 88: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
-	31, // 89: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
-	29, // 90: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
-	35, // 91: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
-	37, // 92: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
-	45, // 93: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
-	46, // 94: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
-	48, // 95: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
-	22, // 96: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
-	18, // 97: meshrelay.relay.v1.Admin.GetRollout:output_type -> meshrelay.relay.v1.RolloutStatus
-	18, // 98: meshrelay.relay.v1.Admin.ActOnRollout:output_type -> meshrelay.relay.v1.RolloutStatus
-	84, // [84:99] is the sub-list for method output_type
-	69, // [69:84] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	59, // 14: meshrelay.relay.v1.Hello.server_timeout:type_name -> google.protobuf.Duration
+	57, // 15: meshrelay.relay.v1.Welcome.certificate_renew_at:type_name -> google.protobuf.Timestamp
+	60, // 16: meshrelay.relay.v1.InputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	60, // 17: meshrelay.relay.v1.OutputSnapshot.delta:type_name -> meshrelay.snapshot.v1.Delta
+	0,  // 18: meshrelay.relay.v1.Ack.subject:type_name -> meshrelay.relay.v1.Ack.Subject
+	13, // 19: meshrelay.relay.v1.Ack.results:type_name -> meshrelay.relay.v1.ResourceResult
+	61, // 20: meshrelay.relay.v1.ResourceResult.id:type_name -> meshrelay.snapshot.v1.ResourceID
+	57, // 21: meshrelay.relay.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	1,  // 22: meshrelay.relay.v1.Goodbye.reason:type_name -> meshrelay.relay.v1.Goodbye.Reason
+	2,  // 23: meshrelay.relay.v1.RolloutActionRequest.action:type_name -> meshrelay.relay.v1.RolloutActionRequest.Action
+	19, // 24: meshrelay.relay.v1.RolloutStatus.stages:type_name -> meshrelay.relay.v1.RolloutStage
+	20, // 25: meshrelay.relay.v1.RolloutStatus.clusters:type_name -> meshrelay.relay.v1.RolloutCluster
+	57, // 26: meshrelay.relay.v1.RolloutStatus.started:type_name -> google.protobuf.Timestamp
+	57, // 27: meshrelay.relay.v1.RolloutStatus.ended:type_name -> google.protobuf.Timestamp
+	59, // 28: meshrelay.relay.v1.RolloutStage.min_healthy:type_name -> google.protobuf.Duration
+	59, // 29: meshrelay.relay.v1.RolloutStage.progress_deadline:type_name -> google.protobuf.Duration
+	57, // 30: meshrelay.relay.v1.RolloutCluster.released:type_name -> google.protobuf.Timestamp
+	57, // 31: meshrelay.relay.v1.RolloutCluster.healthy_since:type_name -> google.protobuf.Timestamp
+	62, // 32: meshrelay.relay.v1.DiffRequest.upserts:type_name -> meshrelay.snapshot.v1.Resource
+	61, // 33: meshrelay.relay.v1.DiffRequest.deletes:type_name -> meshrelay.snapshot.v1.ResourceID
+	51, // 34: meshrelay.relay.v1.RegisterClusterRequest.labels:type_name -> meshrelay.relay.v1.RegisterClusterRequest.LabelsEntry
+	52, // 35: meshrelay.relay.v1.LabelClusterRequest.set:type_name -> meshrelay.relay.v1.LabelClusterRequest.SetEntry
+	57, // 36: meshrelay.relay.v1.RegisterClusterResponse.expires:type_name -> google.protobuf.Timestamp
+	31, // 37: meshrelay.relay.v1.ListClustersResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	57, // 38: meshrelay.relay.v1.ClusterStatus.last_seen:type_name -> google.protobuf.Timestamp
+	57, // 39: meshrelay.relay.v1.ClusterStatus.input_updated:type_name -> google.protobuf.Timestamp
+	32, // 40: meshrelay.relay.v1.ClusterStatus.outputs:type_name -> meshrelay.relay.v1.OutputStatus
+	57, // 41: meshrelay.relay.v1.ClusterStatus.registered:type_name -> google.protobuf.Timestamp
+	53, // 42: meshrelay.relay.v1.ClusterStatus.labels:type_name -> meshrelay.relay.v1.ClusterStatus.LabelsEntry
+	31, // 43: meshrelay.relay.v1.Status.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	33, // 44: meshrelay.relay.v1.Status.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	34, // 45: meshrelay.relay.v1.Status.plugins:type_name -> meshrelay.relay.v1.PluginStatus
+	63, // 46: meshrelay.relay.v1.Status.trust:type_name -> meshrelay.relay.v1.MeshTrustStatus
+	31, // 47: meshrelay.relay.v1.ListResponse.clusters:type_name -> meshrelay.relay.v1.ClusterStatus
+	39, // 48: meshrelay.relay.v1.ListResponse.meshes:type_name -> meshrelay.relay.v1.Mesh
+	40, // 49: meshrelay.relay.v1.ListResponse.workloads:type_name -> meshrelay.relay.v1.Workload
+	41, // 50: meshrelay.relay.v1.ListResponse.destinations:type_name -> meshrelay.relay.v1.Destination
+	33, // 51: meshrelay.relay.v1.ListResponse.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	43, // 52: meshrelay.relay.v1.ListResponse.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	54, // 53: meshrelay.relay.v1.Workload.labels:type_name -> meshrelay.relay.v1.Workload.LabelsEntry
+	55, // 54: meshrelay.relay.v1.Destination.labels:type_name -> meshrelay.relay.v1.Destination.LabelsEntry
+	42, // 55: meshrelay.relay.v1.Destination.ports:type_name -> meshrelay.relay.v1.DestinationPort
+	56, // 56: meshrelay.relay.v1.OutputResource.labels:type_name -> meshrelay.relay.v1.OutputResource.LabelsEntry
+	41, // 57: meshrelay.relay.v1.DestinationDescription.destinations:type_name -> meshrelay.relay.v1.Destination
+	40, // 58: meshrelay.relay.v1.DestinationDescription.workloads:type_name -> meshrelay.relay.v1.Workload
+	33, // 59: meshrelay.relay.v1.DestinationDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	43, // 60: meshrelay.relay.v1.DestinationDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	44, // 61: meshrelay.relay.v1.DestinationDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	33, // 62: meshrelay.relay.v1.PolicyDescription.status:type_name -> meshrelay.relay.v1.PolicyStatus
+	47, // 63: meshrelay.relay.v1.PolicyDescription.clusters:type_name -> meshrelay.relay.v1.PolicyCluster
+	43, // 64: meshrelay.relay.v1.PolicyDescription.outputs:type_name -> meshrelay.relay.v1.OutputResource
+	44, // 65: meshrelay.relay.v1.PolicyDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	31, // 66: meshrelay.relay.v1.ClusterDescription.status:type_name -> meshrelay.relay.v1.ClusterStatus
+	39, // 67: meshrelay.relay.v1.ClusterDescription.meshes:type_name -> meshrelay.relay.v1.Mesh
+	33, // 68: meshrelay.relay.v1.ClusterDescription.policies:type_name -> meshrelay.relay.v1.PolicyStatus
+	44, // 69: meshrelay.relay.v1.ClusterDescription.diagnostics:type_name -> meshrelay.relay.v1.Diagnostic
+	3,  // 70: meshrelay.relay.v1.Registration.Register:input_type -> meshrelay.relay.v1.RegisterRequest
+	4,  // 71: meshrelay.relay.v1.Registration.Renew:input_type -> meshrelay.relay.v1.RenewRequest
+	6,  // 72: meshrelay.relay.v1.Relay.Sync:input_type -> meshrelay.relay.v1.AgentMessage
+	23, // 73: meshrelay.relay.v1.Admin.RegisterCluster:input_type -> meshrelay.relay.v1.RegisterClusterRequest
+	26, // 74: meshrelay.relay.v1.Admin.DeregisterCluster:input_type -> meshrelay.relay.v1.DeregisterClusterRequest
+	24, // 75: meshrelay.relay.v1.Admin.LabelCluster:input_type -> meshrelay.relay.v1.LabelClusterRequest
+	28, // 76: meshrelay.relay.v1.Admin.ListClusters:input_type -> meshrelay.relay.v1.ListClustersRequest
+	30, // 77: meshrelay.relay.v1.Admin.GetStatus:input_type -> meshrelay.relay.v1.GetStatusRequest
+	36, // 78: meshrelay.relay.v1.Admin.List:input_type -> meshrelay.relay.v1.ListRequest
+	38, // 79: meshrelay.relay.v1.Admin.DescribeDestination:input_type -> meshrelay.relay.v1.DescribeRequest
+	38, // 80: meshrelay.relay.v1.Admin.DescribePolicy:input_type -> meshrelay.relay.v1.DescribeRequest
+	38, // 81: meshrelay.relay.v1.Admin.DescribeCluster:input_type -> meshrelay.relay.v1.DescribeRequest
+	21, // 82: meshrelay.relay.v1.Admin.Diff:input_type -> meshrelay.relay.v1.DiffRequest
+	16, // 83: meshrelay.relay.v1.Admin.GetRollout:input_type -> meshrelay.relay.v1.GetRolloutRequest
+	17, // 84: meshrelay.relay.v1.Admin.ActOnRollout:input_type -> meshrelay.relay.v1.RolloutActionRequest
+	5,  // 85: meshrelay.relay.v1.Registration.Register:output_type -> meshrelay.relay.v1.Certificate
+	5,  // 86: meshrelay.relay.v1.Registration.Renew:output_type -> meshrelay.relay.v1.Certificate
+	7,  // 87: meshrelay.relay.v1.Relay.Sync:output_type -> meshrelay.relay.v1.ServerMessage
+	25, // 88: meshrelay.relay.v1.Admin.RegisterCluster:output_type -> meshrelay.relay.v1.RegisterClusterResponse
+	27, // 89: meshrelay.relay.v1.Admin.DeregisterCluster:output_type -> meshrelay.relay.v1.DeregisterClusterResponse
+	31, // 90: meshrelay.relay.v1.Admin.LabelCluster:output_type -> meshrelay.relay.v1.ClusterStatus
+	29, // 91: meshrelay.relay.v1.Admin.ListClusters:output_type -> meshrelay.relay.v1.ListClustersResponse
+	35, // 92: meshrelay.relay.v1.Admin.GetStatus:output_type -> meshrelay.relay.v1.Status
+	37, // 93: meshrelay.relay.v1.Admin.List:output_type -> meshrelay.relay.v1.ListResponse
+	45, // 94: meshrelay.relay.v1.Admin.DescribeDestination:output_type -> meshrelay.relay.v1.DestinationDescription
+	46, // 95: meshrelay.relay.v1.Admin.DescribePolicy:output_type -> meshrelay.relay.v1.PolicyDescription
+	48, // 96: meshrelay.relay.v1.Admin.DescribeCluster:output_type -> meshrelay.relay.v1.ClusterDescription
+	22, // 97: meshrelay.relay.v1.Admin.Diff:output_type -> meshrelay.relay.v1.DiffResponse
+	18, // 98: meshrelay.relay.v1.Admin.GetRollout:output_type -> meshrelay.relay.v1.RolloutStatus
+	18, // 99: meshrelay.relay.v1.Admin.ActOnRollout:output_type -> meshrelay.relay.v1.RolloutStatus
+	85, // [85:100] is the sub-list for method output_type
+	70, // [70:85] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_relay_v1_relay_proto_init() }
