@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Files the agent keeps in its state directory.
@@ -120,12 +121,16 @@ func (a *Agent) dial(withCert bool) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(pki.ClientTLSConfig(opts))
 	}
-	return grpc.NewClient(a.target(),
+	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(a.opts.MaxMessageBytes)),
 		grpc.WithStaticStreamWindowSize(streamWindow),
 		grpc.WithStaticConnWindowSize(connWindow),
-	)
+	}
+	if a.opts.Keepalive > 0 {
+		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: a.opts.Keepalive, Timeout: a.opts.KeepaliveTimeout}))
+	}
+	return grpc.NewClient(a.target(), dial...)
 }
 
 // streamWindow and connWindow are the HTTP/2 flow-control windows of a

@@ -46,8 +46,16 @@ type Options struct {
 	// core/server/heartbeat.go): a longer timeout costs both sides fewer
 	// heartbeats, and the agent more time to leave a server that hangs. A
 	// server that exits or crashes closes its connections, which the agent
-	// sees at once whatever the timeout.
+	// sees at once whatever the timeout; a server whose node or network
+	// is lost without closing them, at its Keepalive.
 	ServerTimeout time.Duration
+	// Keepalive is how long the agent's connection may stay without a
+	// byte from the server before the agent pings it over HTTP/2; without
+	// an answer in KeepaliveTimeout the connection is closed and the agent
+	// moves to the next server. gRPC pings no more often than every 10s;
+	// the server accepts pings every 5s.
+	Keepalive        time.Duration
+	KeepaliveTimeout time.Duration
 	// ReconnectMax bounds the reconnect backoff.
 	ReconnectMax time.Duration
 	// MaxMessageBytes bounds gRPC messages; larger deltas are split.
@@ -59,14 +67,18 @@ type Options struct {
 // DefaultOptions returns the agent's defaults.
 func DefaultOptions() Options {
 	return Options{
-		Server:          "localhost:9900",
-		StateDir:        "meshrelay-agent",
-		Mode:            pki.ModeMTLS,
-		Heartbeat:       25 * time.Second,
-		ServerTimeout:   90 * time.Second,
-		ReconnectMax:    30 * time.Second,
-		MaxMessageBytes: 16 << 20,
-		Version:         "dev",
+		Server:        "localhost:9900",
+		StateDir:      "meshrelay-agent",
+		Mode:          pki.ModeMTLS,
+		Heartbeat:     25 * time.Second,
+		ServerTimeout: 90 * time.Second,
+		// With the server's heartbeat every 30s (a third of the timeout), the
+		// connection is rarely quiet long enough to ping.
+		Keepalive:        30 * time.Second,
+		KeepaliveTimeout: 10 * time.Second,
+		ReconnectMax:     30 * time.Second,
+		MaxMessageBytes:  16 << 20,
+		Version:          "dev",
 	}
 }
 
@@ -81,6 +93,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat; below the server's 30s keepalive time, so the server need not ping it")
+	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping the server over HTTP/2 after this long without a byte from it, and move to the next server when no answer comes within --keepalive-timeout (at least 10s): a lost node or network is found in this time, not --server-timeout")
+	fs.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", o.KeepaliveTimeout, "how long the agent waits for the answer to a keepalive ping")
 	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; announced to the server, which heartbeats at a third of it (at most as often as its --heartbeat)")
 }
 

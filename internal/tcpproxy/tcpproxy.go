@@ -20,6 +20,8 @@ type Proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// stall is open while the proxy is stalled, closed by Restore or Cut.
+	stall chan struct{}
 	wg    sync.WaitGroup
 }
 
@@ -44,16 +46,47 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
+	p.unstall()
 	for c := range p.conns {
 		c.Close()
 	}
 }
 
-// Restore forwards new connections again.
+// Stall drops every byte either way on the forwarded connections, and
+// keeps them open when either end closes: a network that loses packets
+// without closing connections, seen by both ends only as silence.
+// Restore or Cut ends it; what was dropped is lost, so the connections
+// are of no more use.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stall == nil {
+		p.stall = make(chan struct{})
+	}
+}
+
+// Restore forwards new connections again, and bytes again after Stall.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
+	p.unstall()
 	p.mu.Unlock()
+}
+
+// unstall ends a stall. Callers hold p.mu.
+func (p *Proxy) unstall() {
+	if p.stall != nil {
+		close(p.stall)
+		p.stall = nil
+	}
+}
+
+// stalled returns the channel closed when the stall ends, or nil when the
+// proxy is not stalled.
+func (p *Proxy) stalled() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stall
 }
 
 // IsCut reports whether the proxy is cut.
@@ -118,7 +151,7 @@ func (p *Proxy) forward(c net.Conn) {
 	defer p.untrack(t)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src) // either side ending ends both
+		_, _ = io.Copy(dst, stallable{src, p}) // either side ending ends both
 		done <- struct{}{}
 	}
 	go pipe(t, c)
@@ -127,4 +160,25 @@ func (p *Proxy) forward(c net.Conn) {
 	c.Close()
 	t.Close()
 	<-done
+}
+
+// stallable reads from a connection, dropping what it reads while the
+// proxy is stalled, and holding back its end until the stall ends.
+type stallable struct {
+	net.Conn
+	p *Proxy
+}
+
+func (s stallable) Read(b []byte) (int, error) {
+	for {
+		n, err := s.Conn.Read(b)
+		stall := s.p.stalled()
+		switch {
+		case stall == nil:
+			return n, err
+		case err != nil:
+			<-stall
+			return n, err
+		}
+	}
 }

@@ -92,3 +92,33 @@ func TestCutAndRestore(t *testing.T) {
 		t.Fatalf("after Restore: %v", err)
 	}
 }
+
+// TestStall checks that a stalled proxy forwards nothing while the
+// connection stays open: a write succeeds and no answer comes.
+func TestStall(t *testing.T) {
+	p, err := tcpproxy.Start(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c); err != nil {
+		t.Fatalf("before the stall: %v", err)
+	}
+	p.Stall()
+	if _, err := c.Write([]byte("lost\n")); err != nil {
+		t.Fatalf("a write into a stalled proxy failed: %v", err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	n, err := c.Read(buf)
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("read through a stalled proxy = %q, %v; want silence (a timeout)", buf[:n], err)
+	}
+}
