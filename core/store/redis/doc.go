@@ -57,17 +57,27 @@
 //
 // On Redis Cluster, New wraps a prefix without a hash tag in one
 // ("meshrelay:" becomes "{meshrelay}:"), so every key and the channel share
-// one hash slot and one shard. A shard that restarts empty or fails over
-// then always breaks the subscription and resyncs; keys on a shard the
-// subscription is not on could be lost with no resync. The cluster gives
-// the store failover, not sharding.
+// one hash slot and one shard. The change feed subscribes on the primary
+// serving that slot, through that primary's own client (watch.go), and
+// keeps it there: after every failure it asks again which primary serves
+// the slot, and every 2 s it compares the primary it is on with go-redis's
+// view of the cluster, reloaded at each check. When the slot has another
+// primary (a slot migration, a failover) it subscribes there, which
+// resyncs every watcher. Ordinary pub/sub reaches every node, so a
+// subscription left on the old primary would still carry events but no
+// longer break with the node holding the data. A shard that restarts
+// empty or fails over thus always breaks the subscription and resyncs,
+// also after the slot moved. The cluster gives the store failover, not
+// sharding.
 //
 // Tested for real (ha_test.go, failover_test.go, internal/testenv): the
 // conformance suite (core/store/storetest) through three Sentinels and on
 // a three-primary Redis Cluster; a SIGKILL of the Sentinel primary under
 // writes, with and without store.WriteThrough (writes acknowledged again
 // about 2.4 s after the kill with down-after-milliseconds 1000); each
-// Cluster node restarting empty under store.WriteThrough.
+// Cluster node restarting empty under store.WriteThrough; the store's slot
+// moved to another primary, which then restarts empty, under
+// store.WriteThrough (TestClusterWatchFollowsSlotMove).
 //
 // A Sentinel failover that leaves the old primary alive (SENTINEL
 // FAILOVER, or a partition that heals) moves the store's commands to the
@@ -94,8 +104,9 @@
 // deleted, replica. The data itself is always read from the keys, which are
 // the truth. A store holds one subscription, started by the first Watch,
 // drops its own replica's messages, and whenever the subscription is
-// re-established after a failure (go-redis reconnects it) sends
-// store.EventResync to its watchers, which reload.
+// re-established after a failure (go-redis reconnects it; on Redis Cluster
+// the store does, also when it moves the subscription to the slot's new
+// primary) sends store.EventResync to its watchers, which reload.
 //
 // Streams were the alternative (XADD per write, XREAD from the last ID
 // seen, replay after a reconnect). They were not chosen because:

@@ -227,3 +227,69 @@ func TestClusterReshardLosesNothing(t *testing.T) {
 	testutil.EventuallyWhy(t, "Redis to hold every last input", holds("redis", reader))
 	testutil.EventuallyWhy(t, "the following replica to hold every last input", holds("follower", follower))
 }
+
+// TestClusterWatchFollowsSlotMove moves the store's slot to another Redis
+// Cluster primary and then restarts that primary empty, under a server's
+// write-through store: the change feed must move to the new primary, so
+// that the restart breaks it, every watcher resyncs, and the write-through
+// store writes back every input the restart dropped. A feed left on the
+// old primary would still carry events (PUBLISH reaches every node) but
+// never break, and the dropped inputs would stay lost.
+func TestClusterWatchFollowsSlotMove(t *testing.T) {
+	ctx := t.Context()
+	c := testenv.StartRedisCluster(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	wt := store.NewWriteThrough(memory.New(), newStoreURL(t, c.URL(), "m:", "a"),
+		store.WriteThroughOptions{Logger: logger, MaxBackoff: 500 * time.Millisecond})
+	t.Cleanup(func() { wt.Close() })
+	if _, err := wt.Load(ctx); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	go wt.Run(ctx)
+	watcher := newStoreURL(t, c.URL(), "m:", "w")
+	events, err := watcher.Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	reader := newStoreURL(t, c.URL(), "m:", "reader")
+
+	const clusters = 16
+	for i := range clusters {
+		if err := wt.PutInput(ctx, fmt.Sprintf("c%d", i), storetest.Snap(t, 1, "x", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allThere := func() (bool, string) {
+		for i := range clusters {
+			callCtx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := reader.GetInput(callCtx, fmt.Sprintf("c%d", i))
+			cancel()
+			if err != nil {
+				return false, fmt.Sprintf("GetInput(c%d): %v", i, err)
+			}
+		}
+		return true, ""
+	}
+	testutil.EventuallyWhy(t, "every input in Redis", allThere)
+
+	const channel = "{m}:events" // the prefix "m:" with its hash tag
+	from, to, _ := c.Reshard(t, channel)
+	t.Logf("moved the store's slot from %s to %s", from.Addr(), to.Addr())
+	// PUBSUB NUMSUB counts the subscribers connected to the node asked.
+	numsub := goredis.NewClient(&goredis.Options{Addr: to.Addr()})
+	defer numsub.Close()
+	testutil.EventuallyWhy(t, "both change feeds subscribed on the slot's new primary", func() (bool, string) {
+		n, err := numsub.PubSubNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 2, fmt.Sprintf("PUBSUB NUMSUB on %s: %v (err %v)", to.Addr(), n, err)
+	})
+	for len(events) > 0 {
+		<-events // the Resync of the move, and any before it
+	}
+
+	to.Stop()
+	if err := to.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, events, func(e store.Event) bool { return e.Kind == store.EventResync })
+	testutil.EventuallyWhy(t, "every input in Redis after the slot's new primary restarted empty", allThere)
+}

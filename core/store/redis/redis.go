@@ -117,10 +117,11 @@ func New(ctx context.Context, o Options) (*Store, error) {
 // key and the change feed's channel map to one hash slot: "meshrelay:"
 // becomes "{meshrelay}:". A prefix that has a hash tag is kept.
 //
-// Redis Cluster keeps a slot on one shard, so the subscription of the
-// change feed breaks whenever that shard restarts or fails over, and every
-// watcher resyncs, which lets store.WriteThrough write back what the shard
-// lost. Keys spread over other shards could be lost with no resync at all.
+// Redis Cluster keeps a slot on one shard, and the change feed subscribes
+// on the primary serving the slot (subscribeCluster), so it breaks
+// whenever that shard restarts or fails over, and every watcher resyncs,
+// which lets store.WriteThrough write back what the shard lost. Keys
+// spread over other shards could be lost with no resync at all.
 func clusterPrefix(prefix string) string {
 	if open := strings.IndexByte(prefix, '{'); open >= 0 {
 		if end := strings.IndexByte(prefix[open+1:], '}'); end > 0 {
