@@ -1,13 +1,18 @@
 package snapshot
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
+
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 )
 
 func res(t testing.TB, kind, ns, name, body string) Resource {
@@ -273,6 +278,37 @@ func TestMarshalRoundTrip(t *testing.T) {
 	}
 	if got.Hash() != s.Hash() || got.Version() != 9 {
 		t.Fatalf("Unmarshal(Marshal(s)) = %s@%d, want %s@9", got.Hash().Short(), got.Version(), s.Hash().Short())
+	}
+}
+
+// Unmarshal reads back what a store wrote without scanning the bodies for
+// JSON again, while the same bytes from the network are refused: the check
+// is at the boundary, where they enter.
+func TestUnmarshalTrustsStoredBodies(t *testing.T) {
+	id := ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}
+	body := []byte(`{"apiVersion":`)
+	// Built directly: every constructor refuses a body that is no JSON.
+	s := mustNew(t, 3, Resource{ID: id, Body: body, Hash: sha256.Sum256(body)})
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(data)
+	if err != nil {
+		t.Fatalf("Unmarshal(stored data) = %v, want the snapshot as stored", err)
+	}
+	if got.Hash() != s.Hash() {
+		t.Fatalf("Unmarshal(stored data) hash %s, want %s", got.Hash().Short(), s.Hash().Short())
+	}
+	var p snapshotv1.Delta
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DeltaFromProto(&p); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("DeltaFromProto(a body that is no JSON) = %v, want it refused as not valid JSON", err)
+	}
+	if _, err := ResourceFromProto(p.GetUpserts()[0]); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("ResourceFromProto(a body that is no JSON) = %v, want it refused as not valid JSON", err)
 	}
 }
 
