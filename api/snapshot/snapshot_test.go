@@ -344,3 +344,24 @@ func BenchmarkHashSnapshot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUnmarshal decodes a stored snapshot of 200 objects of about
+// 500 bytes, the size of a cold start's input per cluster.
+func BenchmarkUnmarshal(b *testing.B) {
+	var rs []Resource
+	for i := range 200 {
+		body := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"app":"svc-%03d"},"name":"svc-%03d-v1","namespace":"bench"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"svc-%03d","version":"v1"}},"template":{"metadata":{"labels":{"app":"svc-%03d","rev":"r0","version":"v1"}},"spec":{"containers":[{"image":"registry.example.com/bench/svc-%03d:1.0.0","name":"app","ports":[{"containerPort":8080}]}],"serviceAccountName":"svc-%03d"}}}}`, i, i, i, i, i, i)
+		rs = append(rs, res(b, "Deployment", "bench", fmt.Sprintf("svc-%03d-v1", i), body))
+	}
+	data, err := Marshal(mustNew(b, 1, rs...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Unmarshal(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
