@@ -32,17 +32,11 @@ func ResourceToProto(r Resource) *snapshotv1.Resource {
 // valid JSON; senders produce canonical JSON, and the hash is taken over the
 // bytes as received.
 func ResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
-	return resourceFromProto(p, true)
-}
-
-// resourceFromProto converts a resource from its wire form, checking that
-// its body is JSON when checkJSON is set.
-func resourceFromProto(p *snapshotv1.Resource, checkJSON bool) (Resource, error) {
 	id, err := IDFromProto(p.GetId())
 	if err != nil {
 		return Resource{}, err
 	}
-	if checkJSON && !json.Valid(p.GetBody()) {
+	if !json.Valid(p.GetBody()) {
 		return Resource{}, fmt.Errorf("%s: body is not valid JSON", id)
 	}
 	return Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}, nil
@@ -50,13 +44,9 @@ func resourceFromProto(p *snapshotv1.Resource, checkJSON bool) (Resource, error)
 
 // ResourcesFromProto converts a list of wire resources, stopping at the first bad one.
 func ResourcesFromProto(ps []*snapshotv1.Resource) ([]Resource, error) {
-	return resourcesFromProto(ps, true)
-}
-
-func resourcesFromProto(ps []*snapshotv1.Resource, checkJSON bool) ([]Resource, error) {
 	out := make([]Resource, 0, len(ps))
 	for _, p := range ps {
-		r, err := resourceFromProto(p, checkJSON)
+		r, err := ResourceFromProto(p)
 		if err != nil {
 			return nil, err
 		}
@@ -91,12 +81,6 @@ func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
 // arrives from the network (agents, the server, the admin API) is checked
 // here, IDs and JSON bodies both.
 func DeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
-	return deltaFromProto(p, true)
-}
-
-// deltaFromProto converts a delta from its wire form, checking that its
-// bodies are JSON when checkJSON is set; IDs are always validated.
-func deltaFromProto(p *snapshotv1.Delta, checkJSON bool) (Delta, error) {
 	if p == nil {
 		return Delta{}, fmt.Errorf("missing delta")
 	}
@@ -105,7 +89,7 @@ func deltaFromProto(p *snapshotv1.Delta, checkJSON bool) (Delta, error) {
 		return Delta{}, fmt.Errorf("delta: %w", err)
 	}
 	d := Delta{BaseVersion: p.GetBaseVersion(), Version: p.GetVersion(), Full: p.GetFull(), Hash: h}
-	if d.Upserts, err = resourcesFromProto(p.GetUpserts(), checkJSON); err != nil {
+	if d.Upserts, err = ResourcesFromProto(p.GetUpserts()); err != nil {
 		return Delta{}, fmt.Errorf("delta upsert: %w", err)
 	}
 	d.Deletes = make([]ID, 0, len(p.GetDeletes()))
@@ -132,12 +116,12 @@ func Marshal(s *Snapshot) ([]byte, error) {
 // body of a fleet again is most of a cold start's decoding. The caller
 // checks the data's integrity against the hash it stored beside it
 // ([Snapshot.Hash] covers every body), as core/store/redis does.
+//
+// The snapshot's bodies share data's memory, which the caller must not
+// modify afterwards: a cold start decodes every stored snapshot, and a
+// copy of each body was most of the decoding.
 func Unmarshal(data []byte) (*Snapshot, error) {
-	var p snapshotv1.Delta
-	if err := proto.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
-	}
-	d, err := deltaFromProto(&p, false)
+	d, err := unmarshalStored(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}

@@ -1,12 +1,14 @@
 package snapshot
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -279,6 +281,44 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if got.Hash() != s.Hash() || got.Version() != 9 {
 		t.Fatalf("Unmarshal(Marshal(s)) = %s@%d, want %s@9", got.Hash().Short(), got.Version(), s.Hash().Short())
 	}
+}
+
+// Unmarshal's resources share the stored data instead of copying each
+// body: what a store decoded at a cold start was mostly those copies.
+func TestUnmarshalSharesBodies(t *testing.T) {
+	s := mustNew(t, 2, res(t, "Service", "ns", "a", `{"spec":{"ports":[{"port":80}]}}`), res(t, "Pod", "ns", "p", `{"b":1}`))
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash() != s.Hash() || got.Len() != 2 {
+		t.Fatalf("Unmarshal(Marshal(s)) = %d resources, hash %s; want s", got.Len(), got.Hash().Short())
+	}
+	for r := range got.All() {
+		if !bytes.Contains(data, r.Body) || !within(data, r.Body) {
+			t.Errorf("%s: body at %p, not within the stored data", r.ID, r.Body)
+		}
+		if cap(r.Body) != len(r.Body) {
+			t.Errorf("%s: body has cap %d beyond its length %d: an append would write into the stored data", r.ID, cap(r.Body), len(r.Body))
+		}
+	}
+	if _, err := Unmarshal(data[:len(data)-3]); err == nil {
+		t.Error("Unmarshal(truncated data) = nil error, want it refused")
+	}
+}
+
+// within reports whether b lies in data's memory.
+func within(data, b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	start := uintptr(unsafe.Pointer(&data[0]))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(data))
 }
 
 // Unmarshal reads back what a store wrote without scanning the bodies for
