@@ -125,5 +125,13 @@ func Unmarshal(data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
-	return Apply(nil, d)
+	if !d.Full {
+		return Apply(nil, d)
+	}
+	// As Apply, without copying the resources just decoded.
+	s, err := newOwned(d.Version, d.Upserts)
+	if err != nil {
+		return nil, err
+	}
+	return checkHash(s, d)
 }
