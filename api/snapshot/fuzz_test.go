@@ -3,6 +3,9 @@ package snapshot
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -74,6 +77,40 @@ func FuzzIDValidateObject(f *testing.F) {
 		back, err := IDFromProto(IDToProto(id))
 		if err != nil || back != id {
 			t.Fatalf("IDFromProto(IDToProto(%q)) = %q, %v", id, back, err)
+		}
+	})
+}
+
+// FuzzUnmarshalStored feeds arbitrary bytes to the stored-snapshot decoder
+// behind Unmarshal: nothing may panic, and what protobuf and DeltaFromProto
+// accept it decodes to the same delta.
+func FuzzUnmarshalStored(f *testing.F) {
+	s, _ := New(4, []Resource{
+		{ID: ID{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "a"}, Body: []byte(`{"x":1}`)},
+		{ID: ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "b"}, Body: []byte(`{}`)},
+	})
+	for _, d := range []Delta{FullDelta(s), {BaseVersion: 1, Version: 3, Deletes: []ID{{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}}}} {
+		b, err := proto.Marshal(DeltaToProto(d, true))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := unmarshalStored(data)
+		var p snapshotv1.Delta
+		if err := proto.Unmarshal(data, &p); err != nil {
+			return
+		}
+		want, err := DeltaFromProto(&p)
+		if err != nil {
+			return
+		}
+		if gotErr != nil {
+			t.Fatalf("unmarshalStored = %v; DeltaFromProto accepts the same data", gotErr)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("unmarshalStored differs from DeltaFromProto (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -77,7 +77,9 @@ func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
 	return p
 }
 
-// DeltaFromProto converts and validates a delta from its wire form.
+// DeltaFromProto converts and validates a delta from its wire form: what
+// arrives from the network (agents, the server, the admin API) is checked
+// here, IDs and JSON bodies both.
 func DeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
 	if p == nil {
 		return Delta{}, fmt.Errorf("missing delta")
@@ -106,15 +108,30 @@ func Marshal(s *Snapshot) ([]byte, error) {
 	return proto.Marshal(DeltaToProto(FullDelta(s), false))
 }
 
-// Unmarshal decodes a snapshot written by [Marshal] and checks its hash.
+// Unmarshal decodes a snapshot written by [Marshal], for a store reading
+// back what it wrote. It validates the IDs but does not check again that
+// the bodies are JSON: they were checked where they entered (from the
+// network by [DeltaFromProto] and [ResourceFromProto], from a plugin by
+// its host, or built by [FromJSON] and [FromObject]), and scanning every
+// body of a fleet again is most of a cold start's decoding. The caller
+// checks the data's integrity against the hash it stored beside it
+// ([Snapshot.Hash] covers every body), as core/store/redis does.
+//
+// The snapshot's bodies share data's memory, which the caller must not
+// modify afterwards: a cold start decodes every stored snapshot, and a
+// copy of each body was most of the decoding.
 func Unmarshal(data []byte) (*Snapshot, error) {
-	var p snapshotv1.Delta
-	if err := proto.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
-	}
-	d, err := DeltaFromProto(&p)
+	d, err := unmarshalStored(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
-	return Apply(nil, d)
+	if !d.Full {
+		return Apply(nil, d)
+	}
+	// As Apply, without copying the resources just decoded.
+	s, err := newOwned(d.Version, d.Upserts)
+	if err != nil {
+		return nil, err
+	}
+	return checkHash(s, d)
 }

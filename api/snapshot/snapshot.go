@@ -22,7 +22,12 @@ var Empty = &Snapshot{hash: hashResources(nil)}
 // New builds a snapshot from resources, in any order. Two resources with the
 // same ID are an error. The slice is copied.
 func New(version uint64, resources []Resource) (*Snapshot, error) {
-	rs := slices.Clone(resources)
+	return newOwned(version, slices.Clone(resources))
+}
+
+// newOwned is New over a slice the snapshot may keep: rs is sorted in
+// place and not copied.
+func newOwned(version uint64, rs []Resource) (*Snapshot, error) {
 	slices.SortFunc(rs, func(a, b Resource) int { return a.ID.Compare(b.ID) })
 	for i := 1; i < len(rs); i++ {
 		if rs[i-1].ID == rs[i].ID {

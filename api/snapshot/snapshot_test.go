@@ -1,13 +1,20 @@
 package snapshot
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
+
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 )
 
 func res(t testing.TB, kind, ns, name, body string) Resource {
@@ -276,6 +283,75 @@ func TestMarshalRoundTrip(t *testing.T) {
 	}
 }
 
+// Unmarshal's resources share the stored data instead of copying each
+// body: what a store decoded at a cold start was mostly those copies.
+func TestUnmarshalSharesBodies(t *testing.T) {
+	s := mustNew(t, 2, res(t, "Service", "ns", "a", `{"spec":{"ports":[{"port":80}]}}`), res(t, "Pod", "ns", "p", `{"b":1}`))
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash() != s.Hash() || got.Len() != 2 {
+		t.Fatalf("Unmarshal(Marshal(s)) = %d resources, hash %s; want s", got.Len(), got.Hash().Short())
+	}
+	for r := range got.All() {
+		if !bytes.Contains(data, r.Body) || !within(data, r.Body) {
+			t.Errorf("%s: body at %p, not within the stored data", r.ID, r.Body)
+		}
+		if cap(r.Body) != len(r.Body) {
+			t.Errorf("%s: body has cap %d beyond its length %d: an append would write into the stored data", r.ID, cap(r.Body), len(r.Body))
+		}
+	}
+	if _, err := Unmarshal(data[:len(data)-3]); err == nil {
+		t.Error("Unmarshal(truncated data) = nil error, want it refused")
+	}
+}
+
+// within reports whether b lies in data's memory.
+func within(data, b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	start := uintptr(unsafe.Pointer(&data[0]))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(data))
+}
+
+// Unmarshal reads back what a store wrote without scanning the bodies for
+// JSON again, while the same bytes from the network are refused: the check
+// is at the boundary, where they enter.
+func TestUnmarshalTrustsStoredBodies(t *testing.T) {
+	id := ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}
+	body := []byte(`{"apiVersion":`)
+	// Built directly: every constructor refuses a body that is no JSON.
+	s := mustNew(t, 3, Resource{ID: id, Body: body, Hash: sha256.Sum256(body)})
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(data)
+	if err != nil {
+		t.Fatalf("Unmarshal(stored data) = %v, want the snapshot as stored", err)
+	}
+	if got.Hash() != s.Hash() {
+		t.Fatalf("Unmarshal(stored data) hash %s, want %s", got.Hash().Short(), s.Hash().Short())
+	}
+	var p snapshotv1.Delta
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DeltaFromProto(&p); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("DeltaFromProto(a body that is no JSON) = %v, want it refused as not valid JSON", err)
+	}
+	if _, err := ResourceFromProto(p.GetUpserts()[0]); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("ResourceFromProto(a body that is no JSON) = %v, want it refused as not valid JSON", err)
+	}
+}
+
 func BenchmarkDiffOneChange(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
@@ -304,6 +380,27 @@ func BenchmarkHashSnapshot(b *testing.B) {
 	}
 	for b.Loop() {
 		if _, err := New(1, rs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshal decodes a stored snapshot of 200 objects of about
+// 500 bytes, the size of a cold start's input per cluster.
+func BenchmarkUnmarshal(b *testing.B) {
+	var rs []Resource
+	for i := range 200 {
+		body := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"app":"svc-%03d"},"name":"svc-%03d-v1","namespace":"bench"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"svc-%03d","version":"v1"}},"template":{"metadata":{"labels":{"app":"svc-%03d","rev":"r0","version":"v1"}},"spec":{"containers":[{"image":"registry.example.com/bench/svc-%03d:1.0.0","name":"app","ports":[{"containerPort":8080}]}],"serviceAccountName":"svc-%03d"}}}}`, i, i, i, i, i, i)
+		rs = append(rs, res(b, "Deployment", "bench", fmt.Sprintf("svc-%03d-v1", i), body))
+	}
+	data, err := Marshal(mustNew(b, 1, rs...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Unmarshal(data); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -221,7 +221,10 @@ func (s *Server) httpHandler() http.Handler {
 		if s.safe.on {
 			msg += "; safe mode"
 			if detail {
-				msg += ": waiting for " + strings.Join(s.safe.waitingList(), ",")
+				msg += fmt.Sprintf(": waiting for %d clusters: %s", len(s.safe.waiting), strings.Join(s.safe.waitingFirst(), ","))
+				if more := len(s.safe.waiting) - waitingShown; more > 0 {
+					msg += fmt.Sprintf(" and %d more", more)
+				}
 			}
 		}
 		s.mu.Unlock()

@@ -74,6 +74,18 @@ func (sm *safeMode) waitingList() []string {
 	return slices.Sorted(maps.Keys(sm.waiting))
 }
 
+// waitingShown is how many waiting clusters a log line or /readyz names:
+// a cold start of 10,000 clusters would otherwise write 150 KB into one
+// line. GetStatus lists them all.
+const waitingShown = 20
+
+// waitingFirst returns the first waitingShown clusters waited for, in
+// order of name.
+func (sm *safeMode) waitingFirst() []string {
+	names := sm.waitingList()
+	return names[:min(len(names), waitingShown)]
+}
+
 // checkSafeDeadline ends safe mode at its deadline and lets agents prune.
 func (s *Server) checkSafeDeadline(now time.Time) {
 	s.mu.Lock()

@@ -21,6 +21,7 @@ import (
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -362,6 +363,45 @@ func TestInputLimits(t *testing.T) {
 	})
 	if got := testutilCounter(t, ts, "meshrelay_relay_input_limit_refusals_total"); got < 2 {
 		t.Errorf("meshrelay_relay_input_limit_refusals_total = %v, want 2", got)
+	}
+}
+
+// An authenticated agent's input whose body is not JSON is refused, the
+// nack says why, and the server keeps no input from it: the store trusts
+// what it reads back because the relay checked it here.
+func TestInputBodyMustBeJSON(t *testing.T) {
+	ts := startServer(t, nil, "")
+	tok := ts.register("east")
+	cert, err := ts.certificate("east", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _, err := syncWith(t, ts, cert, &relayv1.Hello{Cluster: "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"`)
+	bad := &snapshotv1.Resource{Id: snapshot.IDToProto(snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}), Body: body}
+	d := &snapshotv1.Delta{Full: true, Version: 1, Upserts: []*snapshotv1.Resource{bad}}
+	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{Delta: d}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before a nack: %v", err)
+		}
+		a := m.GetAck()
+		if a == nil || a.GetSubject() != relayv1.Ack_SUBJECT_INPUT {
+			continue
+		}
+		if !a.GetNack() || !strings.Contains(a.GetError(), "not valid JSON") {
+			t.Fatalf("input ack = nack %v %q, want a nack saying the body is not valid JSON", a.GetNack(), a.GetError())
+		}
+		break
+	}
+	if in, err := ts.deps.Store.GetInput(t.Context(), "east"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetInput(east) = %v, %v after a refused input, want ErrNotFound", in, err)
 	}
 }
 

@@ -461,7 +461,8 @@ func (s *Server) loadFleet(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.safe = newSafeMode(registered, inputs, s.opts, time.Now())
-	s.log.Info("fleet loaded", "clusters", len(registered), "inputs", len(inputs), "took", time.Since(start), "safe_mode", s.safe.on, "waiting_for", s.safe.waitingList())
+	s.log.Info("fleet loaded", "clusters", len(registered), "inputs", len(inputs), "took", time.Since(start), "safe_mode", s.safe.on,
+		"waiting", len(s.safe.waiting), "waiting_for", s.safe.waitingFirst())
 	return nil
 }
 

@@ -63,9 +63,10 @@ const coldStartReplica = "bench-gone"
 // RunColdStart measures a server's cold start from Redis: it writes
 // opts.Agents clusters of opts.Services services (a registry record, the
 // input of [NewCluster], and an output for each of [Plugins]) into the
-// store's Redis through the store API, with no agents, then starts one
-// `meshrelay server` on it and times the stages to serving. With --store
-// memory it runs a redis-server of its own (opts.RedisServer).
+// store's Redis with the store's own writes, pipelined
+// (redis.Store.Batch), with no agents, then starts one `meshrelay server`
+// on it and times the stages to serving. With --store memory it runs a
+// redis-server of its own (opts.RedisServer).
 func RunColdStart(ctx context.Context, opts Options) (*ColdStartReport, error) {
 	opts.Replicas = 1
 	r, cleanup, err := newRun(opts)
@@ -162,7 +163,12 @@ func listedInputs(p *serverProcess) (int, error) {
 	return n, nil
 }
 
-// fillColdStart writes the cold start's fleet into the store's Redis.
+// fillBatch is how many clusters a worker of fillColdStart writes in one
+// round trip to Redis (redis.Store.Batch): 5 writes each.
+const fillBatch = 16
+
+// fillColdStart writes the cold start's fleet into the store's Redis,
+// fillBatch clusters per round trip, through the store's write scripts.
 func fillColdStart(ctx context.Context, opts Options) error {
 	ropts, err := storeredis.ParseURL(opts.Store)
 	if err != nil {
@@ -179,16 +185,26 @@ func fillColdStart(ctx context.Context, opts Options) error {
 	} else if len(cs) > 0 {
 		return fmt.Errorf("the store already holds %d clusters; run against an empty store", len(cs))
 	}
+	outputs, err := coldStartOutputs(opts.Services)
+	if err != nil {
+		return err
+	}
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range cmp.Or(opts.Concurrency, 32) {
 		g.Go(func() error {
+			b := st.Batch()
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= opts.Agents || gctx.Err() != nil {
+				first := int(next.Add(fillBatch) - fillBatch)
+				if first >= opts.Agents || gctx.Err() != nil {
 					return gctx.Err()
 				}
-				if err := fillCluster(gctx, st, i, opts.Services); err != nil {
+				for i := first; i < min(first+fillBatch, opts.Agents); i++ {
+					if err := fillCluster(b, i, opts.Services, outputs); err != nil {
+						return err
+					}
+				}
+				if err := b.Exec(gctx); err != nil {
 					return err
 				}
 			}
@@ -197,9 +213,9 @@ func fillColdStart(ctx context.Context, opts Options) error {
 	return g.Wait()
 }
 
-// fillCluster writes cluster i: its registry record, as a replica that
-// has gone wrote it an hour ago, its input, and an output per plugin.
-func fillCluster(ctx context.Context, st *storeredis.Store, i, services int) error {
+// fillCluster queues cluster i: its registry record, as a replica that
+// has gone wrote it an hour ago, its input, and its output of each plugin.
+func fillCluster(b *storeredis.Batch, i, services int, outputs map[string]*snapshot.Snapshot) error {
 	c, err := NewCluster(i, services)
 	if err != nil {
 		return err
@@ -209,22 +225,29 @@ func fillCluster(ctx context.Context, st *storeredis.Store, i, services int) err
 		return err
 	}
 	seen := time.Now().Add(-time.Hour)
-	if err := st.PutCluster(ctx, store.Cluster{Name: c.Name, Registered: seen, LastSeen: seen, Replica: coldStartReplica, Version: 1}); err != nil {
-		return err
-	}
-	if err := st.PutInput(ctx, c.Name, in); err != nil {
-		return err
-	}
+	b.PutCluster(store.Cluster{Name: c.Name, Registered: seen, LastSeen: seen, Replica: coldStartReplica, Version: 1})
+	b.PutInput(c.Name, in)
 	for _, backend := range Plugins {
-		out, err := coldStartOutput(c, backend)
-		if err != nil {
-			return err
-		}
-		if err := st.PutOutput(ctx, c.Name, backend, out); err != nil {
-			return err
-		}
+		b.PutOutput(c.Name, backend, outputs[backend])
 	}
 	return nil
+}
+
+// coldStartOutputs returns the output of each of [Plugins] that every
+// cluster of the cold start gets: [coldStartOutput] of a cluster of
+// services, the same for every cluster since the Services are.
+func coldStartOutputs(services int) (map[string]*snapshot.Snapshot, error) {
+	c, err := NewCluster(0, services)
+	if err != nil {
+		return nil, err
+	}
+	outputs := map[string]*snapshot.Snapshot{}
+	for _, backend := range Plugins {
+		if outputs[backend], err = coldStartOutput(c, backend); err != nil {
+			return nil, err
+		}
+	}
+	return outputs, nil
 }
 
 // coldStartOutput stands in for a plugin's output for c: one object per

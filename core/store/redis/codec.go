@@ -29,7 +29,6 @@ type codec struct {
 	maxDecoded int64
 	writers    sync.Pool // *gzip.Writer
 	readers    sync.Pool // *gzip.Reader
-	raws       sync.Pool // *[]byte: decompressed snapshots, which Unmarshal copies out of
 }
 
 // maxDeflateRatio bounds how many times larger than its compressed form
@@ -83,25 +82,23 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 	if limit <= 0 {
 		limit = DefaultMaxDecodedBytes
 	}
-	bufp, _ := c.raws.Get().(*[]byte)
-	if bufp == nil {
-		bufp = new([]byte)
-	}
-	defer c.raws.Put(bufp)
 	// The gzip trailer states the decompressed size (modulo 2^32): read
 	// into a buffer of that size, not one grown by doubling, which cost a
 	// cold start of thousands of clusters more than decompressing.
 	hint := min(int64(binary.LittleEndian.Uint32(data[max(len(data)-4, 0):])), int64(len(data))*maxDeflateRatio, limit)
-	raw, err := readAll(io.LimitReader(r, limit+1), (*bufp)[:0], int(hint))
+	raw, err := readAll(io.LimitReader(r, limit+1), nil, int(hint))
 	c.readers.Put(r)
-	*bufp = raw
 	if err != nil {
 		return nil, fmt.Errorf("decompress snapshot: %w", err)
 	}
 	if int64(len(raw)) > limit {
 		return nil, fmt.Errorf("decompress snapshot: larger than the limit of %d bytes", limit)
 	}
-	// Unmarshal copies what it keeps, so the buffer goes back to the pool.
+	// The snapshot's bodies share raw (snapshot.Unmarshal), which it keeps
+	// alive: no more of it than the data, whatever the trailer said.
+	if cap(raw) > len(raw)+len(raw)/8+64 {
+		raw = slices.Clone(raw)
+	}
 	s, err := snapshot.Unmarshal(raw)
 	if err != nil {
 		return nil, err

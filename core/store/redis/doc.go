@@ -95,7 +95,14 @@
 //
 // Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
 // (no per-key round trip) and decoding in parallel on GOMAXPROCS
-// goroutines.
+// goroutines; ListOutputsOf reads many clusters' outputs the same way.
+// Decoding trusts what the store wrote (snapshot.Unmarshal): bodies are not
+// checked for JSON again and share the decompressed data; the hash stored
+// beside each snapshot is checked instead.
+//
+// Store.Batch sends many PutCluster, PutInput and PutOutput writes in one
+// pipeline, each the same script with the same checks and event as the
+// method: for filling a store in bulk (meshrelay bench --cold-start).
 //
 // # Change feed: pub/sub with a resync, not Streams
 //

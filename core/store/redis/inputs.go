@@ -20,29 +20,36 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	if err := s.check(); err != nil {
 		return err
 	}
-	if cluster == "" {
-		return errors.New("redis: put input: empty cluster name")
-	}
-	if snap == nil {
-		return fmt.Errorf("redis: put input %q: nil snapshot", cluster)
-	}
-	data, err := s.codec.encode(snap)
+	args, err := s.putInputArgs(cluster, snap)
 	if err != nil {
-		return fmt.Errorf("redis: put input %q: %w", cluster, err)
+		return err
 	}
-	h := snap.Hash()
 	// The index entry goes first: a crash between the two leaves an index
 	// entry without a key, which List skips, never a key List cannot see.
 	if err := s.client.SAdd(ctx, s.keys.inputs(), cluster).Err(); err != nil {
 		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
 	}
-	ev := s.message(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
-	err = s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster)},
-		versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev).Err()
-	if err != nil {
+	if err := s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster)}, args...).Err(); err != nil {
 		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
 	}
 	return nil
+}
+
+// putInputArgs checks a PutInput and returns its script's arguments.
+func (s *Store) putInputArgs(cluster string, snap *snapshot.Snapshot) ([]any, error) {
+	if cluster == "" {
+		return nil, errors.New("redis: put input: empty cluster name")
+	}
+	if snap == nil {
+		return nil, fmt.Errorf("redis: put input %q: nil snapshot", cluster)
+	}
+	data, err := s.codec.encode(snap)
+	if err != nil {
+		return nil, fmt.Errorf("redis: put input %q: %w", cluster, err)
+	}
+	h := snap.Hash()
+	ev := s.message(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
+	return []any{versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev}, nil
 }
 
 // GetInput implements store.Inputs.

@@ -16,24 +16,31 @@ func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *sn
 	if err := s.check(); err != nil {
 		return err
 	}
-	if cluster == "" || backend == "" {
-		return fmt.Errorf("redis: put output %q/%q: empty cluster or backend name", cluster, backend)
-	}
-	if snap == nil {
-		return fmt.Errorf("redis: put output %q/%q: nil snapshot", cluster, backend)
-	}
-	data, err := s.codec.encode(snap)
+	args, err := s.putOutputArgs(cluster, backend, snap)
 	if err != nil {
-		return fmt.Errorf("redis: put output %q/%q: %w", cluster, backend, err)
+		return err
 	}
-	h := snap.Hash()
-	ev := s.message(store.Event{Kind: store.EventOutput, Cluster: cluster, Backend: backend, Version: snap.Version()})
-	err = s.scripts.putOutput.Run(ctx, s.client, []string{s.keys.output(cluster)},
-		versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev, backend).Err()
-	if err != nil {
+	if err := s.scripts.putOutput.Run(ctx, s.client, []string{s.keys.output(cluster)}, args...).Err(); err != nil {
 		return s.wrap(fmt.Sprintf("put output %q/%q", cluster, backend), err)
 	}
 	return nil
+}
+
+// putOutputArgs checks a PutOutput and returns its script's arguments.
+func (s *Store) putOutputArgs(cluster, backend string, snap *snapshot.Snapshot) ([]any, error) {
+	if cluster == "" || backend == "" {
+		return nil, fmt.Errorf("redis: put output %q/%q: empty cluster or backend name", cluster, backend)
+	}
+	if snap == nil {
+		return nil, fmt.Errorf("redis: put output %q/%q: nil snapshot", cluster, backend)
+	}
+	data, err := s.codec.encode(snap)
+	if err != nil {
+		return nil, fmt.Errorf("redis: put output %q/%q: %w", cluster, backend, err)
+	}
+	h := snap.Hash()
+	ev := s.message(store.Event{Kind: store.EventOutput, Cluster: cluster, Backend: backend, Version: snap.Version()})
+	return []any{versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev, backend}, nil
 }
 
 // GetOutput implements store.Outputs.

@@ -41,18 +41,27 @@ func (s *Store) PutCluster(ctx context.Context, c store.Cluster) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if c.Name == "" {
-		return errors.New("redis: put cluster: empty cluster name")
-	}
-	b, err := json.Marshal(clusterRecord(c))
+	args, err := s.putClusterArgs(c)
 	if err != nil {
-		return fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+		return err
 	}
-	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name})
-	if err := s.scripts.putField.Run(ctx, s.client, []string{s.keys.clusters()}, c.Name, b, s.keys.events(), ev).Err(); err != nil {
+	if err := s.scripts.putField.Run(ctx, s.client, []string{s.keys.clusters()}, args...).Err(); err != nil {
 		return s.wrap(fmt.Sprintf("put cluster %q", c.Name), err)
 	}
 	return nil
+}
+
+// putClusterArgs checks a PutCluster and returns its script's arguments.
+func (s *Store) putClusterArgs(c store.Cluster) ([]any, error) {
+	if c.Name == "" {
+		return nil, errors.New("redis: put cluster: empty cluster name")
+	}
+	b, err := json.Marshal(clusterRecord(c))
+	if err != nil {
+		return nil, fmt.Errorf("redis: put cluster %q: %w", c.Name, err)
+	}
+	ev := s.message(store.Event{Kind: store.EventCluster, Cluster: c.Name})
+	return []any{c.Name, b, s.keys.events(), ev}, nil
 }
 
 // CompareAndPutCluster implements store.Registry: the version check and the
