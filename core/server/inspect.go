@@ -649,22 +649,23 @@ func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster 
 }
 
 // policyOutputClusters is policyClusters of the outputs in scope, a
-// policy's, read from the output index without making them.
+// policy's (of scope.clusters only, in their order, when set), read from
+// the output index without making them.
 func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []*relayv1.PolicyCluster {
 	acks := s.ackStates()
 	var out []*relayv1.PolicyCluster
-	for _, ci := range s.engine.Clusters() {
-		if scope.cluster != "" && ci.Name != scope.cluster {
+	for _, name := range scope.names(s.engine.Clusters()) {
+		if scope.cluster != "" && name != scope.cluster {
 			continue
 		}
 		var pc *relayv1.PolicyCluster
-		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
-			ids := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set).byPolicy[scope.policy]
+		for _, o := range s.outputsOf(ctx, name, acks) {
+			ids := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set).byPolicy[scope.policy]
 			if len(ids) == 0 {
 				continue
 			}
 			if pc == nil {
-				pc = &relayv1.PolicyCluster{Cluster: ci.Name, Applied: true}
+				pc = &relayv1.PolicyCluster{Cluster: name, Applied: true}
 				out = append(out, pc)
 			}
 			pc.Resources += int32(len(ids))

@@ -230,9 +230,9 @@ func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, erro
 		limit = min(n, maxPolicyOutputs)
 	}
 	match := strings.ToLower(q.Get("match"))
-	key := fmt.Sprintf("policy %s/%s/%s@%s outputs %d %q", req.Kind, req.Namespace, req.Name, req.Cluster, limit, match)
-	v, stale, err := s.shared.get(ctx, key, func(ctx context.Context) (any, int, error) {
-		p, err := s.policyPage(ctx, req, match, limit)
+	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
+	v, stale, err := s.shared.get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
+		p, err := s.policyPage(ctx, key, req, match, limit)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -254,17 +254,36 @@ type policyPage struct {
 	total, matching int
 }
 
-// policyPage describes the policy req names in outline, then asks for the
-// outputs of the clusters, in natural order, whose names contain match,
-// as many clusters as it takes to hold limit outputs and at most limit.
-func (s *Server) policyPage(ctx context.Context, req *relayv1.DescribeRequest, match string, limit int) (*policyPage, error) {
-	outline := proto.CloneOf(req)
-	outline.Outline = true
-	d, err := s.admin.DescribePolicy(ctx, outline)
+// policyOutline describes the policy req names in outline, its clusters
+// in natural order, from the shared cache under key: the pages of one
+// policy share it.
+func (s *Server) policyOutline(ctx context.Context, key string, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	v, _, err := s.shared.get(ctx, key, func(ctx context.Context) (any, int, error) {
+		outline := proto.CloneOf(req)
+		outline.Outline = true
+		d, err := s.admin.DescribePolicy(ctx, outline)
+		if err != nil {
+			return nil, 0, err
+		}
+		slices.SortStableFunc(d.Clusters, func(a, b *relayv1.PolicyCluster) int { return natural(a.GetCluster(), b.GetCluster()) })
+		return d, proto.Size(d), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(d.Clusters, func(a, b *relayv1.PolicyCluster) int { return natural(a.GetCluster(), b.GetCluster()) })
+	return v.(*relayv1.PolicyDescription), nil
+}
+
+// policyPage reads the outline of the policy req names (policyOutline,
+// under key), then asks for the outputs of the clusters, in natural
+// order, whose names contain match, as many clusters as it takes to hold
+// limit outputs and at most limit outputs.
+func (s *Server) policyPage(ctx context.Context, key string, req *relayv1.DescribeRequest, match string, limit int) (*policyPage, error) {
+	outline, err := s.policyOutline(ctx, key, req)
+	if err != nil {
+		return nil, err
+	}
+	d := proto.CloneOf(outline)
 	p := &policyPage{}
 	page := proto.CloneOf(req)
 	page.OutputLimit = int32(limit)

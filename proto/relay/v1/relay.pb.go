@@ -2887,9 +2887,9 @@ type DescribeRequest struct {
 	// cluster narrows a destination to one cluster, and a policy to those
 	// defined in that workload cluster.
 	Cluster string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	// output_clusters, for DescribePolicy, answers the outputs of these
-	// clusters only, in this order; empty answers every cluster's. The
-	// description's clusters are every cluster's still.
+	// output_clusters, for DescribePolicy, answers the outputs and the
+	// state (clusters) of these clusters only, in this order; empty
+	// answers every cluster's.
 	OutputClusters []string `protobuf:"bytes,5,rep,name=output_clusters,json=outputClusters,proto3" json:"output_clusters,omitempty"`
 	// output_limit, for DescribePolicy, answers at most this many outputs;
 	// 0 answers them all. A fleet-wide policy has outputs in every cluster,
