@@ -3,10 +3,12 @@ package catalog
 import (
 	"cmp"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -410,8 +412,16 @@ func Join(clusters []*Cluster) *Fleet {
 func (f *Fleet) ServiceClusters(namespace, name string) int { return f.services[namespace+"/"+name] }
 
 // Cache keeps each cluster's derivation for the hash of the input it came
-// from, and the fleet joined from them. It is safe for concurrent use.
+// from, and the fleet joined from them. It is safe for concurrent use: one
+// derivation runs at a time, and Current answers during one without
+// waiting for it.
 type Cache struct {
+	// deriving is held by the derivation under way, and deriveCount is
+	// how many clusters it derives.
+	deriving    sync.Mutex
+	deriveCount atomic.Int64
+	// mu guards entries and fleet; it is held only to read or set them,
+	// never while deriving.
 	mu      sync.Mutex
 	entries map[string]cacheEntry
 	fleet   *Fleet
@@ -425,10 +435,65 @@ type cacheEntry struct {
 // Fleet returns the fleet's discovery objects for the clusters' current
 // inputs, by cluster name. It derives only the clusters whose input
 // changed since the last call, forgets the clusters that are gone, and
-// returns the same Fleet while nothing changed.
+// returns the same Fleet while nothing changed. It waits for the
+// derivation under way, if any, before its own.
 func (c *Cache) Fleet(inputs map[string]*snapshot.Snapshot) *Fleet {
+	c.deriving.Lock()
+	defer c.deriving.Unlock()
+	return c.derive(inputs)
+}
+
+// Current returns the fleet for inputs when that takes deriving no more
+// than maxChanged clusters, after the derivation under way if it derives
+// no more than that either; else, without deriving or waiting, the fleet
+// last derived (nil before the first) and false. A thousand clusters'
+// inputs take seconds to derive.
+func (c *Cache) Current(inputs map[string]*snapshot.Snapshot, maxChanged int) (*Fleet, bool) {
+	if !c.deriving.TryLock() {
+		if c.deriveCount.Load() > int64(maxChanged) {
+			return c.last(), false
+		}
+		c.deriving.Lock()
+	}
+	defer c.deriving.Unlock()
+	if c.changed(inputs) > maxChanged {
+		return c.last(), false
+	}
+	return c.derive(inputs), true
+}
+
+// last returns the fleet last derived, nil before the first.
+func (c *Cache) last() *Fleet {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.fleet
+}
+
+// changed counts the clusters whose input changed since the last
+// derivation, or are gone.
+func (c *Cache) changed(inputs map[string]*snapshot.Snapshot) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for name := range c.entries {
+		if inputs[name] == nil {
+			n++
+		}
+	}
+	for name, in := range inputs {
+		if e, ok := c.entries[name]; !ok || e.hash != in.Hash() {
+			n++
+		}
+	}
+	return n
+}
+
+// derive is Fleet's work. Callers hold c.deriving, so that only derive
+// changes entries; it holds c.mu only to change them.
+func (c *Cache) derive(inputs map[string]*snapshot.Snapshot) *Fleet {
+	c.deriveCount.Store(math.MaxInt64) // until it is known
+	defer c.deriveCount.Store(0)
+	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[string]cacheEntry{}
 	}
@@ -439,13 +504,23 @@ func (c *Cache) Fleet(inputs map[string]*snapshot.Snapshot) *Fleet {
 			changed = true
 		}
 	}
+	var todo []string
 	for name, in := range inputs {
-		if e, ok := c.entries[name]; ok && e.hash == in.Hash() {
-			continue
+		if e, ok := c.entries[name]; !ok || e.hash != in.Hash() {
+			todo = append(todo, name)
 		}
-		c.entries[name] = cacheEntry{hash: in.Hash(), c: Derive(name, in)}
+	}
+	c.mu.Unlock()
+	c.deriveCount.Store(int64(len(todo)))
+	for _, name := range todo {
+		e := cacheEntry{hash: inputs[name].Hash(), c: Derive(name, inputs[name])}
+		c.mu.Lock()
+		c.entries[name] = e
+		c.mu.Unlock()
 		changed = true
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if changed {
 		clusters := make([]*Cluster, 0, len(c.entries))
 		for _, e := range c.entries {

@@ -161,6 +161,49 @@ func TestCache(t *testing.T) {
 	}
 }
 
+// Current answers without waiting for a derivation of more clusters than
+// its caller would derive: with the fleet last derived, or none before the
+// first. It waits for a small one, and derives a few changes itself.
+func TestCacheCurrentDoesNotWaitForALargeDerivation(t *testing.T) {
+	a := input(t, deploy("web", "app", ""))
+	b := input(t, deploy("api", "app", ""))
+	var c Cache
+	// A derivation of a thousand clusters under way.
+	c.deriving.Lock()
+	c.deriveCount.Store(1000)
+	if f, current := c.Current(map[string]*snapshot.Snapshot{"a": a}, 10); f != nil || current {
+		t.Errorf("Current during the first derivation = %v, %t; want no fleet, not current", f, current)
+	}
+	c.deriveCount.Store(0)
+	c.deriving.Unlock()
+	f1, current := c.Current(map[string]*snapshot.Snapshot{"a": a}, 10)
+	if !current || len(f1.Clusters) != 1 {
+		t.Fatalf("Current with one change = %v, %t; want a's fleet", f1, current)
+	}
+	c.deriving.Lock()
+	c.deriveCount.Store(1000)
+	if f, current := c.Current(map[string]*snapshot.Snapshot{"a": a, "b": b}, 10); f != f1 || current {
+		t.Errorf("Current during a large derivation = %v, %t; want the last fleet, not current", f, current)
+	}
+	c.deriving.Unlock()
+	if f, current := c.Current(map[string]*snapshot.Snapshot{"a": a, "b": b}, 0); f != f1 || current {
+		t.Errorf("Current with more changes than it derives = %v, %t; want the last fleet, not current", f, current)
+	}
+	// A small derivation under way is waited for.
+	c.deriving.Lock()
+	c.deriveCount.Store(1)
+	got := make(chan *Fleet)
+	go func() {
+		f, _ := c.Current(map[string]*snapshot.Snapshot{"a": a, "b": b}, 10)
+		got <- f
+	}()
+	c.deriveCount.Store(0)
+	c.deriving.Unlock()
+	if f := <-got; len(f.Clusters) != 2 {
+		t.Errorf("Current after a small derivation: %d clusters, want 2", len(f.Clusters))
+	}
+}
+
 // Derive never fails on what an agent may send: objects of the kinds it
 // reads with any content, decodable or not.
 func FuzzDerive(f *testing.F) {

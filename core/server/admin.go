@@ -137,16 +137,6 @@ func (a *admin) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest
 	return a.s.DescribePolicy(ctx, req)
 }
 
-// DescribePolicyOutline describes one policy across the fleet without its
-// outputs. It is not part of the gRPC service: the web UI, in process,
-// finds it by type assertion.
-func (a *admin) DescribePolicyOutline(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
-	if err := a.authorize(ctx); err != nil {
-		return nil, err
-	}
-	return a.s.DescribePolicyOutline(ctx, req)
-}
-
 // DescribeCluster describes one registered cluster.
 func (a *admin) DescribeCluster(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.ClusterDescription, error) {
 	if err := a.authorize(ctx); err != nil {

@@ -55,6 +55,27 @@ func (s *Server) Catalog() *catalog.Fleet {
 	return s.catalog.Fleet(s.inputs(context.Background()))
 }
 
+// catalogInline is how many clusters' changed inputs a List or Describe
+// derives itself; more are left to warmCatalog.
+const catalogInline = 32
+
+// currentCatalog returns the fleet's discovery objects for List and
+// Describe without waiting for a derivation of many clusters (warmCatalog
+// runs those): the current ones when at most catalogInline clusters'
+// inputs changed since the last derivation and none is under way, else
+// those last derived, while warmCatalog derives the rest. Before the first
+// derivation has ended, after start, it answers Unavailable.
+func (s *Server) currentCatalog(ctx context.Context) (*catalog.Fleet, error) {
+	fleet, current := s.catalog.Current(s.inputs(ctx), catalogInline)
+	if !current {
+		s.kickCatalog()
+	}
+	if fleet == nil {
+		return nil, status.Error(codes.Unavailable, "the fleet's discovery objects are being derived after start (warming up): try again in a few seconds")
+	}
+	return fleet, nil
+}
+
 // kickCatalog asks warmCatalog to derive the discovery objects of the
 // inputs that changed.
 func (s *Server) kickCatalog() {
@@ -112,7 +133,9 @@ func (s *Server) List(ctx context.Context, req *relayv1.ListRequest) (*relayv1.L
 			return nil, err
 		}
 	case KindMeshes, KindWorkloads, KindDestinations:
-		s.listDiscovery(kind, f, resp)
+		if err := s.listDiscovery(ctx, kind, f, resp); err != nil {
+			return nil, err
+		}
 	case KindPolicies:
 		resp.Policies = s.listPolicies(ctx, f)
 	case KindOutputs:
@@ -152,8 +175,11 @@ func (s *Server) listClusters(ctx context.Context, f listFilter) ([]*relayv1.Clu
 
 // listDiscovery fills resp with the meshes, workloads or destinations
 // matching f.
-func (s *Server) listDiscovery(kind string, f listFilter, resp *relayv1.ListResponse) {
-	fleet := s.Catalog()
+func (s *Server) listDiscovery(ctx context.Context, kind string, f listFilter, resp *relayv1.ListResponse) error {
+	fleet, err := s.currentCatalog(ctx)
+	if err != nil {
+		return err
+	}
 	for _, c := range fleet.Clusters {
 		switch kind {
 		case KindMeshes:
@@ -180,6 +206,7 @@ func (s *Server) listDiscovery(kind string, f listFilter, resp *relayv1.ListResp
 	slices.SortStableFunc(resp.Workloads, func(a, b *relayv1.Workload) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
 	})
+	return nil
 }
 
 // listPolicies returns the policies matching f: by namespace, labels, and
@@ -217,7 +244,38 @@ func objectLabels(body []byte) map[string]string {
 // outputScope narrows outputResources to a cluster, a backend and the
 // resources of a policy (by meta.PolicyRef.Key), before any object is
 // read; empty fields match everything.
-type outputScope struct{ cluster, backend, policy string }
+type outputScope struct {
+	cluster, backend, policy string
+	// clusters, when set, are the only clusters in scope, in the order
+	// the outputs are returned.
+	clusters []string
+	// limit, when above zero, bounds the outputs returned.
+	limit int
+}
+
+// names returns the names of the clusters in scope, in the order their
+// outputs are returned: scope.clusters (each once, those the engine holds)
+// when set, else the engine's.
+func (scope outputScope) names(held []engine.ClusterInfo) []string {
+	var names []string
+	if len(scope.clusters) == 0 {
+		for _, ci := range held {
+			names = append(names, ci.Name)
+		}
+		return names
+	}
+	known := make(map[string]bool, len(held))
+	for _, ci := range held {
+		known[ci.Name] = true
+	}
+	for _, c := range scope.clusters {
+		if known[c] {
+			names = append(names, c)
+			known[c] = false
+		}
+	}
+	return names
+}
 
 // outputResources returns the output objects in scope that keep accepts
 // (given the object and its body; nil keeps all), sorted by cluster,
@@ -226,23 +284,26 @@ type outputScope struct{ cluster, backend, policy string }
 func (s *Server) outputResources(ctx context.Context, scope outputScope, keep func(*relayv1.OutputResource, []byte) bool, bodies bool) []*relayv1.OutputResource {
 	acks := s.ackStates()
 	var out []*relayv1.OutputResource
-	for _, ci := range s.engine.Clusters() {
-		if scope.cluster != "" && ci.Name != scope.cluster {
+	for _, name := range scope.names(s.engine.Clusters()) {
+		if scope.cluster != "" && name != scope.cluster {
 			continue
 		}
-		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
+		for _, o := range s.outputsOf(ctx, name, acks) {
 			if scope.backend != "" && o.backend != scope.backend {
 				continue
 			}
-			indexed := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set)
+			indexed := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set)
 			if scope.policy != "" && !indexed.has(scope.policy) {
 				continue
 			}
 			for _, r := range indexed.resources {
+				if scope.limit > 0 && len(out) >= scope.limit {
+					return out
+				}
 				if scope.policy != "" && !slices.Contains(r.policies, scope.policy) {
 					continue
 				}
-				or := outputResource(ci.Name, o.backend, r)
+				or := outputResource(name, o.backend, r)
 				or.Error = o.ack.errors[r.ID]
 				or.Applied = o.applied && or.Error == ""
 				if keep != nil && !keep(or, r.Body) {
@@ -327,7 +388,10 @@ func (s *Server) DescribeDestination(ctx context.Context, req *relayv1.DescribeR
 	ns, name := cmp.Or(parts[0], req.GetNamespace()), parts[1]
 	desc := &relayv1.DestinationDescription{Name: name}
 	var namespaces []string
-	fleet := s.Catalog()
+	fleet, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range fleet.Clusters {
 		for _, d := range c.Destinations {
 			if d.Spec.Name == name && (ns == "" || d.Spec.Namespace == ns) && (req.GetCluster() == "" || c.Name == req.GetCluster()) {
@@ -452,23 +516,22 @@ func (s *Server) diagnostics(keep func(meta.Diagnostic) bool) []*relayv1.Diagnos
 // matches the policies of every source; a full name without "@cluster"
 // names the management source's policy when there is one, so a workload
 // cluster cannot shadow it.
+//
+// A fleet-wide policy's outputs are in every cluster, a hundred thousand
+// objects at a thousand clusters: the request's outline asks for none of
+// them, and output_clusters and output_limit for a page. Either way the
+// state per cluster is read from the output index (policyOutputClusters)
+// without making the outputs.
 func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
-	return s.describePolicy(ctx, req, true)
-}
-
-// DescribePolicyOutline is DescribePolicy without the outputs: the
-// policy's status, body, state per cluster and diagnostics. A fleet-wide
-// policy's outputs are in every cluster, a hundred thousand objects at a
-// thousand clusters, which the fleet graph does not draw.
-func (s *Server) DescribePolicyOutline(ctx context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
-	return s.describePolicy(ctx, req, false)
-}
-
-// describePolicy describes a policy, with its outputs when asked.
-func (s *Server) describePolicy(ctx context.Context, req *relayv1.DescribeRequest, outputs bool) (*relayv1.PolicyDescription, error) {
 	q, err := parsePolicyName(req)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkFields(req.GetOutputClusters()...); err != nil {
+		return nil, err
+	}
+	if req.GetOutputLimit() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "output limit %d is negative", req.GetOutputLimit())
 	}
 	ps, err := q.find(s.policyStatuses(ctx))
 	if err != nil {
@@ -482,12 +545,16 @@ func (s *Server) describePolicy(ctx context.Context, req *relayv1.DescribeReques
 	}
 	// A workload cluster's policy acts in its own cluster only, so its
 	// outputs are there; outputs name their policies without the source.
-	scope := outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key()}
-	if outputs {
+	scope := outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key(), clusters: req.GetOutputClusters(), limit: int(req.GetOutputLimit())}
+	switch {
+	case req.GetOutline():
+		desc.Clusters = s.policyOutputClusters(ctx, scope)
+	case len(scope.clusters) == 0 && scope.limit == 0:
 		desc.Outputs = s.outputResources(ctx, scope, nil, true)
 		desc.Clusters = policyClusters(desc.Outputs)
-	} else {
+	default:
 		desc.Clusters = s.policyOutputClusters(ctx, scope)
+		desc.Outputs = s.outputResources(ctx, scope, nil, true)
 	}
 	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
 	return desc, nil
@@ -582,22 +649,23 @@ func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster 
 }
 
 // policyOutputClusters is policyClusters of the outputs in scope, a
-// policy's, read from the output index without making them.
+// policy's (of scope.clusters only, in their order, when set), read from
+// the output index without making them.
 func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []*relayv1.PolicyCluster {
 	acks := s.ackStates()
 	var out []*relayv1.PolicyCluster
-	for _, ci := range s.engine.Clusters() {
-		if scope.cluster != "" && ci.Name != scope.cluster {
+	for _, name := range scope.names(s.engine.Clusters()) {
+		if scope.cluster != "" && name != scope.cluster {
 			continue
 		}
 		var pc *relayv1.PolicyCluster
-		for _, o := range s.outputsOf(ctx, ci.Name, acks) {
-			ids := s.outputIndex.of(engine.OutputKey{Cluster: ci.Name, Backend: o.backend}, o.set).byPolicy[scope.policy]
+		for _, o := range s.outputsOf(ctx, name, acks) {
+			ids := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set).byPolicy[scope.policy]
 			if len(ids) == 0 {
 				continue
 			}
 			if pc == nil {
-				pc = &relayv1.PolicyCluster{Cluster: ci.Name, Applied: true}
+				pc = &relayv1.PolicyCluster{Cluster: name, Applied: true}
 				out = append(out, pc)
 			}
 			pc.Resources += int32(len(ids))
@@ -633,7 +701,11 @@ func (s *Server) DescribeCluster(ctx context.Context, req *relayv1.DescribeReque
 	if desc.Status == nil {
 		return nil, notFound("cluster", req.GetName())
 	}
-	for _, c := range s.Catalog().Clusters {
+	fleet, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range fleet.Clusters {
 		if c.Name != req.GetName() {
 			continue
 		}

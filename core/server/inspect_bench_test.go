@@ -183,6 +183,42 @@ func BenchmarkDescribePolicy(b *testing.B) {
 	reportFirst(b, first)
 }
 
+// BenchmarkDescribePolicyPage measures what the UI's policy page asks of
+// the same policy: its outline, then a page of 200 of its outputs, those
+// of the first clusters.
+func BenchmarkDescribePolicyPage(b *testing.B) {
+	s, clusters := benchFleetServer(b)
+	ctx := context.Background()
+	const pageSize = 200
+	describe := func() {
+		req := &relayv1.DescribeRequest{Kind: "AccessPolicy", Namespace: bench.Namespace, Name: "bench-access", Outline: true}
+		outline, err := s.DescribePolicy(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(outline.GetClusters()); got != inspectBenchClusters {
+			b.Fatalf("DescribePolicy reaches %d clusters, want %d", got, inspectBenchClusters)
+		}
+		req.Outline, req.OutputLimit = false, pageSize
+		for _, c := range clusters[:10] {
+			req.OutputClusters = append(req.OutputClusters, c.Name)
+		}
+		page, err := s.DescribePolicy(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(page.GetOutputs()); got != pageSize {
+			b.Fatalf("DescribePolicy answers %d outputs, want %d", got, pageSize)
+		}
+	}
+	first := timed(describe)
+	b.ReportAllocs()
+	for b.Loop() {
+		describe()
+	}
+	reportFirst(b, first)
+}
+
 // BenchmarkStatus measures the admin API's GetStatus of a fleet of 1,000
 // clusters of 50 services: what the UI's pages draw first and its event
 // stream polls.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/meshrelay/meshrelay/internal/bench"
 	"github.com/meshrelay/meshrelay/internal/testutil"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
@@ -111,7 +114,7 @@ func TestDescribePolicyOutlineMatchesDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outline, err := s.DescribePolicyOutline(ctx, req)
+	outline, err := s.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: req.Kind, Namespace: req.Namespace, Name: req.Name, Outline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,4 +133,116 @@ func TestDescribePolicyOutlineMatchesDescription(t *testing.T) {
 		!strings.HasSuffix(states[1], "applied=false pending=true errors=0") {
 		t.Errorf("clusters: %q, want the first applied, the last failed, the others pending", states)
 	}
+}
+
+// A page of a policy's outputs holds those of the clusters it names, in
+// their order, at most its limit of them, the same as the full
+// description's, and the state of those clusters only.
+func TestDescribePolicyPage(t *testing.T) {
+	s, clusters := benchFleet(t, t.Context(), t.TempDir(), 4, 3)
+	ctx := t.Context()
+	req := &relayv1.DescribeRequest{Kind: "AccessPolicy", Namespace: bench.Namespace, Name: "bench-access"}
+	full, err := s.DescribePolicy(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	of := func(cluster string) []*relayv1.OutputResource {
+		var out []*relayv1.OutputResource
+		for _, o := range full.GetOutputs() {
+			if o.GetCluster() == cluster {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	last, first := clusters[3].Name, clusters[0].Name
+	both := append(of(last), of(first)...)
+	if len(of(last)) < 2 || len(of(first)) < 2 {
+		t.Fatalf("%d outputs in %s and %d in %s, want some in each", len(of(last)), last, len(of(first)), first)
+	}
+	state := func(names ...string) []*relayv1.PolicyCluster {
+		var out []*relayv1.PolicyCluster
+		for _, n := range names {
+			for _, c := range full.GetClusters() {
+				if c.GetCluster() == n {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		clusters []string
+		limit    int32
+		want     []*relayv1.OutputResource
+		state    []*relayv1.PolicyCluster
+	}{
+		"two clusters in their order": {clusters: []string{last, "nowhere", first, last}, want: both, state: state(last, first)},
+		"limited":                     {clusters: []string{last, first}, limit: int32(len(of(last)) + 1), want: both[:len(of(last))+1], state: state(last, first)},
+		"limited over every cluster":  {limit: 2, want: full.GetOutputs()[:2], state: full.GetClusters()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			page, err := s.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: req.Kind, Namespace: req.Namespace, Name: req.Name, OutputClusters: tc.clusters, OutputLimit: tc.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, page.GetOutputs(), protocmp.Transform()); d != "" {
+				t.Errorf("outputs (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.state, page.GetClusters(), protocmp.Transform()); d != "" {
+				t.Errorf("clusters (-want +got):\n%s", d)
+			}
+		})
+	}
+	if _, err := s.DescribePolicy(ctx, &relayv1.DescribeRequest{Name: req.Name, OutputLimit: -1}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("DescribePolicy with a negative limit: %v, want InvalidArgument", err)
+	}
+}
+
+// A List arriving while the discovery objects of many clusters are being
+// derived answers at once, from those last derived, instead of waiting for
+// the derivation: right after start, that of the whole fleet.
+func TestListAnswersDuringALargeDerivation(t *testing.T) {
+	ts := startServer(t, nil, "")
+	putServiceInput(t, ts, ts.store, "west", "web")
+	admin := relayv1.NewAdminClient(ts.dial(nil))
+	list := func() ([]string, error) {
+		resp, err := admin.List(ts.adminCtx(), &relayv1.ListRequest{Kind: KindDestinations})
+		var names []string
+		for _, d := range resp.GetDestinations() {
+			names = append(names, d.GetCluster()+"/"+d.GetName())
+		}
+		return names, err
+	}
+	testutil.Eventually(t, "west's destination listed", func() bool {
+		names, err := list()
+		return err == nil && slices.Equal(names, []string{"west/web"})
+	})
+	inputs := map[string]*snapshot.Snapshot{}
+	for i := range 300 {
+		c, err := bench.NewCluster(i, inspectBenchServices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inputs[c.Name], err = c.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	derived := make(chan struct{})
+	go func() {
+		defer close(derived)
+		ts.catalog.Fleet(inputs)
+	}()
+	// west's (the one the cache held) is dropped first, then the 300 come.
+	testutil.Eventually(t, "a derivation of 300 clusters under way", func() bool { return ts.catalog.Derived() >= 2 })
+	names, err := list()
+	select {
+	case <-derived:
+		t.Fatal("List answered after the derivation of 300 clusters ended")
+	default:
+	}
+	if err != nil || !slices.Equal(names, []string{"west/web"}) {
+		t.Errorf("List during a derivation = %q, %v; want the last derived, west/web", names, err)
+	}
+	<-derived
 }

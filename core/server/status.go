@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/store"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -40,7 +43,28 @@ func (s *Server) Status(ctx context.Context) (*relayv1.Status, error) {
 		st.Policies = append(st.Policies, ps.proto())
 	}
 	st.Trust = s.trust.Statuses()
+	st.Version = statusVersion(st)
 	return st, nil
+}
+
+// statusVersion hashes what st says less the clusters' last-seen times,
+// which change at each heartbeat without news, so that a reader polling
+// the status (the web UI's event streams) sends it on only when it
+// changed.
+func statusVersion(st *relayv1.Status) string {
+	seen := make([]*timestamppb.Timestamp, len(st.Clusters))
+	for i, c := range st.Clusters {
+		seen[i], c.LastSeen = c.LastSeen, nil
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(st)
+	for i, c := range st.Clusters {
+		c.LastSeen = seen[i]
+	}
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }
 
 // clusterStatuses joins the registry, the streams, the view, the inputs

@@ -4,10 +4,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 )
 
@@ -218,5 +221,24 @@ func TestSortPolicyStatuses(t *testing.T) {
 	want := []string{"AccessPolicy/b/y", "TrafficPolicy/a/w", "TrafficPolicy/a/x", "TrafficPolicy/a/x@west"}
 	if !slices.Equal(got, want) {
 		t.Errorf("order = %q, want %q", got, want)
+	}
+}
+
+// A status's version ignores the heartbeat times and sees everything
+// else, and hashing it leaves the status as it was.
+func TestStatusVersion(t *testing.T) {
+	seen := timestamppb.Now()
+	st := &relayv1.Status{Clusters: []*relayv1.ClusterStatus{{Name: "east", Connected: true, LastSeen: seen}}}
+	base := statusVersion(st)
+	if base == "" || st.Clusters[0].LastSeen != seen {
+		t.Fatalf("statusVersion = %q, last seen %v after; want a version, the time kept", base, st.Clusters[0].LastSeen)
+	}
+	st.Clusters[0].LastSeen = timestamppb.New(seen.AsTime().Add(time.Minute))
+	if statusVersion(st) != base {
+		t.Error("a new last-seen time changed the version")
+	}
+	st.Clusters[0].Stale = true
+	if statusVersion(st) == base {
+		t.Error("a cluster turning stale left the version as it was")
 	}
 }

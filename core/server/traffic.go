@@ -189,7 +189,10 @@ func (t *trafficService) GetPolicyTraffic(ctx context.Context, req *relayv1.Poli
 	}
 	// The destinations it selects, each with its clusters.
 	byName := map[[2]string]map[string]*relayv1.Destination{}
-	fleet := s.Catalog()
+	fleet, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range fleet.Clusters {
 		for _, d := range c.Destinations {
 			k := [2]string{d.Spec.Namespace, d.Spec.Name}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -211,70 +210,105 @@ const (
 	maxPolicyOutputs = 5000
 )
 
-// describePolicy answers a policy's description (DescribePolicy, from
-// the shared cache) with its outputs bounded: a fleet-wide policy has
+// describePolicy answers a policy's page: its outline (DescribePolicy's,
+// without outputs, its clusters in natural order: c2 before c10) with a
+// page of its outputs, those of the clusters whose names contain ?match=
+// (any case), the first ?outputs= of them in natural order of their
+// clusters. Only the page's outputs are asked for: a fleet-wide policy has
 // outputs in every cluster, tens of megabytes of them at a thousand
-// clusters. It keeps the outputs of the clusters whose names contain
-// ?match= (any case), in natural order of their clusters (c2 before c10),
-// the first ?outputs= of them; the answer is the description's JSON with
-// outputsTotal and outputsMatching, the counts before the bound, and
-// stale when a newer description is being computed.
+// clusters. The answer is the description's JSON with outputsTotal and
+// outputsMatching, the counts before the bound, and stale when a newer
+// page is being computed; each page comes from the shared cache.
 func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, error) {
 	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
 		return nil, err
 	}
 	q := r.URL.Query()
 	req := &relayv1.DescribeRequest{Kind: r.PathValue("kind"), Namespace: r.PathValue("namespace"), Name: r.PathValue("name"), Cluster: q.Get("cluster")}
-	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
-	v, stale, err := s.shared.get(ctx, key, func(ctx context.Context) (any, error) {
-		d, err := s.admin.DescribePolicy(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		slices.SortStableFunc(d.Outputs, func(a, b *relayv1.OutputResource) int { return natural(a.GetCluster(), b.GetCluster()) })
-		return &describedPolicy{d: d}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	limit := policyOutputs
 	if n, err := strconv.Atoi(q.Get("outputs")); err == nil && n > 0 {
 		limit = min(n, maxPolicyOutputs)
 	}
 	match := strings.ToLower(q.Get("match"))
-	return v.(*describedPolicy).page(match, limit, stale)
-}
-
-// describedPolicy is a policy's description, its outputs in natural order
-// of their clusters, shared by its viewers.
-type describedPolicy struct {
-	mu sync.Mutex // held while the outputs are swapped for a page
-	d  *relayv1.PolicyDescription
-}
-
-// page returns the description as JSON with a page of the outputs.
-func (p *describedPolicy) page(match string, limit int, stale bool) (json.RawMessage, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	all := p.d.GetOutputs()
-	var kept []*relayv1.OutputResource
-	matching := 0
-	for _, o := range all {
-		if strings.Contains(strings.ToLower(o.GetCluster()), match) {
-			if matching < limit {
-				kept = append(kept, o)
-			}
-			matching++
+	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
+	v, stale, err := s.shared.get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
+		p, err := s.policyPage(ctx, key, req, match, limit)
+		if err != nil {
+			return nil, 0, err
 		}
-	}
-	p.d.Outputs = kept
-	data, err := jsonOptions.Marshal(p.d)
-	p.d.Outputs = all
+		return p, len(p.data), nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	p := v.(*policyPage)
 	// data is a JSON object: add the counts as its first members.
-	return json.RawMessage(fmt.Sprintf(`{"outputsTotal":%d,"outputsMatching":%d,"stale":%t,%s`, len(all), matching, stale, data[1:])), nil
+	return json.RawMessage(fmt.Sprintf(`{"outputsTotal":%d,"outputsMatching":%d,"stale":%t,%s`, p.total, p.matching, stale, p.data[1:])), nil
+}
+
+// policyPage is a policy's description as JSON with a page of its
+// outputs, and the counts of its outputs in all and in the clusters the
+// page's filter keeps.
+type policyPage struct {
+	data            []byte
+	total, matching int
+}
+
+// policyOutline describes the policy req names in outline, its clusters
+// in natural order, from the shared cache under key: the pages of one
+// policy share it.
+func (s *Server) policyOutline(ctx context.Context, key string, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	v, _, err := s.shared.get(ctx, key, func(ctx context.Context) (any, int, error) {
+		outline := proto.CloneOf(req)
+		outline.Outline = true
+		d, err := s.admin.DescribePolicy(ctx, outline)
+		if err != nil {
+			return nil, 0, err
+		}
+		slices.SortStableFunc(d.Clusters, func(a, b *relayv1.PolicyCluster) int { return natural(a.GetCluster(), b.GetCluster()) })
+		return d, proto.Size(d), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*relayv1.PolicyDescription), nil
+}
+
+// policyPage reads the outline of the policy req names (policyOutline,
+// under key), then asks for the outputs of the clusters, in natural
+// order, whose names contain match, as many clusters as it takes to hold
+// limit outputs and at most limit outputs.
+func (s *Server) policyPage(ctx context.Context, key string, req *relayv1.DescribeRequest, match string, limit int) (*policyPage, error) {
+	outline, err := s.policyOutline(ctx, key, req)
+	if err != nil {
+		return nil, err
+	}
+	d := proto.CloneOf(outline)
+	p := &policyPage{}
+	page := proto.CloneOf(req)
+	page.OutputLimit = int32(limit)
+	for _, c := range d.GetClusters() {
+		n := int(c.GetResources())
+		p.total += n
+		if n == 0 || !strings.Contains(strings.ToLower(c.GetCluster()), match) {
+			continue
+		}
+		if p.matching < limit {
+			page.OutputClusters = append(page.OutputClusters, c.GetCluster())
+		}
+		p.matching += n
+	}
+	if len(page.OutputClusters) > 0 {
+		outputs, err := s.admin.DescribePolicy(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		d.Outputs = outputs.GetOutputs()
+	}
+	if p.data, err = jsonOptions.Marshal(d); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // natural compares strings with their runs of digits compared as

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
@@ -67,21 +68,39 @@ func TestNatural(t *testing.T) {
 	}
 }
 
-// policyAdmin describes a policy with an output in each of clusters.
+// policyAdmin describes a policy with an output in each of clusters, as
+// the server does: every output unless the request asks for its outline
+// or a page (output_clusters in their order, output_limit). It counts the
+// outputs it answered.
 type policyAdmin struct {
 	relayv1.UnimplementedAdminServer
 	clusters []string
+	outputs  *atomic.Int64
 }
 
 func (a policyAdmin) ListClusters(context.Context, *relayv1.ListClustersRequest) (*relayv1.ListClustersResponse, error) {
 	return &relayv1.ListClustersResponse{}, nil
 }
 
-func (a policyAdmin) DescribePolicy(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+func (a policyAdmin) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
 	d := &relayv1.PolicyDescription{Status: &relayv1.PolicyStatus{Kind: "AccessPolicy", Namespace: "ns", Name: "p"}}
 	for _, c := range a.clusters {
+		d.Clusters = append(d.Clusters, &relayv1.PolicyCluster{Cluster: c, Applied: true, Resources: 1})
+	}
+	if req.GetOutline() {
+		return d, nil
+	}
+	clusters := a.clusters
+	if len(req.GetOutputClusters()) > 0 {
+		clusters = slices.DeleteFunc(slices.Clone(req.GetOutputClusters()), func(c string) bool { return !slices.Contains(a.clusters, c) })
+	}
+	for _, c := range clusters {
+		if n := int(req.GetOutputLimit()); n > 0 && len(d.Outputs) == n {
+			break
+		}
 		d.Outputs = append(d.Outputs, &relayv1.OutputResource{Cluster: c, Kind: "AuthorizationPolicy", Name: "p", Body: "{}"})
 	}
+	a.outputs.Add(int64(len(d.Outputs)))
 	return d, nil
 }
 
@@ -92,7 +111,8 @@ func TestDescribePolicyBounded(t *testing.T) {
 	for i := range 1000 {
 		clusters = append(clusters, fmt.Sprintf("c%d", 999-i))
 	}
-	s := &Server{admin: policyAdmin{clusters: clusters}}
+	admin := policyAdmin{clusters: clusters, outputs: new(atomic.Int64)}
+	s := &Server{admin: admin}
 	for query, want := range map[string]struct {
 		first, last string
 		n, matching int
@@ -104,9 +124,13 @@ func TestDescribePolicyBounded(t *testing.T) {
 		"?match=nothing":        {"", "", 0, 0},
 	} {
 		r := httptest.NewRequest("GET", "/api/policies/AccessPolicy/ns/p"+query, nil)
+		before := admin.outputs.Load()
 		v, err := s.describePolicy(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if asked := admin.outputs.Load() - before; asked != int64(want.n) {
+			t.Errorf("describePolicy(%q) was answered %d outputs, want only the %d of its page", query, asked, want.n)
 		}
 		var got struct {
 			OutputsTotal, OutputsMatching int

@@ -20,9 +20,11 @@
 // page's comments), and the graph keys each policy with its source.
 //
 // GET /api/events is a server-sent event stream: it sends the fleet's
-// status (event "status") whenever it changes, checking every Options.Poll
-// while the stream is open; the streams share one status, so viewers do
-// not multiply the admin API's work. Streams are bounded in number
+// status (event "status") whenever its version (relayv1.Status.Version,
+// a hash the server computes) changes, checking every Options.Poll while
+// the stream is open; the streams share one status and one JSON of each
+// version, so viewers do not multiply the admin API's work, and an
+// unchanged status is neither serialised nor sent. Streams are bounded in number
 // (Options.MaxStreams) and life (Options.StreamLife). The other endpoints
 // (GET /api/status, /api/graph, /api/list/KIND, /api/clusters/NAME,
 // /api/clusters/NAME/outputs/BACKEND as YAML, /api/destinations/NS/NAME,
@@ -45,9 +47,12 @@
 // /api/graph and /api/policies come from a cache shared by the viewers
 // (sharedCache): each is computed at most once at a time and served for
 // 5 s, then served marked "stale" while it is computed again; every
-// request still checks its token. /api/policies sends a page of the
-// policy's outputs (?outputs=N, 200 by default, of the clusters whose
-// names contain ?match=) with outputsTotal and outputsMatching.
+// request still checks its token; the cache is bounded in entries and in
+// bytes (sharedMaxBytes). /api/policies sends a page of the policy's
+// outputs (?outputs=N, 200 by default, of the clusters whose names contain
+// ?match=) with outputsTotal and outputsMatching: it reads the policy's
+// outline (DescribePolicy with outline) and asks only for the page's
+// outputs (output_clusters, output_limit), never the fleet's.
 //
 // The front end is a Vite + TypeScript project in web/; its build output
 // in dist/ is committed and embedded with go:embed, so the binary needs no

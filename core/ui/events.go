@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // Bounds of an event stream's writes and the keep-alive comment's period.
@@ -62,31 +60,29 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// streamStatus sends st, then polls the status and sends it when it
-// changed, until the stream's life ends, a write fails, the token is
-// refused or live says the session ended.
+// streamStatus sends st, then polls the status and sends it when its
+// version (relayv1.Status.Version) changed, until the stream's life ends,
+// a write fails, the token is refused or live says the session ended. An
+// unchanged status is neither serialised nor sent.
 func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, live func() bool, send func(string, ...any) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StreamLife)
 	defer cancel()
 	if err := send("retry: 2000\n\n"); err != nil {
 		return err
 	}
-	last, sum := [32]byte{}, fingerprint(st)
+	data, err := jsonOptions.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := send("event: status\ndata: %s\n\n", data); err != nil {
+		return err
+	}
+	sent := st.GetVersion()
 	poll := time.NewTicker(s.opts.Poll)
 	defer poll.Stop()
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
 	for {
-		if sum != last {
-			data, err := jsonOptions.Marshal(st)
-			if err != nil {
-				return err
-			}
-			if err := send("event: status\ndata: %s\n\n", data); err != nil {
-				return err
-			}
-			last = sum
-		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -99,48 +95,58 @@ func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, live func
 				_ = send("event: failed\ndata: %q\n\n", "logged out")
 				return nil
 			}
-			var err error
-			if st, sum, err = s.status.get(ctx, s.admin, s.opts.Poll/2); err != nil {
+			version, data, err := s.status.get(ctx, s.admin, s.opts.Poll/2, sent)
+			if err != nil {
 				_ = send("event: failed\ndata: %q\n\n", err.Error())
 				return err
 			}
+			if version == sent {
+				continue
+			}
+			if err := send("event: status\ndata: %s\n\n", data); err != nil {
+				return err
+			}
+			sent = version
 		}
 	}
 }
 
 // statusCache shares the fleet's status among the event streams: it asks
-// the admin API at most once per max age, whatever the number of streams.
+// the admin API at most once per max age, whatever the number of streams,
+// and serialises each version of the status at most once for all of them.
 type statusCache struct {
-	mu  sync.Mutex
-	at  time.Time
-	st  *relayv1.Status
-	sum [32]byte
+	mu      sync.Mutex
+	at      time.Time
+	st      *relayv1.Status
+	version string
+	data    []byte // st as JSON, once a stream asked for it
 }
 
-// get returns a status no older than maxAge, asking the admin API with
-// ctx's token when the cached one is older. Callers hold an authorized
-// stream; a refused token is still refused here when the cache is stale.
-func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) (*relayv1.Status, [32]byte, error) {
+// get returns the version of a status no older than maxAge, and the
+// status as JSON unless its version is known, the one the caller sent
+// last. It asks the admin API with ctx's token when the cached status is
+// older. Callers hold an authorized stream; a refused token is still
+// refused here when the cache is stale.
+func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration, known string) (version string, data []byte, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st != nil && time.Since(c.at) < maxAge {
-		return c.st, c.sum, nil
+	if c.st == nil || time.Since(c.at) >= maxAge {
+		st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+		if err != nil {
+			return "", nil, err
+		}
+		if c.st == nil || st.GetVersion() != c.version {
+			c.st, c.version, c.data = st, st.GetVersion(), nil
+		}
+		c.at = time.Now()
 	}
-	st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
-	if err != nil {
-		return nil, [32]byte{}, err
+	if c.version == known {
+		return c.version, nil, nil
 	}
-	c.at, c.st, c.sum = time.Now(), st, fingerprint(st)
-	return st, c.sum, nil
-}
-
-// fingerprint hashes what a status says, less the heartbeat times that
-// change every few seconds without news.
-func fingerprint(st *relayv1.Status) [32]byte {
-	st = proto.Clone(st).(*relayv1.Status)
-	for _, c := range st.GetClusters() {
-		c.LastSeen = nil
+	if c.data == nil {
+		if c.data, err = jsonOptions.Marshal(c.st); err != nil {
+			return "", nil, err
+		}
 	}
-	data, _ := proto.MarshalOptions{Deterministic: true}.Marshal(st)
-	return sha256.Sum256(data)
+	return c.version, c.data, nil
 }

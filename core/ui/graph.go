@@ -37,6 +37,19 @@ type graphEdge struct {
 	Policy      string `json:"policy"`
 }
 
+// size is about how many bytes g holds: its strings, their headers and
+// the slices' elements.
+func (g *graph) size() int {
+	n := 0
+	for _, d := range g.Destinations {
+		n += 3*16 + len(d.Cluster) + len(d.Namespace) + len(d.Name)
+	}
+	for _, e := range g.Edges {
+		n += 5*16 + len(e.From) + len(e.To) + len(e.Destination) + len(e.Kind) + len(e.Policy)
+	}
+	return n
+}
+
 // graphKey is the graph's key in the UI's shared cache.
 const graphKey = "graph"
 
@@ -47,7 +60,13 @@ func (s *Server) cachedGraph(ctx context.Context) (*graph, error) {
 	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
 		return nil, err
 	}
-	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, error) { return s.fleetGraph(ctx) })
+	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, int, error) {
+		g, err := s.fleetGraph(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		return g, g.size(), nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -86,16 +105,14 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	slices.SortFunc(g.Destinations, func(a, b graphDestination) int {
 		return cmp.Or(natural(a.Cluster, b.Cluster), natural(a.Namespace, b.Namespace), natural(a.Name, b.Name))
 	})
-	describe := s.admin.DescribePolicy
-	if o, ok := s.admin.(policyOutliner); ok {
-		describe = o.DescribePolicyOutline
-	}
 	for _, p := range st.GetPolicies() {
 		if p.GetKind() != "AccessPolicy" && (p.GetKind() != "VirtualDestination" || p.GetSourceCluster() != "") {
 			continue
 		}
 		ref := meta.PolicyRef{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster()}
-		desc, err := describe(ctx, &relayv1.DescribeRequest{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster()})
+		// The graph draws no outputs: a fleet-wide policy has a hundred
+		// thousand of them at a thousand clusters.
+		desc, err := s.admin.DescribePolicy(ctx, &relayv1.DescribeRequest{Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Cluster: p.GetSourceCluster(), Outline: true})
 		if err != nil {
 			s.log.Debug("describe policy for the graph", "policy", ref.String(), "error", err)
 			continue
@@ -103,14 +120,6 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 		g.Edges = append(g.Edges, policyEdges(ref, desc, list.GetDestinations(), labels)...)
 	}
 	return g, nil
-}
-
-// policyOutliner describes a policy without its outputs, which the graph
-// does not draw: a fleet-wide policy has a hundred thousand of them at a
-// thousand clusters. The admin API of server.Server.AdminServer, in
-// process, is one.
-type policyOutliner interface {
-	DescribePolicyOutline(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error)
 }
 
 // policyEdges returns the cross-cluster edges of the policy ref names.

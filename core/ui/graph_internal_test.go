@@ -105,11 +105,10 @@ func (a *outlineAdmin) GetStatus(context.Context, *relayv1.GetStatusRequest) (*r
 	return &relayv1.Status{Policies: []*relayv1.PolicyStatus{{Kind: "AccessPolicy", Namespace: "bookinfo", Name: "reviews-access"}}}, nil
 }
 
-func (a *outlineAdmin) DescribePolicy(context.Context, *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
-	return nil, status.Error(codes.ResourceExhausted, "the graph asked for every output of the policy")
-}
-
-func (a *outlineAdmin) DescribePolicyOutline(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+func (a *outlineAdmin) DescribePolicy(_ context.Context, req *relayv1.DescribeRequest) (*relayv1.PolicyDescription, error) {
+	if !req.GetOutline() {
+		return nil, status.Error(codes.ResourceExhausted, "the graph asked for every output of the policy")
+	}
 	a.outlines.Add(1)
 	return &relayv1.PolicyDescription{Body: `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"AccessPolicy","metadata":{"name":"reviews-access","namespace":"bookinfo"},
 "spec":{"destinationSelectors":[{"namespaces":["bookinfo"],"names":["reviews"]}],"action":"Allow","from":[{"clusters":["east"]}]}}`}, nil

@@ -1,17 +1,22 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
 )
 
 // Bounds of the shared cache: how long a value is served as current, how
-// long one computation may take, and how many values are kept.
+// long one computation may take, and how many values are kept, in all and
+// in bytes. The largest values are a 1,000-cluster fleet's graph (about
+// 4 MB) and a policy's page of its most outputs (maxPolicyOutputs, about
+// 4 MB at a thousand clusters).
 const (
-	sharedMaxAge  = 5 * time.Second
-	sharedTimeout = 2 * time.Minute
-	sharedMax     = 32
+	sharedMaxAge   = 5 * time.Second
+	sharedTimeout  = 2 * time.Minute
+	sharedMax      = 32
+	sharedMaxBytes = 64 << 20
 )
 
 // sharedCache shares what the UI computes from the admin API among its
@@ -25,29 +30,35 @@ const (
 type sharedCache struct {
 	mu      sync.Mutex
 	entries map[string]*sharedEntry
+	// bytes is the sum of the entries' sizes.
+	bytes int
+	// maxBytes bounds bytes; sharedMaxBytes when zero.
+	maxBytes int
 }
 
 type sharedEntry struct {
-	v   any
-	err error
-	at  time.Time // when v was computed; zero before
+	v    any
+	size int // about how many bytes v holds, as its computation said
+	err  error
+	at   time.Time // when v was computed; zero before
 	// running is closed when the computation under way ends; nil when
 	// none is.
 	running chan struct{}
 }
 
 // get returns key's value, computing it with compute when it has none or
-// an old one; stale says a newer one is being computed. The computation
-// outlives the request that started it, bounded by sharedTimeout, and
-// keeps the request's token.
-func (c *sharedCache) get(ctx context.Context, key string, compute func(context.Context) (any, error)) (v any, stale bool, err error) {
+// an old one; stale says a newer one is being computed. compute returns
+// the value and about how many bytes it holds. The computation outlives
+// the request that started it, bounded by sharedTimeout, and keeps the
+// request's token.
+func (c *sharedCache) get(ctx context.Context, key string, compute func(context.Context) (any, int, error)) (v any, stale bool, err error) {
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[string]*sharedEntry{}
 	}
 	e := c.entries[key]
 	if e == nil {
-		c.evict()
+		c.evict(nil)
 		e = &sharedEntry{}
 		c.entries[key] = e
 	}
@@ -78,31 +89,37 @@ func (c *sharedCache) get(ctx context.Context, key string, compute func(context.
 	return e.v, false, nil
 }
 
-func (c *sharedCache) compute(ctx context.Context, e *sharedEntry, compute func(context.Context) (any, error)) {
+func (c *sharedCache) compute(ctx context.Context, e *sharedEntry, compute func(context.Context) (any, int, error)) {
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	v, err := compute(ctx)
+	v, size, err := compute(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {
-		e.v, e.at = v, time.Now()
+		c.bytes += size - e.size
+		e.v, e.size, e.at = v, size, time.Now()
 	}
 	e.err = err
 	close(e.running)
 	e.running = nil
+	c.evict(e)
 }
 
-// evict drops the oldest idle entry when the cache is full. Callers hold
-// c.mu.
-func (c *sharedCache) evict() {
-	if len(c.entries) < sharedMax {
-		return
-	}
-	var oldest string
-	for k, e := range c.entries {
-		if e.running == nil && (oldest == "" || e.at.Before(c.entries[oldest].at)) {
-			oldest = k
+// evict drops the oldest idle entries but keep while the cache holds more
+// than sharedMaxBytes, or sharedMax entries or more. Callers hold c.mu.
+func (c *sharedCache) evict(keep *sharedEntry) {
+	maxBytes := cmp.Or(c.maxBytes, sharedMaxBytes)
+	for len(c.entries) >= sharedMax || c.bytes > maxBytes {
+		var oldest string
+		for k, e := range c.entries {
+			if e != keep && e.running == nil && (oldest == "" || e.at.Before(c.entries[oldest].at)) {
+				oldest = k
+			}
 		}
+		if oldest == "" {
+			return
+		}
+		c.bytes -= c.entries[oldest].size
+		delete(c.entries, oldest)
 	}
-	delete(c.entries, oldest)
 }

@@ -2600,7 +2600,11 @@ type Status struct {
 	Policies   []*PolicyStatus  `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
 	Plugins    []*PluginStatus  `protobuf:"bytes,7,rep,name=plugins,proto3" json:"plugins,omitempty"`
 	// trust holds each MeshTrust's rotation and its clusters' trust.
-	Trust         []*MeshTrustStatus `protobuf:"bytes,8,rep,name=trust,proto3" json:"trust,omitempty"`
+	Trust []*MeshTrustStatus `protobuf:"bytes,8,rep,name=trust,proto3" json:"trust,omitempty"`
+	// version is a hash of everything else the status says but the
+	// clusters' last_seen times, which change at each heartbeat: two
+	// statuses of the same version say the same.
+	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2689,6 +2693,13 @@ func (x *Status) GetTrust() []*MeshTrustStatus {
 		return x.Trust
 	}
 	return nil
+}
+
+func (x *Status) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -2887,7 +2898,19 @@ type DescribeRequest struct {
 	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	// cluster narrows a destination to one cluster, and a policy to those
 	// defined in that workload cluster.
-	Cluster       string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Cluster string `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// output_clusters, for DescribePolicy, answers the outputs and the
+	// state (clusters) of these clusters only, in this order; empty
+	// answers every cluster's.
+	OutputClusters []string `protobuf:"bytes,5,rep,name=output_clusters,json=outputClusters,proto3" json:"output_clusters,omitempty"`
+	// output_limit, for DescribePolicy, answers at most this many outputs;
+	// 0 answers them all. A fleet-wide policy has outputs in every cluster,
+	// tens of megabytes of them at a thousand clusters: a page of them is
+	// output_clusters in turn with output_limit.
+	OutputLimit int32 `protobuf:"varint,6,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"`
+	// outline, for DescribePolicy, answers no outputs at all: the policy's
+	// status, body, state per cluster and diagnostics.
+	Outline       bool `protobuf:"varint,7,opt,name=outline,proto3" json:"outline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2948,6 +2971,27 @@ func (x *DescribeRequest) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
+}
+
+func (x *DescribeRequest) GetOutputClusters() []string {
+	if x != nil {
+		return x.OutputClusters
+	}
+	return nil
+}
+
+func (x *DescribeRequest) GetOutputLimit() int32 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+func (x *DescribeRequest) GetOutline() bool {
+	if x != nil {
+		return x.Outline
+	}
+	return false
 }
 
 // Mesh is a mesh discovery found in one cluster (discovery.meshrelay.io
@@ -4219,7 +4263,7 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bbackends\x18\x02 \x03(\tR\bbackends\x12\x18\n" +
 	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xed\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x87\x03\n" +
 	"\x06Status\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x14\n" +
 	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1b\n" +
@@ -4229,7 +4273,8 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\bclusters\x18\x05 \x03(\v2!.meshrelay.relay.v1.ClusterStatusR\bclusters\x12<\n" +
 	"\bpolicies\x18\x06 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12:\n" +
 	"\aplugins\x18\a \x03(\v2 .meshrelay.relay.v1.PluginStatusR\aplugins\x129\n" +
-	"\x05trust\x18\b \x03(\v2#.meshrelay.relay.v1.MeshTrustStatusR\x05trust\"\xb2\x01\n" +
+	"\x05trust\x18\b \x03(\v2#.meshrelay.relay.v1.MeshTrustStatusR\x05trust\x12\x18\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\xb2\x01\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
@@ -4243,12 +4288,15 @@ const file_relay_v1_relay_proto_rawDesc = "" +
 	"\tworkloads\x18\x03 \x03(\v2\x1c.meshrelay.relay.v1.WorkloadR\tworkloads\x12C\n" +
 	"\fdestinations\x18\x04 \x03(\v2\x1f.meshrelay.relay.v1.DestinationR\fdestinations\x12<\n" +
 	"\bpolicies\x18\x05 \x03(\v2 .meshrelay.relay.v1.PolicyStatusR\bpolicies\x12<\n" +
-	"\aoutputs\x18\x06 \x03(\v2\".meshrelay.relay.v1.OutputResourceR\aoutputs\"q\n" +
+	"\aoutputs\x18\x06 \x03(\v2\".meshrelay.relay.v1.OutputResourceR\aoutputs\"\xd7\x01\n" +
 	"\x0fDescribeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
-	"\acluster\x18\x04 \x01(\tR\acluster\"\xfc\x01\n" +
+	"\acluster\x18\x04 \x01(\tR\acluster\x12'\n" +
+	"\x0foutput_clusters\x18\x05 \x03(\tR\x0eoutputClusters\x12!\n" +
+	"\foutput_limit\x18\x06 \x01(\x05R\voutputLimit\x12\x18\n" +
+	"\aoutline\x18\a \x01(\bR\aoutline\"\xfc\x01\n" +
 	"\x04Mesh\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +

@@ -341,8 +341,10 @@ type AdminClient interface {
 	DescribeDestination(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DestinationDescription, error)
 	// DescribePolicy returns one policy: its status, every cluster where it
 	// applies with the applied state and the agent's errors there, and the
-	// output resources it produced.
-	// Errors: NotFound; InvalidArgument when the name is ambiguous.
+	// output resources it produced, or a page of them (output_clusters,
+	// output_limit) or none (outline).
+	// Errors: NotFound; InvalidArgument when the name is ambiguous or
+	// output_limit is negative.
 	DescribePolicy(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*PolicyDescription, error)
 	// DescribeCluster returns one registered cluster: its status, meshes,
 	// counts of workloads and destinations, its outputs per backend and the
@@ -536,8 +538,10 @@ type AdminServer interface {
 	DescribeDestination(context.Context, *DescribeRequest) (*DestinationDescription, error)
 	// DescribePolicy returns one policy: its status, every cluster where it
 	// applies with the applied state and the agent's errors there, and the
-	// output resources it produced.
-	// Errors: NotFound; InvalidArgument when the name is ambiguous.
+	// output resources it produced, or a page of them (output_clusters,
+	// output_limit) or none (outline).
+	// Errors: NotFound; InvalidArgument when the name is ambiguous or
+	// output_limit is negative.
 	DescribePolicy(context.Context, *DescribeRequest) (*PolicyDescription, error)
 	// DescribeCluster returns one registered cluster: its status, meshes,
 	// counts of workloads and destinations, its outputs per backend and the
