@@ -147,6 +147,13 @@ func policyEdges(ref meta.PolicyRef, desc *relayv1.PolicyDescription, dests []*r
 	case *policyv1alpha1.AccessPolicy:
 		for _, c := range p.Spec.From {
 			from = append(from, c.Clusters...)
+			if c.ClusterSelector != nil {
+				for name, labels := range clusterLabels {
+					if c.AdmitsCluster(policyv1alpha1.ClusterMeta{Name: name, Labels: labels}) {
+						from = append(from, name)
+					}
+				}
+			}
 			for _, sa := range c.ServiceAccounts {
 				if sa.Cluster != "" {
 					from = append(from, sa.Cluster)

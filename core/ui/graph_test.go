@@ -82,9 +82,9 @@ func TestShadowedPolicy(t *testing.T) {
 	}
 	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, accessPolicy("east"))}}, server.DefaultOptions(), nil)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
-	testutil.Eventually(t, "both policies in the status", func() bool {
+	testutil.Eventually(t, "the four policies in the status", func() bool {
 		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
-		return err == nil && len(st.GetPolicies()) == 2
+		return err == nil && len(st.GetPolicies()) == 4
 	})
 
 	for name, want := range map[string]string{
@@ -152,10 +152,18 @@ func labelledPolicy(name, region string) string {
   spec: {destinationSelectors: [{names: [reviews], clusterSelector: {matchLabels: {region: ` + region + `}}}], action: Allow, from: [{clusters: [east]}]}}`
 }
 
+// fromLabelled admits clients of the clusters labelled region=region to
+// west's reviews.
+func fromLabelled(name, region string) string {
+	return `{apiVersion: policy.meshrelay.io/v1alpha1, kind: AccessPolicy, metadata: {name: ` + name + `, namespace: bookinfo},
+  spec: {destinationSelectors: [{names: [reviews], clusters: [west]}], action: Allow, from: [{clusterSelector: {matchLabels: {region: ` + region + `}}}]}}`
+}
+
 // The graph's edges and describe's selecting policies match a
 // clusterSelector against the registry's labels, as the plugins do: a
 // policy selecting region=us reaches west's reviews only, one selecting a
-// region no cluster has reaches nothing.
+// region no cluster has reaches nothing. A client clusterSelector draws
+// an edge from each cluster it matches, and none when it matches none.
 func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
 	st := memory.New()
 	ctx := context.Background()
@@ -170,11 +178,11 @@ func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, labelledPolicy("to-us", "us"), labelledPolicy("to-mars", "mars"))}}, server.DefaultOptions(), nil)
+	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, labelledPolicy("to-us", "us"), labelledPolicy("to-mars", "mars"), fromLabelled("from-eu", "eu"), fromLabelled("from-mars", "mars"))}}, server.DefaultOptions(), nil)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
-	testutil.Eventually(t, "both policies in the status", func() bool {
+	testutil.Eventually(t, "the four policies in the status", func() bool {
 		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
-		return err == nil && len(st.GetPolicies()) == 2
+		return err == nil && len(st.GetPolicies()) == 4
 	})
 
 	d, err := e.srv.AdminServer().DescribeDestination(admin, &relayv1.DescribeRequest{Namespace: "bookinfo", Name: "reviews"})
@@ -185,8 +193,8 @@ func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
 	for _, p := range d.GetPolicies() {
 		selecting = append(selecting, p.GetName())
 	}
-	if !slices.Equal(selecting, []string{"to-us"}) {
-		t.Errorf("DescribeDestination(reviews) lists policies %v, want to-us only", selecting)
+	if !slices.Equal(selecting, []string{"from-eu", "from-mars", "to-us"}) {
+		t.Errorf("DescribeDestination(reviews) lists policies %v, want from-eu, from-mars and to-us", selecting)
 	}
 
 	resp, body := request(t, http.DefaultClient, "GET", e.ui.URL()+"api/graph", "Bearer "+e.token, "", "")
@@ -203,7 +211,9 @@ func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
 	for _, e := range g.Edges {
 		edges = append(edges, e.Policy+": "+e.From+">"+e.To)
 	}
-	if want := []string{"AccessPolicy/bookinfo/to-us: east>west"}; !slices.Equal(edges, want) {
+	slices.Sort(edges)
+	want := []string{"AccessPolicy/bookinfo/from-eu: central>west", "AccessPolicy/bookinfo/from-eu: east>west", "AccessPolicy/bookinfo/to-us: east>west"}
+	if !slices.Equal(edges, want) {
 		t.Errorf("graph edges = %q, want %q", edges, want)
 	}
 }
