@@ -206,6 +206,10 @@ func diffOffline(ctx context.Context, logs *logOptions, stderr io.Writer, cluste
 	for _, p := range host.Plugins() {
 		ts = append(ts, p)
 	}
+	if len(ts) == 0 {
+		// Without a translator every change would read as "no change".
+		return nil, fmt.Errorf("no plugins installed in %s: install them with meshrelay plugin install, or name their directory with --plugin-dir", pluginDir)
+	}
 	fleet, err := offline.ReadFleet(clustersDir, policiesDir, logger)
 	if err != nil {
 		return nil, err

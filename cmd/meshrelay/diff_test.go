@@ -139,3 +139,23 @@ func codeOf(err error) int {
 	}
 	return exitCode(err)
 }
+
+// TestDiffOfflineWithoutPlugins: an offline diff with a plugin directory
+// holding no plugins is an error (exit 2), not "no change".
+func TestDiffOfflineWithoutPlugins(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("apiVersion: policy.meshrelay.io/v1alpha1\nkind: AccessPolicy\nmetadata: {name: a, namespace: default}\nspec: {action: Deny}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"clusters", "policies", "plugins"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := run(t, "diff", "--clusters", filepath.Join(dir, "clusters"), "--policies", filepath.Join(dir, "policies"),
+		"--plugin-dir", filepath.Join(dir, "plugins"), "-f", policy)
+	if codeOf(err) < 2 || err == nil || !strings.Contains(err.Error(), "no plugins installed") {
+		t.Errorf("diff with an empty plugin directory: exit %d, %v\n%s", codeOf(err), err, out)
+	}
+}
