@@ -148,10 +148,17 @@ func TestDiffOfflineWithoutPlugins(t *testing.T) {
 	if err := os.WriteFile(policy, []byte("apiVersion: policy.meshrelay.io/v1alpha1\nkind: AccessPolicy\nmetadata: {name: a, namespace: default}\nspec: {action: Deny}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"clusters", "policies", "plugins"} {
+	for _, d := range []string{"clusters/east", "policies", "plugins"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	east, err := os.ReadFile("../../testdata/demo/clusters/east/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "clusters/east/cluster.yaml"), east, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	out, err := run(t, "diff", "--clusters", filepath.Join(dir, "clusters"), "--policies", filepath.Join(dir, "policies"),
 		"--plugin-dir", filepath.Join(dir, "plugins"), "-f", policy)
