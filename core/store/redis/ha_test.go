@@ -124,24 +124,7 @@ func TestClusterNodeRestartRefilled(t *testing.T) {
 	go wt.Run(ctx)
 	reader := newStoreURL(t, c.URL(), "n:", "reader")
 
-	const clusters = 16
-	for i := range clusters {
-		if err := wt.PutInput(ctx, fmt.Sprintf("c%d", i), storetest.Snap(t, 1, "x", 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	allThere := func() (bool, string) {
-		for i := range clusters {
-			callCtx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := reader.GetInput(callCtx, fmt.Sprintf("c%d", i))
-			cancel()
-			if err != nil {
-				return false, fmt.Sprintf("GetInput(c%d): %v", i, err)
-			}
-		}
-		return true, ""
-	}
-	testutil.EventuallyWhy(t, "every input in Redis", allThere)
+	allThere := putInputs(t, wt, reader, 16)
 	for i, node := range c.Nodes() {
 		node.Stop()
 		if err := node.Start(); err != nil {
@@ -253,24 +236,7 @@ func TestClusterWatchFollowsSlotMove(t *testing.T) {
 	}
 	reader := newStoreURL(t, c.URL(), "m:", "reader")
 
-	const clusters = 16
-	for i := range clusters {
-		if err := wt.PutInput(ctx, fmt.Sprintf("c%d", i), storetest.Snap(t, 1, "x", 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	allThere := func() (bool, string) {
-		for i := range clusters {
-			callCtx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := reader.GetInput(callCtx, fmt.Sprintf("c%d", i))
-			cancel()
-			if err != nil {
-				return false, fmt.Sprintf("GetInput(c%d): %v", i, err)
-			}
-		}
-		return true, ""
-	}
-	testutil.EventuallyWhy(t, "every input in Redis", allThere)
+	allThere := putInputs(t, wt, reader, 16)
 
 	const channel = "{m}:events" // the prefix "m:" with its hash tag
 	from, to, _ := c.Reshard(t, channel)
@@ -292,4 +258,29 @@ func TestClusterWatchFollowsSlotMove(t *testing.T) {
 	}
 	waitFor(t, events, func(e store.Event) bool { return e.Kind == store.EventResync })
 	testutil.EventuallyWhy(t, "every input in Redis after the slot's new primary restarted empty", allThere)
+}
+
+// putInputs writes n clusters' inputs through wt and waits until reader
+// finds them all in Redis; the check it returns looks again.
+func putInputs(t *testing.T, wt, reader store.Store, n int) (allThere func() (bool, string)) {
+	t.Helper()
+	ctx := t.Context()
+	for i := range n {
+		if err := wt.PutInput(ctx, fmt.Sprintf("c%d", i), storetest.Snap(t, 1, "x", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allThere = func() (bool, string) {
+		for i := range n {
+			callCtx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := reader.GetInput(callCtx, fmt.Sprintf("c%d", i))
+			cancel()
+			if err != nil {
+				return false, fmt.Sprintf("GetInput(c%d): %v", i, err)
+			}
+		}
+		return true, ""
+	}
+	testutil.EventuallyWhy(t, "every input in Redis", allThere)
+	return allThere
 }
