@@ -153,31 +153,10 @@ func TestChaosSoakRollout(t *testing.T) {
 // times while agents churn and replicas die, and the soak must pass with
 // the server replicas following each new primary.
 func TestChaosSoakSentinel(t *testing.T) {
-	opts := soakOptions(t)
-	opts.RedisSentinel = true
-	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
-	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 50*time.Second, 8*time.Second, time.Minute, 20*time.Second
-	opts.Faults = []string{FaultRedisFailover, FaultRedisFailover, FaultKillReplica, FaultRestartAgent}
-	opts.Seed = 3
-	rep, err := RunChaos(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range rep.Failures {
-		t.Errorf("soak failure: %s", f)
-	}
-	failovers := 0
-	for _, f := range rep.Faults {
-		if f.Kind == FaultRedisFailover && f.Error == "" {
-			failovers++
-			t.Logf("failover at %.1fs: %s", f.At, f.Note)
-		}
-	}
-	if failovers == 0 {
-		t.Errorf("no Sentinel failover among the faults %+v", rep.Faults)
-	}
-	if !rep.Passed {
-		t.Errorf("the soak did not pass")
+	done := storeSoak(t, func(o *Options) { o.RedisSentinel = true }, 3,
+		FaultRedisFailover, FaultRedisFailover, FaultKillReplica, FaultRestartAgent)
+	if done[FaultRedisFailover] == 0 {
+		t.Errorf("no Sentinel failover among the faults")
 	}
 }
 
@@ -187,15 +166,26 @@ func TestChaosSoakSentinel(t *testing.T) {
 // churn and replicas die, and the soak must pass: the independent checker
 // finds every agent's outputs as its model has them at every check.
 func TestChaosSoakRedisCluster(t *testing.T) {
-	opts := soakOptions(t)
-	opts.RedisCluster = true
-	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
-	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 50*time.Second, 8*time.Second, time.Minute, 20*time.Second
-	opts.Faults = []string{FaultRedisReshard, FaultRedisReshard, FaultRedisClusterKill, FaultKillReplica}
 	// Seed 13 draws a migration, then a replica's restart (it loads the
 	// fleet from the slot's new primary), then two kills of the slot's
 	// primary.
-	opts.Seed = 13
+	done := storeSoak(t, func(o *Options) { o.RedisCluster = true }, 13,
+		FaultRedisReshard, FaultRedisReshard, FaultRedisClusterKill, FaultKillReplica)
+	if done[FaultRedisReshard] == 0 || done[FaultRedisClusterKill] == 0 {
+		t.Errorf("%d slot migrations and %d primary kills done, want at least one of each", done[FaultRedisReshard], done[FaultRedisClusterKill])
+	}
+}
+
+// storeSoak runs a short soak of 12 agents for 50 s on the store setup
+// makes, with faults drawn from kinds by seed, and requires it to pass.
+// It returns how many faults of each kind were done without error.
+func storeSoak(t *testing.T, setup func(*Options), seed uint64, kinds ...string) map[string]int {
+	t.Helper()
+	opts := soakOptions(t)
+	setup(&opts)
+	opts.Agents, opts.Services, opts.Churn = 12, 5, 2
+	opts.Duration, opts.FaultEvery, opts.CheckEvery, opts.PolicyEvery = 50*time.Second, 8*time.Second, time.Minute, 20*time.Second
+	opts.Faults, opts.Seed = kinds, seed
 	rep, err := RunChaos(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -210,12 +200,10 @@ func TestChaosSoakRedisCluster(t *testing.T) {
 			done[f.Kind]++
 		}
 	}
-	if done[FaultRedisReshard] == 0 || done[FaultRedisClusterKill] == 0 {
-		t.Errorf("%d slot migrations and %d primary kills done, want at least one of each: faults %+v", done[FaultRedisReshard], done[FaultRedisClusterKill], rep.Faults)
-	}
 	if !rep.Passed {
 		t.Errorf("the soak did not pass")
 	}
+	return done
 }
 
 // TestChaosHostileAgent runs a short soak whose only fault is a hostile
