@@ -26,23 +26,8 @@ import (
 // outputs read back with meshrelay get outputs.
 func TestClusterSelectorEndToEnd(t *testing.T) {
 	// The plugins built from this tree: they must know clusterSelector.
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins := t.TempDir()
-	if _, err := pluginhost.BuildBinaries(t.Context(), root, bins, demo.Plugins); err != nil {
-		t.Fatalf("build the plugins: %v", err)
-	}
-	admin, out := serveDemoOut(t, bins)
-	cli := func(args ...string) string {
-		t.Helper()
-		o, err := run(t, append(args, admin...)...)
-		if err != nil {
-			t.Fatalf("meshrelay %s: %v\n%s", strings.Join(args, " "), err, o)
-		}
-		return o
-	}
+	_, admin, out := serveTreeDemo(t)
+	cli := adminCLI(t, admin)
 	cli("cluster", "label", "east", "region=eu")
 	cli("cluster", "label", "west", "region=us")
 	cli("cluster", "label", "central", "region=eu")
@@ -108,23 +93,8 @@ spec:
 // only admit or not. meshrelay diff gives the same answer live and
 // offline, with the offline fleet's labels in labels.yaml.
 func TestClientClusterSelectorEndToEnd(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins := t.TempDir()
-	if _, err := pluginhost.BuildBinaries(t.Context(), root, bins, demo.Plugins); err != nil {
-		t.Fatalf("build the plugins: %v", err)
-	}
-	admin, out := serveDemoOut(t, bins)
-	cli := func(args ...string) string {
-		t.Helper()
-		o, err := run(t, append(args, admin...)...)
-		if err != nil {
-			t.Fatalf("meshrelay %s: %v\n%s", strings.Join(args, " "), err, o)
-		}
-		return o
-	}
+	root, admin, out := serveTreeDemo(t)
+	cli := adminCLI(t, admin)
 	labels := map[string]string{"east": "eu", "west": "us", "central": "eu", "north": "us"}
 	for _, c := range slices.Sorted(maps.Keys(labels)) {
 		cli("cluster", "label", c, "region="+labels[c])
@@ -301,5 +271,34 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// serveTreeDemo serves the demo with the plugins built from this tree,
+// returning the tree's root, the admin flags and the demo's output
+// directory.
+func serveTreeDemo(t *testing.T) (root string, admin []string, out string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	if _, err := pluginhost.BuildBinaries(t.Context(), root, bins, demo.Plugins); err != nil {
+		t.Fatalf("build the plugins: %v", err)
+	}
+	admin, out = serveDemoOut(t, bins)
+	return root, admin, out
+}
+
+// adminCLI runs meshrelay with the admin flags, failing the test on error.
+func adminCLI(t *testing.T, admin []string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		o, err := run(t, append(args, admin...)...)
+		if err != nil {
+			t.Fatalf("meshrelay %s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+		return o
 	}
 }
