@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,9 +83,9 @@ func TestShadowedPolicy(t *testing.T) {
 	}
 	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, accessPolicy("east"))}}, server.DefaultOptions(), nil)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
-	testutil.Eventually(t, "the four policies in the status", func() bool {
+	testutil.EventuallyWhy(t, "both policies in the status", func() (bool, string) {
 		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
-		return err == nil && len(st.GetPolicies()) == 4
+		return err == nil && len(st.GetPolicies()) == 2, fmt.Sprint(err, st.GetPolicies())
 	})
 
 	for name, want := range map[string]string{
@@ -180,9 +181,9 @@ func TestClusterSelectorInGraphAndDescribe(t *testing.T) {
 	}
 	e := startWith(t, server.Deps{Store: st, Policies: staticPolicies{objects(t, labelledPolicy("to-us", "us"), labelledPolicy("to-mars", "mars"), fromLabelled("from-eu", "eu"), fromLabelled("from-mars", "mars"))}}, server.DefaultOptions(), nil)
 	admin := metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+e.token))
-	testutil.Eventually(t, "the four policies in the status", func() bool {
+	testutil.EventuallyWhy(t, "the four policies in the status", func() (bool, string) {
 		st, err := e.srv.AdminServer().GetStatus(admin, &relayv1.GetStatusRequest{})
-		return err == nil && len(st.GetPolicies()) == 4
+		return err == nil && len(st.GetPolicies()) == 4, fmt.Sprint(err, st.GetPolicies())
 	})
 
 	d, err := e.srv.AdminServer().DescribeDestination(admin, &relayv1.DescribeRequest{Namespace: "bookinfo", Name: "reviews"})
