@@ -390,16 +390,19 @@ func TestServerRender(t *testing.T) {
 			"--ca-key=/etc/meshrelay/ca/tls.key",
 			"--ca-chain=/etc/meshrelay/ca/ca.crt",
 			"--safe-start-window=5m",
+			"--advertise-addr=$(POD_IP):9900",
 		} {
 			if !slices.Contains(args, want) {
 				t.Errorf("server args %q lack %q", args, want)
 			}
 		}
-		// $(REDIS_PASSWORD) in args is only replaced when the variable is
-		// defined in the container's env.
+		// $(REDIS_PASSWORD) and $(POD_IP) in args are only replaced when
+		// the variable is defined in the container's env.
 		env, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
-		if !strings.Contains(fmt.Sprint(env), "name:REDIS_PASSWORD") {
-			t.Errorf("server container has no REDIS_PASSWORD variable: %v", env)
+		for _, v := range []string{"name:REDIS_PASSWORD", "name:POD_IP"} {
+			if !strings.Contains(fmt.Sprint(env), v) {
+				t.Errorf("server container has no %s variable: %v", v, env)
+			}
 		}
 		for _, o := range objs {
 			if o.GetKind() == "Secret" {

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/meshrelay/meshrelay/core/server"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +13,6 @@ import (
 	"github.com/meshrelay/meshrelay/internal/adminclient"
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 )
 
 // topFlags are the flags of meshrelay top.
@@ -41,10 +40,13 @@ UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS) and latency percentiles;
 Agents receive the proxies' metrics (Envoy's metrics service, OTLP from
 gRPC clients; README, "Seeing traffic"). A server replica knows the edges of
 the agents connected to it, for the last hour; /metrics exposes them to
-Prometheus for longer. To see a fleet served by several replicas, name each
-in --server, comma-separated: their edges are merged (counts and rates
-summed; an edge seen by two replicas, as when its agent moved, gets the
-higher of their percentiles).`,
+Prometheus for longer. A replica started with --advertise-addr is asked by
+the others, so any replica answers for the whole fleet; a replica whose
+edges are missing from the answer is named on stderr. Replicas that do not
+announce an address can be named in --server, comma-separated: each is
+asked for its own edges and the answers merged (counts and rates summed; an
+edge seen by two replicas, as when its agent moved, gets the higher of
+their percentiles).`,
 		Example: `  meshrelay top edges
   meshrelay top edges -c east --sort errors -n 5
   meshrelay top destinations --sort p99`,
@@ -57,21 +59,26 @@ higher of their percentiles).`,
 			if !slices.Contains([]string{"rps", "errors", "p99"}, f.sort) {
 				return &exitError{code: 2, err: fmt.Errorf("--sort must be rps, errors or p99, not %q", f.sort)}
 			}
-			// Each replica knows the edges of its own agents: with
-			// several addresses, ask each and merge.
+			// A replica asks the others that announce an address and
+			// merges their edges into its own. Several addresses name
+			// replicas that do not: ask each for its own and merge here.
+			servers := strings.Split(af.server, ",")
 			var lists []*relayv1.ListEdgesResponse
-			for _, server := range strings.Split(af.server, ",") {
+			for _, addr := range servers {
 				one := af
-				one.server = strings.TrimSpace(server)
+				one.server = strings.TrimSpace(addr)
 				resp, err := call(cmd.Context(), &one, func(ctx context.Context, c relayv1.AdminClient) (*relayv1.ListEdgesResponse, error) {
-					return c.(*adminclient.Client).Traffic().ListEdges(ctx, &relayv1.ListEdgesRequest{WindowSeconds: uint32(f.window), Cluster: f.cluster})
+					return c.(*adminclient.Client).Traffic().ListEdges(ctx, &relayv1.ListEdgesRequest{WindowSeconds: uint32(f.window), Cluster: f.cluster, Local: len(servers) > 1})
 				})
 				if err != nil {
 					return apiError(fmt.Errorf("%s: %w", one.server, err))
 				}
 				lists = append(lists, resp)
 			}
-			resp := mergeEdges(lists)
+			resp := server.MergeEdges(lists)
+			for _, m := range resp.GetMissing() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the edges lack a replica's: %s\n", m)
+			}
 			if f.out != "table" {
 				return printData(cmd.OutOrStdout(), f.out, resp)
 			}
@@ -95,75 +102,6 @@ higher of their percentiles).`,
 	cmd.Flags().StringVarP(&f.out, "output", "o", f.out, "output format: table, yaml, json")
 	_ = cmd.RegisterFlagCompletionFunc("cluster", completeNames(&af, "clusters"))
 	return cmd
-}
-
-// mergeEdges merges the edges several replicas answered: an edge named by
-// more than one (its agent moved between them within the window) has its
-// counts, rates, bytes, codes and minutes summed and the higher of the
-// percentiles, which bound the merged ones from below; drops are listed as
-// each replica answered them, and server_id names every replica.
-func mergeEdges(lists []*relayv1.ListEdgesResponse) *relayv1.ListEdgesResponse {
-	if len(lists) == 1 {
-		return lists[0]
-	}
-	type key struct{ sc, sw, dc, ds, proto string }
-	out := &relayv1.ListEdgesResponse{}
-	merged := map[key]*relayv1.Edge{}
-	var ids []string
-	for _, l := range lists {
-		out.Dropped = append(out.Dropped, l.GetDropped()...)
-		ids = append(ids, l.GetServerId())
-		for _, e := range l.GetEdges() {
-			k := key{e.GetSourceCluster(), e.GetSourceWorkload(), e.GetDestinationCluster(), e.GetDestinationService(), e.GetProtocol()}
-			m, ok := merged[k]
-			if !ok {
-				m = proto.Clone(e).(*relayv1.Edge)
-				merged[k] = m
-				out.Edges = append(out.Edges, m)
-				continue
-			}
-			m.Requests += e.GetRequests()
-			m.Errors += e.GetErrors()
-			m.Rps += e.GetRps()
-			m.BytesSent += e.GetBytesSent()
-			m.BytesReceived += e.GetBytesReceived()
-			m.P50Ms, m.P99Ms = max(m.P50Ms, e.GetP50Ms()), max(m.P99Ms, e.GetP99Ms())
-			if e.GetLastSeen().AsTime().After(m.GetLastSeen().AsTime()) {
-				m.LastSeen = e.GetLastSeen()
-			}
-			if len(e.GetCodes()) > 0 && m.Codes == nil {
-				m.Codes = map[string]uint64{}
-			}
-			for c, n := range e.GetCodes() {
-				m.Codes[c] += n
-			}
-			m.Minutes = mergeMinutes(m.Minutes, e.GetMinutes())
-			if m.Requests > 0 {
-				m.ErrorRate = float64(m.Errors) / float64(m.Requests)
-			}
-		}
-	}
-	out.ServerId = strings.Join(ids, ",")
-	return out
-}
-
-// mergeMinutes sums two edges' per-minute counts, in minute order.
-func mergeMinutes(a, b []*relayv1.EdgeMinute) []*relayv1.EdgeMinute {
-	byMinute := map[int64]*relayv1.EdgeMinute{}
-	for _, m := range slices.Concat(a, b) {
-		s, ok := byMinute[m.GetUnixMinute()]
-		if !ok {
-			s = &relayv1.EdgeMinute{UnixMinute: m.GetUnixMinute()}
-			byMinute[m.GetUnixMinute()] = s
-		}
-		s.Requests += m.GetRequests()
-		s.Errors += m.GetErrors()
-	}
-	out := make([]*relayv1.EdgeMinute, 0, len(byMinute))
-	for _, minute := range slices.Sorted(maps.Keys(byMinute)) {
-		out = append(out, byMinute[minute])
-	}
-	return out
 }
 
 // byDestination sums edges into one per destination cluster and service.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/meshrelay/meshrelay/internal/demo"
 	"github.com/meshrelay/meshrelay/internal/testutil"
-	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 )
 
 // TestTrafficEndToEnd: real grpc-go clients and servers, instrumented with
@@ -139,41 +137,4 @@ func grep(s, word string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// Two replicas' answers merge: an edge both saw (its agent moved) sums
-// its counts and keeps the higher percentiles; the others pass through.
-func TestMergeEdges(t *testing.T) {
-	minute := func(m int64, req, errs uint64) *relayv1.EdgeMinute {
-		return &relayv1.EdgeMinute{UnixMinute: m, Requests: req, Errors: errs}
-	}
-	moved := func(req, errs uint64, p99 float64, minutes ...*relayv1.EdgeMinute) *relayv1.Edge {
-		return &relayv1.Edge{SourceCluster: "east", SourceWorkload: "shop/checkout", DestinationCluster: "east", DestinationService: "shop/payments", Protocol: "grpc",
-			Requests: req, Errors: errs, Rps: float64(req) / 60, P99Ms: p99, Codes: map[string]uint64{"grpc_ok": req - errs, "grpc_server_error": errs}, Minutes: minutes}
-	}
-	other := &relayv1.Edge{SourceCluster: "west", SourceWorkload: "bookinfo/reviews", DestinationCluster: "west", DestinationService: "bookinfo/ratings", Protocol: "http", Requests: 7}
-	a := &relayv1.ListEdgesResponse{ServerId: "r1", Edges: []*relayv1.Edge{moved(60, 6, 40, minute(10, 60, 6))}}
-	b := &relayv1.ListEdgesResponse{ServerId: "r2", Edges: []*relayv1.Edge{moved(120, 0, 25, minute(10, 20, 0), minute(11, 100, 0)), other}}
-
-	got := mergeEdges([]*relayv1.ListEdgesResponse{a, b})
-	if got.GetServerId() != "r1,r2" || len(got.GetEdges()) != 2 {
-		t.Fatalf("merged %d edges from %q, want 2 from r1,r2", len(got.GetEdges()), got.GetServerId())
-	}
-	e := got.GetEdges()[0]
-	if e.GetRequests() != 180 || e.GetErrors() != 6 || e.GetRps() != 3 || e.GetP99Ms() != 40 || math.Abs(e.GetErrorRate()-6.0/180) > 1e-9 {
-		t.Errorf("moved edge = %d requests, %d errors, %.2f rps, p99 %.0f ms, error rate %.4f; want 180, 6, 3.00, 40, %.4f",
-			e.GetRequests(), e.GetErrors(), e.GetRps(), e.GetP99Ms(), e.GetErrorRate(), 6.0/180)
-	}
-	if e.GetCodes()["grpc_ok"] != 174 || e.GetCodes()["grpc_server_error"] != 6 {
-		t.Errorf("moved edge's codes = %v, want 174 ok and 6 server errors", e.GetCodes())
-	}
-	if m := e.GetMinutes(); len(m) != 2 || m[0].GetRequests() != 80 || m[0].GetErrors() != 6 || m[1].GetRequests() != 100 {
-		t.Errorf("moved edge's minutes = %v, want minute 10 with 80 (6 errors) and minute 11 with 100", m)
-	}
-	if a.GetEdges()[0].GetRequests() != 60 {
-		t.Error("merging changed the first replica's answer")
-	}
-	if got.GetEdges()[1].GetRequests() != 7 {
-		t.Errorf("the edge only r2 saw has %d requests, want 7", got.GetEdges()[1].GetRequests())
-	}
 }

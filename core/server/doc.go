@@ -58,7 +58,9 @@
 // with the sending cluster as every edge's source cluster; /metrics exposes
 // them, and the Traffic service, behind the admin token, lists them and
 // the error rate of a policy's destinations around its last change as
-// this replica saw it.
+// this replica saw it. It answers for the whole fleet: the replica asks
+// the other live replicas that announce an address (Options.AdvertiseAddr)
+// for their own edges and merges them into its answer (peers.go).
 //
 // Safe mode: after a start where some registered cluster has no fresh input
 // (the store was empty or lost), outputs are delivered with pruning forbidden

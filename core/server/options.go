@@ -28,6 +28,11 @@ type Options struct {
 	AdminAddr string
 	// ServerID names this replica; default: the host name and a random suffix.
 	ServerID string
+	// AdvertiseAddr is where the other replicas reach this one's admin API
+	// (host:port of ListenAddr as they see it), announced in the store so
+	// that each can answer for the whole fleet's traffic (peers.go). Empty:
+	// not announced; the replica's traffic is then in its own answers only.
+	AdvertiseAddr string
 	// DataDir holds the generated CA and admin token when they are not in the store.
 	DataDir string
 	// CACertFile, CAKeyFile and CAChainFile load a CA (possibly an
@@ -178,6 +183,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenAddr, "listen", o.ListenAddr, "relay gRPC address")
 	fs.StringVar(&o.AdminAddr, "metrics-addr", o.AdminAddr, "address of /metrics, /healthz and /readyz")
 	fs.StringVar(&o.ServerID, "server-id", o.ServerID, "this replica's name (default: host name and a random suffix)")
+	fs.StringVar(&o.AdvertiseAddr, "advertise-addr", o.AdvertiseAddr, "host:port where the other replicas reach this one's --listen address, so that each answers for the whole fleet's traffic (e.g. $(POD_IP):9900; default: not announced)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the generated CA and admin token")
 	fs.StringVar(&o.CACertFile, "ca-cert", o.CACertFile, "CA certificate file (PEM); generated when empty")
 	fs.StringVar(&o.CAKeyFile, "ca-key", o.CAKeyFile, "CA private key file (PEM)")
@@ -220,6 +226,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Mode != ModeMTLS && o.Mode != ModeTLS {
 		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeMTLS, ModeTLS, o.Mode))
+	}
+	if o.AdvertiseAddr != "" {
+		if host, port, err := net.SplitHostPort(o.AdvertiseAddr); err != nil || host == "" || port == "" || len(o.AdvertiseAddr) > 512 {
+			errs = append(errs, fmt.Errorf("--advertise-addr must be host:port, not %q", o.AdvertiseAddr))
+		}
 	}
 	if o.InsecureLoopback && !isLoopback(o.ListenAddr) {
 		errs = append(errs, fmt.Errorf("--insecure-loopback needs a loopback --listen address, not %q", o.ListenAddr))

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/meshrelay/meshrelay/core/store"
 	"math/rand/v2"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 // the next server address it knows. Moving costs no output churn: the
 // replica the agent reaches computes the same outputs, which the agent
 // holds, and sends nothing (the failover path, docs/architecture.md).
+// The announcement also carries the replica's --advertise-addr, which
+// its peers ask for its share of the fleet's traffic (peers.go).
 
 // presenceIntervals is how many rebalance intervals an announcement
 // lasts: a replica that stopped announcing drops out of the fair share
@@ -69,16 +72,22 @@ func (s *Server) rebalanceOnce(ctx context.Context, now time.Time) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, storeReadTimeout)
 	defer cancel()
-	if err := s.deps.Store.Announce(ctx, s.opts.ServerID, len(streams), presenceIntervals*every); err != nil {
+	me := store.Replica{Agents: len(streams), Address: s.opts.AdvertiseAddr}
+	if err := s.deps.Store.Announce(ctx, s.opts.ServerID, me, presenceIntervals*every); err != nil {
 		s.log.Debug("announce this replica", "error", err)
 		return
 	}
-	agents, err := s.deps.Store.Replicas(ctx)
+	replicas, err := s.deps.Store.Replicas(ctx)
 	if err != nil {
 		s.log.Debug("read the replicas", "error", err)
 		return
 	}
-	agents[s.opts.ServerID] = len(streams)
+	replicas[s.opts.ServerID] = me
+	s.peers.set(replicas)
+	agents := make(map[string]int, len(replicas))
+	for name, r := range replicas {
+		agents[name] = r.Agents
+	}
 	n, fair := shedCount(agents, s.opts.ServerID)
 	if n == 0 || safe {
 		return

@@ -111,6 +111,9 @@ type Server struct {
 	inputHeld inputBudget
 	// traffic keeps the edges the agents relayed over the last hour.
 	traffic *traffic.Hour
+	// peers are the other replicas, asked for their share of the fleet's
+	// traffic (peers.go).
+	peers peers
 	// policyChanges are when the management policies last changed.
 	policyChanges policyChanges
 
@@ -194,6 +197,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	}
 	s.m = newMetrics(deps.Registerer, s)
 	s.traffic = newTraffic(opts, deps.Registerer)
+	s.peers.s = s
 	s.rollouts = newRollouts(s)
 	deps.Registerer.MustRegister(rolloutCollector{s.rollouts})
 	s.trust = newTrust(s)
@@ -662,6 +666,7 @@ func (s *Server) shutdown() {
 		st.goodbye(relayv1.Goodbye_REASON_SHUTTING_DOWN, "server shutting down")
 	}
 	defer s.grpcLis.Close()
+	defer s.peers.close()
 	done := make(chan struct{})
 	go func() {
 		var wg sync.WaitGroup
@@ -680,6 +685,7 @@ func (s *Server) shutdown() {
 
 // Stop stops serving at once, without goodbyes, as when a replica dies. For tests.
 func (s *Server) Stop() {
+	s.peers.close()
 	s.grpcLis.Close()
 	s.grpc.Stop()
 	s.anon.Stop()

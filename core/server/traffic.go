@@ -79,6 +79,12 @@ func (t *trafficService) ListEdges(ctx context.Context, req *relayv1.ListEdgesRe
 			resp.Dropped = append(resp.Dropped, &relayv1.TrafficDrops{Cluster: cluster, Dropped: reasons})
 		}
 	}
+	if req.GetLocal() {
+		return resp, nil
+	}
+	answers, missing := t.s.peers.listEdges(ctx, req)
+	resp = MergeEdges(append([]*relayv1.ListEdgesResponse{resp}, answers...))
+	resp.Missing = append(resp.Missing, missing...)
 	return resp, nil
 }
 
@@ -203,13 +209,25 @@ func (t *trafficService) GetPolicyTraffic(ctx context.Context, req *relayv1.Poli
 		}
 	}
 	now := time.Now()
+	var hour *relayv1.ListEdgesResponse // the fleet's last hour, read once
 	for k, clusters := range byName {
 		if !selectsDestination(*src, k[0], k[1], clusters, s.clusterLabels) {
 			continue
 		}
+		if hour == nil {
+			if hour, err = t.ListEdges(ctx, &relayv1.ListEdgesRequest{WindowSeconds: 3600, Minutes: true}); err != nil {
+				return nil, err
+			}
+			out.Missing = hour.GetMissing()
+		}
 		var minutes []traffic.MinuteView
-		for _, v := range s.traffic.Edges(traffic.Query{Window: time.Hour, Destination: k[0] + "/" + k[1], Minutes: true}) {
-			minutes = append(minutes, v.Minutes...)
+		for _, e := range hour.GetEdges() {
+			if e.GetDestinationService() != k[0]+"/"+k[1] {
+				continue
+			}
+			for _, m := range e.GetMinutes() {
+				minutes = append(minutes, traffic.MinuteView{Minute: m.GetUnixMinute(), Requests: m.GetRequests(), Errors: m.GetErrors()})
+			}
 		}
 		before, after, last := traffic.Around(minutes, changed, now, int64(out.Minutes))
 		dt := &relayv1.DestinationTraffic{

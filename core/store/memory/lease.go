@@ -61,17 +61,17 @@ func checkLease(name, holder string, ttl time.Duration) error {
 
 // presence is a replica's last announcement.
 type presence struct {
-	agents  int
+	store.Replica
 	expires time.Time
 }
 
 // Announce implements store.Presence. Handles on the same data see each
 // other's announcements.
-func (s *Store) Announce(ctx context.Context, replica string, agents int, ttl time.Duration) error {
+func (s *Store) Announce(ctx context.Context, replica string, r store.Replica, ttl time.Duration) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	if err := store.CheckAnnounce(replica, agents, ttl); err != nil {
+	if err := store.CheckAnnounce(replica, r, ttl); err != nil {
 		return fmt.Errorf("announce: %w", err)
 	}
 	d := s.data
@@ -80,12 +80,12 @@ func (s *Store) Announce(ctx context.Context, replica string, agents int, ttl ti
 	if d.presence == nil {
 		d.presence = map[string]presence{}
 	}
-	d.presence[replica] = presence{agents: agents, expires: time.Now().Add(ttl)}
+	d.presence[replica] = presence{Replica: r, expires: time.Now().Add(ttl)}
 	return nil
 }
 
 // Replicas implements store.Presence.
-func (s *Store) Replicas(ctx context.Context) (map[string]int, error) {
+func (s *Store) Replicas(ctx context.Context) (map[string]store.Replica, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -93,10 +93,10 @@ func (s *Store) Replicas(ctx context.Context) (map[string]int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
-	out := make(map[string]int, len(d.presence))
+	out := make(map[string]store.Replica, len(d.presence))
 	for r, p := range d.presence {
 		if now.Before(p.expires) {
-			out[r] = p.agents
+			out[r] = p.Replica
 		} else {
 			delete(d.presence, r)
 		}

@@ -75,27 +75,38 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 
 // presence is the key of the replicas' presence: a sorted set of replicas
 // scored by when their announcement runs out (Redis's clock, in
-// milliseconds), and presenceAgents the hash of their agent counts.
-func (k keys) presence() string       { return k.prefix + "presence" }
-func (k keys) presenceAgents() string { return k.prefix + "presence-agents" }
+// milliseconds); presenceAgents the hash of their agent counts, and
+// presenceAddress the hash of the addresses of those that gave one (a
+// hash of its own, so that a replica of an older version, which reads
+// the first two only, reads them as before).
+func (k keys) presence() string        { return k.prefix + "presence" }
+func (k keys) presenceAgents() string  { return k.prefix + "presence-agents" }
+func (k keys) presenceAddress() string { return k.prefix + "presence-address" }
 
-// announceScript records replica ARGV[1] with ARGV[2] agents for ARGV[3]
-// milliseconds of Redis's clock, and drops the replicas whose time ran out.
+// announceScript records replica ARGV[1] with ARGV[2] agents and the
+// address ARGV[4] (none when empty) for ARGV[3] milliseconds of Redis's
+// clock, and drops the replicas whose time ran out.
 var announceScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if ARGV[4] == '' then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+else
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #gone > 0 then
   redis.call('ZREM', KEYS[1], unpack(gone))
   redis.call('HDEL', KEYS[2], unpack(gone))
+  redis.call('HDEL', KEYS[3], unpack(gone))
 end
 return 1
 `)
 
 // replicasScript returns the replicas whose time has not run out, each
-// followed by its agent count.
+// followed by its agent count and its address, empty when none.
 var replicasScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -104,45 +115,49 @@ local out = {}
 for _, r in ipairs(live) do
   out[#out + 1] = r
   out[#out + 1] = redis.call('HGET', KEYS[2], r) or '0'
+  out[#out + 1] = redis.call('HGET', KEYS[3], r) or ''
 end
 return out
 `)
 
+// presenceKeys are the keys of the presence scripts.
+func (s *Store) presenceKeys() []string {
+	return []string{s.keys.presence(), s.keys.presenceAgents(), s.keys.presenceAddress()}
+}
+
 // Announce implements store.Presence with one script on Redis's clock.
-func (s *Store) Announce(ctx context.Context, replica string, agents int, ttl time.Duration) error {
+func (s *Store) Announce(ctx context.Context, replica string, r store.Replica, ttl time.Duration) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := store.CheckAnnounce(replica, agents, ttl); err != nil {
+	if err := store.CheckAnnounce(replica, r, ttl); err != nil {
 		return fmt.Errorf("redis: announce: %w", err)
 	}
-	keys := []string{s.keys.presence(), s.keys.presenceAgents()}
-	if err := announceScript.Run(ctx, s.client, keys, replica, agents, ttl.Milliseconds()).Err(); err != nil {
+	if err := announceScript.Run(ctx, s.client, s.presenceKeys(), replica, r.Agents, ttl.Milliseconds(), r.Address).Err(); err != nil {
 		return s.wrap(fmt.Sprintf("announce replica %q", replica), err)
 	}
 	return nil
 }
 
 // Replicas implements store.Presence.
-func (s *Store) Replicas(ctx context.Context) (map[string]int, error) {
+func (s *Store) Replicas(ctx context.Context) (map[string]store.Replica, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	keys := []string{s.keys.presence(), s.keys.presenceAgents()}
-	res, err := replicasScript.Run(ctx, s.client, keys).StringSlice()
+	res, err := replicasScript.Run(ctx, s.client, s.presenceKeys()).StringSlice()
 	if err != nil {
 		return nil, s.wrap("read replicas", err)
 	}
-	if len(res)%2 != 0 {
+	if len(res)%3 != 0 {
 		return nil, fmt.Errorf("redis: read replicas: unexpected reply %v", res)
 	}
-	out := make(map[string]int, len(res)/2)
-	for i := 0; i < len(res); i += 2 {
+	out := make(map[string]store.Replica, len(res)/3)
+	for i := 0; i < len(res); i += 3 {
 		n, err := strconv.Atoi(res[i+1])
 		if err != nil {
 			return nil, fmt.Errorf("redis: read replicas: agents of %q: %w", res[i], err)
 		}
-		out[res[i]] = n
+		out[res[i]] = store.Replica{Agents: n, Address: res[i+2]}
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,17 +147,25 @@ func testLeaseClosed(t *testing.T, newStore Factory) {
 	}
 }
 
-// Every replica sees every replica's latest announcement.
+// Every replica sees every replica's latest announcement, its address
+// with it: kept, replaced and taken back.
 func testPresenceAnnounce(t *testing.T, newStore Factory) {
 	a, b := newStore(t), newStore(t)
 	ctx := ctxFor(t)
-	must(t, "Announce r1", a.Announce(ctx, "r1", 7, time.Minute))
-	must(t, "Announce r2", b.Announce(ctx, "r2", 0, time.Minute))
-	must(t, "Announce r1 again", a.Announce(ctx, "r1", 3, time.Minute))
+	must(t, "Announce r1", a.Announce(ctx, "r1", store.Replica{Agents: 7, Address: "10.0.0.1:9900"}, time.Minute))
+	must(t, "Announce r2", b.Announce(ctx, "r2", store.Replica{Address: "10.0.0.2:9900"}, time.Minute))
+	must(t, "Announce r3", b.Announce(ctx, "r3", store.Replica{Agents: 1, Address: "10.0.0.3:9900"}, time.Minute))
+	must(t, "Announce r1 again", a.Announce(ctx, "r1", store.Replica{Agents: 3, Address: "10.0.0.9:9900"}, time.Minute))
+	must(t, "Announce r3 without an address", b.Announce(ctx, "r3", store.Replica{Agents: 2}, time.Minute))
+	want := map[string]store.Replica{
+		"r1": {Agents: 3, Address: "10.0.0.9:9900"},
+		"r2": {Address: "10.0.0.2:9900"},
+		"r3": {Agents: 2},
+	}
 	for _, s := range []store.Store{a, b} {
 		got, err := s.Replicas(ctx)
 		must(t, "Replicas", err)
-		if want := map[string]int{"r1": 3, "r2": 0}; !maps.Equal(got, want) {
+		if !maps.Equal(got, want) {
 			t.Errorf("Replicas = %v, want %v", got, want)
 		}
 	}
@@ -167,13 +176,13 @@ func testPresenceAnnounce(t *testing.T, newStore Factory) {
 func testPresenceExpires(t *testing.T, newStore Factory) {
 	a, b := newStore(t), newStore(t)
 	ctx := ctxFor(t)
-	must(t, "Announce r1", a.Announce(ctx, "r1", 1, 100*time.Millisecond))
-	must(t, "Announce r2", b.Announce(ctx, "r2", 2, time.Minute))
+	must(t, "Announce r1", a.Announce(ctx, "r1", store.Replica{Agents: 1, Address: "r1:9900"}, 100*time.Millisecond))
+	must(t, "Announce r2", b.Announce(ctx, "r2", store.Replica{Agents: 2}, time.Minute))
 	deadline := time.Now().Add(eventTimeout)
 	for {
 		got, err := b.Replicas(ctx)
 		must(t, "Replicas", err)
-		if maps.Equal(got, map[string]int{"r2": 2}) {
+		if maps.Equal(got, map[string]store.Replica{"r2": {Agents: 2}}) {
 			return
 		}
 		if _, ok := got["r2"]; !ok || time.Now().After(deadline) {
@@ -187,15 +196,20 @@ func testPresenceInvalidArguments(t *testing.T, newStore Factory) {
 	ctx, s := ctxFor(t), newStore(t)
 	for _, c := range []struct {
 		replica string
-		agents  int
+		r       store.Replica
 		ttl     time.Duration
-	}{{"", 1, time.Minute}, {"r1", -1, time.Minute}, {"r1", 1, 0}} {
-		if err := s.Announce(ctx, c.replica, c.agents, c.ttl); err == nil {
-			t.Errorf("Announce(%q, %d, %v) succeeded, want an error", c.replica, c.agents, c.ttl)
+	}{
+		{"", store.Replica{Agents: 1}, time.Minute},
+		{"r1", store.Replica{Agents: -1}, time.Minute},
+		{"r1", store.Replica{Agents: 1}, 0},
+		{"r1", store.Replica{Address: strings.Repeat("a", 513)}, time.Minute},
+	} {
+		if err := s.Announce(ctx, c.replica, c.r, c.ttl); err == nil {
+			t.Errorf("Announce(%q, %+v, %v) succeeded, want an error", c.replica, c.r, c.ttl)
 		}
 	}
 	must(t, "Close", s.Close())
-	if err := s.Announce(ctx, "r1", 1, time.Minute); !errors.Is(err, store.ErrClosed) {
+	if err := s.Announce(ctx, "r1", store.Replica{Agents: 1}, time.Minute); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Announce after Close: err = %v, want ErrClosed", err)
 	}
 	if _, err := s.Replicas(ctx); !errors.Is(err, store.ErrClosed) {

@@ -210,7 +210,11 @@ type ListEdgesRequest struct {
 	Destination string `protobuf:"bytes,3,opt,name=destination,proto3" json:"destination,omitempty"`
 	// minutes asks for each edge's requests and errors per minute over the
 	// last hour.
-	Minutes       bool `protobuf:"varint,4,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	Minutes bool `protobuf:"varint,4,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	// local asks for this replica's edges only. Without it, a replica that
+	// knows its peers (they announce --advertise-addr) asks each for its
+	// edges, with local set, and merges their answers into its own.
+	Local         bool `protobuf:"varint,5,opt,name=local,proto3" json:"local,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,15 +277,26 @@ func (x *ListEdgesRequest) GetMinutes() bool {
 	return false
 }
 
+func (x *ListEdgesRequest) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
 type ListEdgesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Edges []*Edge                `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
 	// dropped counts, per cluster and reason, what agents and this server
 	// dropped over the last hour.
 	Dropped []*TrafficDrops `protobuf:"bytes,2,rep,name=dropped,proto3" json:"dropped,omitempty"`
-	// server_id names the replica: each keeps the edges of the agents
-	// connected to it.
-	ServerId      string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// server_id names the replicas whose edges the answer holds,
+	// comma-separated: each keeps the edges of the agents connected to it.
+	ServerId string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// missing names the live replicas whose edges the answer lacks, each
+	// with why ("r2: no --advertise-addr announced", "r3 (10.0.0.3:9900):
+	// deadline exceeded").
+	Missing       []string `protobuf:"bytes,4,rep,name=missing,proto3" json:"missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -335,6 +350,13 @@ func (x *ListEdgesResponse) GetServerId() string {
 		return x.ServerId
 	}
 	return ""
+}
+
+func (x *ListEdgesResponse) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
 }
 
 // Edge is the traffic from a workload to a destination service over the
@@ -705,9 +727,12 @@ type PolicyTraffic struct {
 	// changed_at is when this replica saw the policy's last change; unset
 	// when it saw none since it started (before and after are then empty,
 	// and now the last minutes).
-	ChangedAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
-	Minutes       uint32                 `protobuf:"varint,2,opt,name=minutes,proto3" json:"minutes,omitempty"`
-	Destinations  []*DestinationTraffic  `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	ChangedAt    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	Minutes      uint32                 `protobuf:"varint,2,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	Destinations []*DestinationTraffic  `protobuf:"bytes,3,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// missing names the live replicas whose traffic the counts lack, as
+	// ListEdgesResponse.missing does.
+	Missing       []string `protobuf:"bytes,4,rep,name=missing,proto3" json:"missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +784,13 @@ func (x *PolicyTraffic) GetMinutes() uint32 {
 func (x *PolicyTraffic) GetDestinations() []*DestinationTraffic {
 	if x != nil {
 		return x.Destinations
+	}
+	return nil
+}
+
+func (x *PolicyTraffic) GetMissing() []string {
+	if x != nil {
+		return x.Missing
 	}
 	return nil
 }
@@ -884,16 +916,18 @@ const file_relay_v1_traffic_proto_rawDesc = "" +
 	"\x0fsource_workload\x18\x02 \x01(\tR\x0esourceWorkload\x12/\n" +
 	"\x13destination_cluster\x18\x03 \x01(\tR\x12destinationCluster\x12/\n" +
 	"\x13destination_service\x18\x04 \x01(\tR\x12destinationService\x12\x1a\n" +
-	"\bprotocol\x18\x05 \x01(\tR\bprotocol\"\x8f\x01\n" +
+	"\bprotocol\x18\x05 \x01(\tR\bprotocol\"\xa5\x01\n" +
 	"\x10ListEdgesRequest\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12 \n" +
 	"\vdestination\x18\x03 \x01(\tR\vdestination\x12\x18\n" +
-	"\aminutes\x18\x04 \x01(\bR\aminutes\"\x9c\x01\n" +
+	"\aminutes\x18\x04 \x01(\bR\aminutes\x12\x14\n" +
+	"\x05local\x18\x05 \x01(\bR\x05local\"\xb6\x01\n" +
 	"\x11ListEdgesResponse\x12.\n" +
 	"\x05edges\x18\x01 \x03(\v2\x18.meshrelay.relay.v1.EdgeR\x05edges\x12:\n" +
 	"\adropped\x18\x02 \x03(\v2 .meshrelay.relay.v1.TrafficDropsR\adropped\x12\x1b\n" +
-	"\tserver_id\x18\x03 \x01(\tR\bserverId\"\x95\x05\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12\x18\n" +
+	"\amissing\x18\x04 \x03(\tR\amissing\"\x95\x05\n" +
 	"\x04Edge\x12%\n" +
 	"\x0esource_cluster\x18\x01 \x01(\tR\rsourceCluster\x12'\n" +
 	"\x0fsource_workload\x18\x02 \x01(\tR\x0esourceWorkload\x12/\n" +
@@ -935,12 +969,13 @@ const file_relay_v1_traffic_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
 	"\acluster\x18\x04 \x01(\tR\acluster\x12\x18\n" +
-	"\aminutes\x18\x05 \x01(\rR\aminutes\"\xb0\x01\n" +
+	"\aminutes\x18\x05 \x01(\rR\aminutes\"\xca\x01\n" +
 	"\rPolicyTraffic\x129\n" +
 	"\n" +
 	"changed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12\x18\n" +
 	"\aminutes\x18\x02 \x01(\rR\aminutes\x12J\n" +
-	"\fdestinations\x18\x03 \x03(\v2&.meshrelay.relay.v1.DestinationTrafficR\fdestinations\"\xa0\x02\n" +
+	"\fdestinations\x18\x03 \x03(\v2&.meshrelay.relay.v1.DestinationTrafficR\fdestinations\x12\x18\n" +
+	"\amissing\x18\x04 \x03(\tR\amissing\"\xa0\x02\n" +
 	"\x12DestinationTraffic\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
