@@ -26,6 +26,13 @@ export interface TrafficEdge {
 interface Edges {
   edges: TrafficEdge[];
   serverId: string;
+  // missing names the live server replicas whose edges the answer lacks.
+  missing?: string[];
+}
+
+// missingNote says which server replicas' traffic an answer lacks, and why.
+function missingNote(missing?: string[]): HTMLElement[] {
+  return (missing ?? []).map((m) => h("p", { class: "warning missing-replica" }, `Lacks the traffic of server replica ${m}`));
 }
 
 interface DestinationTraffic {
@@ -43,6 +50,7 @@ interface PolicyTraffic {
   changedAt?: string | null;
   minutes: number;
   destinations: DestinationTraffic[];
+  missing?: string[];
 }
 
 const every = 3000;
@@ -110,8 +118,15 @@ export function overlayTraffic(el: Element) {
   poll(
     el,
     async () => {
-      shownEdges = (await getJSON<Edges>("/api/traffic")).edges;
+      const r = await getJSON<Edges>("/api/traffic");
+      shownEdges = r.edges;
       if (laidOut?.isConnected) drawTraffic(laidOut, shownEdges);
+      let note = el.querySelector<HTMLElement>("div.traffic-missing");
+      if (!note) {
+        note = h("div", { class: "traffic-missing" });
+        el.prepend(note);
+      }
+      note.replaceChildren(...missingNote(r.missing));
     },
     () => {
       polling = false;
@@ -197,7 +212,8 @@ export function callersSection(namespace: string, name: string): HTMLElement {
         ),
         { id: "callers" },
       ),
-      h("p", { class: "muted" }, `As server replica ${r.serverId} heard from the agents connected to it.`),
+      h("p", { class: "muted" }, `As server replicas ${r.serverId.split(",").join(", ")} heard from the agents connected to them.`),
+      ...missingNote(r.missing),
     );
   });
   return el;
@@ -255,6 +271,7 @@ function pollPolicyTraffic(el: HTMLElement, body: HTMLElement, kind: string, nam
         ),
         id ? { id } : { class: "traffic-change" },
       ),
+      ...missingNote(r.missing),
     );
   });
 }
