@@ -35,6 +35,7 @@ type agentFlags struct {
 	sinks       []string
 	xdsAddr     string
 	metricsAddr string
+	debugAddr   string
 	kubeconfig  string
 	leaderElect bool
 	traffic     bool
@@ -82,6 +83,11 @@ discovering, and resyncs on reconnect.`,
 			if err != nil {
 				return err
 			}
+			stopDebug, err := serveDebug(f.debugAddr, logger)
+			if err != nil {
+				return err
+			}
+			defer stopDebug()
 			return runAgent(cmd.Context(), logger, opts, f)
 		},
 	}
@@ -91,6 +97,7 @@ discovering, and resyncs on reconnect.`,
 	fs.StringSliceVar(&f.sinks, "sink", f.sinks, "where outputs go: kube (every resource but xDS ones) and/or dir:PATH (every resource) (repeatable)")
 	fs.StringVar(&f.xdsAddr, "xds-addr", f.xdsAddr, "address of the xDS server, serving every backend's xDS resources to Envoys and gRPC xDS clients (empty: off)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.metricsAddr, "address of /metrics, /healthz and /readyz (empty: off)")
+	addDebugFlag(fs, &f.debugAddr)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "only the holder of a Lease relays and applies")
 	fs.BoolVar(&f.traffic, "traffic", true, "receive the proxies' metrics on the xDS port (Envoy's metrics service, OTLP over gRPC) and relay their traffic as edges every 10 s (needs --xds-addr)")

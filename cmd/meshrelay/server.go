@@ -27,7 +27,7 @@ func newServerCommand(logs *logOptions) *cobra.Command {
 	opts := server.DefaultOptions()
 	uiOpts := ui.DefaultOptions()
 	plugins := pluginhost.DefaultOptions()
-	var storeURL, pluginDir, configSource, kubeconfig, discoveryNamespace string
+	var storeURL, pluginDir, configSource, kubeconfig, discoveryNamespace, debugAddr string
 	var discoveryLease time.Duration
 	var discoveryCRDs bool
 	cmd := &cobra.Command{
@@ -70,6 +70,11 @@ certificate, except on a loopback address, where it is plain HTTP.`,
 			if err != nil {
 				return err
 			}
+			stopDebug, err := serveDebug(debugAddr, logger)
+			if err != nil {
+				return err
+			}
+			defer stopDebug()
 			return runServer(cmd.Context(), logger, opts, uiOpts, plugins, storeURL, pluginDir, configSource, kubeconfig, disc)
 		},
 	}
@@ -83,6 +88,7 @@ certificate, except on a loopback address, where it is plain HTTP.`,
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster for --config-source kube and --discovery-crds (default: in-cluster or $KUBECONFIG)")
 	fs.BoolVar(&discoveryCRDs, "discovery-crds", false, "also write the fleet's Meshes, Workloads and Destinations as discovery.meshrelay.io custom resources in the management cluster (install the CRDs of deploy/crds first)")
 	fs.StringVar(&discoveryNamespace, "discovery-namespace", "meshrelay-system", "management cluster namespace of the discovery custom resources (--discovery-crds)")
+	addDebugFlag(fs, &debugAddr)
 	fs.DurationVar(&discoveryLease, "discovery-lease", server.DefaultDiscoveryLease, "replicas sharing a store write the discovery custom resources one at a time, under a lease in the store this long: when the writing replica dies, another takes over within it (--discovery-crds)")
 	return cmd
 }

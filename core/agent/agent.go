@@ -180,37 +180,63 @@ func jitter(backoff time.Duration) time.Duration {
 // heartbeat, for Options.ServerTimeout.
 var errServerSilent = errors.New("server silent")
 
-// watchSilence ends the session with errServerSilent when heard gets
-// nothing for Options.ServerTimeout; it returns when ctx ends.
-func (a *Agent) watchSilence(ctx context.Context, end context.CancelCauseFunc, heard <-chan struct{}) {
-	t := time.NewTimer(a.opts.ServerTimeout)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-heard:
-			t.Reset(a.opts.ServerTimeout)
-		case <-t.C:
-			end(fmt.Errorf("%w for %s", errServerSilent, a.opts.ServerTimeout))
-			return
-		}
-	}
+// silence ends a session with errServerSilent when the server sends
+// nothing for Options.ServerTimeout. A message received only records when
+// it came (heard); the timer, set for the timeout, looks at that when it
+// fires and sets itself again for the rest, so a message wakes nothing.
+type silence struct {
+	timeout time.Duration
+	start   time.Time
+	end     context.CancelCauseFunc
+	// last is when the last message came, since start.
+	last atomic.Int64
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
 }
 
-// heardStream notes each message received on a stream in heard.
+// watchSilence starts watching a session for silence; stop ends it.
+func watchSilence(timeout time.Duration, end context.CancelCauseFunc) *silence {
+	s := &silence{timeout: timeout, start: time.Now(), end: end}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = time.AfterFunc(timeout, s.check)
+	return s
+}
+
+func (s *silence) heard() { s.last.Store(int64(time.Since(s.start))) }
+
+func (s *silence) check() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	if quiet := time.Since(s.start) - time.Duration(s.last.Load()); quiet < s.timeout {
+		s.timer.Reset(s.timeout - quiet)
+		return
+	}
+	s.end(fmt.Errorf("%w for %s", errServerSilent, s.timeout))
+}
+
+func (s *silence) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	s.timer.Stop()
+}
+
+// heardStream notes each message received on a stream in quiet.
 type heardStream struct {
 	relayv1.Relay_SyncClient
-	heard chan<- struct{}
+	quiet *silence
 }
 
 func (s heardStream) Recv() (*relayv1.ServerMessage, error) {
 	m, err := s.Relay_SyncClient.Recv()
 	if err == nil {
-		select {
-		case s.heard <- struct{}{}:
-		default:
-		}
+		s.quiet.heard()
 	}
 	return m, err
 }
@@ -224,8 +250,8 @@ func (a *Agent) session(ctx context.Context) error {
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	heard := make(chan struct{}, 1)
-	go a.watchSilence(ctx, cancel, heard)
+	quiet := watchSilence(a.opts.ServerTimeout, cancel)
+	defer quiet.stop()
 	md := []string{"x-meshrelay-cluster", a.opts.Cluster}
 	if a.opts.Mode == pki.ModeTLS || a.opts.Insecure {
 		// The token in the headers lets the server authenticate the stream
@@ -238,7 +264,7 @@ func (a *Agent) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open stream: %w", silentOr(ctx, err))
 	}
-	stream := heardStream{Relay_SyncClient: raw, heard: heard}
+	stream := heardStream{Relay_SyncClient: raw, quiet: quiet}
 	if err := stream.Send(a.hello()); err != nil {
 		return fmt.Errorf("send hello: %w", silentOr(ctx, err))
 	}

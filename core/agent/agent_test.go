@@ -139,3 +139,39 @@ func TestJitterSpreadsReconnects(t *testing.T) {
 		t.Fatalf("100 waits took only %d values", len(seen))
 	}
 }
+
+// A session that keeps hearing from its server outlives many server
+// timeouts, although a message only records when it came and the timer
+// looks at that when it fires; once the server falls silent, the session
+// ends with errServerSilent.
+func TestSilenceFollowsTheLastMessage(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	ended := make(chan error, 1)
+	quiet := watchSilence(timeout, func(err error) {
+		select {
+		case ended <- err:
+		default:
+		}
+	})
+	defer quiet.stop()
+	tick := time.NewTicker(timeout / 5)
+	defer tick.Stop()
+	for range 50 { // ten timeouts of messages
+		<-tick.C
+		quiet.heard()
+		select {
+		case err := <-ended:
+			t.Fatalf("the session ended while its server talked: %v", err)
+		default:
+		}
+	}
+	tick.Stop()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, errServerSilent) {
+			t.Fatalf("the session ended with %v, want %v", err, errServerSilent)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the session outlived its server's silence")
+	}
+}

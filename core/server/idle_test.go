@@ -22,6 +22,7 @@ import (
 	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // recordCounter forwards TCP connections to a target and counts the TLS
@@ -142,7 +143,12 @@ func TestIdleHeartbeatsCostOneRecordEach(t *testing.T) {
 // countingStore counts the registry records read and written.
 type countingStore struct {
 	store.Store
-	gets, puts atomic.Int64
+	gets, puts, lists atomic.Int64
+}
+
+func (c *countingStore) ListClusters(ctx context.Context) ([]store.Cluster, error) {
+	c.lists.Add(1)
+	return c.Store.ListClusters(ctx)
 }
 
 func (c *countingStore) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
@@ -175,6 +181,24 @@ func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
 	gets, puts := st.gets.Load()-g0, st.puts.Load()-p0
 	if gets > puts+writes/5 {
 		t.Errorf("%d registry reads for %d last-seen writes, want one each", gets, puts)
+	}
+}
+
+// An idle replica without MeshTrusts does not read the whole registry
+// every heartbeat: the mesh trust manager, which reconciles every
+// heartbeat, has no cluster to select.
+func TestIdleReplicaListsNoClusters(t *testing.T) {
+	st := &countingStore{Store: memory.New()}
+	ts := startServer(t, st, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
+	east := startAgent(t, ts, "east", ts.register("east"))
+	east.src.set(t, "a")
+	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+
+	const writes = 30
+	l0, p0 := st.lists.Load(), st.puts.Load()
+	testutil.Eventually(t, "last-seen writes", func() bool { return st.puts.Load()-p0 >= writes })
+	if lists := st.lists.Load() - l0; lists > writes/10 {
+		t.Errorf("%d registry listings over %d heartbeats, want none", lists, writes)
 	}
 }
 
@@ -341,4 +365,96 @@ func scriptCalls(t *testing.T, info string) int {
 		n += c
 	}
 	return n
+}
+
+// heartbeatTimes reads n heartbeats from stream and returns the times
+// they carry.
+func heartbeatTimes(t *testing.T, stream relayv1.Relay_SyncClient, n int) []time.Time {
+	t.Helper()
+	var times []time.Time
+	for len(times) < n {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the stream ended after %d heartbeats: %v", len(times), err)
+		}
+		if hb := m.GetHeartbeat(); hb != nil {
+			times = append(times, hb.GetTime().AsTime())
+		}
+	}
+	return times
+}
+
+// openStream opens an authenticated stream of cluster name, announcing
+// serverTimeout; cancel ends it.
+func openStream(t *testing.T, ts *testServer, name string, serverTimeout time.Duration) (stream relayv1.Relay_SyncClient, cancel func()) {
+	t.Helper()
+	ts.register(name)
+	cert, _ := ts.signed(t, name, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := relayv1.NewRelayClient(ts.dial(cert)).Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &relayv1.Hello{Cluster: name}
+	if serverTimeout > 0 {
+		hello.ServerTimeout = durationpb.New(serverTimeout)
+	}
+	if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Hello{Hello: hello}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("Sync(%s) = %v, %v; want a welcome", name, m, err)
+	}
+	return stream, cancel
+}
+
+// The streams of one heartbeat interval are beaten by one ticker: a
+// stream that connected later gets the very heartbeats (the same time)
+// the earlier one gets, not heartbeats of a timer of its own.
+func TestStreamsOfOneIntervalHeartbeatTogether(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 40 * time.Millisecond })
+	west, _ := openStream(t, ts, "west", 0)
+	heartbeatTimes(t, west, 1)
+	east, _ := openStream(t, ts, "east", 0)
+	eastTimes := heartbeatTimes(t, east, 3)
+	last := eastTimes[len(eastTimes)-1]
+	shared := map[time.Time]bool{}
+	for _, at := range eastTimes {
+		shared[at] = true
+	}
+	var westTimes []time.Time
+	for len(westTimes) == 0 || westTimes[len(westTimes)-1].Before(last) {
+		westTimes = append(westTimes, heartbeatTimes(t, west, 1)...)
+	}
+	for _, at := range westTimes {
+		if shared[at] {
+			return
+		}
+	}
+	t.Errorf("east's heartbeats at %v, west's at %v: want the same heartbeats on both streams", eastTimes, westTimes)
+}
+
+// A replica runs one heartbeat ticker per interval its streams use, and
+// none once they are gone.
+func TestHeartbeatTickerPerInterval(t *testing.T) {
+	ts := startServer(t, nil, "", func(o *Options) { o.Heartbeat = 40 * time.Millisecond })
+	_, endWest := openStream(t, ts, "west", 0)
+	_, endEast := openStream(t, ts, "east", 0)
+	_, endNorth := openStream(t, ts, "north", time.Second)
+	testutil.EventuallyWhy(t, "two intervals, two tickers", func() (bool, string) {
+		n := ts.beats.groupCount()
+		return n == 2, fmt.Sprintf("%d tickers", n)
+	})
+	endWest()
+	endNorth()
+	testutil.EventuallyWhy(t, "east's ticker alone", func() (bool, string) {
+		n := ts.beats.groupCount()
+		return n == 1, fmt.Sprintf("%d tickers", n)
+	})
+	endEast()
+	testutil.EventuallyWhy(t, "no ticker without streams", func() (bool, string) {
+		n := ts.beats.groupCount()
+		return n == 0, fmt.Sprintf("%d tickers", n)
+	})
 }

@@ -14,15 +14,18 @@ type metrics struct {
 	authFailures  *prometheus.CounterVec
 	messages      *prometheus.CounterVec
 	bytes         *prometheus.CounterVec
-	inputNacks    prometheus.Counter
-	inputLimits   *prometheus.CounterVec
-	connRefusals  *prometheus.CounterVec
-	outputs       prometheus.Counter
-	cycles        prometheus.Counter
-	cycleSeconds  prometheus.Histogram
-	cycleBytes    prometheus.Counter
-	safeMode      prometheus.Gauge
-	rebalanced    prometheus.Counter
+	// in and out are messages' and bytes' counters by message type, looked
+	// up once: each heartbeat counts without hashing label values.
+	in, out      messageCounters
+	inputNacks   prometheus.Counter
+	inputLimits  *prometheus.CounterVec
+	connRefusals *prometheus.CounterVec
+	outputs      prometheus.Counter
+	cycles       prometheus.Counter
+	cycleSeconds prometheus.Histogram
+	cycleBytes   prometheus.Counter
+	safeMode     prometheus.Gauge
+	rebalanced   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -66,6 +69,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			}
 			return 0
 		}))
+	m.in = newMessageCounters(m, "in", "heartbeat")
+	m.out = newMessageCounters(m, "out", "heartbeat")
 	reg.MustRegister(&pluginCollector{s: s, desc: prometheus.NewDesc("meshrelay_plugin_healthy",
 		"1 when the plugin's last translation succeeded.", []string{"plugin"}, nil)})
 	return m
@@ -77,14 +82,35 @@ func (m *metrics) observeCycle(c engine.CycleStats) {
 	m.cycleBytes.Add(float64(c.Bytes))
 }
 
+// messageCounters are the counters of one direction.
+type messageCounters struct {
+	messages map[string]prometheus.Counter
+	bytes    prometheus.Counter
+}
+
+func newMessageCounters(m *metrics, direction string, types ...string) messageCounters {
+	c := messageCounters{messages: map[string]prometheus.Counter{}, bytes: m.bytes.WithLabelValues(direction)}
+	for _, t := range types {
+		c.messages[t] = m.messages.WithLabelValues(direction, t)
+	}
+	return c
+}
+
+func (c messageCounters) count(m *metrics, direction, typ string, size int) {
+	n, ok := c.messages[typ]
+	if !ok {
+		n = m.messages.WithLabelValues(direction, typ)
+	}
+	n.Inc()
+	c.bytes.Add(float64(size))
+}
+
 func (m *metrics) received(msg *relayv1.AgentMessage) {
-	m.messages.WithLabelValues("in", agentMessageType(msg)).Inc()
-	m.bytes.WithLabelValues("in").Add(float64(messageSize(msg)))
+	m.in.count(m, "in", agentMessageType(msg), messageSize(msg))
 }
 
 func (m *metrics) sent(msg *relayv1.ServerMessage) {
-	m.messages.WithLabelValues("out", serverMessageType(msg)).Inc()
-	m.bytes.WithLabelValues("out").Add(float64(messageSize(msg)))
+	m.out.count(m, "out", serverMessageType(msg), messageSize(msg))
 }
 
 func agentMessageType(msg *relayv1.AgentMessage) string {

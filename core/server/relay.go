@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 type relay struct {
@@ -47,8 +46,10 @@ type stream struct {
 	// started is when the stream was accepted: rebalancing moves only
 	// agents that have settled.
 	started time.Time
-	// heartbeat is how often sendLoop heartbeats (StreamHeartbeat).
+	// heartbeat is how often the stream heartbeats (StreamHeartbeat);
+	// the replica's heartbeats offers each heartbeat on beat.
 	heartbeat time.Duration
+	beat      chan *relayv1.ServerMessage
 	// cert is the client certificate the stream authenticated with under
 	// mTLS, checked against the registry with every last-seen write
 	// (touchLastSeen); zero otherwise.
@@ -137,6 +138,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		srv:     srv,
 		cancel:  cancel,
 		wake:    make(chan struct{}, 1),
+		beat:    make(chan *relayv1.ServerMessage, 1),
 		ctrl:    make(chan *relayv1.ServerMessage, 64),
 		sent:    map[string]sent{},
 		want:    map[string]*snapshot.Snapshot{},
@@ -156,6 +158,7 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		})
 		defer expiry.Stop()
 	}
+	defer s.beats.add(st)()
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- st.sendLoop(ctx) }()
 	recvDone := make(chan error, 1)
@@ -561,8 +564,6 @@ func (st *stream) handleAck(ack *relayv1.Ack) {
 
 // sendLoop is the stream's only sender.
 func (st *stream) sendLoop(ctx context.Context) error {
-	hb := time.NewTicker(st.heartbeat)
-	defer hb.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -579,8 +580,8 @@ func (st *stream) sendLoop(ctx context.Context) error {
 			if err := st.sendOutputs(); err != nil {
 				return err
 			}
-		case <-hb.C:
-			if err := st.send(&relayv1.ServerMessage{Msg: &relayv1.ServerMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
+		case m := <-st.beat:
+			if err := st.send(m); err != nil {
 				return err
 			}
 		}

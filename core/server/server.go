@@ -117,6 +117,9 @@ type Server struct {
 	// policyChanges are when the management policies last changed.
 	policyChanges policyChanges
 
+	// beats times the streams' heartbeats (heartbeat.go).
+	beats *heartbeats
+
 	mu      sync.Mutex
 	streams map[string]*stream
 	// fleet are the clusters of the fleet view; their inputs are in the store.
@@ -182,6 +185,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		log:      deps.Logger.With("server", opts.ServerID),
 		started:  time.Now(),
 		streams:  map[string]*stream{},
+		beats:    newHeartbeats(),
 		fleet:    map[string]member{},
 		labels:   map[string]map[string]string{},
 		ready:    make(chan engine.Ready),

@@ -263,6 +263,14 @@ func (t *Manager) Run(ctx context.Context) error {
 func (t *Manager) reconcile(ctx context.Context) {
 	t.mu.Lock()
 	policies := t.policies
+	if len(policies) == 0 {
+		// Nothing to select clusters for: the registry is not read, so
+		// an idle replica without MeshTrusts does not copy it every
+		// interval.
+		t.views, t.owner, t.diags = map[string]*view{}, map[string]string{}, nil
+		t.mu.Unlock()
+		return
+	}
 	t.mu.Unlock()
 	fleet, err := t.fleet(ctx)
 	if err != nil {
