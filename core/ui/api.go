@@ -231,7 +231,13 @@ func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, erro
 	}
 	match := strings.ToLower(q.Get("match"))
 	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
-	v, stale, err := s.shared.get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
+	// A filtered page is one reader's: it must not push out the pages
+	// every reader shares.
+	get := s.shared.get
+	if match != "" {
+		get = s.shared.getFiltered
+	}
+	v, stale, err := get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
 		p, err := s.policyPage(ctx, key, req, match, limit)
 		if err != nil {
 			return nil, 0, err
