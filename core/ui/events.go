@@ -31,7 +31,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		id := sessionID(r)
 		live = func() bool { return s.sessions.token(id) != "" }
 	}
-	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err := s.authorize(ctx); err != nil {
+		s.writeCallError(w, err)
+		return
+	}
+	// The first status is the streams' shared one: a page opened needs
+	// no status of its own.
+	version, data, err := s.status.get(ctx, s.admin, s.opts.Poll/2, "")
 	if err != nil {
 		s.writeCallError(w, err)
 		return
@@ -55,29 +61,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if err := s.streamStatus(ctx, st, live, send); err != nil {
+	if err := s.streamStatus(ctx, version, data, live, send); err != nil {
 		s.log.Debug("event stream ended", "error", err)
 	}
 }
 
-// streamStatus sends st, then polls the status and sends it when its
-// version (relayv1.Status.Version) changed, until the stream's life ends,
+// streamStatus sends the status of version as JSON (data), then polls the
+// status and sends it when its version (relayv1.Status.Version) changed, until the stream's life ends,
 // a write fails, the token is refused or live says the session ended. An
 // unchanged status is neither serialised nor sent.
-func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, live func() bool, send func(string, ...any) error) error {
+func (s *Server) streamStatus(ctx context.Context, version string, data []byte, live func() bool, send func(string, ...any) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StreamLife)
 	defer cancel()
 	if err := send("retry: 2000\n\n"); err != nil {
 		return err
 	}
-	data, err := jsonOptions.Marshal(st)
-	if err != nil {
-		return err
-	}
 	if err := send("event: status\ndata: %s\n\n", data); err != nil {
 		return err
 	}
-	sent := st.GetVersion()
+	sent := version
 	poll := time.NewTicker(s.opts.Poll)
 	defer poll.Stop()
 	ping := time.NewTicker(keepAlive)

@@ -57,7 +57,7 @@ const graphKey = "graph"
 // carries, from the shared cache (sharedCache): a large fleet's graph takes
 // a while to compute. A graph computed again meanwhile is marked Stale.
 func (s *Server) cachedGraph(ctx context.Context) (*graph, error) {
-	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+	if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
 	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, int, error) {
