@@ -132,15 +132,8 @@ type statusCache struct {
 func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration, known string) (version string, data []byte, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st == nil || time.Since(c.at) >= maxAge {
-		st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
-		if err != nil {
-			return "", nil, err
-		}
-		if c.st == nil || st.GetVersion() != c.version {
-			c.st, c.version, c.data = st, st.GetVersion(), nil
-		}
-		c.at = time.Now()
+	if err := c.refresh(ctx, admin, maxAge); err != nil {
+		return "", nil, err
 	}
 	if c.version == known {
 		return c.version, nil, nil
@@ -151,4 +144,32 @@ func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge
 		}
 	}
 	return c.version, c.data, nil
+}
+
+// status returns a status no older than maxAge, as get does. The caller
+// must not change it.
+func (c *statusCache) status(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) (*relayv1.Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.refresh(ctx, admin, maxAge); err != nil {
+		return nil, err
+	}
+	return c.st, nil
+}
+
+// refresh asks the admin API for the status when the one held is older
+// than maxAge. Callers hold c.mu.
+func (c *statusCache) refresh(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) error {
+	if c.st != nil && time.Since(c.at) < maxAge {
+		return nil
+	}
+	st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err != nil {
+		return err
+	}
+	if c.st == nil || st.GetVersion() != c.version {
+		c.st, c.version, c.data = st, st.GetVersion(), nil
+	}
+	c.at = time.Now()
+	return nil
 }

@@ -88,7 +88,9 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	// The event streams' status, when one is fresh: the graph reads its
+	// clusters' labels and its policies.
+	st, err := s.status.status(ctx, s.admin, s.opts.Poll/2)
 	if err != nil {
 		return nil, err
 	}
