@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 )
 
 // Snapshot is an immutable, versioned set of resources, sorted by ID, with a
@@ -78,6 +79,19 @@ func (s *Snapshot) All() iter.Seq[Resource] {
 	return func(yield func(Resource) bool) {
 		for _, r := range s.resources {
 			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// Group iterates over the resources of one API group in ID order, found
+// without reading the others: IDs sort by group first.
+func (s *Snapshot) Group(group string) iter.Seq[Resource] {
+	return func(yield func(Resource) bool) {
+		i, _ := slices.BinarySearchFunc(s.resources, group, func(r Resource, g string) int { return strings.Compare(r.ID.Group, g) })
+		for _, r := range s.resources[i:] {
+			if r.ID.Group != group || !yield(r) {
 				return
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -402,6 +403,33 @@ func BenchmarkUnmarshal(b *testing.B) {
 	for b.Loop() {
 		if _, err := Unmarshal(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Group yields the resources of its group, in ID order, and no other.
+func TestGroup(t *testing.T) {
+	var rs []Resource
+	for _, g := range []string{"", "apps", "policy.meshrelay.io", "z.io"} {
+		for _, name := range []string{"b", "a"} {
+			r, err := NewResource(ID{Group: g, Version: "v1", Kind: "Thing", Namespace: "ns", Name: name}, []byte(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+	}
+	s := mustNew(t, 1, rs...)
+	for group, want := range map[string][]string{"": {"a", "b"}, "apps": {"a", "b"}, "policy.meshrelay.io": {"a", "b"}, "z.io": {"a", "b"}, "b.io": nil, "zz": nil} {
+		var got []string
+		for r := range s.Group(group) {
+			if r.ID.Group != group {
+				t.Errorf("Group(%q) yields %s", group, r.ID)
+			}
+			got = append(got, r.ID.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Group(%q) = %q, want %q", group, got, want)
 		}
 	}
 }

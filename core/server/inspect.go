@@ -533,27 +533,33 @@ func (s *Server) DescribePolicy(ctx context.Context, req *relayv1.DescribeReques
 	if req.GetOutputLimit() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "output limit %d is negative", req.GetOutputLimit())
 	}
-	ps, err := q.find(s.policyStatuses(ctx))
+	// Only the policy described is folded, its reach and its state per
+	// cluster read in one walk of the fleet's outputs.
+	sources := s.policySources()
+	refs := make([]policyStatus, len(sources))
+	for i, src := range sources {
+		refs[i] = policyStatus{ref: src.ref()}
+	}
+	sortPolicyStatuses(refs)
+	found, err := q.find(refs)
 	if err != nil {
 		return nil, err
 	}
-	desc := &relayv1.PolicyDescription{Status: ps.proto()}
-	for _, src := range s.policySources() {
-		if src.cluster == ps.ref.Cluster && policyKey(src.res.ID) == ps.ref.Key() {
-			desc.Body = string(src.res.Body)
-		}
-	}
+	src := sources[slices.IndexFunc(sources, func(src policySource) bool { return src.ref() == found.ref })]
 	// A workload cluster's policy acts in its own cluster only, so its
 	// outputs are there; outputs name their policies without the source.
-	scope := outputScope{cluster: ps.ref.Cluster, policy: ps.ref.Key(), clusters: req.GetOutputClusters(), limit: int(req.GetOutputLimit())}
+	scope := outputScope{cluster: found.ref.Cluster, policy: found.ref.Key(), clusters: req.GetOutputClusters(), limit: int(req.GetOutputLimit())}
+	rc, clusters := s.policyOutputClusters(ctx, scope)
+	ps := s.statusOf(ctx, src, rc)
+	desc := &relayv1.PolicyDescription{Status: ps.proto(), Body: string(src.res.Body)}
 	switch {
 	case req.GetOutline():
-		desc.Clusters = s.policyOutputClusters(ctx, scope)
+		desc.Clusters = clusters
 	case len(scope.clusters) == 0 && scope.limit == 0:
 		desc.Outputs = s.outputResources(ctx, scope, nil, true)
 		desc.Clusters = policyClusters(desc.Outputs)
 	default:
-		desc.Clusters = s.policyOutputClusters(ctx, scope)
+		desc.Clusters = clusters
 		desc.Outputs = s.outputResources(ctx, scope, nil, true)
 	}
 	desc.Diagnostics = s.diagnostics(func(d meta.Diagnostic) bool { return d.Policy == ps.ref })
@@ -648,25 +654,35 @@ func policyClusters(outputs []*relayv1.OutputResource) []*relayv1.PolicyCluster 
 	return out
 }
 
-// policyOutputClusters is policyClusters of the outputs in scope, a
-// policy's (of scope.clusters only, in their order, when set), read from
-// the output index without making them.
-func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []*relayv1.PolicyCluster {
+// policyOutputClusters walks every cluster's outputs once for the policy
+// of scope: it returns the policy's reach, as GetStatus folds it, and
+// policyClusters of its outputs in scope (of scope.clusters only, in their
+// order, when set), read from the output index without making them.
+func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) (*reach, []*relayv1.PolicyCluster) {
 	acks := s.ackStates()
-	var out []*relayv1.PolicyCluster
-	for _, name := range scope.names(s.engine.Clusters()) {
-		if scope.cluster != "" && name != scope.cluster {
-			continue
-		}
+	held := s.engine.Clusters()
+	rc := &reach{targets: map[string]bool{}, failed: map[string]bool{}}
+	byName := map[string]*relayv1.PolicyCluster{}
+	listed := map[string]bool{}
+	for _, c := range scope.clusters {
+		listed[c] = true
+	}
+	for _, ci := range held {
+		name := ci.Name
 		var pc *relayv1.PolicyCluster
+		inScope := (scope.cluster == "" || name == scope.cluster) && (len(listed) == 0 || listed[name])
 		for _, o := range s.outputsOf(ctx, name, acks) {
 			ids := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set).byPolicy[scope.policy]
 			if len(ids) == 0 {
 				continue
 			}
+			rc.record(name, ids, o.applied, o.ack.errors)
+			if !inScope {
+				continue
+			}
 			if pc == nil {
 				pc = &relayv1.PolicyCluster{Cluster: name, Applied: true}
-				out = append(out, pc)
+				byName[name] = pc
 			}
 			pc.Resources += int32(len(ids))
 			for _, id := range ids {
@@ -680,7 +696,13 @@ func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) []
 			}
 		}
 	}
-	return out
+	var out []*relayv1.PolicyCluster
+	for _, name := range scope.names(held) {
+		if pc := byName[name]; pc != nil {
+			out = append(out, pc)
+		}
+	}
+	return rc, out
 }
 
 // DescribeCluster serves the admin API's DescribeCluster.

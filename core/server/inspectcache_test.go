@@ -125,6 +125,22 @@ func TestDescribePolicyOutlineMatchesDescription(t *testing.T) {
 	if d := cmp.Diff(full, outline, protocmp.Transform()); d != "" {
 		t.Errorf("DescribePolicyOutline differs from DescribePolicy (-full +outline):\n%s", d)
 	}
+	// The description folds its policy alone: to the status GetStatus
+	// folds of every policy.
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(st.GetPolicies(), func(p *relayv1.PolicyStatus) bool { return p.GetName() == req.Name })
+	if i < 0 {
+		t.Fatalf("GetStatus has no %s", req.Name)
+	}
+	if d := cmp.Diff(st.GetPolicies()[i], outline.GetStatus(), protocmp.Transform()); d != "" {
+		t.Errorf("DescribePolicy's status differs from GetStatus's (-GetStatus +DescribePolicy):\n%s", d)
+	}
+	if outline.GetStatus().GetState() != "Failed" || len(outline.GetStatus().GetErrors()) != 1 {
+		t.Errorf("the policy is %s with errors %q, want Failed with the apply error", outline.GetStatus().GetState(), outline.GetStatus().GetErrors())
+	}
 	var states []string
 	for _, c := range outline.GetClusters() {
 		states = append(states, fmt.Sprintf("%s applied=%t pending=%t errors=%d", c.GetCluster(), c.GetApplied(), c.GetPending(), len(c.GetErrors())))
@@ -191,6 +207,9 @@ func TestDescribePolicyPage(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.state, page.GetClusters(), protocmp.Transform()); d != "" {
 				t.Errorf("clusters (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(full.GetStatus(), page.GetStatus(), protocmp.Transform()); d != "" {
+				t.Errorf("a page's status differs from the policy's, of every cluster (-full +page):\n%s", d)
 			}
 		})
 	}

@@ -179,6 +179,26 @@ func (s *Server) policyStatuses(ctx context.Context) []policyStatus {
 	return out
 }
 
+// statusOf folds the status of src alone, given its reach (rc, as
+// outputReaches would find it): what DescribePolicy shows, without
+// following every other policy's outputs.
+func (s *Server) statusOf(ctx context.Context, src policySource, rc *reach) policyStatus {
+	ref := src.ref()
+	var diags []meta.Diagnostic
+	for _, d := range append(s.engine.Diagnostics(), s.trust.Diagnostics()...) {
+		if d.Policy == ref {
+			diags = append(diags, d)
+		}
+	}
+	in := &statusInputs{
+		reaches:    reaches{ref.Key(): rc},
+		diags:      map[meta.PolicyRef][]meta.Diagnostic{ref: diags},
+		trustReach: s.trust.Reach,
+		rollouts:   s.rollouts.carried(ctx),
+	}
+	return in.fold(src)
+}
+
 // statusInputs is everything folding a policy's status reads.
 type statusInputs struct {
 	sources []policySource
@@ -283,7 +303,7 @@ func (rc *reach) record(cluster string, ids []snapshot.ID, current bool, errs ma
 
 // fold computes one policy's status from its source and the inputs.
 func (in *statusInputs) fold(src policySource) policyStatus {
-	ps := policyStatus{ref: meta.PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, Cluster: src.cluster}}
+	ps := policyStatus{ref: src.ref()}
 	generation := ps.validate(src.res.Body)
 	if src.cluster != "" && ps.ref.Kind == policyv1alpha1.KindRolloutStrategy {
 		ps.refuseStrategy()
@@ -410,6 +430,11 @@ type policySource struct {
 	res     snapshot.Resource
 }
 
+// ref is the policy's reference: its ID and its source.
+func (src policySource) ref() meta.PolicyRef {
+	return meta.PolicyRef{Kind: src.res.ID.Kind, Namespace: src.res.ID.Namespace, Name: src.res.ID.Name, Cluster: src.cluster}
+}
+
 // policySources returns every policy of the management source and of the
 // workload clusters' inputs.
 func (s *Server) policySources() []policySource {
@@ -420,10 +445,8 @@ func (s *Server) policySources() []policySource {
 	}
 	s.mu.Unlock()
 	for name, in := range s.inputs(context.Background()) {
-		for r := range in.All() {
-			if r.ID.Group == policyv1alpha1.GroupName {
-				sources = append(sources, policySource{cluster: name, res: r})
-			}
+		for r := range in.Group(policyv1alpha1.GroupName) {
+			sources = append(sources, policySource{cluster: name, res: r})
 		}
 	}
 	return sources

@@ -58,6 +58,23 @@ func adminContext(ctx context.Context, tok string) context.Context {
 	return metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+tok))
 }
 
+// authorizer is the admin API's check of a caller's token alone, when it
+// has one (server.Server.AdminServer's): the UI checks the token of
+// each request for what it serves from its caches.
+type authorizer interface {
+	Authorize(ctx context.Context) error
+}
+
+// authorize checks the token ctx carries with the admin API: with its
+// Authorize, else with the cheapest reading call.
+func (s *Server) authorize(ctx context.Context) error {
+	if a, ok := s.admin.(authorizer); ok {
+		return a.Authorize(ctx)
+	}
+	_, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{})
+	return err
+}
+
 // get serves a reading admin call as protojson.
 func (s *Server) get(call func(ctx context.Context, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +237,7 @@ const (
 // outputsMatching, the counts before the bound, and stale when a newer
 // page is being computed; each page comes from the shared cache.
 func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, error) {
-	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+	if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
 	q := r.URL.Query()
@@ -231,7 +248,13 @@ func (s *Server) describePolicy(ctx context.Context, r *http.Request) (any, erro
 	}
 	match := strings.ToLower(q.Get("match"))
 	key := fmt.Sprintf("policy %s/%s/%s@%s", req.Kind, req.Namespace, req.Name, req.Cluster)
-	v, stale, err := s.shared.get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
+	// A filtered page is one reader's: it must not push out the pages
+	// every reader shares.
+	get := s.shared.get
+	if match != "" {
+		get = s.shared.getFiltered
+	}
+	v, stale, err := get(ctx, fmt.Sprintf("%s outputs %d %q", key, limit, match), func(ctx context.Context) (any, int, error) {
 		p, err := s.policyPage(ctx, key, req, match, limit)
 		if err != nil {
 			return nil, 0, err

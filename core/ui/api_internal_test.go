@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -148,5 +150,70 @@ func TestDescribePolicyBounded(t *testing.T) {
 			t.Errorf("describePolicy(%q) = %s %d/%d/%d outputs %s..%s, want %d/%d/1000 %s..%s",
 				query, got.Status.Name, len(got.Outputs), got.OutputsMatching, got.OutputsTotal, first, last, want.n, want.matching, want.first, want.last)
 		}
+	}
+}
+
+// pageAdmin is policyAdmin that also answers the fleet's status, checks
+// tokens with Authorize as server.Server.AdminServer does, and counts the
+// status and cluster list it computed.
+type pageAdmin struct {
+	policyAdmin
+	statuses, lists atomic.Int64
+}
+
+func (a *pageAdmin) Authorize(context.Context) error { return nil }
+
+func (a *pageAdmin) GetStatus(context.Context, *relayv1.GetStatusRequest) (*relayv1.Status, error) {
+	a.statuses.Add(1)
+	return &relayv1.Status{Version: "v1", ServerId: "s"}, nil
+}
+
+func (a *pageAdmin) ListClusters(context.Context, *relayv1.ListClustersRequest) (*relayv1.ListClustersResponse, error) {
+	a.lists.Add(1)
+	return &relayv1.ListClustersResponse{}, nil
+}
+
+// A page opened asks for the status, opens its event stream and asks for
+// its policy: the fleet's status is computed once for the three, and the
+// clusters' for none of them (the token is checked with Authorize).
+func TestPageComputesStatusOnce(t *testing.T) {
+	admin := &pageAdmin{policyAdmin: policyAdmin{clusters: []string{"c1", "c2"}, outputs: new(atomic.Int64)}}
+	opts := DefaultOptions()
+	s := &Server{admin: admin, opts: opts, streams: make(chan struct{}, 1), sessions: newSessions(opts.SessionLife, opts.MaxSessions)}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	call := func(path string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %s", path, resp.Status)
+		}
+		return resp
+	}
+	resp := call("/api/status")
+	var st struct{ ServerId string }
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.ServerId != "s" {
+		t.Errorf("GET /api/status = %+v, %v; want the status", st, err)
+	}
+	resp.Body.Close()
+	events := call("/api/events")
+	defer events.Body.Close()
+	line, err := bufio.NewReader(events.Body).ReadString('}')
+	if err != nil || !strings.Contains(line, `"serverId":"s"`) {
+		t.Errorf("the event stream began with %q, %v; want the status", line, err)
+	}
+	call("/api/policies/AccessPolicy/ns/p").Body.Close()
+	if n, l := admin.statuses.Load(), admin.lists.Load(); n != 1 || l != 0 {
+		t.Errorf("a page opened computed the status %d times and listed the clusters %d times, want once and never", n, l)
 	}
 }

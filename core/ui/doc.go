@@ -24,9 +24,12 @@
 // a hash the server computes) changes, checking every Options.Poll while
 // the stream is open; the streams share one status and one JSON of each
 // version, so viewers do not multiply the admin API's work, and an
-// unchanged status is neither serialised nor sent. Streams are bounded in number
-// (Options.MaxStreams) and life (Options.StreamLife). The other endpoints
-// (GET /api/status, /api/graph, /api/list/KIND, /api/clusters/NAME,
+// unchanged status is neither serialised nor sent. GET /api/status and a
+// stream's first event serve that shared status too (no older than half
+// Options.Poll), so opening a page computes no status of its own. Streams
+// are bounded in number (Options.MaxStreams) and life
+// (Options.StreamLife). The other endpoints (GET /api/graph,
+// /api/list/KIND, /api/clusters/NAME,
 // /api/clusters/NAME/outputs/BACKEND as YAML, /api/destinations/NS/NAME,
 // /api/policies/KIND/NS/NAME) answer one admin call each, /api/graph a few.
 // GET /api/rollout answers GetRollout (rollout.go) grouped by stage for
@@ -47,8 +50,11 @@
 // /api/graph and /api/policies come from a cache shared by the viewers
 // (sharedCache): each is computed at most once at a time and served for
 // 5 s, then served marked "stale" while it is computed again; every
-// request still checks its token; the cache is bounded in entries and in
-// bytes (sharedMaxBytes). /api/policies sends a page of the policy's
+// request still checks its token (with the admin API's Authorize when it
+// has one, server.Server.AdminServer's, which computes nothing); the cache
+// is bounded in entries and in bytes (sharedMaxBytes), and a policy page
+// filtered by cluster, one reader's, takes at most sharedMaxFiltered of
+// them and is dropped first. /api/policies sends a page of the policy's
 // outputs (?outputs=N, 200 by default, of the clusters whose names contain
 // ?match=) with outputsTotal and outputsMatching: it reads the policy's
 // outline (DescribePolicy with outline) and asks only for the page's

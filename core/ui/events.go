@@ -31,7 +31,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		id := sessionID(r)
 		live = func() bool { return s.sessions.token(id) != "" }
 	}
-	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err := s.authorize(ctx); err != nil {
+		s.writeCallError(w, err)
+		return
+	}
+	// The first status is the streams' shared one: a page opened needs
+	// no status of its own.
+	version, data, err := s.status.get(ctx, s.admin, s.opts.Poll/2, "")
 	if err != nil {
 		s.writeCallError(w, err)
 		return
@@ -55,29 +61,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if err := s.streamStatus(ctx, st, live, send); err != nil {
+	if err := s.streamStatus(ctx, version, data, live, send); err != nil {
 		s.log.Debug("event stream ended", "error", err)
 	}
 }
 
-// streamStatus sends st, then polls the status and sends it when its
-// version (relayv1.Status.Version) changed, until the stream's life ends,
+// streamStatus sends the status of version as JSON (data), then polls the
+// status and sends it when its version (relayv1.Status.Version) changed, until the stream's life ends,
 // a write fails, the token is refused or live says the session ended. An
 // unchanged status is neither serialised nor sent.
-func (s *Server) streamStatus(ctx context.Context, st *relayv1.Status, live func() bool, send func(string, ...any) error) error {
+func (s *Server) streamStatus(ctx context.Context, version string, data []byte, live func() bool, send func(string, ...any) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StreamLife)
 	defer cancel()
 	if err := send("retry: 2000\n\n"); err != nil {
 		return err
 	}
-	data, err := jsonOptions.Marshal(st)
-	if err != nil {
-		return err
-	}
 	if err := send("event: status\ndata: %s\n\n", data); err != nil {
 		return err
 	}
-	sent := st.GetVersion()
+	sent := version
 	poll := time.NewTicker(s.opts.Poll)
 	defer poll.Stop()
 	ping := time.NewTicker(keepAlive)
@@ -130,15 +132,8 @@ type statusCache struct {
 func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration, known string) (version string, data []byte, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st == nil || time.Since(c.at) >= maxAge {
-		st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
-		if err != nil {
-			return "", nil, err
-		}
-		if c.st == nil || st.GetVersion() != c.version {
-			c.st, c.version, c.data = st, st.GetVersion(), nil
-		}
-		c.at = time.Now()
+	if err := c.refresh(ctx, admin, maxAge); err != nil {
+		return "", nil, err
 	}
 	if c.version == known {
 		return c.version, nil, nil
@@ -149,4 +144,32 @@ func (c *statusCache) get(ctx context.Context, admin relayv1.AdminServer, maxAge
 		}
 	}
 	return c.version, c.data, nil
+}
+
+// status returns a status no older than maxAge, as get does. The caller
+// must not change it.
+func (c *statusCache) status(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) (*relayv1.Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.refresh(ctx, admin, maxAge); err != nil {
+		return nil, err
+	}
+	return c.st, nil
+}
+
+// refresh asks the admin API for the status when the one held is older
+// than maxAge. Callers hold c.mu.
+func (c *statusCache) refresh(ctx context.Context, admin relayv1.AdminServer, maxAge time.Duration) error {
+	if c.st != nil && time.Since(c.at) < maxAge {
+		return nil
+	}
+	st, err := admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	if err != nil {
+		return err
+	}
+	if c.st == nil || st.GetVersion() != c.version {
+		c.st, c.version, c.data = st, st.GetVersion(), nil
+	}
+	c.at = time.Now()
+	return nil
 }

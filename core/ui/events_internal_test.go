@@ -94,8 +94,8 @@ func TestEventsSendOnlyChangedStatus(t *testing.T) {
 	streams := []*recordedEvents{{}, {}}
 	var wg sync.WaitGroup
 	for _, r := range streams {
-		st, _ := admin.GetStatus(ctx, nil)
-		wg.Go(func() { s.streamStatus(ctx, st, func() bool { return true }, r.send) })
+		version, data, _ := s.status.get(ctx, admin, 0, "")
+		wg.Go(func() { s.streamStatus(ctx, version, data, func() bool { return true }, r.send) })
 	}
 	defer func() {
 		cancel()

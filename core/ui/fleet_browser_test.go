@@ -263,6 +263,14 @@ func jsonString(ss []string) (string, error) {
 	return out + "]", nil
 }
 
+// fetches says when the page's calls to the UI's API started and ended
+// and when their first byte came, in milliseconds since the navigation
+// started: what the server took and what the browser did after.
+func fetches(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return get(t, ctx, "resource timings", chromedp.Evaluate[string](`performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => `+"`"+`${new URL(e.name).pathname.replace(/^\/api\//, "")} ${e.startTime.toFixed(0)}–${e.responseStart.toFixed(0)}–${e.responseEnd.toFixed(0)}`+"`"+`).join(", ")`))
+}
+
 // apiTime logs how long a UI API call takes and how much it answers.
 func apiTime(t *testing.T, e env, path string) {
 	t.Helper()
@@ -341,12 +349,12 @@ func TestLargeFleet(t *testing.T) {
 		getWithin(t, ctx, coldWait, "load the fleet graph", chromedp.Steps(chromedp.Navigate(e.ui.URL()),
 			waitJSWithin(coldWait, `document.querySelectorAll("svg.graph g.group").length == 4 && document.querySelectorAll("svg.graph g.edge").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[[]float64](`[window.__m.t.graph, window.__m.t.edges]`))
-		t.Logf("graph of %d clusters, cold: groups drawn %.0f ms, destinations and edges %.0f ms after the navigation started", benchClusters, load[0], load[1])
+		t.Logf("graph of %d clusters, cold: groups drawn %.0f ms, destinations and edges %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load[0], load[1], fetches(t, ctx))
 		warm := measured(t, b, e.token)
 		do(t, warm, "load the fleet graph again", chromedp.Navigate(e.ui.URL()),
 			waitJS(`document.querySelectorAll("svg.graph g.group").length == 4 && document.querySelectorAll("svg.graph g.edge").length > 0`))
 		load = get(t, warm, "load time", chromedp.Evaluate[[]float64](`[window.__m.t.graph, window.__m.t.edges]`))
-		t.Logf("graph of %d clusters, again: groups drawn %.0f ms, destinations and edges %.0f ms after the navigation started", benchClusters, load[0], load[1])
+		t.Logf("graph of %d clusters, again: groups drawn %.0f ms, destinations and edges %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load[0], load[1], fetches(t, warm))
 		screenshot(t, ctx, "fleet-1000")
 		for r := range benchRegions {
 			sel := fmt.Sprintf(`g.group[data-group="region-%d"]`, r)
@@ -400,12 +408,12 @@ func TestLargeFleet(t *testing.T) {
 		getWithin(t, ctx, coldWait, "load the policy page", chromedp.Steps(chromedp.Navigate(e.ui.URL()+"#/policies/AccessPolicy/bench/bench-access"),
 			waitJSWithin(coldWait, `document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[float64](`window.__m.t.policy`))
-		t.Logf("policy page of %d clusters, cold: drawn %.0f ms after the navigation started", benchClusters, load)
+		t.Logf("policy page of %d clusters, cold: drawn %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load, fetches(t, ctx))
 		warm := measured(t, b, e.token)
 		do(t, warm, "load the policy page again", chromedp.Navigate(e.ui.URL()+"#/policies/AccessPolicy/bench/bench-access"),
 			waitJS(`document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`))
 		load = get(t, warm, "load time", chromedp.Evaluate[float64](`window.__m.t.policy`))
-		t.Logf("policy page of %d clusters, again: drawn %.0f ms after the navigation started", benchClusters, load)
+		t.Logf("policy page of %d clusters, again: drawn %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load, fetches(t, warm))
 		rows := stringsOf(t, ctx, "cluster rows", `[...document.querySelectorAll("#policy-clusters tr[data-cluster]")].map(r => r.dataset.cluster)`)
 		if len(rows) != 100 || rows[0] != bench.ClusterName(0) || rows[99] != bench.ClusterName(99) {
 			t.Errorf("the policy page draws the clusters %q, want the first 100 in order", rows)

@@ -57,7 +57,7 @@ const graphKey = "graph"
 // carries, from the shared cache (sharedCache): a large fleet's graph takes
 // a while to compute. A graph computed again meanwhile is marked Stale.
 func (s *Server) cachedGraph(ctx context.Context) (*graph, error) {
-	if _, err := s.admin.ListClusters(ctx, &relayv1.ListClustersRequest{}); err != nil {
+	if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
 	v, stale, err := s.shared.get(ctx, graphKey, func(ctx context.Context) (any, int, error) {
@@ -88,7 +88,9 @@ func (s *Server) fleetGraph(ctx context.Context) (*graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+	// The event streams' status, when one is fresh: the graph reads its
+	// clusters' labels and its policies.
+	st, err := s.status.status(ctx, s.admin, s.opts.Poll/2)
 	if err != nil {
 		return nil, err
 	}

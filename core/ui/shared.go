@@ -8,15 +8,16 @@ import (
 )
 
 // Bounds of the shared cache: how long a value is served as current, how
-// long one computation may take, and how many values are kept, in all and
-// in bytes. The largest values are a 1,000-cluster fleet's graph (about
-// 4 MB) and a policy's page of its most outputs (maxPolicyOutputs, about
-// 4 MB at a thousand clusters).
+// long one computation may take, and how many values are kept, in all, of
+// them filtered (getFiltered), and in bytes. The largest values are a
+// 1,000-cluster fleet's graph (about 4 MB) and a policy's page of its most
+// outputs (maxPolicyOutputs, about 4 MB at a thousand clusters).
 const (
-	sharedMaxAge   = 5 * time.Second
-	sharedTimeout  = 2 * time.Minute
-	sharedMax      = 32
-	sharedMaxBytes = 64 << 20
+	sharedMaxAge      = 5 * time.Second
+	sharedTimeout     = 2 * time.Minute
+	sharedMax         = 32
+	sharedMaxFiltered = 8
+	sharedMaxBytes    = 64 << 20
 )
 
 // sharedCache shares what the UI computes from the admin API among its
@@ -27,6 +28,12 @@ const (
 // while it is computed again in the background. Only a key's first value
 // is waited for. Callers check the caller's token first: the cache serves
 // whoever asks.
+//
+// A filtered value (a policy's page of the clusters a reader's filter
+// keeps) is cheap to compute from its unfiltered one and is asked for
+// once per filter typed: filtered values are held at most
+// sharedMaxFiltered, and dropped before any unfiltered one, so that
+// readers typing filters never push out the pages everyone shares.
 type sharedCache struct {
 	mu      sync.Mutex
 	entries map[string]*sharedEntry
@@ -41,6 +48,8 @@ type sharedEntry struct {
 	size int // about how many bytes v holds, as its computation said
 	err  error
 	at   time.Time // when v was computed; zero before
+	// filtered says the entry came from getFiltered.
+	filtered bool
 	// running is closed when the computation under way ends; nil when
 	// none is.
 	running chan struct{}
@@ -52,14 +61,24 @@ type sharedEntry struct {
 // the request that started it, bounded by sharedTimeout, and keeps the
 // request's token.
 func (c *sharedCache) get(ctx context.Context, key string, compute func(context.Context) (any, int, error)) (v any, stale bool, err error) {
+	return c.lookup(ctx, key, false, compute)
+}
+
+// getFiltered is get of a filtered value: at most sharedMaxFiltered of
+// them are kept, and they are dropped first.
+func (c *sharedCache) getFiltered(ctx context.Context, key string, compute func(context.Context) (any, int, error)) (v any, stale bool, err error) {
+	return c.lookup(ctx, key, true, compute)
+}
+
+func (c *sharedCache) lookup(ctx context.Context, key string, filtered bool, compute func(context.Context) (any, int, error)) (v any, stale bool, err error) {
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[string]*sharedEntry{}
 	}
 	e := c.entries[key]
 	if e == nil {
-		c.evict(nil)
-		e = &sharedEntry{}
+		c.evict(nil, filtered)
+		e = &sharedEntry{filtered: filtered}
 		c.entries[key] = e
 	}
 	if !e.at.IsZero() && time.Since(e.at) < sharedMaxAge {
@@ -102,21 +121,37 @@ func (c *sharedCache) compute(ctx context.Context, e *sharedEntry, compute func(
 	e.err = err
 	close(e.running)
 	e.running = nil
-	c.evict(e)
+	c.evict(e, false)
 }
 
-// evict drops the oldest idle entries but keep while the cache holds more
-// than sharedMaxBytes, or sharedMax entries or more. Callers hold c.mu.
-func (c *sharedCache) evict(keep *sharedEntry) {
+// evict drops idle entries but keep, the oldest filtered ones first, while
+// the cache holds more than sharedMaxBytes or sharedMax entries or more;
+// and, before a filtered entry is added (adding), while it holds
+// sharedMaxFiltered filtered entries or more. Callers hold c.mu.
+func (c *sharedCache) evict(keep *sharedEntry, adding bool) {
 	maxBytes := cmp.Or(c.maxBytes, sharedMaxBytes)
-	for len(c.entries) >= sharedMax || c.bytes > maxBytes {
+	for {
+		filtered := 0
+		for _, e := range c.entries {
+			if e.filtered {
+				filtered++
+			}
+		}
+		full := len(c.entries) >= sharedMax || c.bytes > maxBytes
+		if !full && (!adding || filtered < sharedMaxFiltered) {
+			return
+		}
+		// The oldest idle entry, a filtered one when there is one.
 		var oldest string
 		for k, e := range c.entries {
-			if e != keep && e.running == nil && (oldest == "" || e.at.Before(c.entries[oldest].at)) {
+			if e == keep || e.running != nil {
+				continue
+			}
+			if o := c.entries[oldest]; oldest == "" || e.filtered && !o.filtered || e.filtered == o.filtered && e.at.Before(o.at) {
 				oldest = k
 			}
 		}
-		if oldest == "" {
+		if oldest == "" || !full && !c.entries[oldest].filtered {
 			return
 		}
 		c.bytes -= c.entries[oldest].size

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -104,7 +105,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/logout", s.logout)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/status", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
-		return s.admin.GetStatus(ctx, &relayv1.GetStatusRequest{})
+		// The event streams' status: a page opened asks for it, then
+		// opens its stream.
+		if err := s.authorize(ctx); err != nil {
+			return nil, err
+		}
+		_, data, err := s.status.get(ctx, s.admin, s.opts.Poll/2, "")
+		return json.RawMessage(data), err
 	}))
 	mux.HandleFunc("GET /api/graph", s.get(func(ctx context.Context, _ *http.Request) (any, error) {
 		return s.cachedGraph(ctx)

@@ -347,9 +347,23 @@ class PolicyPage {
   private again = false;
   private fetchedAt = 0;
   private timer = 0;
+  // shown says the page was in the document at some time: one that was,
+  // and is no more, was left.
+  private shown = false;
 
   get loaded(): boolean {
     return this.d !== undefined;
+  }
+
+  // left says the reader went to another page after this one was shown.
+  get left(): boolean {
+    this.markShown();
+    return this.shown && !this.root.isConnected;
+  }
+
+  // markShown notes that the page is in the document, if it is.
+  markShown() {
+    this.shown ||= this.root.isConnected;
   }
 
   constructor(
@@ -401,6 +415,7 @@ class PolicyPage {
   }
 
   private draw() {
+    this.markShown();
     const d = this.d;
     if (!d) return;
     const p = d.status;
@@ -488,13 +503,18 @@ const policy: View = async ({ args }) => {
   const [kind, namespace, name, source] = args;
   const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
   const path = `/api/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`;
-  // A page left and come back to is made anew, so that its traffic polls again.
-  if (policyPage?.path !== path || !policyPage.root.isConnected) policyPage = new PolicyPage(path, policyTrafficSection(kind, namespace, name, source));
+  // A page left and come back to is made anew, so that its traffic polls
+  // again; one not shown yet is kept: a live update that comes while its
+  // first description is fetched must not fetch it again.
+  if (policyPage?.path !== path || policyPage.left) policyPage = new PolicyPage(path, policyTrafficSection(kind, namespace, name, source));
   // The first description is waited for; a live update redraws the page
   // when its fetch comes back.
-  if (!policyPage.loaded) await policyPage.update();
-  else policyPage.update().catch(() => {});
-  return policyPage.root;
+  const page = policyPage;
+  if (!page.loaded) await page.update();
+  else page.update().catch(() => {});
+  // The render puts the page in the document once this returns.
+  requestAnimationFrame(() => page.markShown());
+  return page.root;
 };
 
 const destination: View = async ({ args }) => {
