@@ -141,10 +141,15 @@
 // ownership labels set on them for the time of the call; emit a fresh
 // object each time. After a full update every (cluster, backend) output
 // is sent; after a delta only those that changed, an emptied one as an
-// empty output. Diagnostics (the SDK's own for invalid policies and the
-// translator's) are sent in full with every answer, sorted, without
-// duplicates. When a translation fails, emits to an unknown backend, to
-// a cluster outside the fleet or a kind not declared, or emits the same
-// object twice, only the error is sent and the host keeps the previous
-// outputs.
+// empty output. A [Translator]'s outputs are sent target by target as
+// each is computed, so the host sees a long answer progress (it takes a
+// plugin that sends nothing for its call timeout as hung: one target
+// must be computed within it); a [FleetTranslator]'s are sent when its
+// Translate returns, which must be within the call timeout. Diagnostics
+// (the SDK's own for invalid policies and the translator's) are sent in
+// full at the end of every answer, sorted, without duplicates. When a
+// translation fails, emits to an unknown backend, to a cluster outside
+// the fleet or a kind not declared, or emits the same object twice, the
+// answer ends with the error, the host drops what it received of it and
+// keeps the previous outputs.
 package sdk

@@ -148,8 +148,8 @@ func (s *server) translate(stream translatorv1.Translator_TranslateServer) (held
 			return held, status.Error(codes.InvalidArgument, err.Error())
 		}
 		if s.ownProcess && req.GetCommit() != nil && sess.full {
-			// A full update computes and encodes every target at once, a
-			// peak of several times what the session keeps; without this,
+			// A full update decodes and encodes every target, garbage
+			// once sent, several times what the session keeps; without this,
 			// the runtime hands the freed pages back to the operating
 			// system only over minutes. Full updates are rare: a session's
 			// start and its recovery from a failure.

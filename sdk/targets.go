@@ -157,8 +157,10 @@ type targetResult struct {
 }
 
 // commitTargets answers an update of a Translator: it computes the
-// targets the update concerns, in parallel, and sends the output sets that
-// changed and every diagnostic.
+// targets the update concerns, in parallel, sends each output set that
+// changed as soon as its target is computed, so that the host sees the
+// answer progress however many targets there are, and at the end every
+// diagnostic.
 func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send sender) error {
 	ts := s.targets
 	if s.full {
@@ -183,25 +185,43 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 		}
 	}
 	dirty := ts.dirty(want, s.change)
-	results := s.computeTargets(ctx, fleet, dirty)
-	ts.decoded.drop()
-	ts.computed += len(dirty)
-	for _, r := range results {
+	// before holds what s.sent held of every set this update sent, to
+	// put back when the update fails: the host then drops the answer.
+	before := map[outKey]sentBefore{}
+	var failed error
+	err := s.computeTargets(ctx, fleet, dirty, func(r targetResult) error {
 		if r.err != nil {
-			// Nothing of this update was sent: compute its targets again next time.
-			for _, name := range dirty {
-				ts.drop(name)
-			}
-			return send(done(s.generation, r.err.Error()))
+			failed = r.err
+			return r.err
 		}
-	}
-	for _, r := range results {
 		ts.set(r.name, r.state)
 		for _, b := range s.desc.Backends {
-			if err := s.sendTarget(r.name, b, r.groups[b], send); err != nil {
+			if err := s.sendTarget(r.name, b, r.groups[b], before, send); err != nil {
 				return err
 			}
 		}
+		return nil
+	})
+	ts.decoded.drop()
+	ts.computed += len(dirty)
+	if failed != nil {
+		// The host keeps none of this update: compute its targets again
+		// next time, and send their sets again unless they are what the
+		// host held before.
+		for _, name := range dirty {
+			ts.drop(name)
+		}
+		for k, b := range before {
+			if b.had {
+				s.sent[k] = b.hash
+			} else {
+				delete(s.sent, k)
+			}
+		}
+		return send(done(s.generation, failed.Error()))
+	}
+	if err != nil {
+		return err
 	}
 	diags := slices.Clone(s.diags)
 	for _, name := range want {
@@ -213,9 +233,16 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 	return send(done(s.generation, ""))
 }
 
+// sentBefore is what session.sent held of a set before an update sent it.
+type sentBefore struct {
+	hash [sha256.Size]byte
+	had  bool
+}
+
 // sendTarget sends one output set when it differs from what was sent, or
-// always on a full update or when the cluster entered the scope.
-func (s *session) sendTarget(cluster, backend string, outs []Output, send sender) error {
+// always on a full update or when the cluster entered the scope, and
+// records in before what s.sent held of it.
+func (s *session) sendTarget(cluster, backend string, outs []Output, before map[outKey]sentBefore, send sender) error {
 	k := outKey{cluster, backend}
 	h := hashOutputs(outs)
 	prev, had := s.sent[k]
@@ -227,6 +254,9 @@ func (s *session) sendTarget(cluster, backend string, outs []Output, send sender
 		s.sent[k] = h
 		return nil
 	}
+	if _, ok := before[k]; !ok {
+		before[k] = sentBefore{hash: prev, had: had}
+	}
 	for _, part := range splitOutputs(cluster, backend, outs, protocol.PartBytes) {
 		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
 			return err
@@ -236,28 +266,48 @@ func (s *session) sendTarget(cluster, backend string, outs []Output, send sender
 	return nil
 }
 
-// computeTargets runs the targets on every core; results come back in the
-// order of names.
-func (s *session) computeTargets(ctx context.Context, fleet *fleetData, names []string) []targetResult {
-	results := make([]targetResult, len(names))
+// computeTargets runs the targets on every core and hands each result to
+// each on the calling goroutine as soon as it is computed, in the order
+// they finish. At the first error each returns it starts no more targets,
+// cancels those in progress and drops their results, and returns the
+// error once they ended.
+func (s *session) computeTargets(ctx context.Context, fleet *fleetData, names []string, each func(targetResult) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	workers := min(runtime.GOMAXPROCS(0), len(names))
-	next := make(chan int)
+	next := make(chan string)
+	results := make(chan targetResult)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				results[i] = s.computeTarget(ctx, fleet, fleet.byName[names[i]])
+		wg.Go(func() {
+			for name := range next {
+				results <- s.computeTarget(ctx, fleet, fleet.byName[name])
 			}
-		}()
+		})
 	}
-	for i := range names {
-		next <- i
+	go func() {
+		defer close(next)
+		for _, name := range names {
+			select {
+			case next <- name:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+	var err error
+	for r := range results {
+		if err != nil {
+			continue
+		}
+		if err = each(r); err != nil {
+			close(stop)
+			cancel()
+		}
 	}
-	close(next)
-	wg.Wait()
-	return results
+	return err
 }
 
 // computeTarget runs one target, recording its reads.

@@ -49,9 +49,11 @@
 // connection uses automatic mTLS, protocol versions are negotiated, the
 // plugin's hclog output arrives in the host's *slog.Logger with a plugin
 // attribute and its levels, and anything it writes to stdout is logged
-// (before the handshake it is a clear start error). Every call has a
-// timeout, and [Host.Watch] checks each plugin's health on a timer, busy or
-// idle; a plugin that crashes or hangs is killed and started again with
+// (before the handshake it is a clear start error). Every call is bounded
+// by its silence (Options.CallTimeout: the plugin takes no part of the
+// update and sends no part of its answer), not by its length, and
+// [Host.Watch] checks each plugin's health on a timer, busy or idle; a
+// plugin that crashes or hangs is killed and started again with
 // exponential backoff; its new session sends the next call's view in full.
 // Answers that break the protocol — invalid JSON, objects
 // without kind or name, outputs for clusters not in the view or for

@@ -358,6 +358,91 @@ func TestHang(t *testing.T) {
 	worksAfresh(t, p)
 }
 
+// TestSteadyCallOutlivesCallTimeout gives plugins views that take them
+// longer in all than the call timeout, in steps far shorter than it:
+// taking a large view part by part (the host's sends wait on the plugin)
+// and computing many targets one at a time (the SDK sends each target's
+// outputs as it has them). Neither plugin is taken as hung: the call
+// timeout measures silence, not size, and the answer is taken.
+func TestSteadyCallOutlivesCallTimeout(t *testing.T) {
+	const callTimeout = 1500 * time.Millisecond
+	tests := map[string]struct {
+		mode string
+		view View
+	}{
+		// 60 parts of 0.9 MB, 50ms each (slowPart): 3s; the host can be
+		// at most gRPC's largest flow-control window (16 MiB) ahead.
+		"a large view taken part by part": {mode: "raw", view: bulky(60, 900<<10)},
+		// 12 targets of 250ms (slowTarget), one at a time: 3s.
+		"targets computed one at a time": {mode: "sdk", view: view(slowClusters(12)...)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			installRaw(t, dir, pluginBinary(t, tc.mode, "steady"), "steady")
+			opts := testOptions()
+			opts.CallTimeout = callTimeout
+			p := mustPlugin(t, newHost(t, dir, opts, nil), "steady")
+			works(t, p)
+			pid := p.Pid()
+			start := time.Now()
+			res, err := p.Translate(context.Background(), with(tc.view, "east"))
+			if err != nil {
+				t.Fatalf("Translate(%d clusters) = %v, want an answer", len(tc.view.Clusters)+1, err)
+			}
+			t.Logf("answered in %s with a call timeout of %s", time.Since(start).Round(time.Millisecond), callTimeout)
+			if got, want := len(res.Outputs), len(tc.view.Clusters)+1; got != want {
+				t.Errorf("Translate gave %d outputs, want %d", got, want)
+			}
+			if p.Starts() != 1 || p.Pid() != pid {
+				t.Errorf("the plugin was restarted: %d starts, pid %d (was %d)", p.Starts(), p.Pid(), pid)
+			}
+		})
+	}
+}
+
+// slowClusters returns the names of n clusters the faulty test plugin is
+// slow on.
+func slowClusters(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("slow-%02d", i)
+	}
+	return names
+}
+
+// bulky returns a view of n clusters the faulty test plugin is slow on,
+// each with one Service of about size bytes: one part each.
+func bulky(n, size int) View {
+	v := View{Clusters: map[string]Cluster{}}
+	for _, name := range slowClusters(n) {
+		r, err := snapshot.FromJSON([]byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"ns","name":"svc","annotations":{"pad":%q}}}`, strings.Repeat(name[len(name)-1:], size))))
+		if err != nil {
+			panic(err)
+		}
+		in, err := snapshot.New(1, []snapshot.Resource{r})
+		if err != nil {
+			panic(err)
+		}
+		v.Clusters[name] = Cluster{Input: in}
+	}
+	return v
+}
+
+// TestChatterIsNoProgress gives a plugin that answers with diagnostics
+// and empty output parts forever: they bring its answer no closer to an
+// end, so the call timeout kills it as it kills a silent one.
+func TestChatterIsNoProgress(t *testing.T) {
+	_, p := watchedFaulty(t, 2*time.Second, time.Hour)
+	pid := p.Pid()
+	_, err := p.Translate(context.Background(), view("chatter"))
+	if err == nil || !strings.Contains(err.Error(), "no progress for 2s") {
+		t.Fatalf("Translate(chatter) = %v, want the call timeout", err)
+	}
+	waitGone(t, pid)
+	worksAfresh(t, p)
+}
+
 // TestStoppedPluginIsKilled stops a plugin process (SIGSTOP), as a frozen
 // or swapped-out process would be: the call times out and the host kills
 // the process without waiting for an answer it will never give, then
@@ -460,7 +545,7 @@ func TestWatchLeavesBusyPluginToCallTimeout(t *testing.T) {
 	h, p := watchedFaulty(t, 2*time.Second, 50*time.Millisecond)
 	watch(t, h)
 	_, err := p.Translate(context.Background(), view("hang"))
-	if err == nil || !strings.Contains(err.Error(), "no answer within 2s") {
+	if err == nil || !strings.Contains(err.Error(), "no progress for 2s") {
 		t.Fatalf("Translate(hang) with the watch running = %v, want the call timeout", err)
 	}
 }

@@ -13,8 +13,15 @@ import (
 type Options struct {
 	// StartTimeout bounds a plugin's start: process, handshake and Describe.
 	StartTimeout time.Duration
-	// CallTimeout bounds one Translate call. A plugin that does not answer in
-	// time is taken as hung: it is killed and restarted.
+	// CallTimeout bounds how long a Translate call may make no progress:
+	// the plugin takes no part of the update (the host's sends wait on it)
+	// and sends no output part and no Done. A plugin silent that long is
+	// taken as hung: it is killed and restarted. A call that progresses
+	// is not bounded, so a view of any size is taken and answered; what
+	// the plugin computes silently in one go (one target, or a whole
+	// fleet for an sdk.FleetTranslator) must fit in it. A plugin that
+	// stops or freezes is found sooner by the health check
+	// (HealthTimeout).
 	CallTimeout time.Duration
 	// HealthInterval is how often a plugin's health is checked, and
 	// HealthTimeout how long the check may take before the plugin is taken
@@ -27,9 +34,9 @@ type Options struct {
 	MaxOutputBytes int
 }
 
-// DefaultOptions returns the defaults: 30s to start, 60s per call, a
-// health check every 10s that may take 5s, backoff from 250ms to 30s,
-// 256 MiB per output set.
+// DefaultOptions returns the defaults: 30s to start, 60s of silence in a
+// call, a health check every 10s that may take 5s, backoff from 250ms to
+// 30s, 256 MiB per output set.
 func DefaultOptions() Options {
 	return Options{
 		StartTimeout:   30 * time.Second,
@@ -45,7 +52,7 @@ func DefaultOptions() Options {
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StartTimeout, "plugin-start-timeout", o.StartTimeout, "how long a plugin may take to start")
-	fs.DurationVar(&o.CallTimeout, "plugin-call-timeout", o.CallTimeout, "how long one translation may take before the plugin is killed and restarted")
+	fs.DurationVar(&o.CallTimeout, "plugin-call-timeout", o.CallTimeout, "how long a translation may make no progress (the plugin takes no part of the view and sends no part of its answer) before the plugin is killed and restarted; a translation that progresses may take as long as the view needs")
 	fs.DurationVar(&o.HealthInterval, "plugin-health-interval", o.HealthInterval, "how often each plugin's health is checked, also during a call")
 	fs.DurationVar(&o.HealthTimeout, "plugin-health-timeout", o.HealthTimeout, "how long a plugin's health check may take before the plugin is killed and restarted")
 	fs.DurationVar(&o.BackoffBase, "plugin-backoff", o.BackoffBase, "first wait before restarting a failed plugin; doubles up to --plugin-backoff-max")

@@ -35,6 +35,9 @@ type Plugin struct {
 	// engine's own; see Session): each opened by its first call, and
 	// dropped when the process or the session broke.
 	sessions map[string]*host.Session
+	// silence measures the progress of the sessions' calls (see
+	// Options.CallTimeout), which are serialized.
+	silence  *silence
 	failures int
 	retryAt  time.Time
 	starts   int
@@ -47,7 +50,7 @@ func newPlugin(dir string, e Entry, opts Options, logger *slog.Logger) *Plugin {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)
 	}
-	p := &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version)}
+	p := &Plugin{entry: e, path: path, opts: opts, logger: logger.With("plugin", e.Name, "version", e.Version), silence: newSilence()}
 	p.decl.set(e.Meshes, e.InputKinds, e.OutputKinds)
 	return p
 }
@@ -117,8 +120,10 @@ func (p *Plugin) Pid() int {
 
 // Translate brings the plugin to the view v; see [Translator]. It starts
 // the plugin when none runs, waiting out the restart backoff within ctx,
-// and checks the plugin's sha256 before every start. A call that takes
-// longer than Options.CallTimeout kills the plugin.
+// and checks the plugin's sha256 before every start. A call that makes no
+// progress for Options.CallTimeout (the plugin takes no part of the update
+// and sends no part of its answer) kills the plugin; one that progresses
+// runs as long as the view needs.
 func (p *Plugin) Translate(ctx context.Context, v View) (Result, error) {
 	return p.translate(ctx, "", v)
 }
@@ -140,7 +145,7 @@ func (p *Plugin) translate(ctx context.Context, name string, v View) (Result, er
 	}
 	sess := p.sessions[name]
 	if sess == nil {
-		s, err := host.Open(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
+		s, err := host.Open(p.silence.watch(p.proc.proto.Translator), p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
 		if err != nil {
 			p.crashed(err.Error())
 			return Result{}, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
@@ -150,7 +155,7 @@ func (p *Plugin) translate(ctx context.Context, name string, v View) (Result, er
 		}
 		p.sessions[name], sess = s, s
 	}
-	callCtx, cancel := context.WithTimeoutCause(ctx, p.opts.CallTimeout, errCallTimeout)
+	callCtx, cancel := p.silence.bound(ctx, p.opts.CallTimeout, errCallTimeout)
 	defer cancel()
 	res, err := sess.Translate(callCtx, v)
 	switch {
@@ -160,9 +165,9 @@ func (p *Plugin) translate(ctx context.Context, name string, v View) (Result, er
 	case errors.Is(err, ErrPluginFailed):
 		return Result{}, err
 	case errors.Is(context.Cause(callCtx), errCallTimeout) && ctx.Err() == nil:
-		p.logger.Error("plugin did not answer in time; killing it", "timeout", p.opts.CallTimeout)
+		p.logger.Error("plugin made no progress in time; killing it", "timeout", p.opts.CallTimeout)
 		p.crashed("hung")
-		return Result{}, fmt.Errorf("plugin %q: no answer within %s; killed it, it restarts on the next call: %w", p.entry.Name, p.opts.CallTimeout, err)
+		return Result{}, fmt.Errorf("plugin %q: no progress for %s (it took no part of the update and sent no part of its answer); killed it, it restarts on the next call: %w: %w", p.entry.Name, p.opts.CallTimeout, errCallTimeout, err)
 	case errors.Is(err, host.ErrProtocol):
 		// The plugin runs but its session's idea of what was sent is wrong.
 		p.closeSession(name)
@@ -185,8 +190,9 @@ func (p *Plugin) translate(ctx context.Context, name string, v View) (Result, er
 	}
 }
 
-// errCallTimeout is the cause of a call's context when CallTimeout passed.
-var errCallTimeout = errors.New("plugin call timed out")
+// errCallTimeout is the cause of a call's context when it made no
+// progress for CallTimeout.
+var errCallTimeout = fmt.Errorf("plugin call timed out: %w", context.DeadlineExceeded)
 
 // lastLines returns the last n lines of a plugin's stderr, or, when it
 // panicked, n lines from the panic on.
@@ -294,8 +300,8 @@ func (p *Plugin) setProc(proc *process) {
 // probe checks the plugin's health. A plugin busy with a call answers
 // its health service all the same (gRPC serves it beside the call); one
 // that does not (stopped, frozen) is killed, which ends the call with an
-// error, and the call cleans up. A call that runs long on a healthy
-// plugin is left to Options.CallTimeout.
+// error, and the call cleans up. A healthy plugin whose call makes no
+// progress is left to Options.CallTimeout.
 func (p *Plugin) probe(ctx context.Context) error {
 	if p.mu.TryLock() {
 		defer p.mu.Unlock()

@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -21,15 +22,16 @@ type Scratch struct {
 	inputs   []string
 	outputs  []string
 	sess     *host.Session
+	silence  *silence
 	timeout  time.Duration
 }
 
 var _ Translator = (*Scratch)(nil)
 
 // Scratch opens a scratch session with the plugin, starting its process
-// when none runs. Each call on it has Options.CallTimeout; a call that
-// fails leaves the plugin's process alone (the host's health watch looks
-// after it).
+// when none runs. A call on it ends when it makes no progress for
+// Options.CallTimeout, as the engine's do; a call that fails leaves the
+// plugin's process alone (the host's health watch looks after it).
 func (p *Plugin) Scratch(ctx context.Context) (*Scratch, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -44,12 +46,13 @@ func (p *Plugin) Scratch(ctx context.Context) (*Scratch, error) {
 			return nil, err
 		}
 	}
-	sess, err := host.Open(p.proc.proto.Translator, p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
+	quiet := newSilence()
+	sess, err := host.Open(quiet.watch(p.proc.proto.Translator), p.entry.Name, p.proc.backends(), p.opts.MaxOutputBytes)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", p.entry.Name, err)
 	}
 	meshes, inputs, outputs := p.decl.get()
-	return &Scratch{name: p.entry.Name, backends: p.proc.backends(), meshes: meshes, inputs: inputs, outputs: outputs, sess: sess, timeout: p.opts.CallTimeout}, nil
+	return &Scratch{name: p.entry.Name, backends: p.proc.backends(), meshes: meshes, inputs: inputs, outputs: outputs, sess: sess, silence: quiet, timeout: p.opts.CallTimeout}, nil
 }
 
 // Scratch opens a scratch session with the in-process translator.
@@ -59,12 +62,13 @@ func (l *Linked) Scratch(context.Context) (*Scratch, error) {
 	if l.closed {
 		return nil, fmt.Errorf("translator %q is closed", l.name)
 	}
-	sess, err := host.Open(l.client, l.name, l.backends, DefaultOptions().MaxOutputBytes)
+	quiet := newSilence()
+	sess, err := host.Open(quiet.watch(l.client), l.name, l.backends, DefaultOptions().MaxOutputBytes)
 	if err != nil {
 		return nil, fmt.Errorf("translator %q: %w", l.name, err)
 	}
 	meshes, inputs, outputs := l.decl.get()
-	return &Scratch{name: l.name, backends: l.backends, meshes: meshes, inputs: inputs, outputs: outputs, sess: sess, timeout: DefaultOptions().CallTimeout}, nil
+	return &Scratch{name: l.name, backends: l.backends, meshes: meshes, inputs: inputs, outputs: outputs, sess: sess, silence: quiet, timeout: DefaultOptions().CallTimeout}, nil
 }
 
 // Name returns the translator's name.
@@ -84,13 +88,17 @@ func (s *Scratch) OutputKinds() []string { return s.outputs }
 
 // Translate brings the scratch session to the view v; see [Translator].
 func (s *Scratch) Translate(ctx context.Context, v View) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	callCtx, cancel := s.silence.bound(ctx, s.timeout, errCallTimeout)
 	defer cancel()
-	res, err := s.sess.Translate(ctx, v)
-	if err != nil {
+	res, err := s.sess.Translate(callCtx, v)
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(context.Cause(callCtx), errCallTimeout) && ctx.Err() == nil:
+		return Result{}, fmt.Errorf("plugin %q: no progress for %s: %w: %w", s.name, s.timeout, errCallTimeout, err)
+	default:
 		return Result{}, fmt.Errorf("plugin %q: %w", s.name, err)
 	}
-	return res, nil
 }
 
 // Close ends the session; the plugin forgets its view.

@@ -7,11 +7,18 @@
 //	stdout       writes to stdout before the handshake
 //	v2           speaks only protocol version 2
 //
+// In sdk mode a target whose cluster is named slow-* takes slowTarget to
+// compute, one such target at a time, as a translator busy on every core
+// would.
+//
 // In raw mode an update that mentions a cluster with one of these names
-// makes it misbehave: crash (exit), hang (never answer), malformed (a body
+// makes it misbehave: crash (exit), hang (never answer), chatter (send
+// diagnostics and empty output parts forever), malformed (a body
 // that is not JSON), noname (an output without a name), ghost (an output
 // for a cluster not in the view), huge (one 70 MB message), big-N (N MB of
-// outputs, split into parts).
+// outputs, split into parts). It takes slowPart to take each part of the
+// input of a cluster named slow-*, as a plugin ingesting a large view
+// would.
 //
 // A raw plugin named "meshy" declares its backend a mesh and ConfigMap
 // its output kind; one named "baddecl" declares an output kind that is not
@@ -26,6 +33,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -71,6 +80,16 @@ func main() {
 	})
 }
 
+// slowTarget is how long a slow-* target takes in sdk mode, and slowPart
+// how long a part of a slow-* cluster's input takes in raw mode.
+const (
+	slowTarget = 250 * time.Millisecond
+	slowPart   = 50 * time.Millisecond
+)
+
+// busy lets one slow target compute at a time.
+var busy sync.Mutex
+
 // translator emits one ConfigMap per cluster naming its Services.
 type translator struct{}
 
@@ -79,6 +98,11 @@ func (translator) Describe() sdk.Description {
 }
 
 func (translator) TranslateTarget(_ context.Context, req *sdk.Request, resp *sdk.Response) error {
+	if strings.HasPrefix(req.Target.Name, "slow-") {
+		busy.Lock()
+		time.Sleep(slowTarget)
+		busy.Unlock()
+	}
 	var names []string
 	for _, s := range req.Target.Services() {
 		names = append(names, s.Namespace+"/"+s.Name)
@@ -135,6 +159,9 @@ func (s *server) Translate(stream translatorv1.Translator_TranslateServer) error
 			}
 		case *translatorv1.TranslateRequest_Cluster:
 			c := m.Cluster.GetCluster()
+			if strings.HasPrefix(c, "slow-") {
+				time.Sleep(slowPart)
+			}
 			mentioned = append(mentioned, c)
 			if m.Cluster.GetRemoved() {
 				delete(view, c)
@@ -167,6 +194,17 @@ func (s *server) answer(stream translatorv1.Translator_TranslateServer, gen uint
 			panic("faulty plugin crashes on purpose")
 		case c == "hang":
 			select {}
+		case c == "chatter":
+			for {
+				diag := &translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Diagnostic{Diagnostic: &translatorv1.Diagnostic{Summary: "still here"}}}
+				if err := send(diag); err != nil {
+					return err
+				}
+				if err := send(output(c, true)); err != nil {
+					return err
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		case c == "malformed":
 			r := configMap("bad", "")
 			r.Body = []byte(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {`)

@@ -1,0 +1,140 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+)
+
+// gated computes each target after the outputs of the targets in its
+// after were sent, or fails when they were not within a while: a target
+// that waits for another's outputs can only be computed if the session
+// sends each target's outputs as soon as it has them.
+type gated struct {
+	after map[string][]string
+	sent  map[string]chan struct{}
+	fail  map[string]bool
+}
+
+func newGated(clusters ...string) *gated {
+	g := &gated{after: map[string][]string{}, sent: map[string]chan struct{}{}, fail: map[string]bool{}}
+	for _, c := range clusters {
+		g.sent[c] = make(chan struct{})
+	}
+	return g
+}
+
+func (*gated) Describe() Description {
+	return Description{Name: "gated", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
+}
+
+func (g *gated) TranslateTarget(ctx context.Context, req *Request, resp *Response) error {
+	for _, c := range g.after[req.Target.Name] {
+		select {
+		case <-g.sent[c]:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("the outputs of %s were not sent before %s was computed", c, req.Target.Name)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if g.fail[req.Target.Name] {
+		return errors.New("cannot")
+	}
+	for _, s := range req.Target.Services() {
+		resp.Emit(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": s.Name, "namespace": s.Namespace}})
+	}
+	return nil
+}
+
+// runGated sends one update to s and returns its answer; the gate of a
+// cluster opens when its outputs were sent.
+func runGated(t *testing.T, s *session, g *gated, full bool, clusters ...*translatorv1.ClusterInput) answer {
+	t.Helper()
+	gen++
+	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}}
+	opened := map[string]bool{}
+	send := func(m *translatorv1.TranslateResponse) error {
+		switch m := m.GetMsg().(type) {
+		case *translatorv1.TranslateResponse_Output:
+			c := m.Output.GetCluster()
+			a.outputs[c] = append(a.outputs[c], m.Output.GetResources()...)
+			if ch, ok := g.sent[c]; ok && !m.Output.GetMore() && !opened[c] {
+				close(ch)
+				opened[c] = true
+			}
+		case *translatorv1.TranslateResponse_Diagnostic:
+			a.diags = append(a.diags, m.Diagnostic)
+		case *translatorv1.TranslateResponse_Done:
+			a.done = m.Done
+		}
+		return nil
+	}
+	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: full}}}}
+	for _, c := range clusters {
+		msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: c}})
+	}
+	msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: gen}}})
+	for _, m := range msgs {
+		if err := s.handle(context.Background(), m, send); err != nil {
+			t.Fatalf("handle: %v", err)
+		}
+	}
+	if a.done == nil || a.done.GetGeneration() != gen {
+		t.Fatalf("no Done for generation %d: %+v", gen, a.done)
+	}
+	return a
+}
+
+// TestTargetOutputsSentAsComputed checks that the session sends a
+// target's outputs while other targets are still being computed, so that
+// a host sees an answer of many targets progress.
+func TestTargetOutputsSentAsComputed(t *testing.T) {
+	g := newGated("a", "b")
+	g.after["b"] = []string{"a"}
+	g.after["c"] = []string{"b"}
+	s := newSession(g, g.Describe())
+	a := runGated(t, s, g, true,
+		&translatorv1.ClusterInput{Cluster: "a", Upserts: []*snapshotv1.Resource{svcRes("ns", "x", 0)}},
+		&translatorv1.ClusterInput{Cluster: "b", Upserts: []*snapshotv1.Resource{svcRes("ns", "y", 0)}},
+		&translatorv1.ClusterInput{Cluster: "c", Upserts: []*snapshotv1.Resource{svcRes("ns", "z", 0)}},
+	)
+	if e := a.done.GetError(); e != "" {
+		t.Fatalf("Done error = %q, want none", e)
+	}
+	if len(a.outputs) != 3 {
+		t.Errorf("full update sent %v, want a, b and c", a.outputs)
+	}
+}
+
+// TestFailedUpdateSendsStreamedSetsAgain fails a target after another
+// target's outputs were sent: the host drops the whole answer, so the
+// next update, even a delta, sends those outputs again.
+func TestFailedUpdateSendsStreamedSetsAgain(t *testing.T) {
+	g := newGated()
+	s := newSession(g, g.Describe())
+	svc := func(name string) []*snapshotv1.Resource { return []*snapshotv1.Resource{svcRes("ns", name, 0)} }
+	runGated(t, s, g, true, &translatorv1.ClusterInput{Cluster: "a", Upserts: svc("x")}, &translatorv1.ClusterInput{Cluster: "b", Upserts: svc("x")})
+
+	g.sent["a"] = make(chan struct{})
+	g.after["b"] = []string{"a"}
+	g.fail["b"] = true
+	a := runGated(t, s, g, false, &translatorv1.ClusterInput{Cluster: "a", Upserts: svc("y")}, &translatorv1.ClusterInput{Cluster: "b", Upserts: svc("y")})
+	if a.done.GetError() == "" || len(a.outputs["a"]) != 2 {
+		t.Fatalf("answer = %+v, want a's new set, then Done with an error", a)
+	}
+
+	g.fail["b"], g.after["b"], g.sent = false, nil, map[string]chan struct{}{}
+	a = runGated(t, s, g, false)
+	if e := a.done.GetError(); e != "" {
+		t.Fatalf("Done error = %q after recovery, want none", e)
+	}
+	if len(a.outputs["a"]) != 2 || len(a.outputs["b"]) != 2 {
+		t.Errorf("after recovery sent %v, want a's and b's sets of 2 objects: the host dropped the failed answer", a.outputs)
+	}
+}
