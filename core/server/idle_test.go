@@ -166,14 +166,22 @@ func (c *countingStore) CompareAndPutClusters(ctx context.Context, cs []store.Cl
 	return c.Store.CompareAndPutClusters(ctx, cs)
 }
 
-// Each heartbeat period reads a connected agent's registry record once:
-// the read that writes its last-seen time also checks its certificate.
-func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
+// idleWithOneAgent starts a server heartbeating every 20ms on a counting
+// store, with one agent holding its outputs.
+func idleWithOneAgent(t *testing.T) *countingStore {
+	t.Helper()
 	st := &countingStore{Store: memory.New()}
 	ts := startServer(t, st, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
 	east := startAgent(t, ts, "east", ts.register("east"))
 	east.src.set(t, "a")
 	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+	return st
+}
+
+// Each heartbeat period reads a connected agent's registry record once:
+// the read that writes its last-seen time also checks its certificate.
+func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
+	st := idleWithOneAgent(t)
 
 	const writes = 30
 	g0, p0 := st.gets.Load(), st.puts.Load()
@@ -188,11 +196,7 @@ func TestIdleAgentRecordReadOncePerHeartbeat(t *testing.T) {
 // every heartbeat: the mesh trust manager, which reconciles every
 // heartbeat, has no cluster to select.
 func TestIdleReplicaListsNoClusters(t *testing.T) {
-	st := &countingStore{Store: memory.New()}
-	ts := startServer(t, st, "", func(o *Options) { o.Heartbeat = 20 * time.Millisecond })
-	east := startAgent(t, ts, "east", ts.register("east"))
-	east.src.set(t, "a")
-	testutil.Eventually(t, "east's outputs", func() bool { return len(east.sink.names()) == 1 })
+	st := idleWithOneAgent(t)
 
 	const writes = 30
 	l0, p0 := st.lists.Load(), st.puts.Load()
