@@ -60,8 +60,10 @@ func Diff(a, b *Snapshot) Delta {
 	for i < len(a.resources) || j < len(b.resources) {
 		switch {
 		case i == len(a.resources):
-			d.Upserts = append(d.Upserts, b.resources[j])
-			j++
+			// The rest of b is new: one copy, sized (the whole of b from
+			// an empty a, as a plugin session's first update has).
+			d.Upserts = append(slices.Grow(d.Upserts, len(b.resources)-j), b.resources[j:]...)
+			j = len(b.resources)
 		case j == len(b.resources):
 			d.Deletes = append(d.Deletes, a.resources[i].ID)
 			i++

@@ -374,6 +374,21 @@ func BenchmarkDiffOneChange(b *testing.B) {
 	}
 }
 
+// BenchmarkDiffFromEmpty diffs a snapshot of 50 objects from nothing, as
+// a plugin session's first update does for every cluster of the fleet.
+func BenchmarkDiffFromEmpty(b *testing.B) {
+	var rs []Resource
+	for i := range 50 {
+		rs = append(rs, res(b, "Service", "ns", fmt.Sprintf("svc-%05d", i), `{"spec":{"ports":[{"port":80}]}}`))
+	}
+	s := mustNew(b, 1, rs...)
+	for b.Loop() {
+		if d := Diff(Empty, s); len(d.Upserts) != 50 {
+			b.Fatalf("%d upserts, want 50", len(d.Upserts))
+		}
+	}
+}
+
 func BenchmarkHashSnapshot(b *testing.B) {
 	var rs []Resource
 	for i := range 1000 {
