@@ -105,10 +105,12 @@ func TestTrafficFromEveryReplica(t *testing.T) {
 	if own, resp := edges(r1, &relayv1.ListEdgesRequest{Local: true}); len(own) != 1 || own["east"] == nil || len(resp.GetMissing()) != 0 {
 		t.Errorf("r1's own edges = %v (missing %v), want east's alone", own, resp.GetMissing())
 	}
-	// The replica that announces no address still asks the others.
-	if got, _ := edges(r3, &relayv1.ListEdgesRequest{}); len(got) != 3 {
-		t.Errorf("r3 answers with the edges of %d clusters, want 3", len(got))
-	}
+	// The replica that announces no address still asks the others, once
+	// it has read them from the store and taken north's window.
+	testutil.EventuallyWhy(t, "r3 answers with the edges of all three clusters", func() (bool, string) {
+		got, resp := edges(r3, &relayv1.ListEdgesRequest{})
+		return len(got) == 3, resp.String()
+	})
 	// Filters reach the peers.
 	if got, _ := edges(r1, &relayv1.ListEdgesRequest{Cluster: "west"}); len(got) != 1 || got["west"] == nil {
 		t.Errorf("r1's edges of west = %v, want west's alone", got)
