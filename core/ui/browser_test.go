@@ -89,6 +89,10 @@ func startFleet(t *testing.T) fleet {
 }
 
 // browser starts headless Chromium and returns a context for its first tab.
+//
+// Chromium on a loaded machine now and then dies as it starts, before it
+// serves DevTools (its crash handler starts instead): such a start is
+// tried again, up to three times in all.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -96,14 +100,21 @@ func browser(t *testing.T) context.Context {
 		chromedp.NoSandbox,
 		chromedp.WindowSize(1400, 1000),
 	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	var err error
+	for range 3 {
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(alloc)
+		if err = chromedp.Do(ctx); err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		cancel()
+		cancelAlloc()
+		t.Logf("start chromium: %v; trying again", err)
 	}
-	return ctx
+	t.Fatalf("start chromium: %v", err)
+	return nil
 }
 
 // tab opens a new tab of the browser of ctx.
@@ -186,15 +197,21 @@ func clickLive(sel string) chromedp.Action[chromedp.Void] {
 }
 
 // attr returns an element's attribute.
+//
+// Live updates redraw pages, replacing their elements: the element is
+// waited for, then read in one step of the page's script, from whichever
+// element matches then, not from a node the redraw may have removed.
 func attr(t *testing.T, ctx context.Context, sel, name string) string {
 	t.Helper()
-	return get(t, ctx, "read "+name+" of "+sel, chromedp.AttributeValue(chromedp.CSS(sel), name)).Value
+	do(t, ctx, "wait for "+sel, chromedp.WaitReady(chromedp.CSS(sel)))
+	return get(t, ctx, "read "+name+" of "+sel, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).getAttribute(`+strconv.Quote(name)+`) ?? ""`))
 }
 
-// text returns an element's visible text.
+// text returns an element's visible text, read as attr reads.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	return get(t, ctx, "read the text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+	do(t, ctx, "wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+	return get(t, ctx, "read the text of "+sel, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
 }
 
 // screenshot saves the tab's page as NAME.png among the artifacts.
