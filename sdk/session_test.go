@@ -87,9 +87,19 @@ func run(t *testing.T, s *session, u update) answer {
 
 func runB(t testing.TB, s *session, u update) answer {
 	t.Helper()
+	return runWatched(t, s, u, nil)
+}
+
+// runWatched sends one update to s and returns its answer; watch, when
+// set, sees every message of the answer as it is sent.
+func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.TranslateResponse)) answer {
+	t.Helper()
 	gen++
 	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}}
 	send := func(m *translatorv1.TranslateResponse) error {
+		if watch != nil {
+			watch(m)
+		}
 		switch m := m.GetMsg().(type) {
 		case *translatorv1.TranslateResponse_Output:
 			c := m.Output.GetCluster()

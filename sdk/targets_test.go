@@ -56,39 +56,17 @@ func (g *gated) TranslateTarget(ctx context.Context, req *Request, resp *Respons
 // cluster opens when its outputs were sent.
 func runGated(t *testing.T, s *session, g *gated, full bool, clusters ...*translatorv1.ClusterInput) answer {
 	t.Helper()
-	gen++
-	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}}
 	opened := map[string]bool{}
-	send := func(m *translatorv1.TranslateResponse) error {
-		switch m := m.GetMsg().(type) {
-		case *translatorv1.TranslateResponse_Output:
-			c := m.Output.GetCluster()
-			a.outputs[c] = append(a.outputs[c], m.Output.GetResources()...)
-			if ch, ok := g.sent[c]; ok && !m.Output.GetMore() && !opened[c] {
-				close(ch)
-				opened[c] = true
-			}
-		case *translatorv1.TranslateResponse_Diagnostic:
-			a.diags = append(a.diags, m.Diagnostic)
-		case *translatorv1.TranslateResponse_Done:
-			a.done = m.Done
+	return runWatched(t, s, update{full: full, clusters: clusters}, func(m *translatorv1.TranslateResponse) {
+		out := m.GetOutput()
+		if out == nil {
+			return
 		}
-		return nil
-	}
-	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: full}}}}
-	for _, c := range clusters {
-		msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: c}})
-	}
-	msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Commit{Commit: &translatorv1.Commit{Generation: gen}}})
-	for _, m := range msgs {
-		if err := s.handle(context.Background(), m, send); err != nil {
-			t.Fatalf("handle: %v", err)
+		if ch, ok := g.sent[out.GetCluster()]; ok && !out.GetMore() && !opened[out.GetCluster()] {
+			close(ch)
+			opened[out.GetCluster()] = true
 		}
-	}
-	if a.done == nil || a.done.GetGeneration() != gen {
-		t.Fatalf("no Done for generation %d: %+v", gen, a.done)
-	}
-	return a
+	})
 }
 
 // TestTargetOutputsSentAsComputed checks that the session sends a
