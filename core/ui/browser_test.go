@@ -39,6 +39,8 @@ type fleet struct {
 	admin *adminclient.Client
 	// traffic holds each agent's traffic receiver address, by cluster.
 	traffic map[string]string
+	// store is the demo server's store.
+	store store.Store
 }
 
 // startFleet runs the demo with the real plugin binaries and keeps it
@@ -85,7 +87,7 @@ func startFleet(t *testing.T) fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin, traffic: report.Traffic}
+	return fleet{ui: report.UI, token: strings.TrimSpace(string(tok)), policies: filepath.Join(out, "policies"), admin: admin, traffic: report.Traffic, store: report.Store}
 }
 
 // browser starts headless Chromium and returns a context for its first tab.

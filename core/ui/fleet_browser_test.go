@@ -271,6 +271,34 @@ func fetches(t *testing.T, ctx context.Context) string {
 	return get(t, ctx, "resource timings", chromedp.Evaluate[string](`performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => `+"`"+`${new URL(e.name).pathname.replace(/^\/api\//, "")} ${e.startTime.toFixed(0)}–${e.responseStart.toFixed(0)}–${e.responseEnd.toFixed(0)}`+"`"+`).join(", ")`))
 }
 
+// fetchTiming is when the page started an API call and when its answer
+// began, in milliseconds since the navigation started.
+type fetchTiming struct {
+	Start    float64 `json:"start"`
+	Answered float64 `json:"answered"`
+}
+
+func (f *fetchTiming) String() string {
+	if f == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%.0f–%.0f ms", f.Start, f.Answered)
+}
+
+// firstFetches returns the timing of the first call of each API path the
+// page made, by path.
+func firstFetches(t *testing.T, ctx context.Context) map[string]*fetchTiming {
+	t.Helper()
+	return get(t, ctx, "resource timings", chromedp.Evaluate[map[string]*fetchTiming](`(() => {
+		const out = {};
+		for (const e of performance.getEntriesByType("resource")) {
+			const path = new URL(e.name).pathname;
+			if (path.startsWith("/api/") && !(path in out)) out[path] = { start: e.startTime, answered: e.responseStart };
+		}
+		return out;
+	})()`))
+}
+
 // apiTime logs how long a UI API call takes and how much it answers.
 func apiTime(t *testing.T, e env, path string) {
 	t.Helper()
@@ -409,6 +437,12 @@ func TestLargeFleet(t *testing.T) {
 			waitJSWithin(coldWait, `document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[float64](`window.__m.t.policy`))
 		t.Logf("policy page of %d clusters, cold: drawn %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load, fetches(t, ctx))
+		// The page asks for the policy beside the status, not after it.
+		first := firstFetches(t, ctx)
+		asked, st := first["/api/policies/AccessPolicy/bench/bench-access"], first["/api/status"]
+		if asked == nil || st == nil || asked.Start > st.Answered {
+			t.Errorf("the policy page's first description was asked for at %v, the status answered at %v: want it asked before", asked, st)
+		}
 		warm := measured(t, b, e.token)
 		do(t, warm, "load the policy page again", chromedp.Navigate(e.ui.URL()+"#/policies/AccessPolicy/bench/bench-access"),
 			waitJS(`document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`))

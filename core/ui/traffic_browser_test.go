@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/internal/demo"
 )
 
@@ -89,4 +91,17 @@ func TestBrowserTraffic(t *testing.T) {
 		t.Errorf("before the change, reviews had %s, want no traffic (the demo's calls start after it)", before)
 	}
 	screenshot(t, ctx, "traffic-policy")
+
+	// Another replica joins without an address its peers can reach: every
+	// traffic view names it and still shows the edges this one answers.
+	// It announces as many agents as the demo's, so nobody is asked to
+	// move to it.
+	if err := f.store.Announce(context.Background(), "demo-b", store.Replica{Agents: len(f.traffic)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	missing := `[...document.querySelectorAll(".missing-replica")].some((e) => e.textContent.includes("server replica demo-b"))`
+	do(t, ctx, "see the policy page name the missing replica", waitJS(missing+` && !!document.querySelector(`+strconv.Quote(row)+`)`))
+	do(t, ctx, "see the graph name the missing replica", chromedp.Navigate(f.ui), waitJS(missing+` && !!document.querySelector(`+strconv.Quote(edge)+`)`))
+	screenshot(t, ctx, "traffic-missing-replica")
+	do(t, ctx, "see reviews' callers name the missing replica", chromedp.Navigate(f.ui+"#/destinations/bookinfo/reviews"), waitJS(missing+` && !!document.querySelector(`+strconv.Quote(caller)+`)`))
 }

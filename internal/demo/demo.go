@@ -91,6 +91,10 @@ type Report struct {
 	MetricsAddr string
 	// Rollout is what the staged rollout of the second edit did.
 	Rollout *RolloutReport
+	// Store is the server's store (in memory) while the demo serves:
+	// what another replica writes there, such as its presence, this
+	// server reads.
+	Store store.Store
 }
 
 var clusters = []string{"east", "west", "central", "north"}
@@ -147,7 +151,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 
 	report := &Report{ServerAddr: srv.Addr(), CABundlePath: srv.CABundlePath(), AdminTokenPath: srv.AdminTokenPath(), UI: web.URL(),
-		Traffic: trafficAddrs, MetricsAddr: srv.AdminAddr()}
+		Traffic: trafficAddrs, MetricsAddr: srv.AdminAddr(), Store: st}
 	status, err := converge(actx, admin, opts.Timeout)
 	if err != nil {
 		cancel()

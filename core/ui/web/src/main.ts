@@ -3,7 +3,7 @@
 import "./style.css";
 import { getJSON, login, logout, Unauthorized, type Status } from "./api";
 import { h } from "./dom";
-import { views, type View } from "./views";
+import { pages, views } from "./views";
 
 const app = document.getElementById("app")!;
 const live = document.getElementById("live")!;
@@ -22,15 +22,21 @@ function currentRoute(): string[] {
   return path ? path.split("/").map(decodeURIComponent) : [];
 }
 
-// render draws the current route from the latest status; views that read
-// more of the API fetch it themselves.
-async function render() {
-  if (!status) return;
+// render draws the current route: a view from the latest status, a page
+// (pages) from its own fetches. While the UI starts (early), a page is
+// drawn before the status is in.
+async function render(early = false) {
+  const [name = "", ...args] = currentRoute();
+  const page = pages[name];
+  const view = views[name] ?? views[""];
+  const st = status;
+  let draw: (() => Promise<HTMLElement>) | undefined;
+  if (page && (st || early)) draw = () => page({ args, go });
+  else if (!page && st) draw = () => view({ status: st, args, go });
+  if (!draw) return;
   const ticket = ++rendering;
-  const parts = currentRoute();
-  const view: View = views[parts[0] ?? ""] ?? views[""];
   try {
-    const el = await view({ status, args: parts.slice(1), go });
+    const el = await draw();
     if (ticket !== rendering) return; // a newer render started meanwhile
     // Live updates redraw the page: keep what the reader opened.
     const open = new Set([...app.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-key")));
@@ -106,6 +112,8 @@ function connect() {
 }
 
 async function start() {
+  // A page needs no status: it is fetched beside it.
+  render(true);
   try {
     status = await getJSON<Status>("/api/status");
   } catch (err) {
@@ -134,5 +142,5 @@ async function start() {
   render();
 }
 
-window.addEventListener("hashchange", render);
+window.addEventListener("hashchange", () => render());
 start();

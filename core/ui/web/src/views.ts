@@ -27,6 +27,10 @@ export interface Context {
 
 export type View = (ctx: Context) => Promise<HTMLElement>;
 
+// A Page draws from its own fetches alone, never from the status: on a
+// first load it is drawn beside the status fetch, not after it.
+export type Page = (ctx: Omit<Context, "status">) => Promise<HTMLElement>;
+
 function policyRoute(p: PolicyStatus): string {
   const parts = ["policies", p.kind, p.namespace, p.name];
   return route(...(p.sourceCluster ? [...parts, p.sourceCluster] : parts));
@@ -345,6 +349,9 @@ class PolicyPage {
   private limits = { clusters: pageRows, outputs: pageRows };
   private fetching = false;
   private again = false;
+  // first is the first description's fetch, which every render of the
+  // page waits for until it is in.
+  private first?: Promise<void>;
   private fetchedAt = 0;
   private timer = 0;
   // shown says the page was in the document at some time: one that was,
@@ -377,6 +384,16 @@ class PolicyPage {
       section("Outputs", this.outputs),
       this.rest,
     );
+  }
+
+  // load fetches the first description once, however many renders ask
+  // for it meanwhile; one that failed is fetched again by the next.
+  load(): Promise<void> {
+    this.first ??= this.update(false).catch((err) => {
+      this.first = undefined;
+      throw err;
+    });
+    return this.first;
   }
 
   // update fetches the description again, one fetch at a time; a live
@@ -499,7 +516,7 @@ class PolicyPage {
 
 let policyPage: PolicyPage | undefined;
 
-const policy: View = async ({ args }) => {
+const policy: Page = async ({ args }) => {
   const [kind, namespace, name, source] = args;
   const q = source ? `?cluster=${encodeURIComponent(source)}` : "";
   const path = `/api/policies/${[kind, namespace, name].map(encodeURIComponent).join("/")}${q}`;
@@ -510,14 +527,14 @@ const policy: View = async ({ args }) => {
   // The first description is waited for; a live update redraws the page
   // when its fetch comes back.
   const page = policyPage;
-  if (!page.loaded) await page.update();
+  if (!page.loaded) await page.load();
   else page.update().catch(() => {});
   // The render puts the page in the document once this returns.
   requestAnimationFrame(() => page.markShown());
   return page.root;
 };
 
-const destination: View = async ({ args }) => {
+const destination: Page = async ({ args }) => {
   const [namespace, name] = args;
   const d = await getJSON<DestinationDescription>(`/api/destinations/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`);
   return h(
@@ -587,7 +604,10 @@ const rollout: View = async ({ status: st }) => {
 export const views: Record<string, View> = {
   "": fleet,
   clusters: cluster,
+  rollout,
+};
+
+export const pages: Record<string, Page> = {
   policies: policy,
   destinations: destination,
-  rollout,
 };
