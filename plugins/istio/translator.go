@@ -20,13 +20,16 @@ const (
 )
 
 // Translator maps meshrelay policies to Istio resources, one target
-// cluster at a time. Its zero value is not used; call New.
-type Translator struct{}
+// cluster at a time. Its zero value works, without the cache of encoded
+// specs that New gives it.
+type Translator struct {
+	specs *specCache
+}
 
 var _ sdk.Translator = (*Translator)(nil)
 
 // New returns the Istio translator.
-func New() *Translator { return &Translator{} }
+func New() *Translator { return &Translator{specs: newSpecCache(specCacheLimit)} }
 
 // Describe returns the translator's description.
 func (t *Translator) Describe() sdk.Description {
@@ -67,7 +70,7 @@ func (t *Translator) TranslateTarget(ctx context.Context, req *sdk.Request, resp
 	}
 	crossNetworkGateways(tg, plan, remote, out)
 	remote.emit(tg, plan, out)
-	out.emit(resp)
+	out.emit(resp, t.specs)
 	return nil
 }
 
