@@ -96,7 +96,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat (0: never); the server needs none, it finds a dead agent by its own heartbeats and keepalive")
-	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping the server over HTTP/2 after this long without a byte from it, and move to the next server when no answer comes within --keepalive-timeout (at least 10s): a lost node or network is found in this time, not --server-timeout")
+	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping the server over HTTP/2 after this long without a byte from it (above its heartbeat, a third of --server-timeout, a live server is never pinged), and move to the next server when no answer comes within --keepalive-timeout (at least 10s): a lost node or network is found in this time, not --server-timeout")
 	fs.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", o.KeepaliveTimeout, "how long the agent waits for the answer to a keepalive ping")
 	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; announced to the server, which heartbeats at a third of it (at most as often as its --heartbeat)")
 }
