@@ -419,10 +419,15 @@ func (s *inputSender) refusedWhole() bool {
 	return s.full != nil && cur != nil && s.base != nil && s.base.Hash() == cur.Hash() && s.full.Hash() == cur.Hash()
 }
 
-// sendLoop is the stream's only sender: inputs, acks and heartbeats.
+// sendLoop is the stream's only sender: inputs, acks, and heartbeats when
+// Options.Heartbeat asks for them.
 func (a *Agent) sendLoop(ctx context.Context, stream relayv1.Relay_SyncClient, sender *inputSender, queued <-chan *relayv1.AgentMessage) error {
-	hb := time.NewTicker(a.opts.Heartbeat)
-	defer hb.Stop()
+	var beat <-chan time.Time // nil without Options.Heartbeat: no heartbeat
+	if a.opts.Heartbeat > 0 {
+		hb := time.NewTicker(a.opts.Heartbeat)
+		defer hb.Stop()
+		beat = hb.C
+	}
 	send := func(m *relayv1.AgentMessage) error {
 		if in := m.GetInput(); in != nil {
 			a.Stats.InputMessages.Add(1)
@@ -468,7 +473,7 @@ func (a *Agent) sendLoop(ctx context.Context, stream relayv1.Relay_SyncClient, s
 			if err := send(m); err != nil {
 				return err
 			}
-		case <-hb.C:
+		case <-beat:
 			if err := send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Heartbeat{Heartbeat: &relayv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
 				return err
 			}

@@ -55,10 +55,10 @@ func TestServerAddressesRotate(t *testing.T) {
 
 func TestOptionsValidate(t *testing.T) {
 	tests := map[string]func(*Options){
-		"bad cluster":  func(o *Options) { o.Cluster = "Not_Valid" },
-		"no server":    func(o *Options) { o.Server = "" },
-		"bad mode":     func(o *Options) { o.Mode = "plain" },
-		"no heartbeat": func(o *Options) { o.Heartbeat = 0 },
+		"bad cluster":          func(o *Options) { o.Cluster = "Not_Valid" },
+		"no server":            func(o *Options) { o.Server = "" },
+		"bad mode":             func(o *Options) { o.Mode = "plain" },
+		"a negative heartbeat": func(o *Options) { o.Heartbeat = -time.Second },
 		"insecure to a remote server": func(o *Options) {
 			o.Insecure, o.Server = true, "meshrelay.example.com:9900"
 		},

@@ -30,12 +30,13 @@ type Options struct {
 	Mode string
 	// Insecure dials in plaintext (development against a loopback server only).
 	Insecure bool
-	// Heartbeat is how often the agent sends heartbeats. The server needs
-	// none to find a dead agent (its HTTP/2 keepalive pings a connection
-	// silent for 30s and closes it 10s later without an answer, see
-	// core/server/server.go); they keep proxies between the two from
-	// closing an idle stream, and, below those 30s, spare the server its
-	// pings.
+	// Heartbeat is how often the agent sends a heartbeat on its stream; 0
+	// (the default) sends none. The server needs none: it finds a dead
+	// agent by its own heartbeats, whose writes go unacknowledged (gRPC
+	// sets TCP_USER_TIMEOUT to the server's keepalive timeout), and by its
+	// HTTP/2 keepalive (core/server/options.go), and counts a live stream
+	// as the agent's sign of life. A proxy between the two that closes
+	// streams on which the agent sends nothing may need it.
 	Heartbeat time.Duration
 	// ServerTimeout is how long the agent waits without hearing from the
 	// server (its heartbeats included) before it drops the stream and
@@ -52,8 +53,11 @@ type Options struct {
 	// Keepalive is how long the agent's connection may stay without a
 	// byte from the server before the agent pings it over HTTP/2; without
 	// an answer in KeepaliveTimeout the connection is closed and the agent
-	// moves to the next server. gRPC pings no more often than every 10s;
-	// the server accepts pings every 5s.
+	// moves to the next server. Above the interval the server heartbeats
+	// at (a third of ServerTimeout, 30s by default), a live server never
+	// leaves the connection quiet that long, so the agent does not ping
+	// it. gRPC pings no more often than every 10s; the server accepts
+	// pings every 5s.
 	Keepalive        time.Duration
 	KeepaliveTimeout time.Duration
 	// ReconnectMax bounds the reconnect backoff.
@@ -70,11 +74,10 @@ func DefaultOptions() Options {
 		Server:        "localhost:9900",
 		StateDir:      "meshrelay-agent",
 		Mode:          pki.ModeMTLS,
-		Heartbeat:     25 * time.Second,
 		ServerTimeout: 90 * time.Second,
-		// With the server's heartbeat every 30s (a third of the timeout), the
-		// connection is rarely quiet long enough to ping.
-		Keepalive:        30 * time.Second,
+		// Above the server's heartbeat every 30s (a third of the timeout):
+		// a live server's connection is never quiet long enough to ping.
+		Keepalive:        45 * time.Second,
 		KeepaliveTimeout: 10 * time.Second,
 		ReconnectMax:     30 * time.Second,
 		MaxMessageBytes:  16 << 20,
@@ -92,8 +95,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory keeping the agent's key and certificate, and the kinds the plugins declare (to prune and discover them after a restart)")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "authentication: mtls (client certificate) or tls (token on every stream)")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "dial in plaintext (development only; --server must be a loopback address)")
-	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat; below the server's 30s keepalive time, so the server need not ping it")
-	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping the server over HTTP/2 after this long without a byte from it, and move to the next server when no answer comes within --keepalive-timeout (at least 10s): a lost node or network is found in this time, not --server-timeout")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "how often the agent sends a heartbeat (0: never); the server needs none, it finds a dead agent by its own heartbeats and keepalive")
+	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping the server over HTTP/2 after this long without a byte from it (above its heartbeat, a third of --server-timeout, a live server is never pinged), and move to the next server when no answer comes within --keepalive-timeout (at least 10s): a lost node or network is found in this time, not --server-timeout")
 	fs.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", o.KeepaliveTimeout, "how long the agent waits for the answer to a keepalive ping")
 	fs.DurationVar(&o.ServerTimeout, "server-timeout", o.ServerTimeout, "drop the stream and move to the next server after hearing nothing from it (heartbeats included) for this long; announced to the server, which heartbeats at a third of it (at most as often as its --heartbeat)")
 }
@@ -116,8 +119,8 @@ func (o *Options) Validate() error {
 	if !o.Insecure && o.CAFile == "" && o.StateDir == "" {
 		errs = append(errs, errors.New("--ca-file is required to trust the server"))
 	}
-	if o.Heartbeat <= 0 {
-		errs = append(errs, errors.New("--heartbeat must be positive"))
+	if o.Heartbeat < 0 {
+		errs = append(errs, errors.New("--heartbeat must not be negative"))
 	}
 	if o.ServerTimeout < 0 {
 		errs = append(errs, errors.New("--server-timeout must not be negative"))

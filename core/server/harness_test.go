@@ -430,7 +430,6 @@ func startAgentSinks(t *testing.T, ts *testServer, cluster, token string, src ag
 	opts := agent.DefaultOptions()
 	opts.Cluster, opts.Server, opts.ServerName = cluster, ts.Addr(), "127.0.0.1"
 	opts.TokenFile, opts.CAFile, opts.StateDir = tokenFile, caFile, filepath.Join(dir, "state")
-	opts.Heartbeat = time.Second
 	opts.ReconnectMax = 500 * time.Millisecond
 	for _, m := range mods {
 		m(&opts)

@@ -76,6 +76,17 @@ type Options struct {
 	// others (StreamHeartbeat); and how often it records its agents' last
 	// contact in the store (touchLastSeen).
 	Heartbeat time.Duration
+	// Keepalive is how long an agent's connection may stay without a byte
+	// from the agent before the server pings it over HTTP/2, never less
+	// than Heartbeat; without an answer in KeepaliveTimeout the server
+	// closes the connection. Agents send nothing while idle (no
+	// heartbeat), so this is how often the server pings an idle agent.
+	// It is the backstop: gRPC sets TCP_USER_TIMEOUT to KeepaliveTimeout
+	// on every connection, so the server's heartbeat (or any write) to an
+	// agent whose network died goes unacknowledged and closes the
+	// connection within KeepaliveTimeout; the ping finds a dead agent
+	// behind a proxy that acknowledges for it.
+	Keepalive, KeepaliveTimeout time.Duration
 	// RolloutInterval is how often a staged rollout's clusters are judged
 	// and the rollout advanced (rollout.go).
 	RolloutInterval time.Duration
@@ -155,6 +166,8 @@ func DefaultOptions() Options {
 		Mode:             ModeMTLS,
 		Debounce:         50 * time.Millisecond,
 		Heartbeat:        10 * time.Second,
+		Keepalive:        2 * time.Minute,
+		KeepaliveTimeout: 10 * time.Second,
 		RolloutInterval:  time.Second,
 		RegisterFailures: 10,
 		MaxMessageBytes:  16 << 20,
@@ -212,6 +225,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
 	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on the streams of agents that announce no --server-timeout (older agents), and the shortest on the others, which get a third of theirs; also how often the agents' last contact is written to the store")
+	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping an agent over HTTP/2 after this long without a byte from it (at least --heartbeat), and close its connection when no answer comes within --keepalive-timeout; a dead agent is found sooner by the server's heartbeat going unacknowledged for --keepalive-timeout, unless a proxy acknowledges for it")
+	fs.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", o.KeepaliveTimeout, "how long the server waits for the answer to a keepalive ping, and for the agent to acknowledge what it sent (TCP_USER_TIMEOUT)")
 	fs.DurationVar(&o.RebalanceInterval, "rebalance-interval", o.RebalanceInterval, "how often this replica announces its agents and, above its fair share of the live replicas, asks a few to move (0: never)")
 	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", o.MaxConnectionAge, "close an agent's connection after this long, so it reconnects to the next server address (0: never)")
 	fs.DurationVar(&o.RolloutInterval, "rollout-interval", o.RolloutInterval, "how often a staged rollout's released clusters are judged and the rollout advanced")
@@ -246,6 +261,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, errors.New("--heartbeat must be positive"))
+	}
+	if o.Keepalive <= 0 || o.KeepaliveTimeout <= 0 {
+		errs = append(errs, errors.New("--keepalive and --keepalive-timeout must be positive"))
 	}
 	if o.SharedToken != "" && o.SharedTokenFile != "" {
 		errs = append(errs, errors.New("--shared-token and --shared-token-file exclude each other"))

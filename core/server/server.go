@@ -512,7 +512,11 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 		creds = handshaken{TransportCredentials: tlsCreds}
 	}
 	recv, streams := s.opts.MaxMessageBytes, uint32(s.opts.MaxStreamsPerConnection)
-	params := keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: idleTimeout}
+	// The server pings a connection it read nothing from for Keepalive
+	// (never more often than it heartbeats); gRPC also sets the
+	// connection's TCP_USER_TIMEOUT to KeepaliveTimeout, so that a
+	// heartbeat the agent does not acknowledge closes it.
+	params := keepalive.ServerParameters{Time: max(s.opts.Keepalive, s.opts.Heartbeat), Timeout: s.opts.KeepaliveTimeout, MaxConnectionIdle: idleTimeout}
 	if authenticated && s.opts.MaxConnectionAge > 0 {
 		// The backstop of rebalancing: even an agent no replica asks to
 		// move reconnects, to the next server address, once in a while.
