@@ -135,10 +135,11 @@ func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[strin
 			if err != nil {
 				return nil, fmt.Errorf("redis: list outputs %q: %q: %w", name, backend, err)
 			}
+			// Its reader names the output (memory.Store.GetOutput).
 			byBackend[backend] = store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
 				snap, err := s.codec.decode(ds, vs, hs)
 				if err != nil {
-					return nil, fmt.Errorf("redis: output %q/%q: %w", name, backend, err)
+					return nil, fmt.Errorf("redis: %w", err)
 				}
 				return snap, nil
 			})
