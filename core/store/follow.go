@@ -125,7 +125,7 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if err != nil {
 			return err
 		}
-		kept, err := w.copyOutput(ctx, e.Cluster, e.Backend, s)
+		kept, err := w.copyOutput(ctx, e.Cluster, e.Backend, Decoded(s))
 		if kept {
 			w.queue.add(outputKey(e.Cluster, e.Backend))
 		}

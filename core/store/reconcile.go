@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // LoadStats describes a Load.
@@ -214,8 +212,9 @@ func (w *WriteThrough) dropRevoked(ctx context.Context, remote []Cluster, requeu
 // thousands of clusters then does not wait for a round trip per cluster.
 type outputsOfLister interface {
 	// ListOutputsOf returns each cluster's outputs by backend, an empty
-	// map for a cluster without any, as ListOutputs would.
-	ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error)
+	// map for a cluster without any, as ListOutputs would, kept encoded
+	// until read.
+	ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*Encoded, error)
 }
 
 // outputsBatch is how many clusters' outputs reconcileOutputs reads in one
@@ -268,7 +267,7 @@ func (w *WriteThrough) reconcileOutputs(ctx context.Context, clusters []string) 
 
 // readOutputs reads the backing store's outputs of clusters, by cluster:
 // in one call when it reads many at once, else one cluster at a time.
-func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error) {
+func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[string]map[string]*Encoded, error) {
 	octx, cancel := w.op(ctx)
 	defer cancel()
 	if l, ok := w.backing.(outputsOfLister); ok {
@@ -278,13 +277,16 @@ func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[
 		}
 		return all, nil
 	}
-	all := make(map[string]map[string]*snapshot.Snapshot, len(clusters))
+	all := make(map[string]map[string]*Encoded, len(clusters))
 	for _, name := range clusters {
 		remote, err := w.backing.ListOutputs(octx, name)
 		if err != nil {
 			return nil, fmt.Errorf("list outputs %q: %w", name, err)
 		}
-		all[name] = remote
+		all[name] = make(map[string]*Encoded, len(remote))
+		for b, s := range remote {
+			all[name][b] = Decoded(s)
+		}
 	}
 	return all, nil
 }
@@ -292,7 +294,7 @@ func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[
 // reconcileCluster copies a cluster's outputs read from the backing store
 // (remote) into memory, and returns how many it read and the outputs to
 // queue for the backing store.
-func (w *WriteThrough) reconcileCluster(ctx context.Context, name string, remote map[string]*snapshot.Snapshot) (int, []pendingKey, error) {
+func (w *WriteThrough) reconcileCluster(ctx context.Context, name string, remote map[string]*Encoded) (int, []pendingKey, error) {
 	for backend, s := range remote {
 		if w.queue.has(outputsDeletedKey(name)) {
 			continue
@@ -301,7 +303,7 @@ func (w *WriteThrough) reconcileCluster(ctx context.Context, name string, remote
 			return 0, nil, fmt.Errorf("copy output %q/%q: %w", name, backend, err)
 		}
 	}
-	local, err := w.primary.ListOutputs(ctx, name)
+	local, err := w.primaryOutputsOf(ctx, name)
 	if err != nil {
 		return 0, nil, fmt.Errorf("list outputs %q in memory: %w", name, err)
 	}

@@ -151,7 +151,7 @@ func (w *WriteThrough) setOwn(key pendingKey, h snapshot.Hash) {
 // copied records that memory now holds s for key, copied from the backing
 // store: unless it is this replica's own write, the output is no longer
 // this replica's to write back.
-func (w *WriteThrough) copied(key pendingKey, s *snapshot.Snapshot) {
+func (w *WriteThrough) copied(key pendingKey, s *Encoded) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h, ok := w.own[key]; ok && h != s.Hash() {
@@ -167,24 +167,74 @@ func (w *WriteThrough) copied(key pendingKey, s *snapshot.Snapshot) {
 // an older copy is a stale write that reached the backing store last, as
 // when two replicas write back what they hold after Redis lost its data.
 // kept reports that memory's own write stayed; it must go back to the
-// backing store again.
-func (w *WriteThrough) copyOutput(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) (kept bool, err error) {
+// backing store again. A primary that keeps outputs encoded
+// (encodedOutputs) gets s as it is, decoded when first read.
+func (w *WriteThrough) copyOutput(ctx context.Context, cluster, backend string, s *Encoded) (kept bool, err error) {
 	key := outputKey(cluster, backend)
 	w.outputMu.Lock()
 	defer w.outputMu.Unlock()
-	if cur, err := w.primary.GetOutput(ctx, cluster, backend); err == nil && w.owns(key, cur) &&
+	if cur, err := w.primaryOutput(ctx, cluster, backend); err == nil && w.owns(key, cur) &&
 		(cur.Version() > s.Version() || (cur.Version() == s.Version() && w.queue.has(key))) {
 		return true, nil
 	}
-	if err := w.primary.PutOutput(ctx, cluster, backend, s); err != nil {
+	if p, ok := w.primary.(encodedOutputs); ok {
+		err = p.PutEncodedOutput(ctx, cluster, backend, s)
+	} else {
+		var snap *snapshot.Snapshot
+		if snap, err = s.Snapshot(); err == nil {
+			err = w.primary.PutOutput(ctx, cluster, backend, snap)
+		}
+	}
+	if err != nil {
 		return false, err
 	}
 	w.copied(key, s)
 	return false, nil
 }
 
+// encodedOutputs is a primary store that keeps outputs as the backing
+// store read them, decoded when first read (memory.Store): a cold start
+// then decodes no output that no one reads.
+type encodedOutputs interface {
+	// PutEncodedOutput is PutOutput of an Encoded.
+	PutEncodedOutput(ctx context.Context, cluster, backend string, e *Encoded) error
+	// ListEncodedOutputs is ListOutputs without decoding.
+	ListEncodedOutputs(ctx context.Context, cluster string) (map[string]*Encoded, error)
+}
+
+// primaryOutputsOf returns memory's outputs of cluster by backend, without
+// decoding those it keeps encoded.
+func (w *WriteThrough) primaryOutputsOf(ctx context.Context, cluster string) (map[string]*Encoded, error) {
+	if p, ok := w.primary.(encodedOutputs); ok {
+		return p.ListEncodedOutputs(ctx, cluster)
+	}
+	all, err := w.primary.ListOutputs(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Encoded, len(all))
+	for b, s := range all {
+		out[b] = Decoded(s)
+	}
+	return out, nil
+}
+
+// primaryOutput returns memory's output of cluster and backend, without
+// decoding it if memory keeps it encoded.
+func (w *WriteThrough) primaryOutput(ctx context.Context, cluster, backend string) (*Encoded, error) {
+	all, err := w.primaryOutputsOf(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := all[backend]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return e, nil
+}
+
 // owns reports whether memory's s for key is this replica's own write.
-func (w *WriteThrough) owns(key pendingKey, s *snapshot.Snapshot) bool {
+func (w *WriteThrough) owns(key pendingKey, s *Encoded) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h, ok := w.own[key]

@@ -33,7 +33,7 @@ type Store struct {
 type data struct {
 	mu       sync.RWMutex
 	inputs   map[string]*snapshot.Snapshot
-	outputs  map[string]map[string]*snapshot.Snapshot
+	outputs  map[string]map[string]*store.Encoded // decoded on first read
 	clusters map[string]store.Cluster
 	caCert   []byte
 	trust    map[string]store.TrustRecord
@@ -48,7 +48,7 @@ type data struct {
 func New() *Store {
 	d := &data{
 		inputs:   make(map[string]*snapshot.Snapshot),
-		outputs:  make(map[string]map[string]*snapshot.Snapshot),
+		outputs:  make(map[string]map[string]*store.Encoded),
 		clusters: make(map[string]store.Cluster),
 		trust:    make(map[string]store.TrustRecord),
 		rollouts: make(map[string]store.RolloutRecord),
@@ -171,47 +171,96 @@ func (s *Store) DeleteInput(ctx context.Context, cluster string) error {
 
 // PutOutput implements store.Outputs.
 func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) error {
+	var e *store.Encoded
+	if snap != nil {
+		e = store.Decoded(snap)
+	}
+	return s.putOutput(ctx, cluster, backend, e, true)
+}
+
+// PutEncodedOutput is PutOutput of an output kept as the backing store
+// read it: it is decoded when GetOutput or ListOutputs first returns it
+// (store.Encoded), and a corrupt one is their error then.
+// ListEncodedOutputs reads it without decoding it.
+func (s *Store) PutEncodedOutput(ctx context.Context, cluster, backend string, e *store.Encoded) error {
+	return s.putOutput(ctx, cluster, backend, e, false)
+}
+
+// putOutput stores e. A put of the stored version and hash changes
+// nothing, but a decoded one (PutOutput's) takes the place of what is
+// kept encoded: an output that turned out damaged when first read is
+// replaced so by the same output computed again.
+func (s *Store) putOutput(ctx context.Context, cluster, backend string, e *store.Encoded, decoded bool) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	if err := errors.Join(checkName("cluster", cluster), checkName("backend", backend)); err != nil {
 		return fmt.Errorf("put output: %w", err)
 	}
-	if snap == nil {
+	if e == nil {
 		return fmt.Errorf("put output %q/%q: nil snapshot", cluster, backend)
 	}
 	d := s.data
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	byBackend := d.outputs[cluster]
-	if cur, ok := byBackend[backend]; ok && cur.Version() == snap.Version() && cur.Hash() == snap.Hash() {
+	if cur, ok := byBackend[backend]; ok && cur.Version() == e.Version() && cur.Hash() == e.Hash() {
+		if decoded {
+			byBackend[backend] = e
+		}
 		return nil
 	}
 	if byBackend == nil {
-		byBackend = make(map[string]*snapshot.Snapshot)
+		byBackend = make(map[string]*store.Encoded)
 		d.outputs[cluster] = byBackend
 	}
-	byBackend[backend] = snap
-	s.publish(store.Event{Kind: store.EventOutput, Cluster: cluster, Backend: backend, Version: snap.Version()})
+	byBackend[backend] = e
+	s.publish(store.Event{Kind: store.EventOutput, Cluster: cluster, Backend: backend, Version: e.Version()})
 	return nil
 }
 
-// GetOutput implements store.Outputs.
+// GetOutput implements store.Outputs. An output kept encoded is decoded
+// now, outside the store's lock; one that cannot be decoded is an error.
 func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	s.data.mu.RLock()
-	defer s.data.mu.RUnlock()
-	snap, ok := s.data.outputs[cluster][backend]
+	e, ok := s.data.outputs[cluster][backend]
+	s.data.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("output %q/%q: %w", cluster, backend, store.ErrNotFound)
+	}
+	snap, err := e.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("output %q/%q: %w", cluster, backend, err)
 	}
 	return snap, nil
 }
 
-// ListOutputs implements store.Outputs.
+// ListOutputs implements store.Outputs. Outputs kept encoded are decoded
+// now; one that cannot be decoded makes the whole answer an error, never
+// a map without it.
 func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*snapshot.Snapshot, error) {
+	all, err := s.ListEncodedOutputs(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*snapshot.Snapshot, len(all))
+	for backend, e := range all {
+		snap, err := e.Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("list outputs %q: %q: %w", cluster, backend, err)
+		}
+		out[backend] = snap
+	}
+	return out, nil
+}
+
+// ListEncodedOutputs returns cluster's outputs by backend as ListOutputs
+// does, without decoding those kept encoded: their versions and hashes,
+// and their snapshots when asked (store.Encoded).
+func (s *Store) ListEncodedOutputs(ctx context.Context, cluster string) (map[string]*store.Encoded, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -219,7 +268,7 @@ func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*sn
 	defer s.data.mu.RUnlock()
 	out := maps.Clone(s.data.outputs[cluster])
 	if out == nil {
-		out = make(map[string]*snapshot.Snapshot)
+		out = make(map[string]*store.Encoded)
 	}
 	return out, nil
 }

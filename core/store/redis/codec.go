@@ -9,7 +9,9 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
@@ -29,6 +31,8 @@ type codec struct {
 	maxDecoded int64
 	writers    sync.Pool // *gzip.Writer
 	readers    sync.Pool // *gzip.Reader
+	// decodes counts the snapshots decoded (or tried), for tests.
+	decodes atomic.Int64
 }
 
 // maxDeflateRatio bounds how many times larger than its compressed form
@@ -62,18 +66,19 @@ func (c *codec) encode(s *snapshot.Snapshot) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decode parses a stored snapshot and checks it against the version and
-// hash stored beside it.
-func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snapshot, error) {
+// decode parses a stored snapshot, as Redis returned it, and checks it
+// against the version and hash stored beside it.
+func (c *codec) decode(data, version, hash string) (*snapshot.Snapshot, error) {
+	c.decodes.Add(1)
 	if len(data) == 0 || data[0] != formatGzip {
 		return nil, errors.New("decode snapshot: unknown format")
 	}
 	r, _ := c.readers.Get().(*gzip.Reader)
 	var err error
 	if r == nil {
-		r, err = gzip.NewReader(bytes.NewReader(data[1:]))
+		r, err = gzip.NewReader(strings.NewReader(data[1:]))
 	} else {
-		err = r.Reset(bytes.NewReader(data[1:]))
+		err = r.Reset(strings.NewReader(data[1:]))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decompress snapshot: %w", err)
@@ -85,7 +90,7 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 	// The gzip trailer states the decompressed size (modulo 2^32): read
 	// into a buffer of that size, not one grown by doubling, which cost a
 	// cold start of thousands of clusters more than decompressing.
-	hint := min(int64(binary.LittleEndian.Uint32(data[max(len(data)-4, 0):])), int64(len(data))*maxDeflateRatio, limit)
+	hint := min(int64(binary.LittleEndian.Uint32([]byte(data[max(len(data)-4, 0):]))), int64(len(data))*maxDeflateRatio, limit)
 	raw, err := readAll(io.LimitReader(r, limit+1), nil, int(hint))
 	c.readers.Put(r)
 	if err != nil {
@@ -103,21 +108,30 @@ func (c *codec) decode(data []byte, version string, hash []byte) (*snapshot.Snap
 	if err != nil {
 		return nil, err
 	}
-	v, err := strconv.ParseUint(version, 10, 64)
+	v, h, err := storedHead(version, hash)
 	if err != nil {
-		return nil, fmt.Errorf("decode snapshot: version %q: %w", version, err)
+		return nil, err
 	}
 	if s.Version() != v {
 		return nil, fmt.Errorf("decode snapshot: version %d, stored beside it %d", s.Version(), v)
-	}
-	h, err := snapshot.HashFromBytes(hash)
-	if err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
 	if s.Hash() != h {
 		return nil, fmt.Errorf("decode snapshot: hash %s, stored beside it %s", s.Hash().Short(), h.Short())
 	}
 	return s, nil
+}
+
+// storedHead parses the version and hash stored beside a snapshot.
+func storedHead(version, hash string) (uint64, snapshot.Hash, error) {
+	v, err := strconv.ParseUint(version, 10, 64)
+	if err != nil {
+		return 0, snapshot.Hash{}, fmt.Errorf("decode snapshot: version %q: %w", version, err)
+	}
+	h, err := snapshot.HashFromBytes([]byte(hash))
+	if err != nil {
+		return 0, snapshot.Hash{}, fmt.Errorf("decode snapshot: %w", err)
+	}
+	return v, h, nil
 }
 
 // readAll reads r to its end into buf, grown first to hold size bytes and

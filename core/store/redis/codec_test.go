@@ -18,11 +18,11 @@ func TestDecodeIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := snap.Hash()
-	if _, err := c.decode(data, "1", h[:]); err != nil {
+	if _, err := c.decode(string(data), "1", string(h[:])); err != nil {
 		t.Fatalf("decode within the default bound: %v", err)
 	}
 	small := codec{maxDecoded: 1024}
-	if _, err := small.decode(data, "1", h[:]); err == nil || !strings.Contains(err.Error(), "limit") {
+	if _, err := small.decode(string(data), "1", string(h[:])); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("decode of %d compressed bytes with a 1 KiB bound: err = %v, want the limit named", len(data), err)
 	}
 }
@@ -44,7 +44,7 @@ func TestDecodeReusesNoSnapshotBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := snap.Hash()
-		got, err := c.decode(data, strconv.Itoa(i+1), h[:])
+		got, err := c.decode(string(data), strconv.Itoa(i+1), string(h[:]))
 		if err != nil {
 			t.Fatalf("decode %d: %v", i, err)
 		}

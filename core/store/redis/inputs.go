@@ -77,7 +77,7 @@ func (s *Store) decodeFields(v, h, d any) (*snapshot.Snapshot, error) {
 	if !ok1 || !ok2 || !ok3 {
 		return nil, store.ErrNotFound
 	}
-	return s.codec.decode([]byte(ds), vs, []byte(hs))
+	return s.codec.decode(ds, vs, hs)
 }
 
 // ListInputs implements store.Inputs. It reads the index, fetches every

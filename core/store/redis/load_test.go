@@ -1,13 +1,19 @@
 package redis_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
+	"sync"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 )
@@ -46,9 +52,18 @@ func TestListOutputsOf(t *testing.T) {
 	}
 	clusters = append(clusters, "never-stored")
 
-	got, err := s.ListOutputsOf(ctx, clusters)
+	encoded, err := s.ListOutputsOf(ctx, clusters)
 	if err != nil {
 		t.Fatalf("ListOutputsOf: %v", err)
+	}
+	got := map[string]map[string]*snapshot.Snapshot{}
+	for name, byBackend := range encoded {
+		got[name] = map[string]*snapshot.Snapshot{}
+		for backend, e := range byBackend {
+			if got[name][backend], err = e.Snapshot(); err != nil {
+				t.Fatalf("ListOutputsOf: %s/%s: %v", name, backend, err)
+			}
+		}
 	}
 	want := map[string]map[string]*snapshot.Snapshot{}
 	for _, name := range clusters {
@@ -106,5 +121,138 @@ func TestLoadReadsEveryOutput(t *testing.T) {
 		if !maps.EqualFunc(g, w, maps.Equal) {
 			t.Fatalf("after Load, memory holds %v of %s, Redis %v", g[name], name, w[name])
 		}
+	}
+}
+
+// TestLoadKeepsOutputsEncoded loads clusters from a real redis-server into
+// a WriteThrough over memory and counts the snapshots the loading store
+// decodes: the Load decodes the inputs only, the outputs stay encoded
+// until read, and an output read from many goroutines at once is decoded
+// once and is exactly the stored one.
+func TestLoadKeepsOutputsEncoded(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	writer := newStore(t, server, "lazy:", "writer")
+	const clusters = 300 // more than one batch of the pipelined read
+	for i := range clusters {
+		name := fmt.Sprintf("cluster-%04d", i)
+		if err := writer.PutInput(ctx, name, storetest.Snap(t, 1, name, 1)); err != nil {
+			t.Fatal(err)
+		}
+		for _, backend := range []string{"istio", "cilium"} {
+			if err := writer.PutOutput(ctx, name, backend, storetest.Snap(t, uint64(i+1), backend+name, 3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	loader := newStore(t, server, "lazy:", "loader")
+	wt := store.NewWriteThrough(memory.New(), loader, store.WriteThroughOptions{})
+	defer wt.Close()
+	stats, err := wt.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if stats.Outputs != 2*clusters {
+		t.Fatalf("Load read %d outputs, want %d", stats.Outputs, 2*clusters)
+	}
+	if n := redis.Decodes(loader); n != clusters {
+		t.Errorf("Load decoded %d snapshots, want %d: the inputs, and no output", n, clusters)
+	}
+
+	want, err := writer.GetOutput(ctx, "cluster-0042", "cilium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := make([]*snapshot.Snapshot, 8)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = wt.GetOutput(ctx, "cluster-0042", "cilium") })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatalf("GetOutput after Load: %v", errs[i])
+		}
+		if got[i].Version() != want.Version() || got[i].Hash() != want.Hash() || got[i].Len() != want.Len() || got[i] != got[0] {
+			t.Fatalf("GetOutput after Load = version %d hash %s (%d objects), want the stored version %d hash %s (%d), the same snapshot for every reader",
+				got[i].Version(), got[i].Hash().Short(), got[i].Len(), want.Version(), want.Hash().Short(), want.Len())
+		}
+	}
+	if n := redis.Decodes(loader); n != clusters+1 {
+		t.Errorf("8 concurrent reads of one output decoded %d snapshots, want 1", n-clusters)
+	}
+}
+
+// TestLoadCorruptOutputFoundOnUse damages one cluster's stored output in a
+// real redis-server in the ways TestCorruptData does and loads the fleet:
+// the Load, which no longer decodes outputs, succeeds; reading that output
+// is an error naming its cluster and backend, every time, never "not
+// found" or an empty set; every other output reads back as stored.
+func TestLoadCorruptOutputFoundOnUse(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	for name, corrupt := range map[string]func(t *testing.T, prefix string){
+		"unknown format": func(t *testing.T, prefix string) { hset(t, raw, prefix+"output:b", "d:istio", "zzz") },
+		"bad gzip":       func(t *testing.T, prefix string) { hset(t, raw, prefix+"output:b", "d:istio", "g\x00\x01") },
+		"another output's data": func(t *testing.T, prefix string) {
+			d, err := raw.HGet(ctx, prefix+"output:a", "d:istio").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hset(t, raw, prefix+"output:b", "d:istio", d)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prefix := strings.ReplaceAll(name, " ", "-") + ":"
+			writer := newStore(t, server, prefix, "writer")
+			stored := map[string]*snapshot.Snapshot{}
+			for i, c := range []string{"a", "b", "c"} {
+				if err := writer.PutInput(ctx, c, storetest.Snap(t, 1, c, 1)); err != nil {
+					t.Fatal(err)
+				}
+				for _, backend := range []string{"istio", "cilium"} {
+					s := storetest.Snap(t, uint64(i+1), backend+c, 2)
+					if err := writer.PutOutput(ctx, c, backend, s); err != nil {
+						t.Fatal(err)
+					}
+					stored[c+"/"+backend] = s
+				}
+			}
+			corrupt(t, prefix)
+			wt := store.NewWriteThrough(memory.New(), newStore(t, server, prefix, "loader"), store.WriteThroughOptions{})
+			defer wt.Close()
+			if _, err := wt.Load(ctx); err != nil {
+				t.Fatalf("Load with b/istio damaged: %v, want the other outputs loaded", err)
+			}
+			for range 2 {
+				if s, err := wt.GetOutput(ctx, "b", "istio"); err == nil || errors.Is(err, store.ErrNotFound) ||
+					!strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), `"istio"`) {
+					t.Fatalf("GetOutput(b, istio) = %v, %v; want a decode error naming the cluster and backend", s, err)
+				}
+				if all, err := wt.ListOutputs(ctx, "b"); err == nil {
+					t.Fatalf("ListOutputs(b) = %d outputs, nil; want the decode error", len(all))
+				}
+			}
+			for key, want := range stored {
+				if key == "b/istio" {
+					continue
+				}
+				c, backend, _ := strings.Cut(key, "/")
+				got, err := wt.GetOutput(ctx, c, backend)
+				if err != nil || got.Version() != want.Version() || got.Hash() != want.Hash() {
+					t.Errorf("GetOutput(%s) = %v, %v; want version %d hash %s", key, got, err, want.Version(), want.Hash().Short())
+				}
+			}
+		})
+	}
+}
+
+func hset(t *testing.T, raw *goredis.Client, key, field, value string) {
+	t.Helper()
+	if err := raw.HSet(t.Context(), key, field, value).Err(); err != nil {
+		t.Fatal(err)
 	}
 }

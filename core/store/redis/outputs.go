@@ -96,11 +96,14 @@ func (s *Store) DeleteOutputs(ctx context.Context, cluster string) error {
 }
 
 // ListOutputsOf returns the outputs of each of clusters, by cluster and
-// backend, as ListOutputs would one cluster at a time: a cluster without
-// outputs maps to an empty map. It reads them in one pipeline and decodes
-// them in parallel, so that a cold start of many clusters does not wait
-// for a round trip per cluster (store.WriteThrough's Load uses it).
-func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*snapshot.Snapshot, error) {
+// backend, as ListOutputs would one cluster at a time (a cluster without
+// outputs maps to an empty map), but kept encoded: each output's version
+// and hash are read, its data is decoded and checked against them when
+// its Snapshot is first asked for (store.Encoded). It reads them in one
+// pipeline, so that a cold start of many clusters waits neither for a
+// round trip per cluster nor for decoding outputs no one reads yet
+// (store.WriteThrough's Load uses it).
+func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[string]map[string]*store.Encoded, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -114,34 +117,34 @@ func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[strin
 	if err != nil {
 		return nil, s.wrap("list outputs", err)
 	}
-	type field struct {
-		cluster int
-		backend string
-		snap    *snapshot.Snapshot
-		err     error
-	}
-	var fields []field
-	for i, cmd := range cmds {
-		for f := range cmd.Val() {
-			if backend, ok := strings.CutPrefix(f, "v:"); ok {
-				fields = append(fields, field{cluster: i, backend: backend})
+	out := make(map[string]map[string]*store.Encoded, len(clusters))
+	for i, name := range clusters {
+		fields := cmds[i].Val()
+		byBackend := map[string]*store.Encoded{}
+		for f, vs := range fields {
+			backend, ok := strings.CutPrefix(f, "v:")
+			if !ok {
+				continue
 			}
+			hs, ok1 := fields["h:"+backend]
+			ds, ok2 := fields["d:"+backend]
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("redis: list outputs %q: %q: %w", name, backend, store.ErrNotFound)
+			}
+			v, h, err := storedHead(vs, hs)
+			if err != nil {
+				return nil, fmt.Errorf("redis: list outputs %q: %q: %w", name, backend, err)
+			}
+			// Its reader names the output (memory.Store.GetOutput).
+			byBackend[backend] = store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
+				snap, err := s.codec.decode(ds, vs, hs)
+				if err != nil {
+					return nil, fmt.Errorf("redis: %w", err)
+				}
+				return snap, nil
+			})
 		}
-	}
-	parallel(len(fields), func(i int) {
-		f := &fields[i]
-		all := cmds[f.cluster].Val()
-		f.snap, f.err = s.decodeFields(all["v:"+f.backend], all["h:"+f.backend], all["d:"+f.backend])
-	})
-	out := make(map[string]map[string]*snapshot.Snapshot, len(clusters))
-	for _, name := range clusters {
-		out[name] = map[string]*snapshot.Snapshot{}
-	}
-	for _, f := range fields {
-		if f.err != nil {
-			return nil, fmt.Errorf("redis: list outputs %q: %q: %w", clusters[f.cluster], f.backend, f.err)
-		}
-		out[clusters[f.cluster]][f.backend] = f.snap
+		out[name] = byBackend
 	}
 	return out, nil
 }
