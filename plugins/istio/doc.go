@@ -193,5 +193,8 @@
 //
 // Outputs are deterministic: objects are sorted, names are DNS-1123 labels
 // of at most 63 characters (longer ones end with a hash), and the SDK stamps
-// each with the policies it derives from.
+// each with the policies it derives from. A translator made by New keeps the
+// JSON of the specs it encoded, by their binary encoding (encode.go), so
+// that an edit which computes every target again encodes only the specs
+// that changed; the bytes are the typed objects'.
 package istio
