@@ -23,6 +23,11 @@
 // and a delta's deletes count too, so limits on bytes bound all a delta
 // carries.
 //
+// [DecodeHeader] reads what names an object from its JSON exactly as
+// encoding/json would, checking the whole body but decoding only the header;
+// [ObjectMembers] walks a JSON object's top-level members without decoding
+// their values.
+//
 // Snapshots never change once built: Apply returns a new one and shares
 // nothing mutable with its input.
 package snapshot

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -184,10 +185,31 @@ func sameMap(a, b map[string]string) bool {
 
 // decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)
 // and the labels of an output object's JSON; none when it does not decode.
+//
+// The bodies are valid JSON, checked by the plugin host (protocol/host's
+// checkBody) or by their hash when loaded from the store, so it decodes
+// only the top-level "metadata" and skips the other members by their
+// outline (snapshot.ObjectMembers): the spec, most of an output, is never
+// decoded. A repeated "metadata" decodes again into the same struct, as
+// json.Unmarshal does. A body whose outline is not an object's goes to
+// json.Unmarshal; one with invalid JSON inside another member than
+// "metadata", which json.Unmarshal would refuse whole, keeps its metadata.
 func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
 	var m objectMeta
-	if json.Unmarshal(body, &m) != nil {
+	ok, err := snapshot.ObjectMembers(body, func(key, value []byte) error {
+		if bytes.EqualFold(key, []byte("metadata")) {
+			return json.Unmarshal(value, &m.Metadata)
+		}
+		return nil
+	})
+	if err != nil {
 		return "", nil
+	}
+	if !ok {
+		m = objectMeta{}
+		if json.Unmarshal(body, &m) != nil {
+			return "", nil
+		}
 	}
 	return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
 }

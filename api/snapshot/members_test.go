@@ -1,0 +1,287 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// referenceDecodeHeader is DecodeHeader as json.Unmarshal alone: what
+// DecodeHeader must return for every body.
+func referenceDecodeHeader(body []byte) (Header, error) {
+	var h Header
+	err := json.Unmarshal(body, &h)
+	return h, err
+}
+
+// craftedBodies are bodies that tell a decoder reading only part of an
+// object from json.Unmarshal.
+var craftedBodies = []string{
+	``,
+	` `,
+	`null`,
+	`true`,
+	`1`,
+	`"s"`,
+	`[]`,
+	`[{"kind":"A"}]`,
+	`{}`,
+	` { } `,
+	`{}{}`,
+	`{} x`,
+	`{`,
+	`}`,
+	`{"kind"}`,
+	`{"kind":}`,
+	`{"kind":"A",}`,
+	`{"kind":"A" "x":1}`,
+	`{"kind":"A"`,
+	`{"kind":"A"}x`,
+	`{kind:"A"}`,
+	`{"spec":{"metadata":{"name":"inner","labels":{"a":"b"}}},"kind":"A"}`,
+	`{"spec":{"x":"}"},"metadata":{"name":"after","labels":{"a":"b"},"annotations":{"meshrelay.io/policies":"P/ns/a"}}}`,
+	`{"metadata":{"name":"first","labels":{"a":"1"}},"metadata":{"namespace":"ns","labels":{"b":"2"}}}`,
+	`{"metadata":{"name":"first","labels":{"a":"1"}},"spec":{},"metadata":null}`,
+	`{"metadata":{"labels":{"a":"1"}},"metadata":{"labels":null}}`,
+	`{"kind":"A","kind":"B","apiVersion":"v1","apiVersion":"v2"}`,
+	`{"Kind":"A","KIND":"B","ApiVersion":"v1"}`,
+	`{"\u212aind":"Kelvin","metadata":{"name\u0073pace":"ns","namespace":"x","name\u017fpace":"long-s"}}`,
+	`{"k\u0069nd":"escaped","m\u0065tadata":{"labels":{"a":"b"}}}`,
+	`{"kind":"A\"B\\","metadata":{"name":"\\\"","labels":{"\\":"\""}}}`,
+	`{"kind":1}`,
+	`{"kind":null,"metadata":null}`,
+	`{"kind":"A","metadata":"x"}`,
+	`{"metadata":{"name":1}}`,
+	`{"metadata":{"labels":{"a":1}},"kind":"A"}`,
+	`{"metadata":{"labels":[]}}`,
+	`{"kind":"A","spec":[1,2,{"a":[]}],"n":-1.5e3,"t":true,"f":false,"z":null}`,
+	`{"kind":"A","spec":{"a":"\u0000"}}`,
+	"{\"kind\":\"A\",\"spec\":\"\x01\"}",
+	"{\"kind\":\"\xff\"}",
+	`{"kind":"A","spec":{"a":1,}}`,
+	`{"kind":"A","spec":[1,,2]}`,
+	`{"kind":"A","spec":{]}`,
+	`{"kind":"A","spec":tru}`,
+	`{"metadata":{"labels":{"a":"b"}},"spec":{"bad":01}}`,
+	"\t{\n\"kind\" : \"A\" ,\r\n\"metadata\" :{ \"name\" : \"n\" } }\n",
+}
+
+// corpusBodies returns the Kubernetes objects of the repository's test
+// data (the plugins' inputs and golden outputs, the corpora under
+// testdata/) as JSON, each also with its members in reverse order (so that
+// metadata comes after spec), and every file's whole document.
+func corpusBodies(t testing.TB) [][]byte {
+	t.Helper()
+	var bodies [][]byte
+	var collect func(v any)
+	collect = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, ok := v["kind"]; ok {
+				b, err := json.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies = append(bodies, b, reversed(t, v))
+			}
+			for _, e := range v {
+				collect(e)
+			}
+		case []any:
+			for _, e := range v {
+				collect(e)
+			}
+		}
+	}
+	for _, root := range []string{"../../plugins", "../../testdata"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.Contains(path, "testdata") {
+				return err
+			}
+			if ext := filepath.Ext(path); ext != ".yaml" && ext != ".json" {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for doc := range strings.SplitSeq(string(data), "\n---") {
+				j, err := yaml.YAMLToJSON([]byte(doc))
+				if err != nil {
+					continue
+				}
+				bodies = append(bodies, j)
+				var v any
+				if json.Unmarshal(j, &v) == nil {
+					collect(v)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(bodies) < 100 {
+		t.Fatalf("found %d bodies in the test data, want more", len(bodies))
+	}
+	return bodies
+}
+
+// reversed encodes the object v with its members in reverse key order.
+func reversed(t testing.TB, v map[string]any) []byte {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Reverse(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(v[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// checkDecodeHeader fails t when DecodeHeader and json.Unmarshal disagree
+// on body.
+func checkDecodeHeader(t *testing.T, body []byte) {
+	t.Helper()
+	got, gotErr := DecodeHeader(body)
+	want, wantErr := referenceDecodeHeader(body)
+	if got != want {
+		t.Errorf("DecodeHeader(%q) = %+v, json.Unmarshal decodes %+v", body, got, want)
+	}
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && (gotErr.Error() != wantErr.Error() || reflect.TypeOf(gotErr) != reflect.TypeOf(wantErr)) {
+		t.Errorf("DecodeHeader(%q) error = %v, json.Unmarshal's %v", body, gotErr, wantErr)
+	}
+}
+
+func TestDecodeHeaderIsUnmarshal(t *testing.T) {
+	for _, b := range craftedBodies {
+		checkDecodeHeader(t, []byte(b))
+	}
+	for _, b := range corpusBodies(t) {
+		checkDecodeHeader(t, b)
+	}
+}
+
+func FuzzDecodeHeader(f *testing.F) {
+	for _, b := range craftedBodies {
+		f.Add([]byte(b))
+	}
+	for _, b := range corpusBodies(f) {
+		f.Add(b)
+	}
+	f.Fuzz(checkDecodeHeader)
+}
+
+// TestObjectMembersOutline checks that ObjectMembers yields the members
+// json.Decoder reads for valid JSON, refusing what is not an object; of
+// invalid JSON it reads only the outline, so there it need only not fail.
+func TestObjectMembersOutline(t *testing.T) {
+	bodies := corpusBodies(t)
+	for _, b := range craftedBodies {
+		bodies = append(bodies, []byte(b))
+	}
+	for _, body := range bodies {
+		var got []string
+		ok, err := ObjectMembers(body, func(key, value []byte) error {
+			got = append(got, string(key)+"="+string(value))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ObjectMembers(%q) = %v with no error from member", body, err)
+		}
+		if !json.Valid(body) {
+			continue
+		}
+		want, object := decoderMembers(body)
+		if ok != object || ok && !slices.Equal(got, want) {
+			t.Errorf("ObjectMembers(%q) = %v, %q; json.Decoder reads %v, %q", body, ok, got, object, want)
+		}
+	}
+	stop := errors.New("stop")
+	calls := 0
+	ok, err := ObjectMembers([]byte(`{"a":1,"b":2}`), func(key, value []byte) error {
+		calls++
+		return stop
+	})
+	if !ok || err != stop || calls != 1 {
+		t.Errorf("ObjectMembers with a failing member = %v, %v after %d calls, want true, stop after 1", ok, err, calls)
+	}
+}
+
+// decoderMembers returns the members of the valid JSON body as
+// json.Decoder reads them, and false when it is not an object.
+func decoderMembers(body []byte) ([]string, bool) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var members []string
+	for d.More() {
+		key, _ := d.Token()
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, false
+		}
+		members = append(members, key.(string)+"="+string(v))
+	}
+	return members, true
+}
+
+func BenchmarkDecodeHeader(b *testing.B) {
+	body := benchmarkBody(b)
+	for _, bc := range []struct {
+		name   string
+		decode func([]byte) (Header, error)
+	}{{"Unmarshal", referenceDecodeHeader}, {"DecodeHeader", DecodeHeader}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.decode(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchmarkBody is the largest AuthorizationPolicy of the istio plugin's
+// golden outputs.
+func benchmarkBody(tb testing.TB) []byte {
+	var best []byte
+	for _, body := range corpusBodies(tb) {
+		h, err := referenceDecodeHeader(body)
+		if err == nil && h.Kind == "AuthorizationPolicy" && bytes.HasPrefix(body, []byte(`{"apiVersion"`)) && len(body) > len(best) {
+			best = body
+		}
+	}
+	if best == nil {
+		tb.Fatal("no AuthorizationPolicy in the test data")
+	}
+	return best
+}

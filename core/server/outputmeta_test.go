@@ -1,0 +1,201 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshrelay/meshrelay/api/meta"
+	"github.com/meshrelay/meshrelay/api/snapshot"
+)
+
+// referenceDecodeOutputMeta is decodeOutputMeta as json.Unmarshal of the
+// whole body: what decodeOutputMeta must return for every valid body.
+func referenceDecodeOutputMeta(body []byte) (policies string, labels map[string]string) {
+	var m objectMeta
+	if json.Unmarshal(body, &m) != nil {
+		return "", nil
+	}
+	return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
+}
+
+// craftedOutputBodies are bodies that tell a decoder reading only part of
+// an object from json.Unmarshal.
+var craftedOutputBodies = []string{
+	``, ` `, `null`, `1`, `"s"`, `[]`, `[{"metadata":{"labels":{"a":"b"}}}]`,
+	`{}`, `{`, `}`, `{}{}`, `{"metadata"}`, `{"metadata":}`, `{"metadata":{},}`,
+	`{"metadata":{"labels":{"a":"b"}}`, `{"metadata":{"labels":{"a":"b"}}}x`,
+	`{"metadata":{"labels":{}}}`,
+	`{"metadata":{"labels":null,"annotations":{}}}`,
+	`{"spec":{"metadata":{"labels":{"inner":"x"}}}}`,
+	`{"spec":{"template":{"metadata":{"labels":{"inner":"x"}}}},"metadata":{"labels":{"outer":"y"}}}`,
+	`{"spec":{"s":"}]\"{"},"metadata":{"labels":{"a":"b"},"annotations":{"meshrelay.io/policies":"P/ns/a,P/ns/b"}}}`,
+	`{"metadata":{"labels":{"a":"1"}},"spec":{},"metadata":{"labels":{"b":"2"}}}`,
+	`{"metadata":{"labels":{"a":"1"},"annotations":{"meshrelay.io/policies":"P/ns/a"}},"metadata":{"labels":null}}`,
+	`{"metadata":{"labels":{"a":"1"}},"metadata":null}`,
+	`{"metadata":{"labels":{"a":"1"}},"metadata":{"labels":{"a":2}}}`,
+	`{"metadata":{"labels":{"a":"1"}},"METADATA":{"labels":{"b":"2"}},"Metadata":{"annotations":{"meshrelay.io/policies":"P/ns/c"}}}`,
+	`{"m\u0065tadata":{"l\u0061bels":{"\u0061":"\"\\"}}}`,
+	`{"metadata":"x"}`, `{"metadata":[]}`, `{"metadata":{"labels":{"a":1}}}`,
+	`{"metadata":{"labels":{"a":"b"}},"spec":{"a":1,}}`,
+	`{"metadata":{"labels":{"a":"b"}},"spec":tru}`,
+	`{"metadata":{"labels":{"a":"b",}}}`,
+	"{\"metadata\":{\"labels\":{\"a\":\"\xff\"}}}",
+	"\t{\n\"metadata\" : { \"labels\" : { \"a\" : \"b\" } } }\n",
+}
+
+// outputCorpus returns the Kubernetes objects of the repository's test
+// data (the plugins' inputs and golden outputs, the corpora under
+// testdata/) as JSON, each also with its members in reverse order (so that
+// metadata comes after spec).
+func outputCorpus(t testing.TB) [][]byte {
+	t.Helper()
+	var bodies [][]byte
+	var collect func(v any)
+	collect = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, ok := v["kind"]; ok {
+				b, err := json.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies = append(bodies, b, reversedObject(t, v))
+			}
+			for _, e := range v {
+				collect(e)
+			}
+		case []any:
+			for _, e := range v {
+				collect(e)
+			}
+		}
+	}
+	for _, root := range []string{"../../plugins", "../../testdata"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.Contains(path, "testdata") || filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".json" {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for doc := range strings.SplitSeq(string(data), "\n---") {
+				var v any
+				if j, err := yaml.YAMLToJSON([]byte(doc)); err == nil && json.Unmarshal(j, &v) == nil {
+					collect(v)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(bodies) < 100 {
+		t.Fatalf("found %d objects in the test data, want more", len(bodies))
+	}
+	return bodies
+}
+
+// reversedObject encodes the object v with its members in reverse key
+// order.
+func reversedObject(t testing.TB, v map[string]any) []byte {
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range v {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	slices.Reverse(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(v[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// checkDecodeOutputMeta fails t when decodeOutputMeta and json.Unmarshal
+// disagree on a valid body or on one that is not an object's outline. Of
+// a body with invalid JSON inside another member than "metadata" (which
+// the plugin host refuses), decodeOutputMeta need only not fail.
+func checkDecodeOutputMeta(t *testing.T, body []byte) {
+	t.Helper()
+	policies, labels := decodeOutputMeta(body)
+	outline, _ := snapshot.ObjectMembers(body, func(key, value []byte) error { return nil })
+	if !json.Valid(body) && outline {
+		return
+	}
+	wantPolicies, wantLabels := referenceDecodeOutputMeta(body)
+	if policies != wantPolicies || !reflect.DeepEqual(labels, wantLabels) || (labels == nil) != (wantLabels == nil) {
+		t.Errorf("decodeOutputMeta(%q) = %q, %#v; json.Unmarshal decodes %q, %#v", body, policies, labels, wantPolicies, wantLabels)
+	}
+}
+
+func TestDecodeOutputMetaIsUnmarshal(t *testing.T) {
+	for _, b := range craftedOutputBodies {
+		checkDecodeOutputMeta(t, []byte(b))
+	}
+	for _, b := range outputCorpus(t) {
+		checkDecodeOutputMeta(t, b)
+	}
+}
+
+func FuzzDecodeOutputMeta(f *testing.F) {
+	for _, b := range craftedOutputBodies {
+		f.Add([]byte(b))
+	}
+	for _, b := range outputCorpus(f) {
+		f.Add(b)
+	}
+	f.Fuzz(checkDecodeOutputMeta)
+}
+
+func BenchmarkDecodeOutputMeta(b *testing.B) {
+	// The largest AuthorizationPolicy of the istio plugin's golden
+	// outputs, encoded as the SDK does: metadata before spec.
+	var body []byte
+	for _, o := range outputCorpus(b) {
+		if bytes.HasPrefix(o, []byte(`{"apiVersion":"security.istio.io/`)) && bytes.Contains(o, []byte(`"kind":"AuthorizationPolicy"`)) && len(o) > len(body) {
+			body = o
+		}
+	}
+	if body == nil {
+		b.Fatal("no AuthorizationPolicy in the test data")
+	}
+	for _, bc := range []struct {
+		name   string
+		decode func([]byte) (string, map[string]string)
+	}{{"Unmarshal", referenceDecodeOutputMeta}, {"decodeOutputMeta", decodeOutputMeta}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, labels := bc.decode(body); labels == nil {
+					b.Fatal("no labels")
+				}
+			}
+		})
+	}
+}
