@@ -3,6 +3,7 @@ package catalog
 import (
 	"cmp"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -390,26 +391,81 @@ func labelsContain(labels, want map[string]string) bool {
 type Fleet struct {
 	// Clusters are sorted by name.
 	Clusters []*Cluster
-	// services counts the clusters having each Service, by "namespace/name".
-	services map[string]int
+	// services counts the clusters having each Service.
+	services map[serviceKey]int
 }
+
+// serviceKey is a Service's namespace and name.
+type serviceKey struct{ namespace, name string }
 
 // Join puts the clusters' objects together into a fleet. It does not
 // modify them.
 func Join(clusters []*Cluster) *Fleet {
-	f := &Fleet{Clusters: slices.Clone(clusters), services: map[string]int{}}
-	slices.SortFunc(f.Clusters, func(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	f := &Fleet{Clusters: slices.Clone(clusters), services: map[serviceKey]int{}}
+	slices.SortFunc(f.Clusters, byName)
 	for _, c := range f.Clusters {
-		for _, dst := range c.Destinations {
-			f.services[dst.Spec.Namespace+"/"+dst.Spec.Name]++
-		}
+		f.count(c, 1)
 	}
 	return f
 }
 
+func byName(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) }
+
+// count adds n to the count of each of c's Services.
+func (f *Fleet) count(c *Cluster, n int) {
+	for _, dst := range c.Destinations {
+		k := serviceKey{dst.Spec.Namespace, dst.Spec.Name}
+		if f.services[k] += n; f.services[k] == 0 {
+			delete(f.services, k)
+		}
+	}
+}
+
+// update returns the fleet of f's clusters with those named in gone
+// removed and each of set in place of f's cluster of its name, or added.
+// It does not modify f, and costs a copy of the cluster list and of the
+// Service counts plus the changed clusters' objects, not a pass over
+// every cluster's objects as Join does.
+func (f *Fleet) update(set []*Cluster, gone []string) *Fleet {
+	out := &Fleet{Clusters: slices.Clone(f.Clusters), services: maps.Clone(f.services)}
+	// find searches the clusters that were sorted: set's names are
+	// distinct, so none is looked for among those added.
+	sorted := len(out.Clusters)
+	find := func(name string) (int, bool) {
+		return slices.BinarySearchFunc(out.Clusters[:sorted], name, func(c *Cluster, name string) int { return cmp.Compare(c.Name, name) })
+	}
+	var removed []int
+	for _, name := range gone {
+		if i, ok := find(name); ok {
+			out.count(out.Clusters[i], -1)
+			removed = append(removed, i)
+		}
+	}
+	for _, i := range removed {
+		out.Clusters[i] = nil // after the finds, which compare names
+	}
+	out.Clusters = slices.DeleteFunc(out.Clusters, func(c *Cluster) bool { return c == nil })
+	sorted = len(out.Clusters)
+	for _, c := range set {
+		if i, ok := find(c.Name); ok {
+			out.count(out.Clusters[i], -1)
+			out.Clusters[i] = c
+		} else {
+			out.Clusters = append(out.Clusters, c)
+		}
+		out.count(c, 1)
+	}
+	if len(out.Clusters) > sorted {
+		slices.SortFunc(out.Clusters, byName)
+	}
+	return out
+}
+
 // ServiceClusters returns how many clusters have a Service of the
 // namespace and name.
-func (f *Fleet) ServiceClusters(namespace, name string) int { return f.services[namespace+"/"+name] }
+func (f *Fleet) ServiceClusters(namespace, name string) int {
+	return f.services[serviceKey{namespace, name}]
+}
 
 // Cache keeps each cluster's derivation for the hash of the input it came
 // from, and the fleet joined from them. It is safe for concurrent use: one
@@ -497,11 +553,11 @@ func (c *Cache) derive(inputs map[string]*snapshot.Snapshot) *Fleet {
 	if c.entries == nil {
 		c.entries = map[string]cacheEntry{}
 	}
-	changed := c.fleet == nil
+	var gone []string
 	for name := range c.entries {
 		if inputs[name] == nil {
 			delete(c.entries, name)
-			changed = true
+			gone = append(gone, name)
 		}
 	}
 	var todo []string
@@ -512,21 +568,27 @@ func (c *Cache) derive(inputs map[string]*snapshot.Snapshot) *Fleet {
 	}
 	c.mu.Unlock()
 	c.deriveCount.Store(int64(len(todo)))
+	derived := make([]*Cluster, 0, len(todo))
 	for _, name := range todo {
 		e := cacheEntry{hash: inputs[name].Hash(), c: Derive(name, inputs[name])}
 		c.mu.Lock()
 		c.entries[name] = e
 		c.mu.Unlock()
-		changed = true
+		derived = append(derived, e.c)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if changed {
+	switch {
+	case c.fleet == nil || 2*(len(derived)+len(gone)) > len(c.entries):
 		clusters := make([]*Cluster, 0, len(c.entries))
 		for _, e := range c.entries {
 			clusters = append(clusters, e.c)
 		}
 		c.fleet = Join(clusters)
+	case len(derived)+len(gone) > 0:
+		// A few clusters changed: the fleet is what it was with them
+		// replaced, which costs what changed, not the fleet.
+		c.fleet = c.fleet.update(derived, gone)
 	}
 	return c.fleet
 }
