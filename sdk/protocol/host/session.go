@@ -101,12 +101,25 @@ func (s *Session) plan(v View) update {
 	if u.full {
 		held = View{}
 	}
-	for _, name := range slices.Sorted(maps.Keys(v.Clusters)) {
+	// Only the clusters that changed are sorted: a cycle after one
+	// cluster's change should not cost a sort of the fleet.
+	var changed, removed []string
+	for name, c := range v.Clusters {
+		old, had := held.Clusters[name]
+		if !had || old.Input.Hash() != c.Input.Hash() || old.Stale != c.Stale || !slices.Equal(old.Meshes, c.Meshes) || !maps.Equal(old.Labels, c.Labels) {
+			changed = append(changed, name)
+		}
+	}
+	for name := range held.Clusters {
+		if _, ok := v.Clusters[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(changed)
+	slices.Sort(removed)
+	for _, name := range changed {
 		c := v.Clusters[name]
 		old, had := held.Clusters[name]
-		if had && old.Input.Hash() == c.Input.Hash() && old.Stale == c.Stale && slices.Equal(old.Meshes, c.Meshes) && maps.Equal(old.Labels, c.Labels) {
-			continue
-		}
 		base := snapshot.Empty
 		if had {
 			base = old.Input
@@ -114,10 +127,8 @@ func (s *Session) plan(v View) update {
 		d := snapshot.Diff(base, c.Input)
 		u.clusters = append(u.clusters, clusterUpdate{name: name, stale: c.Stale, meshes: c.Meshes, labels: c.Labels, upserts: d.Upserts, deletes: d.Deletes})
 	}
-	for _, name := range slices.Sorted(maps.Keys(held.Clusters)) {
-		if _, ok := v.Clusters[name]; !ok {
-			u.clusters = append(u.clusters, clusterUpdate{name: name, removed: true})
-		}
+	for _, name := range removed {
+		u.clusters = append(u.clusters, clusterUpdate{name: name, removed: true})
 	}
 	pd := snapshot.Diff(orEmpty(held.Policies), orEmpty(v.Policies))
 	u.policyUpserts, u.policyDeletes = pd.Upserts, pd.Deletes
