@@ -109,6 +109,13 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 	if in == nil {
 		return d
 	}
+	n := 0 // workloads, so that the cluster keeps no spare room
+	for r := range in.Group("apps") {
+		if isWorkload(r.ID.Kind) {
+			n++
+		}
+	}
+	d.workloads, d.templates = make([]discoveryapi.WorkloadSpec, 0, n), make([]*corev1.PodTemplateSpec, 0, n)
 	for r := range in.All() {
 		switch r.ID.Group + "/" + r.ID.Kind {
 		case "/Namespace", "/Node":
@@ -142,6 +149,10 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 	return d
 }
 
+func isWorkload(kind string) bool {
+	return kind == "Deployment" || kind == "StatefulSet" || kind == "DaemonSet"
+}
+
 // addWorkload decodes a Deployment, StatefulSet or DaemonSet.
 func (d *inputs) addWorkload(r snapshot.Resource) {
 	var (
@@ -172,7 +183,7 @@ func (d *inputs) addWorkload(r snapshot.Resource) {
 	in := d.intern
 	w := discoveryapi.WorkloadSpec{
 		Cluster: d.cluster, Namespace: in.str(meta.Namespace), Name: in.str(meta.Name), Kind: in.str(r.ID.Kind),
-		Labels: in.labels(tmpl.Labels), Replicas: replicas,
+		Labels: in.labelMap(tmpl.Labels), Replicas: replicas,
 		ServiceAccount: in.str(cmp.Or(tmpl.Spec.ServiceAccountName, tmpl.Spec.DeprecatedServiceAccount, "default")),
 	}
 	d.workloads = append(d.workloads, w)
@@ -235,17 +246,18 @@ func (d *inputs) destinations() []discoveryapi.DestinationSpec {
 	out := make([]discoveryapi.DestinationSpec, 0, len(d.services))
 	for _, svc := range d.services {
 		dst := discoveryapi.DestinationSpec{
-			Cluster: d.cluster, Namespace: in.str(svc.Namespace), Name: in.str(svc.Name), Labels: in.labels(svc.Labels),
+			Cluster: d.cluster, Namespace: in.str(svc.Namespace), Name: in.str(svc.Name), Labels: in.labelMap(svc.Labels),
 			Type: in.str(string(cmp.Or(svc.Spec.Type, corev1.ServiceTypeClusterIP))),
 		}
 		if len(svc.Spec.Ports) > 0 {
-			dst.Ports = make([]discoveryapi.DestinationPort, 0, len(svc.Spec.Ports))
-		}
-		for _, p := range svc.Spec.Ports {
-			dst.Ports = append(dst.Ports, discoveryapi.DestinationPort{
-				Name: in.str(p.Name), Port: p.Port, Protocol: in.str(string(cmp.Or(p.Protocol, corev1.ProtocolTCP))),
-				TargetPort: in.str(targetPort(p)), AppProtocol: in.str(ptrOr(p.AppProtocol, "")),
-			})
+			ports := make([]discoveryapi.DestinationPort, 0, len(svc.Spec.Ports))
+			for _, p := range svc.Spec.Ports {
+				ports = append(ports, discoveryapi.DestinationPort{
+					Name: in.str(p.Name), Port: p.Port, Protocol: in.str(string(cmp.Or(p.Protocol, corev1.ProtocolTCP))),
+					TargetPort: in.str(targetPort(p)), AppProtocol: in.str(ptrOr(p.AppProtocol, "")),
+				})
+			}
+			dst.Ports = in.portList(ports)
 		}
 		var meshes meshSet
 		for _, i := range d.selected(byLabel, svc.Namespace, svc.Spec.Selector) {

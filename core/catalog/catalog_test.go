@@ -277,6 +277,9 @@ func TestClustersShareValues(t *testing.T) {
 			t.Errorf("the two clusters' %s %q is held twice, want one shared string", what, s[0])
 		}
 	}
+	if unsafe.SliceData(w.Ports) != unsafe.SliceData(e.Ports) {
+		t.Errorf("the two clusters' web ports %v are held twice, want one shared list", w.Ports)
+	}
 	if a, ab := dst(west, "a").Labels, dst(west, "ab").Labels; same(a, ab) || a["a"] != "bc" || ab["ab"] != "c" {
 		t.Errorf("labels {a: bc} and {ab: c} = %v and %v (shared %t), want each its own", a, ab, same(a, ab))
 	}
@@ -287,12 +290,7 @@ func TestClustersShareValues(t *testing.T) {
 func TestSharedLabelsGoWithTheirClusters(t *testing.T) {
 	key := labelsKey(map[string]string{"app": "web", "only-here": "x1"})
 	c := Derive("c1", input(t, `{apiVersion: v1, kind: Service, metadata: {name: web, namespace: app, labels: {app: web, only-here: x1}}, spec: {ports: [{port: 80}]}}`))
-	held := func() bool {
-		labelSets.Lock()
-		defer labelSets.Unlock()
-		_, ok := labelSets.m[key]
-		return ok
-	}
+	held := func() bool { return labelSets.has(key) }
 	if !held() {
 		t.Fatal("the cluster's label map is not in the shared table")
 	}

@@ -22,8 +22,9 @@
 // (core/server/discoverycrds.go) does, names it from the spec. Clusters
 // share what they have in common, since the same application runs in many
 // of them: every string is the canonical copy of package unique, every
-// label map the one canonical map of its pairs (intern.go), and the mesh
-// lists one of a fixed few slices. So nothing a Cluster or Fleet exposes
+// label map the one canonical map of its pairs, every Service port list
+// the one canonical list (intern.go), and the mesh lists one of a fixed
+// few slices. So nothing a Cluster or Fleet exposes
 // may be modified — no label map, string slice or spec — by any reader.
 // The shared values are held weakly by the process and strongly by the
 // Clusters using them, so they go with the last cluster that has them and

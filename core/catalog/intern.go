@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"encoding/binary"
+	"iter"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,53 +16,67 @@ import (
 // The same application runs in many clusters, so their discovery objects
 // repeat the same namespaces, names, label sets and port names. A
 // derivation shares them: every string it keeps is the canonical copy of
-// package unique, and every label map the one canonical map of its pairs.
+// package unique, every label map the one canonical map of its pairs and
+// every Service port list the one canonical list.
 // Canonical values are held weakly by the process and strongly by the
 // Clusters that use them (Cluster.held), so a value lives exactly as long
 // as some cluster has it: names an agent chooses cannot grow the tables
 // beyond what the clusters themselves hold.
 
-// labelSet is a canonical label map. Its map is never modified.
-type labelSet struct{ m map[string]string }
+// shared is a canonical value. Its value is never modified.
+type shared[T any] struct{ v T }
 
-// labelSets holds each canonical label map weakly, by labelsKey. It is
-// the counterpart of package unique's table for maps, which unique cannot
-// hold (a map is not comparable); a collected labelSet's entry is deleted
-// by its cleanup.
-var labelSets = struct {
-	sync.Mutex
-	m map[string]weak.Pointer[labelSet]
-}{m: map[string]weak.Pointer[labelSet]{}}
+// canon holds canonical values of T weakly, by a key that identifies
+// them: the counterpart of package unique's table for values unique
+// cannot hold (a map or slice is not comparable). A collected value's
+// entry is deleted by its cleanup.
+type canon[T any] struct {
+	mu sync.Mutex
+	m  map[string]weak.Pointer[shared[T]]
+}
 
-// canonicalLabels returns the canonical labelSet with m's pairs, making m
-// itself canonical when there is none: the caller must not modify m
-// afterwards.
-func canonicalLabels(m map[string]string) *labelSet {
-	key := labelsKey(m)
-	labelSets.Lock()
-	defer labelSets.Unlock()
-	if ls := labelSets.m[key].Value(); ls != nil {
-		return ls
+// labelSets are the canonical label maps, by labelsKey; portLists the
+// canonical Service port lists, by portsKey.
+var (
+	labelSets = &canon[map[string]string]{m: map[string]weak.Pointer[shared[map[string]string]]{}}
+	portLists = &canon[[]discoveryapi.DestinationPort]{m: map[string]weak.Pointer[shared[[]discoveryapi.DestinationPort]]{}}
+)
+
+// get returns the canonical value of key, making v canonical when there is
+// none: the caller must not modify v afterwards.
+func (c *canon[T]) get(key string, v T) *shared[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.m[key].Value(); s != nil {
+		return s
 	}
-	ls := &labelSet{m: m}
-	wp := weak.Make(ls)
-	labelSets.m[key] = wp
-	runtime.AddCleanup(ls, forgetLabels, labelSetEntry{key, wp})
-	return ls
+	s := &shared[T]{v: v}
+	wp := weak.Make(s)
+	c.m[key] = wp
+	runtime.AddCleanup(s, c.forget, canonEntry[T]{key, wp})
+	return s
 }
 
-type labelSetEntry struct {
+// has says whether the table holds a value of key.
+func (c *canon[T]) has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[key]
+	return ok
+}
+
+type canonEntry[T any] struct {
 	key string
-	wp  weak.Pointer[labelSet]
+	wp  weak.Pointer[shared[T]]
 }
 
-// forgetLabels deletes a collected labelSet's entry, unless a newer
-// labelSet of the same pairs has replaced it.
-func forgetLabels(e labelSetEntry) {
-	labelSets.Lock()
-	defer labelSets.Unlock()
-	if labelSets.m[e.key] == e.wp {
-		delete(labelSets.m, e.key)
+// forget deletes a collected value's entry, unless a newer value of the
+// same key has replaced it.
+func (c *canon[T]) forget(e canonEntry[T]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[e.key] == e.wp {
+		delete(c.m, e.key)
 	}
 }
 
@@ -77,23 +93,43 @@ func labelsKey(m map[string]string) string {
 	slices.Sort(keys)
 	b := make([]byte, 0, n)
 	for _, k := range keys {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(m[k])))
-		b = append(b, m[k]...)
+		b = appendString(b, k)
+		b = appendString(b, m[k])
 	}
 	return string(b)
+}
+
+// portsKey encodes a port list, each string preceded by its length, so
+// that two lists have the same key exactly when they are equal.
+func portsKey(ports []discoveryapi.DestinationPort) string {
+	var b []byte
+	for _, p := range ports {
+		b = binary.AppendVarint(b, int64(p.Port))
+		for _, s := range []string{p.Name, p.Protocol, p.TargetPort, p.AppProtocol} {
+			b = appendString(b, s)
+		}
+	}
+	return string(b)
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // interner shares one cluster's values with the other clusters'. It
 // remembers what it handed out, so that the Cluster can hold it.
 type interner struct {
-	strs map[string]unique.Handle[string]
-	sets map[*labelSet]struct{}
+	strs   map[string]unique.Handle[string]
+	labels map[*shared[map[string]string]]struct{}
+	ports  map[*shared[[]discoveryapi.DestinationPort]]struct{}
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]unique.Handle[string]{}, sets: map[*labelSet]struct{}{}}
+	return &interner{
+		strs:   map[string]unique.Handle[string]{},
+		labels: map[*shared[map[string]string]]struct{}{},
+		ports:  map[*shared[[]discoveryapi.DestinationPort]]struct{}{},
+	}
 }
 
 // str returns the canonical copy of s.
@@ -117,37 +153,48 @@ func (in *interner) strSlice(ss []string) []string {
 	return slices.Clip(ss)
 }
 
-// labels returns the canonical map with m's pairs; m must not be modified
-// afterwards. Empty and nil maps are returned as they are.
-func (in *interner) labels(m map[string]string) map[string]string {
+// labelMap returns the canonical map with m's pairs; m must not be
+// modified afterwards. Empty and nil maps are returned as they are.
+func (in *interner) labelMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	ls := canonicalLabels(m)
-	in.sets[ls] = struct{}{}
-	return ls.m
+	s := labelSets.get(labelsKey(m), m)
+	in.labels[s] = struct{}{}
+	return s.v
+}
+
+// portList returns the canonical list equal to ports; ports must not be
+// modified afterwards. An empty list is returned as it is.
+func (in *interner) portList(ports []discoveryapi.DestinationPort) []discoveryapi.DestinationPort {
+	if len(ports) == 0 {
+		return ports
+	}
+	s := portLists.get(portsKey(ports), ports)
+	in.ports[s] = struct{}{}
+	return s.v
 }
 
 // held returns what a Cluster must hold to keep the values it was handed
 // canonical.
 func (in *interner) held() held {
-	h := held{
-		strs:   make([]unique.Handle[string], 0, len(in.strs)),
-		labels: make([]*labelSet, 0, len(in.sets)),
+	return held{
+		strs:   collect(maps.Values(in.strs), len(in.strs)),
+		labels: collect(maps.Keys(in.labels), len(in.labels)),
+		ports:  collect(maps.Keys(in.ports), len(in.ports)),
 	}
-	for _, s := range in.strs {
-		h.strs = append(h.strs, s)
-	}
-	for ls := range in.sets {
-		h.labels = append(h.labels, ls)
-	}
-	return h
+}
+
+// collect returns the n values of seq in a slice of capacity n.
+func collect[T any](seq iter.Seq[T], n int) []T {
+	return slices.AppendSeq(make([]T, 0, n), seq)
 }
 
 // held keeps a Cluster's canonical values canonical while it lives.
 type held struct {
 	strs   []unique.Handle[string]
-	labels []*labelSet
+	labels []*shared[map[string]string]
+	ports  []*shared[[]discoveryapi.DestinationPort]
 }
 
 // meshTypes are the mesh types, sorted.
