@@ -12,7 +12,6 @@ import (
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,10 +47,10 @@ type inputs struct {
 	cluster    string
 	namespaces map[string]metav1.ObjectMeta
 	nodes      map[string]map[string]string
-	services   []corev1.Service
-	slices     []discoveryv1.EndpointSlice
+	services   []service
+	slices     []endpointSlice
 	workloads  []discoveryapi.WorkloadSpec
-	templates  []*corev1.PodTemplateSpec
+	templates  []*podTemplate
 	// workloadMeshes are the meshes of workloads[i].
 	workloadMeshes []meshSet
 	meshes         []discoveryapi.Mesh
@@ -115,7 +114,7 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 			n++
 		}
 	}
-	d.workloads, d.templates = make([]discoveryapi.WorkloadSpec, 0, n), make([]*corev1.PodTemplateSpec, 0, n)
+	d.workloads, d.templates = make([]discoveryapi.WorkloadSpec, 0, n), make([]*podTemplate, 0, n)
 	for r := range in.All() {
 		switch r.ID.Group + "/" + r.ID.Kind {
 		case "/Namespace", "/Node":
@@ -128,12 +127,12 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 				}
 			}
 		case "/Service":
-			var s corev1.Service
+			var s service
 			if json.Unmarshal(r.Body, &s) == nil {
 				d.services = append(d.services, s)
 			}
 		case "discovery.k8s.io/EndpointSlice":
-			var es discoveryv1.EndpointSlice
+			var es endpointSlice
 			if json.Unmarshal(r.Body, &es) == nil {
 				d.slices = append(d.slices, es)
 			}
@@ -155,34 +154,18 @@ func isWorkload(kind string) bool {
 
 // addWorkload decodes a Deployment, StatefulSet or DaemonSet.
 func (d *inputs) addWorkload(r snapshot.Resource) {
-	var (
-		meta     metav1.ObjectMeta
-		tmpl     *corev1.PodTemplateSpec
-		replicas int32
-	)
-	switch r.ID.Kind {
-	case "Deployment":
-		var o appsv1.Deployment
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
-	case "StatefulSet":
-		var o appsv1.StatefulSet
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
-	default:
-		var o appsv1.DaemonSet
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl = o.ObjectMeta, &o.Spec.Template
+	o := new(workload)
+	if json.Unmarshal(r.Body, o) != nil {
+		return
 	}
+	var replicas int32 // none for a DaemonSet
+	if r.ID.Kind != "DaemonSet" {
+		replicas = ptrOr(o.Spec.Replicas, 1)
+	}
+	tmpl := &o.Spec.Template
 	in := d.intern
 	w := discoveryapi.WorkloadSpec{
-		Cluster: d.cluster, Namespace: in.str(meta.Namespace), Name: in.str(meta.Name), Kind: in.str(r.ID.Kind),
+		Cluster: d.cluster, Namespace: in.str(o.Namespace), Name: in.str(o.Name), Kind: in.str(r.ID.Kind),
 		Labels: in.labelMap(tmpl.Labels), Replicas: replicas,
 		ServiceAccount: in.str(cmp.Or(tmpl.Spec.ServiceAccountName, tmpl.Spec.DeprecatedServiceAccount, "default")),
 	}
@@ -198,7 +181,7 @@ func ptrOr[T any](p *T, def T) T {
 }
 
 // meshesOf returns the mesh types a pod template's pods join.
-func meshesOf(tmpl *corev1.PodTemplateSpec, ns metav1.ObjectMeta, hasMesh func(string) bool) meshSet {
+func meshesOf(tmpl *podTemplate, ns metav1.ObjectMeta, hasMesh func(string) bool) meshSet {
 	var out meshSet
 	if hasMesh(discoveryapi.MeshCilium) {
 		out = out.with(discoveryapi.MeshCilium)
@@ -215,7 +198,7 @@ func meshesOf(tmpl *corev1.PodTemplateSpec, ns metav1.ObjectMeta, hasMesh func(s
 	return out
 }
 
-func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) bool {
+func istioInjected(tmpl *podTemplate, nsLabels map[string]string) bool {
 	inject := cmp.Or(tmpl.Labels[istioInject], tmpl.Annotations[istioInject])
 	if inject == "false" {
 		return false
@@ -227,7 +210,7 @@ func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) boo
 // linkerdInjected says whether Linkerd's proxy injector adds its proxy to
 // a pod template's pods: the template's linkerd.io/inject annotation, else
 // its namespace's, is "enabled" or "ingress" ("disabled" opts out).
-func linkerdInjected(tmpl *corev1.PodTemplateSpec, nsAnnotations map[string]string) bool {
+func linkerdInjected(tmpl *podTemplate, nsAnnotations map[string]string) bool {
 	inject := cmp.Or(tmpl.Annotations[linkerdInject], nsAnnotations[linkerdInject])
 	return inject == "enabled" || inject == "ingress"
 }
@@ -236,7 +219,7 @@ func linkerdInjected(tmpl *corev1.PodTemplateSpec, nsAnnotations map[string]stri
 // the Services that select them.
 func (d *inputs) destinations() []discoveryapi.DestinationSpec {
 	byLabel := d.labelIndex()
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	bySvc := map[string][]*endpointSlice{}
 	for i := range d.slices {
 		es := &d.slices[i]
 		key := es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName]
@@ -327,7 +310,7 @@ func targetPort(p corev1.ServicePort) string {
 	}
 }
 
-func ready(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
+func ready(ep endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
 
 // endpoints counts each workload's endpoints and their localities: an
 // endpoint belongs to the workload of its namespace with the longest name
@@ -399,7 +382,7 @@ func owner(byName map[string]int, pod string) int {
 
 // locality is "region/zone" of an endpoint, from its zone and its node's
 // topology labels; empty when neither is known.
-func (d *inputs) locality(ep discoveryv1.Endpoint) string {
+func (d *inputs) locality(ep endpoint) string {
 	node := d.nodes[ptrOr(ep.NodeName, "")]
 	region := node[corev1.LabelTopologyRegion]
 	zone := cmp.Or(ptrOr(ep.Zone, ""), node[corev1.LabelTopologyZone])

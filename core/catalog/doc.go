@@ -30,7 +30,9 @@
 // Clusters using them, so they go with the last cluster that has them and
 // names an agent chooses cannot grow them beyond what its clusters hold.
 // go test -run XXX -bench Retained ./core/catalog/ reports the heap a
-// Cache keeps per cluster of 50 services.
+// Cache keeps per cluster of 50 services. Derive decodes only the members
+// of its inputs the rules below read (inputs.go), with the JSON names of
+// k8s.io/api's types.
 //
 // The rules, the same for every source of inputs:
 //
