@@ -29,7 +29,7 @@
 // The shared values are held weakly by the process and strongly by the
 // Clusters using them, so they go with the last cluster that has them and
 // names an agent chooses cannot grow them beyond what its clusters hold.
-// go test -run XXX -bench Retained ./core/catalog/ reports the heap a
+// go test -run '^$' -bench Retained ./core/catalog/ reports the heap a
 // Cache keeps per cluster of 50 services. Derive decodes only the members
 // of its inputs the rules below read (inputs.go), with the JSON names of
 // k8s.io/api's types.
