@@ -75,8 +75,8 @@ func Derive(cluster string, in *snapshot.Snapshot) *Cluster {
 	d.endpoints()
 	for i := range d.workloads {
 		w := &d.workloads[i]
-		w.Destinations = slices.Clip(w.Destinations)
-		w.Localities = d.intern.strSlice(w.Localities)
+		w.Destinations = d.intern.strList(w.Destinations)
+		w.Localities = d.intern.strList(w.Localities)
 	}
 	c.Workloads = slices.Clip(d.workloads)
 	for _, m := range d.meshes {
@@ -249,7 +249,7 @@ func (d *inputs) destinations() []discoveryapi.DestinationSpec {
 			w.Destinations = append(w.Destinations, dst.Name)
 			meshes |= d.workloadMeshes[i]
 		}
-		dst.Workloads = slices.Clip(dst.Workloads)
+		dst.Workloads = in.strList(dst.Workloads)
 		dst.Meshes = meshes.types()
 		for _, es := range bySvc[svc.Namespace+"/"+svc.Name] {
 			for _, ep := range es.Endpoints {

@@ -280,6 +280,9 @@ func TestClustersShareValues(t *testing.T) {
 	if unsafe.SliceData(w.Ports) != unsafe.SliceData(e.Ports) {
 		t.Errorf("the two clusters' web ports %v are held twice, want one shared list", w.Ports)
 	}
+	if unsafe.SliceData(w.Workloads) != unsafe.SliceData(e.Workloads) {
+		t.Errorf("the two clusters' web workloads %v are held twice, want one shared list", w.Workloads)
+	}
 	if a, ab := dst(west, "a").Labels, dst(west, "ab").Labels; same(a, ab) || a["a"] != "bc" || ab["ab"] != "c" {
 		t.Errorf("labels {a: bc} and {ab: c} = %v and %v (shared %t), want each its own", a, ab, same(a, ab))
 	}

@@ -16,8 +16,8 @@ import (
 // The same application runs in many clusters, so their discovery objects
 // repeat the same namespaces, names, label sets and port names. A
 // derivation shares them: every string it keeps is the canonical copy of
-// package unique, every label map the one canonical map of its pairs and
-// every Service port list the one canonical list.
+// package unique, and every label map, Service port list and list of
+// strings the one canonical value equal to it.
 // Canonical values are held weakly by the process and strongly by the
 // Clusters that use them (Cluster.held), so a value lives exactly as long
 // as some cluster has it: names an agent chooses cannot grow the tables
@@ -36,32 +36,35 @@ type canon[T any] struct {
 }
 
 // labelSets are the canonical label maps, by labelsKey; portLists the
-// canonical Service port lists, by portsKey.
+// canonical Service port lists, by portsKey; stringLists the canonical
+// lists of strings (localities, a workload's Services, a Service's
+// workloads), by stringsKey.
 var (
-	labelSets = &canon[map[string]string]{m: map[string]weak.Pointer[shared[map[string]string]]{}}
-	portLists = &canon[[]discoveryapi.DestinationPort]{m: map[string]weak.Pointer[shared[[]discoveryapi.DestinationPort]]{}}
+	labelSets   = &canon[map[string]string]{m: map[string]weak.Pointer[shared[map[string]string]]{}}
+	portLists   = &canon[[]discoveryapi.DestinationPort]{m: map[string]weak.Pointer[shared[[]discoveryapi.DestinationPort]]{}}
+	stringLists = &canon[[]string]{m: map[string]weak.Pointer[shared[[]string]]{}}
 )
 
 // get returns the canonical value of key, making v canonical when there is
 // none: the caller must not modify v afterwards.
-func (c *canon[T]) get(key string, v T) *shared[T] {
+func (c *canon[T]) get(key []byte, v T) *shared[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.m[key].Value(); s != nil {
+	if s := c.m[string(key)].Value(); s != nil {
 		return s
 	}
 	s := &shared[T]{v: v}
 	wp := weak.Make(s)
-	c.m[key] = wp
-	runtime.AddCleanup(s, c.forget, canonEntry[T]{key, wp})
+	c.m[string(key)] = wp
+	runtime.AddCleanup(s, c.forget, canonEntry[T]{string(key), wp})
 	return s
 }
 
 // has says whether the table holds a value of key.
-func (c *canon[T]) has(key string) bool {
+func (c *canon[T]) has(key []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.m[key]
+	_, ok := c.m[string(key)]
 	return ok
 }
 
@@ -83,7 +86,7 @@ func (c *canon[T]) forget(e canonEntry[T]) {
 // labelsKey encodes a map's pairs, sorted by key, each string preceded by
 // its length, so that two maps have the same key exactly when they have
 // the same pairs.
-func labelsKey(m map[string]string) string {
+func labelsKey(m map[string]string) []byte {
 	keys := make([]string, 0, len(m))
 	n := 0
 	for k, v := range m {
@@ -96,12 +99,12 @@ func labelsKey(m map[string]string) string {
 		b = appendString(b, k)
 		b = appendString(b, m[k])
 	}
-	return string(b)
+	return b
 }
 
 // portsKey encodes a port list, each string preceded by its length, so
 // that two lists have the same key exactly when they are equal.
-func portsKey(ports []discoveryapi.DestinationPort) string {
+func portsKey(ports []discoveryapi.DestinationPort) []byte {
 	var b []byte
 	for _, p := range ports {
 		b = binary.AppendVarint(b, int64(p.Port))
@@ -109,7 +112,17 @@ func portsKey(ports []discoveryapi.DestinationPort) string {
 			b = appendString(b, s)
 		}
 	}
-	return string(b)
+	return b
+}
+
+// stringsKey encodes a list of strings, each preceded by its length, so
+// that two lists have the same key exactly when they are equal.
+func stringsKey(ss []string) []byte {
+	var b []byte
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
 }
 
 func appendString(b []byte, s string) []byte {
@@ -122,6 +135,7 @@ type interner struct {
 	strs   map[string]unique.Handle[string]
 	labels map[*shared[map[string]string]]struct{}
 	ports  map[*shared[[]discoveryapi.DestinationPort]]struct{}
+	lists  map[*shared[[]string]]struct{}
 }
 
 func newInterner() *interner {
@@ -129,6 +143,7 @@ func newInterner() *interner {
 		strs:   map[string]unique.Handle[string]{},
 		labels: map[*shared[map[string]string]]struct{}{},
 		ports:  map[*shared[[]discoveryapi.DestinationPort]]struct{}{},
+		lists:  map[*shared[[]string]]struct{}{},
 	}
 }
 
@@ -145,12 +160,21 @@ func (in *interner) str(s string) string {
 	return h.Value()
 }
 
-// strSlice interns each of ss in place and returns it clipped to its length.
-func (in *interner) strSlice(ss []string) []string {
+// strList returns the canonical list equal to ss, of canonical strings;
+// ss must not be modified afterwards. An empty list is returned as it is.
+func (in *interner) strList(ss []string) []string {
+	if len(ss) == 0 {
+		return ss
+	}
 	for i, s := range ss {
 		ss[i] = in.str(s)
 	}
-	return slices.Clip(ss)
+	if cap(ss) > len(ss) {
+		ss = slices.Clone(ss)
+	}
+	s := stringLists.get(stringsKey(ss), ss)
+	in.lists[s] = struct{}{}
+	return s.v
 }
 
 // labelMap returns the canonical map with m's pairs; m must not be
@@ -182,6 +206,7 @@ func (in *interner) held() held {
 		strs:   collect(maps.Values(in.strs), len(in.strs)),
 		labels: collect(maps.Keys(in.labels), len(in.labels)),
 		ports:  collect(maps.Keys(in.ports), len(in.ports)),
+		lists:  collect(maps.Keys(in.lists), len(in.lists)),
 	}
 }
 
@@ -195,6 +220,7 @@ type held struct {
 	strs   []unique.Handle[string]
 	labels []*shared[map[string]string]
 	ports  []*shared[[]discoveryapi.DestinationPort]
+	lists  []*shared[[]string]
 }
 
 // meshTypes are the mesh types, sorted.
