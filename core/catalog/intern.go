@@ -15,7 +15,7 @@ import (
 
 // The same application runs in many clusters, so their discovery objects
 // repeat the same namespaces, names, label sets and port names. A
-// derivation shares them: every string it keeps is the canonical copy of
+// derivation shares them: every string of a spec is the canonical copy of
 // package unique, and every label map, Service port list and list of
 // strings the one canonical value equal to it.
 // Canonical values are held weakly by the process and strongly by the
