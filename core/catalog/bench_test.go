@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -51,4 +52,33 @@ func benchInput(b *testing.B, i, services int) *snapshot.Snapshot {
 		b.Fatal(err)
 	}
 	return in
+}
+
+// BenchmarkRetained measures the heap a Cache keeps for each cluster of
+// 50 services after deriving 500 clusters' discovery objects, as the
+// server's catalog does after every engine cycle: the retained-B/cluster
+// metric (the inputs themselves are allocated before and not counted).
+func BenchmarkRetained(b *testing.B) {
+	const clusters = 500
+	inputs := make(map[string]*snapshot.Snapshot, clusters)
+	for i := range clusters {
+		inputs[bench.ClusterName(i)] = benchInput(b, i, 50)
+	}
+	var retained uint64
+	for b.Loop() {
+		before := heapAlloc()
+		cache := new(catalog.Cache)
+		cache.Fleet(inputs)
+		retained = heapAlloc() - before
+		runtime.KeepAlive(cache)
+	}
+	b.ReportMetric(float64(retained)/clusters, "retained-B/cluster")
+}
+
+// heapAlloc returns the bytes of live heap objects after a full collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -13,19 +13,26 @@ import (
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Cluster is what one cluster's inputs say runs there. Its slices are
-// sorted by namespace and name and must not be modified.
+// Cluster is what one cluster's inputs say runs there: its Meshes, and
+// the specs of its Workloads and Destinations (the objects' metadata only
+// repeats their spec's namespace and name). Its slices are sorted by
+// namespace and name.
+//
+// Nothing in a Cluster may be modified, down to its label maps, strings
+// and slices: clusters share the values they have in common (see
+// intern.go).
 type Cluster struct {
 	Name         string
 	Meshes       []discoveryapi.Mesh
-	Workloads    []discoveryapi.Workload
-	Destinations []discoveryapi.Destination
+	Workloads    []discoveryapi.WorkloadSpec
+	Destinations []discoveryapi.DestinationSpec
+	// held keeps the shared values canonical while the cluster lives.
+	held held
 }
 
 // Labels and annotations the rules read.
@@ -41,11 +48,14 @@ type inputs struct {
 	cluster    string
 	namespaces map[string]metav1.ObjectMeta
 	nodes      map[string]map[string]string
-	services   []corev1.Service
-	slices     []discoveryv1.EndpointSlice
-	workloads  []discoveryapi.Workload
-	templates  []*corev1.PodTemplateSpec
-	meshes     []discoveryapi.Mesh
+	services   []service
+	slices     []endpointSlice
+	workloads  []discoveryapi.WorkloadSpec
+	templates  []*podTemplate
+	// workloadMeshes are the meshes of workloads[i].
+	workloadMeshes []meshSet
+	meshes         []discoveryapi.Mesh
+	intern         *interner
 }
 
 // Derive computes a cluster's discovery objects from its input snapshot.
@@ -56,18 +66,26 @@ func Derive(cluster string, in *snapshot.Snapshot) *Cluster {
 	hasMesh := func(t string) bool {
 		return slices.ContainsFunc(d.meshes, func(m discoveryapi.Mesh) bool { return m.Spec.Type == t })
 	}
+	d.workloadMeshes = make([]meshSet, len(d.workloads))
 	for i := range d.workloads {
 		w := &d.workloads[i]
-		w.Spec.Meshes = meshesOf(d.templates[i], d.namespaces[w.Spec.Namespace], hasMesh)
+		d.workloadMeshes[i] = meshesOf(d.templates[i], d.namespaces[w.Namespace], hasMesh)
+		w.Meshes = d.workloadMeshes[i].types()
 	}
 	c.Destinations = d.destinations()
 	d.endpoints()
-	c.Workloads = d.workloads
+	for i := range d.workloads {
+		w := &d.workloads[i]
+		w.Destinations = d.intern.strList(w.Destinations)
+		w.Localities = d.intern.strList(w.Localities)
+	}
+	c.Workloads = slices.Clip(d.workloads)
 	for _, m := range d.meshes {
 		m.Spec.Cluster = cluster
 		m.TypeMeta = typeMeta("Mesh")
 		c.Meshes = append(c.Meshes, m)
 	}
+	c.held = d.intern.held()
 	return c
 }
 
@@ -79,7 +97,7 @@ func typeMeta(kind string) metav1.TypeMeta {
 func (c *Cluster) MeshWorkloads(meshType string) int {
 	n := 0
 	for _, w := range c.Workloads {
-		if slices.Contains(w.Spec.Meshes, meshType) {
+		if slices.Contains(w.Meshes, meshType) {
 			n++
 		}
 	}
@@ -87,10 +105,17 @@ func (c *Cluster) MeshWorkloads(meshType string) int {
 }
 
 func decode(cluster string, in *snapshot.Snapshot) *inputs {
-	d := &inputs{cluster: cluster, namespaces: map[string]metav1.ObjectMeta{}, nodes: map[string]map[string]string{}}
+	d := &inputs{cluster: cluster, namespaces: map[string]metav1.ObjectMeta{}, nodes: map[string]map[string]string{}, intern: newInterner()}
 	if in == nil {
 		return d
 	}
+	n := 0 // workloads, so that the cluster keeps no spare room
+	for r := range in.Group("apps") {
+		if isWorkload(r.ID.Kind) {
+			n++
+		}
+	}
+	d.workloads, d.templates = make([]discoveryapi.WorkloadSpec, 0, n), make([]*podTemplate, 0, n)
 	for r := range in.All() {
 		switch r.ID.Group + "/" + r.ID.Kind {
 		case "/Namespace", "/Node":
@@ -103,12 +128,12 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 				}
 			}
 		case "/Service":
-			var s corev1.Service
+			var s service
 			if json.Unmarshal(r.Body, &s) == nil {
 				d.services = append(d.services, s)
 			}
 		case "discovery.k8s.io/EndpointSlice":
-			var es discoveryv1.EndpointSlice
+			var es endpointSlice
 			if json.Unmarshal(r.Body, &es) == nil {
 				d.slices = append(d.slices, es)
 			}
@@ -124,41 +149,26 @@ func decode(cluster string, in *snapshot.Snapshot) *inputs {
 	return d
 }
 
+func isWorkload(kind string) bool {
+	return kind == "Deployment" || kind == "StatefulSet" || kind == "DaemonSet"
+}
+
 // addWorkload decodes a Deployment, StatefulSet or DaemonSet.
 func (d *inputs) addWorkload(r snapshot.Resource) {
-	var (
-		meta     metav1.ObjectMeta
-		tmpl     *corev1.PodTemplateSpec
-		replicas int32
-	)
-	switch r.ID.Kind {
-	case "Deployment":
-		var o appsv1.Deployment
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
-	case "StatefulSet":
-		var o appsv1.StatefulSet
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl, replicas = o.ObjectMeta, &o.Spec.Template, ptrOr(o.Spec.Replicas, 1)
-	default:
-		var o appsv1.DaemonSet
-		if json.Unmarshal(r.Body, &o) != nil {
-			return
-		}
-		meta, tmpl = o.ObjectMeta, &o.Spec.Template
+	o := new(workload)
+	if json.Unmarshal(r.Body, o) != nil {
+		return
 	}
-	w := discoveryapi.Workload{
-		TypeMeta:   typeMeta("Workload"),
-		ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace},
-		Spec: discoveryapi.WorkloadSpec{
-			Cluster: d.cluster, Namespace: meta.Namespace, Name: meta.Name, Kind: r.ID.Kind,
-			Labels: tmpl.Labels, Replicas: replicas,
-			ServiceAccount: cmp.Or(tmpl.Spec.ServiceAccountName, tmpl.Spec.DeprecatedServiceAccount, "default"),
-		},
+	var replicas int32 // none for a DaemonSet
+	if r.ID.Kind != "DaemonSet" {
+		replicas = ptrOr(o.Spec.Replicas, 1)
+	}
+	tmpl := &o.Spec.Template
+	in := d.intern
+	w := discoveryapi.WorkloadSpec{
+		Cluster: d.cluster, Namespace: in.str(o.Namespace), Name: in.str(o.Name), Kind: in.str(r.ID.Kind),
+		Labels: in.labelMap(tmpl.Labels), Replicas: replicas,
+		ServiceAccount: in.str(cmp.Or(tmpl.Spec.ServiceAccountName, tmpl.Spec.DeprecatedServiceAccount, "default")),
 	}
 	d.workloads = append(d.workloads, w)
 	d.templates = append(d.templates, tmpl)
@@ -172,25 +182,24 @@ func ptrOr[T any](p *T, def T) T {
 }
 
 // meshesOf returns the mesh types a pod template's pods join.
-func meshesOf(tmpl *corev1.PodTemplateSpec, ns metav1.ObjectMeta, hasMesh func(string) bool) []string {
-	var out []string
+func meshesOf(tmpl *podTemplate, ns metav1.ObjectMeta, hasMesh func(string) bool) meshSet {
+	var out meshSet
 	if hasMesh(discoveryapi.MeshCilium) {
-		out = append(out, discoveryapi.MeshCilium)
+		out = out.with(discoveryapi.MeshCilium)
 	}
 	if _, ok := tmpl.Labels[discoveryapi.EnvoyNodeLabel]; ok {
-		out = append(out, discoveryapi.MeshEnvoy)
+		out = out.with(discoveryapi.MeshEnvoy)
 	}
 	if hasMesh(discoveryapi.MeshIstio) && istioInjected(tmpl, ns.Labels) {
-		out = append(out, discoveryapi.MeshIstio)
+		out = out.with(discoveryapi.MeshIstio)
 	}
 	if hasMesh(discoveryapi.MeshLinkerd) && linkerdInjected(tmpl, ns.Annotations) {
-		out = append(out, discoveryapi.MeshLinkerd)
+		out = out.with(discoveryapi.MeshLinkerd)
 	}
-	slices.Sort(out)
 	return out
 }
 
-func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) bool {
+func istioInjected(tmpl *podTemplate, nsLabels map[string]string) bool {
 	inject := cmp.Or(tmpl.Labels[istioInject], tmpl.Annotations[istioInject])
 	if inject == "false" {
 		return false
@@ -202,51 +211,52 @@ func istioInjected(tmpl *corev1.PodTemplateSpec, nsLabels map[string]string) boo
 // linkerdInjected says whether Linkerd's proxy injector adds its proxy to
 // a pod template's pods: the template's linkerd.io/inject annotation, else
 // its namespace's, is "enabled" or "ingress" ("disabled" opts out).
-func linkerdInjected(tmpl *corev1.PodTemplateSpec, nsAnnotations map[string]string) bool {
+func linkerdInjected(tmpl *podTemplate, nsAnnotations map[string]string) bool {
 	inject := cmp.Or(tmpl.Annotations[linkerdInject], nsAnnotations[linkerdInject])
 	return inject == "enabled" || inject == "ingress"
 }
 
 // destinations builds the Services' Destinations and links workloads to
 // the Services that select them.
-func (d *inputs) destinations() []discoveryapi.Destination {
+func (d *inputs) destinations() []discoveryapi.DestinationSpec {
 	byLabel := d.labelIndex()
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	bySvc := map[string][]*endpointSlice{}
 	for i := range d.slices {
 		es := &d.slices[i]
 		key := es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName]
 		bySvc[key] = append(bySvc[key], es)
 	}
-	var out []discoveryapi.Destination
+	in := d.intern
+	out := make([]discoveryapi.DestinationSpec, 0, len(d.services))
 	for _, svc := range d.services {
-		dst := discoveryapi.Destination{
-			TypeMeta:   typeMeta("Destination"),
-			ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels},
-			Spec: discoveryapi.DestinationSpec{
-				Cluster: d.cluster, Namespace: svc.Namespace, Name: svc.Name, Labels: svc.Labels,
-				Type: string(cmp.Or(svc.Spec.Type, corev1.ServiceTypeClusterIP)),
-			},
+		dst := discoveryapi.DestinationSpec{
+			Cluster: d.cluster, Namespace: in.str(svc.Namespace), Name: in.str(svc.Name), Labels: in.labelMap(svc.Labels),
+			Type: in.str(string(cmp.Or(svc.Spec.Type, corev1.ServiceTypeClusterIP))),
 		}
-		for _, p := range svc.Spec.Ports {
-			dst.Spec.Ports = append(dst.Spec.Ports, discoveryapi.DestinationPort{
-				Name: p.Name, Port: p.Port, Protocol: string(cmp.Or(p.Protocol, corev1.ProtocolTCP)),
-				TargetPort: targetPort(p), AppProtocol: ptrOr(p.AppProtocol, ""),
-			})
+		if len(svc.Spec.Ports) > 0 {
+			ports := make([]discoveryapi.DestinationPort, 0, len(svc.Spec.Ports))
+			for _, p := range svc.Spec.Ports {
+				ports = append(ports, discoveryapi.DestinationPort{
+					Name: in.str(p.Name), Port: p.Port, Protocol: in.str(string(cmp.Or(p.Protocol, corev1.ProtocolTCP))),
+					TargetPort: in.str(targetPort(p)), AppProtocol: in.str(ptrOr(p.AppProtocol, "")),
+				})
+			}
+			dst.Ports = in.portList(ports)
 		}
-		var meshes []string
+		var meshes meshSet
 		for _, i := range d.selected(byLabel, svc.Namespace, svc.Spec.Selector) {
 			w := &d.workloads[i]
-			dst.Spec.Workloads = append(dst.Spec.Workloads, w.Spec.Kind+"/"+w.Spec.Name)
-			w.Spec.Destinations = append(w.Spec.Destinations, svc.Name)
-			meshes = append(meshes, w.Spec.Meshes...)
+			dst.Workloads = append(dst.Workloads, in.str(w.Kind+"/"+w.Name))
+			w.Destinations = append(w.Destinations, dst.Name)
+			meshes |= d.workloadMeshes[i]
 		}
-		slices.Sort(meshes)
-		dst.Spec.Meshes = slices.Compact(meshes)
+		dst.Workloads = in.strList(dst.Workloads)
+		dst.Meshes = meshes.types()
 		for _, es := range bySvc[svc.Namespace+"/"+svc.Name] {
 			for _, ep := range es.Endpoints {
-				dst.Spec.Endpoints++
+				dst.Endpoints++
 				if ready(ep) {
-					dst.Spec.ReadyEndpoints++
+					dst.ReadyEndpoints++
 				}
 			}
 		}
@@ -260,8 +270,8 @@ func (d *inputs) destinations() []discoveryapi.Destination {
 func (d *inputs) labelIndex() map[string][]int {
 	idx := map[string][]int{}
 	for i, w := range d.workloads {
-		for k, v := range w.Spec.Labels {
-			key := w.Spec.Namespace + "/" + k + "=" + v
+		for k, v := range w.Labels {
+			key := w.Namespace + "/" + k + "=" + v
 			idx[key] = append(idx[key], i)
 		}
 	}
@@ -283,7 +293,7 @@ func (d *inputs) selected(byLabel map[string][]int, namespace string, selector m
 	}
 	var out []int
 	for _, i := range candidates {
-		if labelsContain(d.workloads[i].Spec.Labels, selector) {
+		if labelsContain(d.workloads[i].Labels, selector) {
 			out = append(out, i)
 		}
 	}
@@ -301,7 +311,7 @@ func targetPort(p corev1.ServicePort) string {
 	}
 }
 
-func ready(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
+func ready(ep endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
 
 // endpoints counts each workload's endpoints and their localities: an
 // endpoint belongs to the workload of its namespace with the longest name
@@ -309,8 +319,8 @@ func ready(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || 
 func (d *inputs) endpoints() {
 	byName := make(map[string]int, len(d.workloads))
 	for i, w := range d.workloads {
-		if _, dup := byName[w.Spec.Namespace+"/"+w.Spec.Name]; !dup {
-			byName[w.Spec.Namespace+"/"+w.Spec.Name] = i
+		if _, dup := byName[w.Namespace+"/"+w.Name]; !dup {
+			byName[w.Namespace+"/"+w.Name] = i
 		}
 	}
 	localities := make([]map[string]bool, len(d.workloads))
@@ -330,9 +340,9 @@ func (d *inputs) endpoints() {
 				continue
 			}
 			w := &d.workloads[i]
-			w.Spec.Endpoints++
+			w.Endpoints++
 			if ready(ep) {
-				w.Spec.ReadyEndpoints++
+				w.ReadyEndpoints++
 			}
 			if loc := d.locality(ep); loc != "" {
 				if localities[i] == nil {
@@ -343,10 +353,15 @@ func (d *inputs) endpoints() {
 		}
 	}
 	for i, locs := range localities {
-		for l := range locs {
-			d.workloads[i].Spec.Localities = append(d.workloads[i].Spec.Localities, l)
+		if len(locs) == 0 {
+			continue
 		}
-		slices.Sort(d.workloads[i].Spec.Localities)
+		w := &d.workloads[i]
+		w.Localities = make([]string, 0, len(locs))
+		for l := range locs {
+			w.Localities = append(w.Localities, l)
+		}
+		slices.Sort(w.Localities)
 	}
 }
 
@@ -368,7 +383,7 @@ func owner(byName map[string]int, pod string) int {
 
 // locality is "region/zone" of an endpoint, from its zone and its node's
 // topology labels; empty when neither is known.
-func (d *inputs) locality(ep discoveryv1.Endpoint) string {
+func (d *inputs) locality(ep endpoint) string {
 	node := d.nodes[ptrOr(ep.NodeName, "")]
 	region := node[corev1.LabelTopologyRegion]
 	zone := cmp.Or(ptrOr(ep.Zone, ""), node[corev1.LabelTopologyZone])
@@ -414,7 +429,7 @@ func byName(a, b *Cluster) int { return cmp.Compare(a.Name, b.Name) }
 // count adds n to the count of each of c's Services.
 func (f *Fleet) count(c *Cluster, n int) {
 	for _, dst := range c.Destinations {
-		k := serviceKey{dst.Spec.Namespace, dst.Spec.Name}
+		k := serviceKey{dst.Namespace, dst.Name}
 		if f.services[k] += n; f.services[k] == 0 {
 			delete(f.services, k)
 		}

@@ -1,13 +1,17 @@
 package catalog
 
 import (
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 func input(t *testing.T, docs ...string) *snapshot.Snapshot {
@@ -81,7 +85,7 @@ func TestMeshes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got := map[string][]string{}
 			for _, w := range Derive("c1", input(t, c.docs...)).Workloads {
-				got[w.Spec.Namespace+"/"+w.Spec.Name] = w.Spec.Meshes
+				got[w.Namespace+"/"+w.Name] = w.Meshes
 			}
 			if d := cmp.Diff(c.want, got); d != "" {
 				t.Errorf("meshes (-want +got):\n%s", d)
@@ -114,8 +118,7 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 		Localities, Destination []string
 	}
 	got := map[string]row{}
-	for _, w := range fleet.Clusters[1].Workloads {
-		s := w.Spec
+	for _, s := range fleet.Clusters[1].Workloads {
 		got[s.Name] = row{s.Kind, s.ServiceAccount, s.Replicas, s.Endpoints, s.ReadyEndpoints, s.Localities, s.Destinations}
 	}
 	want := map[string]row{
@@ -127,8 +130,8 @@ func TestWorkloadsAndDestinations(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("workloads (-want +got):\n%s", d)
 	}
-	i := slices.IndexFunc(west.Destinations, func(d discoveryapi.Destination) bool { return d.Spec.Name == "reviews" })
-	r := west.Destinations[i].Spec
+	i := slices.IndexFunc(west.Destinations, func(d discoveryapi.DestinationSpec) bool { return d.Name == "reviews" })
+	r := west.Destinations[i]
 	if !slices.Equal(r.Workloads, []string{"Deployment/reviews"}) || r.Endpoints != 2 || r.ReadyEndpoints != 1 ||
 		r.Ports[0].TargetPort != "8080" || r.Type != "ClusterIP" {
 		t.Errorf("reviews destination = %+v", r)
@@ -239,5 +242,64 @@ func FuzzDerive(f *testing.F) {
 		}
 		var c Cache
 		c.Fleet(map[string]*snapshot.Snapshot{"c": in})
+	})
+}
+
+// Clusters running the same application share its label maps and strings
+// instead of holding a copy each; label maps with different pairs stay
+// apart, however their keys and values split.
+func TestClustersShareValues(t *testing.T) {
+	docs := []string{
+		deploy("web", "app", ""),
+		`{apiVersion: v1, kind: Service, metadata: {name: web, namespace: app, labels: {tier: front}}, spec: {selector: {app: web}, ports: [{port: 80, name: http}]}}`,
+		`{apiVersion: v1, kind: Service, metadata: {name: a, namespace: app, labels: {a: bc}}, spec: {ports: [{port: 80}]}}`,
+		`{apiVersion: v1, kind: Service, metadata: {name: ab, namespace: app, labels: {ab: c}}, spec: {ports: [{port: 80}]}}`,
+	}
+	west, east := Derive("west", input(t, docs...)), Derive("east", input(t, docs...))
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	if w, e := west.Workloads[0], east.Workloads[0]; !same(w.Labels, e.Labels) {
+		t.Errorf("the two clusters' web Workloads have labels %p and %p, want one shared map", w.Labels, e.Labels)
+	}
+	dst := func(c *Cluster, name string) discoveryapi.DestinationSpec {
+		return c.Destinations[slices.IndexFunc(c.Destinations, func(d discoveryapi.DestinationSpec) bool { return d.Name == name })]
+	}
+	w, e := dst(west, "web"), dst(east, "web")
+	if !same(w.Labels, e.Labels) {
+		t.Errorf("the two clusters' web Destinations have labels %p and %p, want one shared map", w.Labels, e.Labels)
+	}
+	for what, s := range map[string][2]string{
+		"namespace": {w.Namespace, e.Namespace}, "name": {w.Name, e.Name}, "port name": {w.Ports[0].Name, e.Ports[0].Name},
+		"workload": {w.Workloads[0], e.Workloads[0]}, "service account": {west.Workloads[0].ServiceAccount, east.Workloads[0].ServiceAccount},
+	} {
+		if unsafe.StringData(s[0]) != unsafe.StringData(s[1]) {
+			t.Errorf("the two clusters' %s %q is held twice, want one shared string", what, s[0])
+		}
+	}
+	if unsafe.SliceData(w.Ports) != unsafe.SliceData(e.Ports) {
+		t.Errorf("the two clusters' web ports %v are held twice, want one shared list", w.Ports)
+	}
+	if unsafe.SliceData(w.Workloads) != unsafe.SliceData(e.Workloads) {
+		t.Errorf("the two clusters' web workloads %v are held twice, want one shared list", w.Workloads)
+	}
+	if a, ab := dst(west, "a").Labels, dst(west, "ab").Labels; same(a, ab) || a["a"] != "bc" || ab["ab"] != "c" {
+		t.Errorf("labels {a: bc} and {ab: c} = %v and %v (shared %t), want each its own", a, ab, same(a, ab))
+	}
+}
+
+// The table of shared label maps forgets a map once no cluster holds it,
+// so that label values an agent chooses cannot grow it.
+func TestSharedLabelsGoWithTheirClusters(t *testing.T) {
+	key := labelsKey(map[string]string{"app": "web", "only-here": "x1"})
+	c := Derive("c1", input(t, `{apiVersion: v1, kind: Service, metadata: {name: web, namespace: app, labels: {app: web, only-here: x1}}, spec: {ports: [{port: 80}]}}`))
+	held := func() bool { return labelSets.has(key) }
+	if !held() {
+		t.Fatal("the cluster's label map is not in the shared table")
+	}
+	runtime.KeepAlive(c)
+	testutil.Eventually(t, "the label map of a cluster no longer held forgotten", func() bool {
+		runtime.GC()
+		return !held()
 	})
 }

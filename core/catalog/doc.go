@@ -20,6 +20,24 @@
 // objects: the server keeps the catalog warm after every one-cluster
 // change (go test -bench FleetOneChanged ./core/catalog/).
 //
+// A Cluster holds the specs of its Workloads and Destinations
+// (discoveryapi.WorkloadSpec, DestinationSpec), not the objects: a
+// reader wanting the object form, as the server's discovery writer
+// (core/server/discoverycrds.go) does, builds it from the spec.
+//
+// Clusters share what they have in common, since the same application
+// runs in many of them: each string of a spec is the canonical copy of
+// package unique, and each label map, Service port list and list of
+// strings the one canonical value equal to it (intern.go). So nothing a
+// Cluster or Fleet exposes may be modified by any reader: no spec, label
+// map or slice. The shared values are held weakly by the process and
+// strongly by the Clusters using them, so they go with the last cluster
+// that has them, and names an agent chooses cannot grow them beyond what
+// its clusters hold. go test -run '^$' -bench Retained ./core/catalog/
+// reports the heap a Cache keeps per cluster of 50 services. Derive
+// decodes only the members of its inputs the rules below read
+// (inputs.go), under the JSON names of k8s.io/api's types.
+//
 // The rules, the same for every source of inputs:
 //
 //   - A Workload is a Deployment, StatefulSet or DaemonSet: its pod

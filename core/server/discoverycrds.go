@@ -296,12 +296,10 @@ func (k *KubeDiscovery) Write(ctx context.Context, req DiscoveryWrite) error {
 		for _, m := range c.Meshes {
 			k.add(desired, "Mesh", m.Spec, crName(m.Spec.Type, c.Name), c.Name, m.Spec.Namespace, m.Name)
 		}
-		for _, w := range c.Workloads {
-			sp := w.Spec
+		for _, sp := range c.Workloads {
 			k.add(desired, "Workload", sp, crName(sp.Name, strings.ToLower(sp.Kind), sp.Namespace, c.Name), c.Name, sp.Namespace, sp.Name)
 		}
-		for _, d := range c.Destinations {
-			sp := d.Spec
+		for _, sp := range c.Destinations {
 			k.add(desired, "Destination", sp, crName(sp.Name, sp.Namespace, c.Name), c.Name, sp.Namespace, sp.Name)
 		}
 	}

@@ -231,7 +231,7 @@ func (w destinationWriter) Write(_ context.Context, req DiscoveryWrite) error {
 	desired := map[string]bool{}
 	for _, c := range req.Fleet.Clusters {
 		for _, d := range c.Destinations {
-			desired[crName(d.Spec.Name, d.Spec.Namespace, c.Name)] = true
+			desired[crName(d.Name, d.Namespace, c.Name)] = true
 		}
 	}
 	w.dest.mu.Lock()

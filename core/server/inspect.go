@@ -190,13 +190,13 @@ func (s *Server) listDiscovery(ctx context.Context, kind string, f listFilter, r
 			}
 		case KindWorkloads:
 			for _, w := range c.Workloads {
-				if f.match(c.Name, w.Spec.Namespace, w.Spec.Labels) {
+				if f.match(c.Name, w.Namespace, w.Labels) {
 					resp.Workloads = append(resp.Workloads, workloadProto(w))
 				}
 			}
 		case KindDestinations:
 			for _, d := range c.Destinations {
-				if f.match(c.Name, d.Spec.Namespace, d.Spec.Labels) {
+				if f.match(c.Name, d.Namespace, d.Labels) {
 					resp.Destinations = append(resp.Destinations, destinationProto(d, fleet))
 				}
 			}
@@ -333,8 +333,9 @@ func meshProto(m discoveryapi.Mesh, workloads int) *relayv1.Mesh {
 	}
 }
 
-func workloadProto(w discoveryapi.Workload) *relayv1.Workload {
-	sp := w.Spec
+// workloadProto returns the admin API's form of a catalog workload. Its
+// Labels is the catalog's shared map: neither may be modified.
+func workloadProto(sp discoveryapi.WorkloadSpec) *relayv1.Workload {
 	return &relayv1.Workload{
 		Cluster: sp.Cluster, Namespace: sp.Namespace, Name: sp.Name, Kind: sp.Kind, Labels: sp.Labels,
 		ServiceAccount: sp.ServiceAccount, Replicas: sp.Replicas, Localities: sp.Localities, Meshes: sp.Meshes,
@@ -342,8 +343,9 @@ func workloadProto(w discoveryapi.Workload) *relayv1.Workload {
 	}
 }
 
-func destinationProto(d discoveryapi.Destination, fleet *catalog.Fleet) *relayv1.Destination {
-	sp := d.Spec
+// destinationProto returns the admin API's form of a catalog destination.
+// Its Labels is the catalog's shared map: neither may be modified.
+func destinationProto(sp discoveryapi.DestinationSpec, fleet *catalog.Fleet) *relayv1.Destination {
 	out := &relayv1.Destination{
 		Cluster: sp.Cluster, Namespace: sp.Namespace, Name: sp.Name, Labels: sp.Labels, Type: sp.Type,
 		Workloads: sp.Workloads, Endpoints: sp.Endpoints, ReadyEndpoints: sp.ReadyEndpoints,
@@ -394,9 +396,9 @@ func (s *Server) DescribeDestination(ctx context.Context, req *relayv1.DescribeR
 	}
 	for _, c := range fleet.Clusters {
 		for _, d := range c.Destinations {
-			if d.Spec.Name == name && (ns == "" || d.Spec.Namespace == ns) && (req.GetCluster() == "" || c.Name == req.GetCluster()) {
+			if d.Name == name && (ns == "" || d.Namespace == ns) && (req.GetCluster() == "" || c.Name == req.GetCluster()) {
 				desc.Destinations = append(desc.Destinations, destinationProto(d, fleet))
-				namespaces = append(namespaces, d.Spec.Namespace)
+				namespaces = append(namespaces, d.Namespace)
 			}
 		}
 	}
@@ -430,7 +432,7 @@ func (s *Server) describeBackends(ctx context.Context, desc *relayv1.Destination
 			continue
 		}
 		for _, w := range c.Workloads {
-			if w.Spec.Namespace == d.Namespace && slices.Contains(d.Workloads, w.Spec.Kind+"/"+w.Spec.Name) {
+			if w.Namespace == d.Namespace && slices.Contains(d.Workloads, w.Kind+"/"+w.Name) {
 				desc.Workloads = append(desc.Workloads, workloadProto(w))
 			}
 		}

@@ -201,7 +201,7 @@ func (t *trafficService) GetPolicyTraffic(ctx context.Context, req *relayv1.Poli
 	}
 	for _, c := range fleet.Clusters {
 		for _, d := range c.Destinations {
-			k := [2]string{d.Spec.Namespace, d.Spec.Name}
+			k := [2]string{d.Namespace, d.Name}
 			if byName[k] == nil {
 				byName[k] = map[string]*relayv1.Destination{}
 			}
