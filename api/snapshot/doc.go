@@ -23,6 +23,11 @@
 // and a delta's deletes count too, so limits on bytes bound all a delta
 // carries.
 //
+// IDs decoded from the network ([IDFromProto], [DeltaFromProto]) and from
+// the store ([Unmarshal]) share one copy per process of each group,
+// version, kind and namespace (unique.Make, which holds them weakly), so a
+// fleet's inputs and outputs do not hold those few values once per object.
+//
 // [DecodeHeader] reads what names an object from its JSON exactly as
 // encoding/json would, checking the whole body but decoding only the header;
 // [ObjectMembers] walks a JSON object's top-level members without decoding
