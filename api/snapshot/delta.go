@@ -48,6 +48,12 @@ func (d Delta) Size() int {
 // Diff returns the delta from a to b. A nil a gives a full delta. The work is
 // linear in the sizes of both snapshots; only resources whose hashes differ
 // are carried.
+//
+// When the upserts are a run of b's resources, as all of b is from an
+// empty a, the delta shares b's memory instead of copying it: a plugin
+// session's first update carries the whole fleet. The delta is to be
+// read, never modified in place (appending to it copies: its capacity
+// ends with it); [Apply] copies what it sorts.
 func Diff(a, b *Snapshot) Delta {
 	if a == nil {
 		return FullDelta(b)
@@ -60,9 +66,14 @@ func Diff(a, b *Snapshot) Delta {
 	for i < len(a.resources) || j < len(b.resources) {
 		switch {
 		case i == len(a.resources):
-			// The rest of b is new: one copy, sized (the whole of b from
-			// an empty a, as a plugin session's first update has).
-			d.Upserts = append(slices.Grow(d.Upserts, len(b.resources)-j), b.resources[j:]...)
+			// The rest of b is new: shared when it is all the delta
+			// upserts (the whole of b from an empty a), else one copy.
+			rest := b.resources[j:len(b.resources):len(b.resources)]
+			if len(d.Upserts) == 0 {
+				d.Upserts = rest
+			} else {
+				d.Upserts = append(slices.Grow(d.Upserts, len(rest)), rest...)
+			}
 			j = len(b.resources)
 		case j == len(b.resources):
 			d.Deletes = append(d.Deletes, a.resources[i].ID)
@@ -88,9 +99,11 @@ func Diff(a, b *Snapshot) Delta {
 	return d
 }
 
-// FullDelta returns a delta that replaces any snapshot with s.
+// FullDelta returns a delta that replaces any snapshot with s. Its
+// upserts share s's memory, as [Diff]'s may: read them, never modify them
+// in place.
 func FullDelta(s *Snapshot) Delta {
-	return Delta{Version: s.version, Full: true, Upserts: s.Resources(), Hash: s.hash}
+	return Delta{Version: s.version, Full: true, Upserts: s.resources[:len(s.resources):len(s.resources)], Hash: s.hash}
 }
 
 // Apply returns the snapshot a delta leads to from a. A non-full delta must

@@ -34,5 +34,7 @@
 // their values.
 //
 // Snapshots never change once built: Apply returns a new one and shares
-// nothing mutable with its input.
+// nothing mutable with its input. A delta that carries a whole run of a
+// snapshot's resources ([FullDelta], [Diff] from an empty snapshot) shares
+// them rather than copying them: deltas are read, never modified in place.
 package snapshot

@@ -448,3 +448,29 @@ func TestGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffFromEmptySharesTheTarget checks that a delta carrying the whole
+// of a snapshot (from an empty one, or FullDelta) shares its resources
+// instead of copying them, that appending to it cannot write into the
+// snapshot's memory, and that it applies as a copied one would.
+func TestDiffFromEmptySharesTheTarget(t *testing.T) {
+	s := mustNew(t, 2, res(t, "Service", "ns", "a", `{"a":1}`), res(t, "Service", "ns", "b", `{"b":1}`))
+	for name, d := range map[string]Delta{"Diff(Empty, s)": Diff(Empty, s), "Diff(nil, s)": Diff(nil, s), "FullDelta(s)": FullDelta(s)} {
+		if len(d.Upserts) != s.Len() || &d.Upserts[0] != &s.resources[0] {
+			t.Errorf("%s: upserts are a copy of the snapshot's resources, want them shared", name)
+		}
+		if cap(d.Upserts) != len(d.Upserts) {
+			t.Errorf("%s: upserts have capacity %d beyond their length %d: an append would write into the snapshot's memory", name, cap(d.Upserts), len(d.Upserts))
+		}
+		hash := s.Hash()
+		got, err := Apply(Empty, d)
+		if err != nil || got.Hash() != hash {
+			t.Errorf("Apply(Empty, %s) = %v, %v; want the snapshot", name, got, err)
+		}
+	}
+	// A delta whose upserts are not one run of the target is a copy.
+	a := mustNew(t, 1, res(t, "Service", "ns", "b", `{"b":0}`))
+	if d := Diff(a, s); len(d.Upserts) != 2 || &d.Upserts[0] == &s.resources[0] {
+		t.Errorf("Diff(a, s) = %d upserts sharing s's memory, want a copy of both", len(d.Upserts))
+	}
+}
