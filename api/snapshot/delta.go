@@ -139,7 +139,7 @@ func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
 		}
 	}
 
-	out := make([]Resource, 0, len(a.resources)+len(ups))
+	out := make([]Resource, 0, appliedLen(a.resources, ups, dels))
 	i, u, x := 0, 0, 0
 	for i < len(a.resources) || u < len(ups) {
 		var next Resource
@@ -173,6 +173,30 @@ func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
 		out = append(out, next)
 	}
 	return checkHash(build(d.Version, out), d)
+}
+
+// appliedLen returns how many resources applying the sorted upserts ups
+// and deletes dels to rs leaves, so that the snapshot Apply builds holds
+// no spare capacity: it is kept as long as the cluster's input does, and
+// a delta mostly replaces or deletes resources rs holds. The work is
+// logarithmic in len(rs) per upsert and delete.
+func appliedLen(rs, ups []Resource, dels []ID) int {
+	in := func(rs []Resource, id ID) bool {
+		_, found := slices.BinarySearchFunc(rs, id, func(r Resource, id ID) int { return r.ID.Compare(id) })
+		return found
+	}
+	n := len(rs) + len(ups)
+	for _, u := range ups {
+		if in(rs, u.ID) {
+			n--
+		}
+	}
+	for _, id := range dels {
+		if in(rs, id) || in(ups, id) {
+			n--
+		}
+	}
+	return n
 }
 
 func checkHash(s *Snapshot, d Delta) (*Snapshot, error) {

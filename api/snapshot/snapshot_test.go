@@ -474,3 +474,30 @@ func TestDiffFromEmptySharesTheTarget(t *testing.T) {
 		t.Errorf("Diff(a, s) = %d upserts sharing s's memory, want a copy of both", len(d.Upserts))
 	}
 }
+
+// TestApplyHoldsNoSpareCapacity applies deltas that add, replace and
+// delete (also an upsert deleted in the same delta) and checks that the
+// snapshot's resources fill the array that holds them: an input is held
+// as long as its cluster sends no other.
+func TestApplyHoldsNoSpareCapacity(t *testing.T) {
+	base := mustNew(t, 1, res(t, "Service", "ns", "a", `{"a":1}`), res(t, "Service", "ns", "b", `{"b":1}`), res(t, "Service", "ns", "c", `{"c":1}`))
+	id := func(name string) ID { return ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: name} }
+	tests := map[string]Delta{
+		"add":                 {Upserts: []Resource{res(t, "Service", "ns", "d", `{}`)}},
+		"replace":             {Upserts: []Resource{res(t, "Service", "ns", "b", `{"b":2}`)}},
+		"delete":              {Deletes: []ID{id("a"), id("c")}},
+		"delete what is none": {Deletes: []ID{id("x")}},
+		"replace and delete":  {Upserts: []Resource{res(t, "Service", "ns", "a", `{"a":2}`), res(t, "Service", "ns", "e", `{}`)}, Deletes: []ID{id("b")}},
+		"upsert and delete":   {Upserts: []Resource{res(t, "Service", "ns", "e", `{}`), res(t, "Service", "ns", "c", `{"c":2}`)}, Deletes: []ID{id("e"), id("c")}},
+	}
+	for name, d := range tests {
+		d.BaseVersion, d.Version = 1, 2
+		got, err := Apply(base, d)
+		if err != nil {
+			t.Fatalf("%s: Apply = %v", name, err)
+		}
+		if cap(got.resources) != got.Len() {
+			t.Errorf("%s: Apply holds %d resources in an array of %d", name, got.Len(), cap(got.resources))
+		}
+	}
+}
