@@ -36,10 +36,10 @@ type assembly struct {
 // newAssembly starts the set of key, given the digests of the plugin's
 // last answer for it.
 func newAssembly(key [2]string, checked checkedSet) *assembly {
+	// An answer mostly holds as many resources as the last one did.
 	return &assembly{
-		key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}},
-		seen: map[snapshot.ID]bool{}, checked: checked,
-		// An answer mostly holds what the last one did.
+		key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: make([]snapshot.Resource, 0, len(checked))},
+		seen: make(map[snapshot.ID]bool, len(checked)), checked: checked,
 		keys: make([]checkedKey, 0, len(checked)),
 	}
 }
