@@ -48,6 +48,12 @@ func (d Delta) Size() int {
 // Diff returns the delta from a to b. A nil a gives a full delta. The work is
 // linear in the sizes of both snapshots; only resources whose hashes differ
 // are carried.
+//
+// When the upserts are a run of b's resources, as all of b is from an
+// empty a, the delta shares b's memory instead of copying it: a plugin
+// session's first update carries the whole fleet. The delta is to be
+// read, never modified in place (appending to it copies: its capacity
+// ends with it); [Apply] copies what it sorts.
 func Diff(a, b *Snapshot) Delta {
 	if a == nil {
 		return FullDelta(b)
@@ -60,9 +66,14 @@ func Diff(a, b *Snapshot) Delta {
 	for i < len(a.resources) || j < len(b.resources) {
 		switch {
 		case i == len(a.resources):
-			// The rest of b is new: one copy, sized (the whole of b from
-			// an empty a, as a plugin session's first update has).
-			d.Upserts = append(slices.Grow(d.Upserts, len(b.resources)-j), b.resources[j:]...)
+			// The rest of b is new: shared when it is all the delta
+			// upserts (the whole of b from an empty a), else one copy.
+			rest := b.resources[j:len(b.resources):len(b.resources)]
+			if len(d.Upserts) == 0 {
+				d.Upserts = rest
+			} else {
+				d.Upserts = append(slices.Grow(d.Upserts, len(rest)), rest...)
+			}
 			j = len(b.resources)
 		case j == len(b.resources):
 			d.Deletes = append(d.Deletes, a.resources[i].ID)
@@ -88,9 +99,11 @@ func Diff(a, b *Snapshot) Delta {
 	return d
 }
 
-// FullDelta returns a delta that replaces any snapshot with s.
+// FullDelta returns a delta that replaces any snapshot with s. Its
+// upserts share s's memory, as [Diff]'s may: read them, never modify them
+// in place.
 func FullDelta(s *Snapshot) Delta {
-	return Delta{Version: s.version, Full: true, Upserts: s.Resources(), Hash: s.hash}
+	return Delta{Version: s.version, Full: true, Upserts: s.resources[:len(s.resources):len(s.resources)], Hash: s.hash}
 }
 
 // Apply returns the snapshot a delta leads to from a. A non-full delta must
@@ -126,7 +139,7 @@ func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
 		}
 	}
 
-	out := make([]Resource, 0, len(a.resources)+len(ups))
+	out := make([]Resource, 0, appliedLen(a.resources, ups, dels))
 	i, u, x := 0, 0, 0
 	for i < len(a.resources) || u < len(ups) {
 		var next Resource
@@ -160,6 +173,30 @@ func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
 		out = append(out, next)
 	}
 	return checkHash(build(d.Version, out), d)
+}
+
+// appliedLen returns how many resources applying the sorted upserts ups
+// and deletes dels to rs leaves, so that the snapshot Apply builds holds
+// no spare capacity: it is kept as long as the cluster's input does, and
+// a delta mostly replaces or deletes resources rs holds. The work is
+// logarithmic in len(rs) per upsert and delete.
+func appliedLen(rs, ups []Resource, dels []ID) int {
+	in := func(rs []Resource, id ID) bool {
+		_, found := slices.BinarySearchFunc(rs, id, func(r Resource, id ID) int { return r.ID.Compare(id) })
+		return found
+	}
+	n := len(rs) + len(ups)
+	for _, u := range ups {
+		if in(rs, u.ID) {
+			n--
+		}
+	}
+	for _, id := range dels {
+		if in(rs, id) || in(ups, id) {
+			n--
+		}
+	}
+	return n
 }
 
 func checkHash(s *Snapshot, d Delta) (*Snapshot, error) {

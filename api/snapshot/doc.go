@@ -23,11 +23,18 @@
 // and a delta's deletes count too, so limits on bytes bound all a delta
 // carries.
 //
+// IDs decoded from the network ([IDFromProto], [DeltaFromProto]) and from
+// the store ([Unmarshal]) share one copy per process of each group,
+// version, kind and namespace (unique.Make, which holds them weakly), so a
+// fleet's inputs and outputs do not hold those few values once per object.
+//
 // [DecodeHeader] reads what names an object from its JSON exactly as
 // encoding/json would, checking the whole body but decoding only the header;
 // [ObjectMembers] walks a JSON object's top-level members without decoding
 // their values.
 //
 // Snapshots never change once built: Apply returns a new one and shares
-// nothing mutable with its input.
+// nothing mutable with its input. A delta that carries a whole run of a
+// snapshot's resources ([FullDelta], [Diff] from an empty snapshot) shares
+// them rather than copying them: deltas are read, never modified in place.
 package snapshot

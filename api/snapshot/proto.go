@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"unique"
 
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	"google.golang.org/protobuf/proto"
@@ -14,13 +15,34 @@ func IDToProto(id ID) *snapshotv1.ResourceID {
 	return &snapshotv1.ResourceID{Group: id.Group, Version: id.Version, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}
 }
 
-// IDFromProto converts an ID from its wire form and validates it.
+// IDFromProto converts an ID from its wire form and validates it. The
+// group, version, kind and namespace are interned ([intern]): the same few
+// values repeat across every resource of every cluster, and each decoded
+// message would otherwise hold its own copy of each. The name is not.
 func IDFromProto(p *snapshotv1.ResourceID) (ID, error) {
 	if p == nil {
 		return ID{}, fmt.Errorf("missing resource id")
 	}
 	id := ID{Group: p.GetGroup(), Version: p.GetVersion(), Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName()}
-	return id, id.Validate()
+	if err := id.Validate(); err != nil {
+		return id, err
+	}
+	id.Group, id.Version, id.Kind, id.Namespace = intern(id.Group), intern(id.Version), intern(id.Kind), intern(id.Namespace)
+	return id, nil
+}
+
+// intern returns the process's one copy of s's value (unique.Make), so
+// that IDs decoded from separate messages share the storage of the fields
+// that repeat. The table holds its values weakly: a value no handle holds
+// any more leaves it at the next garbage collection, so names an agent or
+// a plugin chooses cannot grow it without bound. A value decoded again
+// after that gets a new copy, shared from then on; the strings handed out
+// before stay valid.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }
 
 // ResourceToProto converts a resource to its wire form. The body is shared.

@@ -448,3 +448,56 @@ func TestGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffFromEmptySharesTheTarget checks that a delta carrying the whole
+// of a snapshot (from an empty one, or FullDelta) shares its resources
+// instead of copying them, that appending to it cannot write into the
+// snapshot's memory, and that it applies as a copied one would.
+func TestDiffFromEmptySharesTheTarget(t *testing.T) {
+	s := mustNew(t, 2, res(t, "Service", "ns", "a", `{"a":1}`), res(t, "Service", "ns", "b", `{"b":1}`))
+	for name, d := range map[string]Delta{"Diff(Empty, s)": Diff(Empty, s), "Diff(nil, s)": Diff(nil, s), "FullDelta(s)": FullDelta(s)} {
+		if len(d.Upserts) != s.Len() || &d.Upserts[0] != &s.resources[0] {
+			t.Errorf("%s: upserts are a copy of the snapshot's resources, want them shared", name)
+		}
+		if cap(d.Upserts) != len(d.Upserts) {
+			t.Errorf("%s: upserts have capacity %d beyond their length %d: an append would write into the snapshot's memory", name, cap(d.Upserts), len(d.Upserts))
+		}
+		hash := s.Hash()
+		got, err := Apply(Empty, d)
+		if err != nil || got.Hash() != hash {
+			t.Errorf("Apply(Empty, %s) = %v, %v; want the snapshot", name, got, err)
+		}
+	}
+	// A delta whose upserts are not one run of the target is a copy.
+	a := mustNew(t, 1, res(t, "Service", "ns", "b", `{"b":0}`))
+	if d := Diff(a, s); len(d.Upserts) != 2 || &d.Upserts[0] == &s.resources[0] {
+		t.Errorf("Diff(a, s) = %d upserts sharing s's memory, want a copy of both", len(d.Upserts))
+	}
+}
+
+// TestApplyHoldsNoSpareCapacity applies deltas that add, replace and
+// delete (also an upsert deleted in the same delta) and checks that the
+// snapshot's resources fill the array that holds them: an input is held
+// as long as its cluster sends no other.
+func TestApplyHoldsNoSpareCapacity(t *testing.T) {
+	base := mustNew(t, 1, res(t, "Service", "ns", "a", `{"a":1}`), res(t, "Service", "ns", "b", `{"b":1}`), res(t, "Service", "ns", "c", `{"c":1}`))
+	id := func(name string) ID { return ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: name} }
+	tests := map[string]Delta{
+		"add":                 {Upserts: []Resource{res(t, "Service", "ns", "d", `{}`)}},
+		"replace":             {Upserts: []Resource{res(t, "Service", "ns", "b", `{"b":2}`)}},
+		"delete":              {Deletes: []ID{id("a"), id("c")}},
+		"delete what is none": {Deletes: []ID{id("x")}},
+		"replace and delete":  {Upserts: []Resource{res(t, "Service", "ns", "a", `{"a":2}`), res(t, "Service", "ns", "e", `{}`)}, Deletes: []ID{id("b")}},
+		"upsert and delete":   {Upserts: []Resource{res(t, "Service", "ns", "e", `{}`), res(t, "Service", "ns", "c", `{"c":2}`)}, Deletes: []ID{id("e"), id("c")}},
+	}
+	for name, d := range tests {
+		d.BaseVersion, d.Version = 1, 2
+		got, err := Apply(base, d)
+		if err != nil {
+			t.Fatalf("%s: Apply = %v", name, err)
+		}
+		if cap(got.resources) != got.Len() {
+			t.Errorf("%s: Apply holds %d resources in an array of %d", name, got.Len(), cap(got.resources))
+		}
+	}
+}

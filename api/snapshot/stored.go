@@ -116,14 +116,16 @@ func countUpserts(data []byte) int {
 }
 
 // interner hands out one string for each distinct value of the fields
-// that repeat across a snapshot's IDs (group, version, kind, namespace).
+// that repeat across a snapshot's IDs (group, version, kind, namespace):
+// the process's copy ([intern]), shared with the IDs of other snapshots,
+// looked up once per snapshot.
 type interner map[string]string
 
 func (in interner) get(b []byte) string {
 	if s, ok := in[string(b)]; ok {
 		return s
 	}
-	s := string(b)
+	s := intern(string(b))
 	in[s] = s
 	return s
 }

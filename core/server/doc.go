@@ -45,7 +45,9 @@
 // objects are derived as inputs change, after each engine cycle, and the
 // output index (outputindex.go) keeps each output's resources' parent
 // policies and labels, decoded once per content, as delivery writes them
-// and readers read them.
+// and readers read them; it holds the output set itself and, per
+// resource, only the index of its policies and labels among the set's
+// distinct ones.
 //
 // Mesh trust (core/server/trust) runs beside the fleet: the server wires
 // its store, its safe mode and the engine's meshes into a trust.Manager,

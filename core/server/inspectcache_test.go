@@ -70,7 +70,7 @@ func TestDeliveredOutputsAreIndexed(t *testing.T) {
 		ts.outputIndex.mu.Lock()
 		defer ts.outputIndex.mu.Unlock()
 		o := ts.outputIndex.outputs[engine.OutputKey{Cluster: "west", Backend: "test"}]
-		return o != nil && o.set.Hash() == out.Hash() && len(o.resources) == 1
+		return o != nil && o.set.Hash() == out.Hash() && o.set.Len() == 1
 	})
 }
 

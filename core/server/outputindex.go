@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -32,13 +33,27 @@ type outputIndex struct {
 }
 
 // indexedOutput is one output set with what was decoded of its resources.
+// It holds the set's resources once, in set: per resource it adds only
+// the index of its policies and labels among the set's distinct ones,
+// which a set's resources mostly share.
 type indexedOutput struct {
 	set *snapshot.Snapshot
-	// resources are the set's, in its order.
-	resources []indexedResource
+	// metas are the distinct parent policies and labels of the set's
+	// resources, in the order they first appear; meta holds, for each
+	// resource in the set's order, the index of its own in metas.
+	metas []outputMeta
+	meta  []uint32
 	// byPolicy holds, for every policy (meta.PolicyRef.Key) that some
 	// resource names as its parent, those resources, in the set's order.
 	byPolicy map[string][]snapshot.ID
+}
+
+// outputMeta is what an output resource says of itself that status and
+// inspection read: its parent policies and its labels, both shared and
+// never modified.
+type outputMeta struct {
+	policies []string
+	labels   map[string]string
 }
 
 // indexedResource is an output resource with its parent policies and its
@@ -47,6 +62,19 @@ type indexedResource struct {
 	snapshot.Resource
 	policies []string
 	labels   map[string]string
+}
+
+// resources yields the set's resources in order, each with its policies
+// and labels: range over o.resources.
+func (o *indexedOutput) resources(yield func(int, indexedResource) bool) {
+	i := 0
+	for r := range o.set.All() {
+		m := o.metas[o.meta[i]]
+		if !yield(i, indexedResource{Resource: r, policies: m.policies, labels: m.labels}) {
+			return
+		}
+		i++
+	}
 }
 
 // has reports whether the output has resources of policy (by
@@ -92,32 +120,75 @@ func (x *outputIndex) retain(keep func(engine.OutputKey) bool) {
 // are equal, so that an edit does not leave the output with two copies of
 // each (the unchanged resources' and the changed ones').
 func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
-	var known map[snapshot.Hash]*indexedResource
+	var known map[snapshot.Hash]outputMeta
 	if prev != nil {
-		known = make(map[snapshot.Hash]*indexedResource, len(prev.resources))
-		for i := range prev.resources {
-			known[prev.resources[i].Hash] = &prev.resources[i]
+		known = make(map[snapshot.Hash]outputMeta, prev.set.Len())
+		for _, r := range prev.resources {
+			known[r.Hash] = outputMeta{policies: r.policies, labels: r.labels}
 		}
 	}
-	o := &indexedOutput{set: set, resources: make([]indexedResource, 0, set.Len()), byPolicy: map[string][]snapshot.ID{}}
+	o := &indexedOutput{set: set, meta: make([]uint32, 0, set.Len())}
 	var shared *sharedMeta
+	// index finds each shared instance's place in metas: instances are
+	// one per content, so their identities tell contents apart.
+	index := map[metaKey]uint32{}
+	perPolicy := map[string]int{}
 	for r := range set.All() {
-		ir := indexedResource{Resource: r}
-		if k, ok := known[r.Hash]; ok {
-			ir.policies, ir.labels = k.policies, k.labels
-		} else {
+		m, ok := known[r.Hash]
+		if !ok {
 			if shared == nil {
 				shared = newSharedMeta(prev)
 			}
 			parents, l := decodeOutputMeta(r.Body)
-			ir.policies, ir.labels = shared.policiesOf(parents), shared.labelsOf(l)
+			m = outputMeta{policies: shared.policiesOf(parents), labels: shared.labelsOf(l)}
 		}
-		for _, p := range ir.policies {
-			o.byPolicy[p] = append(o.byPolicy[p], r.ID)
+		k := keyOfMeta(m)
+		i, ok := index[k]
+		if !ok {
+			i = uint32(len(o.metas))
+			index[k] = i
+			o.metas = append(o.metas, m)
 		}
-		o.resources = append(o.resources, ir)
+		o.meta = append(o.meta, i)
+		for _, p := range m.policies {
+			perPolicy[p]++
+		}
 	}
+	o.metas = slices.Clip(o.metas)
+	o.byPolicy = listByPolicy(o, perPolicy)
 	return o
+}
+
+// listByPolicy lists o's resources by policy, given how many each policy has:
+// every list is cut from one array, no longer than it needs to be.
+func listByPolicy(o *indexedOutput, perPolicy map[string]int) map[string][]snapshot.ID {
+	total := 0
+	for _, n := range perPolicy {
+		total += n
+	}
+	ids := make([]snapshot.ID, 0, total)
+	out := make(map[string][]snapshot.ID, len(perPolicy))
+	for p, n := range perPolicy {
+		out[p] = ids[len(ids) : len(ids) : len(ids)+n]
+		ids = ids[:len(ids)+n]
+	}
+	for _, r := range o.resources {
+		for _, p := range r.policies {
+			out[p] = append(out[p], r.ID)
+		}
+	}
+	return out
+}
+
+// metaKey is the identity of an outputMeta's shared instances.
+type metaKey struct {
+	policies *string
+	n        int
+	labels   unsafe.Pointer
+}
+
+func keyOfMeta(m outputMeta) metaKey {
+	return metaKey{policies: unsafe.SliceData(m.policies), n: len(m.policies), labels: reflect.ValueOf(m.labels).UnsafePointer()}
 }
 
 // sharedMeta hands out one slice of parent policies and one map of labels
@@ -137,14 +208,9 @@ func newSharedMeta(prev *indexedOutput) *sharedMeta {
 	if prev == nil {
 		return m
 	}
-	var last map[string]string
-	for i, r := range prev.resources {
-		m.policies[policiesKey(r.policies)] = r.policies
-		// Neighbours mostly share one map: key each instance once.
-		if i == 0 || !sameMap(r.labels, last) {
-			m.labels[labelsKey(r.labels)] = r.labels
-		}
-		last = r.labels
+	for _, pm := range prev.metas {
+		m.policies[policiesKey(pm.policies)] = pm.policies
+		m.labels[labelsKey(pm.labels)] = pm.labels
 	}
 	return m
 }
@@ -176,12 +242,6 @@ func (m *sharedMeta) labelsOf(l map[string]string) map[string]string {
 
 // policiesKey is the same string for the same policies, in order.
 func policiesKey(ps []string) string { return strings.Join(ps, "\n") }
-
-// sameMap reports whether a and b are the same map instance (both nil
-// included).
-func sameMap(a, b map[string]string) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
 
 // decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)
 // and the labels of an output object's JSON; none when it does not decode.

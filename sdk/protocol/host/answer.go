@@ -27,11 +27,25 @@ type assembly struct {
 	// checked are the digests of the resources of the plugin's last
 	// answer for key, which need no check again (byte for byte the same
 	// identity and body); nil for none.
-	checked map[checkedKey]struct{}
+	checked checkedSet
 	// keys are the digests of the set's resources, which the session
-	// keeps as checked once the answer is accepted.
-	keys map[checkedKey]struct{}
+	// keeps as checked once the answer is accepted ([assembly.finish]).
+	keys []checkedKey
 }
+
+// newAssembly starts the set of key, given the digests of the plugin's
+// last answer for it.
+func newAssembly(key [2]string, checked checkedSet) *assembly {
+	// An answer mostly holds as many resources as the last one did.
+	return &assembly{
+		key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: make([]snapshot.Resource, 0, len(checked))},
+		seen: make(map[snapshot.ID]bool, len(checked)), checked: checked,
+		keys: make([]checkedKey, 0, len(checked)),
+	}
+}
+
+// finish returns the digests of the set's resources, once it is complete.
+func (a *assembly) finish() checkedSet { return newCheckedSet(a.keys) }
 
 func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, error) {
 	var (
@@ -39,7 +53,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 		pending *assembly
 		done    = map[[2]string]bool{}
 		// answered are the digests of each set answered.
-		answered = map[[2]string]map[checkedKey]struct{}{}
+		answered = map[[2]string]checkedSet{}
 	)
 	for {
 		msg, err := s.stream.Recv()
@@ -60,7 +74,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 				if err := s.checkTarget(key, view, done); err != nil {
 					return Result{}, err
 				}
-				pending = &assembly{key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: []snapshot.Resource{}}, seen: map[snapshot.ID]bool{}, checked: s.checked[key], keys: map[checkedKey]struct{}{}}
+				pending = newAssembly(key, s.checked[key])
 			} else if pending.key != key {
 				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
@@ -71,7 +85,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 			if !o.GetMore() {
 				done[key] = true
 				res.Outputs = append(res.Outputs, pending.out)
-				answered[key] = pending.keys
+				answered[key] = pending.finish()
 				pending = nil
 			}
 		case *translatorv1.TranslateResponse_Diagnostic:
@@ -122,7 +136,7 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		k := keyOf(r)
-		if _, unchanged := a.checked[k]; !unchanged {
+		if !a.checked.has(k) {
 			if err := checkBody(r); err != nil {
 				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
@@ -136,7 +150,7 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
 		}
 		a.out.Resources = append(a.out.Resources, r)
-		a.keys[k] = struct{}{}
+		a.keys = append(a.keys, k)
 	}
 	return nil
 }

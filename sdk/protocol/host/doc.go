@@ -21,6 +21,10 @@
 //	defer s.Close()
 //	res, err := s.Translate(ctx, host.View{Clusters: ..., Policies: ...})
 //
+// An answer costs the host what changed: the session keeps, per (cluster,
+// backend), a sorted slice of 16-byte digests of the resources it last
+// accepted, and an unchanged resource answered again is not checked again.
+//
 // The server runs it through core/pluginhost, which adds processes,
 // restarts and timeouts around it; sdk/sdktest runs the same code, so a
 // plugin's tests refuse what the server would refuse.

@@ -61,7 +61,7 @@ func summary(u update) planned {
 func TestSessionPlansWhatThePluginLacks(t *testing.T) {
 	a, b, c := service(t, "a"), service(t, "b"), service(t, "c")
 	policy := snap(t, service(t, "p"))
-	s := &Session{checked: map[[2]string]map[checkedKey]struct{}{}}
+	s := &Session{checked: map[[2]string]checkedSet{}}
 	// answered records v as answered, as Translate does after an answer.
 	answered := func(v View) { s.held, s.holds = v, true }
 
