@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -85,17 +86,36 @@ func (s *Server) kickCatalog() {
 	}
 }
 
+// catalogWarmEvery is the least time between two rounds of warmCatalog.
+// A round costs a pass over the fleet's inputs (milliseconds at 10,000
+// clusters) besides deriving the clusters that changed, and engine cycles
+// come many a second under churn; a List or Describe meanwhile derives up
+// to catalogInline changed clusters itself, so it does not wait for the
+// next round.
+const catalogWarmEvery = time.Second
+
 // warmCatalog derives the discovery objects of every input that changed
-// after each engine cycle, so that List and Describe find them derived: a
+// after engine cycles, so that List and Describe find them derived: a
 // thousand clusters' inputs take seconds to derive, one cluster's
-// milliseconds.
+// milliseconds. Kicks during a round or within catalogWarmEvery of it
+// are taken together by the next round.
 func (s *Server) warmCatalog(ctx context.Context) error {
+	every := s.opts.catalogWarmEvery
+	if every == 0 {
+		every = catalogWarmEvery
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.catalogKick:
 			s.Catalog()
+			s.catalogRounds.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -264,4 +265,40 @@ func TestListAnswersDuringALargeDerivation(t *testing.T) {
 		t.Errorf("List during a derivation = %q, %v; want the last derived, west/web", names, err)
 	}
 	<-derived
+}
+
+// The catalog is warmed at most once per interval however many engine
+// cycles come, and a List meanwhile still sees the clusters that changed
+// since: it derives those few itself.
+func TestCatalogWarmedOncePerInterval(t *testing.T) {
+	shared := memory.New()
+	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) {
+		o.Targets = TargetsAll
+		o.catalogWarmEvery = time.Hour
+	})
+	other := shared.Replica("b")
+	putServiceInput(t, ts, other, "east", "web")
+	testutil.Eventually(t, "the first round derived east", func() bool { return ts.catalogRounds.Load() == 1 && ts.catalog.Derived() == 1 })
+	names := []string{"c1", "c2", "c3", "c4", "c5"}
+	for _, c := range names {
+		putServiceInput(t, ts, other, c, "web")
+	}
+	testutil.Eventually(t, "every cluster's output delivered", func() bool {
+		for _, c := range names {
+			if _, err := other.GetOutput(t.Context(), c, "test"); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if n, d := ts.catalogRounds.Load(), ts.catalog.Derived(); n != 1 || d != 1 {
+		t.Errorf("after five more cycles within the interval: %d warm rounds, %d clusters derived; want 1 and 1", n, d)
+	}
+	fleet, err := ts.currentCatalog(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fleet.Clusters) != 1+len(names) {
+		t.Errorf("a List meanwhile sees %d clusters, want %d", len(fleet.Clusters), 1+len(names))
+	}
 }

@@ -146,6 +146,9 @@ type Options struct {
 	// TrafficMaxEdges bounds the traffic edges the replica keeps in
 	// memory (the last hour; about 2 KiB each, core/traffic).
 	TrafficMaxEdges int
+
+	// catalogWarmEvery, when set, replaces catalogWarmEvery (tests).
+	catalogWarmEvery time.Duration
 }
 
 // Whose outputs a replica computes.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -140,6 +141,8 @@ type Server struct {
 	// catalogKick asks warmCatalog to bring it up to date.
 	catalog     catalog.Cache
 	catalogKick chan struct{}
+	// catalogRounds counts warmCatalog's rounds.
+	catalogRounds atomic.Int64
 	// discoveryKick asks writeDiscovery to write the discovery objects.
 	discoveryKick chan struct{}
 	// turn is this replica's turn at writing them (discoverycrds.go).
