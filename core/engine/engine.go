@@ -102,12 +102,10 @@ func (o *Options) defaults() {
 	}
 }
 
-type clusterState struct {
-	input  *snapshot.Snapshot
-	stale  bool
-	meshes []string
-	labels map[string]string
-}
+// clusterState is one cluster of the engine's view, in the form the
+// translators' hosts take it: a cycle hands its view's map to them as it
+// is, so a map that read built is never modified afterwards.
+type clusterState = pluginhost.Cluster
 
 // translatorState is how one translator fares and what it said last.
 // What its session holds is the session's to know (sdk/protocol/host).
@@ -709,13 +707,11 @@ func (e *Engine) deliveredBefore(answers []pluginhost.ClusterOutput) map[OutputK
 	return before
 }
 
-// hostView is the view every translator is to hold this cycle.
+// hostView is the view every translator is to hold this cycle. It shares
+// the cycle's view rather than copying it: a copy of every cluster's
+// entry each cycle was a quarter of the engine's own work under churn.
 func hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
-	v := pluginhost.View{Clusters: make(map[string]pluginhost.Cluster, len(view)), Policies: policies, Scoped: scoped, Targets: scope}
-	for name, cs := range view {
-		v.Clusters[name] = pluginhost.Cluster{Input: cs.input, Stale: cs.stale, Meshes: cs.meshes, Labels: cs.labels}
-	}
-	return v
+	return pluginhost.View{Clusters: view, Policies: policies, Scoped: scoped, Targets: scope}
 }
 
 // Meshes returns the mesh types found in a cluster's inputs, from the Mesh
@@ -738,7 +734,7 @@ func Meshes(s *snapshot.Snapshot) []string {
 func activeBackends(view map[string]clusterState) map[string]bool {
 	active := map[string]bool{}
 	for _, cs := range view {
-		for _, m := range cs.meshes {
+		for _, m := range cs.Meshes {
 			active[m] = true
 		}
 	}
@@ -829,7 +825,7 @@ func (e *Engine) diagnostics(of func(*revision) bool) []meta.Diagnostic {
 func (e *Engine) Clusters() []ClusterInfo {
 	var out []ClusterInfo
 	for name, cs := range e.read(nil) {
-		out = append(out, ClusterInfo{Name: name, Meshes: cs.meshes, Stale: cs.stale, InputVersion: cs.input.Version(), InputHash: cs.input.Hash(), Resources: cs.input.Len()})
+		out = append(out, ClusterInfo{Name: name, Meshes: cs.Meshes, Stale: cs.Stale, InputVersion: cs.Input.Version(), InputHash: cs.Input.Hash(), Resources: cs.Input.Len()})
 	}
 	slices.SortFunc(out, func(a, b ClusterInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return out

@@ -230,9 +230,9 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 			}
 			continue
 		}
-		cs := clusterState{input: in, stale: stale, meshes: e.meshes.getLocked(name, in)}
+		cs := clusterState{Input: in, Stale: stale, Meshes: e.meshes.getLocked(name, in)}
 		if labeled != nil {
-			cs.labels = labeled.Labels(name)
+			cs.Labels = labeled.Labels(name)
 		}
 		view[name] = cs
 	}
