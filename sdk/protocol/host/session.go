@@ -89,7 +89,7 @@ func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
 		return Result{}, err
 	}
 	s.held, s.holds = v, true
-	s.keepChecked(v)
+	s.keepChecked(v, u)
 	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
 	return res, nil
 }
@@ -150,10 +150,15 @@ func orEmpty(s *snapshot.Snapshot) *snapshot.Snapshot {
 }
 
 // keepChecked records the resources of the sets answered, and forgets the
-// sets of clusters that left the view.
-func (s *Session) keepChecked(v View) {
+// sets of clusters that left the view with update u. It looks over every
+// set only when some cluster left (or u replaced the whole view): after a
+// one-cluster change it costs the sets answered, not the fleet.
+func (s *Session) keepChecked(v View, u update) {
 	maps.Copy(s.checked, s.answered)
 	s.answered = nil
+	if !u.full && !slices.ContainsFunc(u.clusters, func(c clusterUpdate) bool { return c.removed }) {
+		return
+	}
 	for key := range s.checked {
 		if _, ok := v.Clusters[key[0]]; !ok {
 			delete(s.checked, key)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -97,5 +98,41 @@ func TestSessionPlansWhatThePluginLacks(t *testing.T) {
 	s.holds = false
 	if diff := cmp.Diff(planned{Full: true, Clusters: []string{"east +c"}, Targets: []string{"east"}}, summary(s.plan(v3))); diff != "" {
 		t.Fatalf("update after a failure (-want +got):\n%s", diff)
+	}
+}
+
+// The sets a plugin answered are kept while their cluster is in the view
+// and forgotten with it: when an update removes the cluster, or a full
+// update leaves it out.
+func TestCheckedSetsLeaveWithTheirCluster(t *testing.T) {
+	set := checkedSet{checkedKey{1}}
+	view := func(names ...string) View {
+		v := View{Clusters: map[string]Cluster{}}
+		for _, n := range names {
+			v.Clusters[n] = Cluster{Input: snapshot.Empty}
+		}
+		return v
+	}
+	held := func(s *Session) []string {
+		var out []string
+		for key := range s.checked {
+			out = append(out, key[0])
+		}
+		slices.Sort(out)
+		return out
+	}
+	s := &Session{checked: map[[2]string]checkedSet{{"east", "b"}: set, {"west", "b"}: set, {"north", "b"}: set}}
+	s.answered = map[[2]string]checkedSet{{"east", "b"}: set}
+	s.keepChecked(view("east", "west", "north"), update{clusters: []clusterUpdate{{name: "east"}}})
+	if diff := cmp.Diff([]string{"east", "north", "west"}, held(s)); diff != "" {
+		t.Errorf("after east changed (-want +got):\n%s", diff)
+	}
+	s.keepChecked(view("east", "north"), update{clusters: []clusterUpdate{{name: "west", removed: true}}})
+	if diff := cmp.Diff([]string{"east", "north"}, held(s)); diff != "" {
+		t.Errorf("after west left (-want +got):\n%s", diff)
+	}
+	s.keepChecked(view("east"), update{full: true})
+	if diff := cmp.Diff([]string{"east"}, held(s)); diff != "" {
+		t.Errorf("after a full update without north (-want +got):\n%s", diff)
 	}
 }
