@@ -169,10 +169,13 @@ type Engine struct {
 	// again by the next cycle while they are current and their cluster a
 	// target.
 	unwritten map[OutputKey]Output
-	// targets are the clusters whose outputs are computed when Scoped.
-	targets    map[string]bool
-	generation uint64
-	wake       chan struct{}
+	// targets are the clusters whose outputs are computed when Scoped;
+	// sortedTargets are their names sorted, nil until a cycle needs them
+	// after a change of targets.
+	targets       map[string]bool
+	sortedTargets []string
+	generation    uint64
+	wake          chan struct{}
 }
 
 // New returns an engine over translators, reading opts.View.
@@ -212,6 +215,7 @@ func (e *Engine) SetTarget(cluster string, target bool) {
 	} else {
 		delete(e.targets, cluster)
 	}
+	e.sortedTargets = nil
 	if e.opts.Scoped {
 		e.touch()
 	}
@@ -452,7 +456,12 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	onPrevious := e.onPrevious
 	var scope []string
 	if e.opts.Scoped {
-		scope = slices.Sorted(maps.Keys(e.targets))
+		// Sorted once per change of targets, not per cycle: the hosts
+		// keep the slice with the view and never modify it.
+		if e.sortedTargets == nil {
+			e.sortedTargets = slices.Sorted(maps.Keys(e.targets))
+		}
+		scope = e.sortedTargets
 	}
 	e.mu.Unlock()
 
