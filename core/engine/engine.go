@@ -174,8 +174,11 @@ type Engine struct {
 	// after a change of targets.
 	targets       map[string]bool
 	sortedTargets []string
-	generation    uint64
-	wake          chan struct{}
+	// targetsChanged is set when targets change, until a cycle has
+	// swept the marks of clusters that stopped being targets.
+	targetsChanged bool
+	generation     uint64
+	wake           chan struct{}
 }
 
 // New returns an engine over translators, reading opts.View.
@@ -215,7 +218,7 @@ func (e *Engine) SetTarget(cluster string, target bool) {
 	} else {
 		delete(e.targets, cluster)
 	}
-	e.sortedTargets = nil
+	e.sortedTargets, e.targetsChanged = nil, true
 	if e.opts.Scoped {
 		e.touch()
 	}
@@ -448,9 +451,13 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.mu.Unlock()
 	// Read the view after the generation is taken: a change made before
 	// a later Generation call is seen by a cycle with a higher number.
-	view := e.read(e.last)
+	prev := e.last
+	view := e.read(prev)
 	e.last = view
-	e.meshes.keep(view)
+	left := clustersLeft(prev, view)
+	if left {
+		e.meshes.keep(view)
+	}
 	e.mu.Lock()
 	revs := slices.Clone(e.revs)
 	onPrevious := e.onPrevious
@@ -606,21 +613,26 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			}
 		}
 	}
-	for c := range e.settled {
-		if _, ok := view[c]; !ok {
-			delete(e.settled, c)
-		}
-	}
 	// Clusters that left the fleet, or stopped being targets, lose their
 	// marks; what delivery handed back is handed on again unless
-	// superseded.
-	gone := func(cluster string) bool {
-		_, ok := view[cluster]
-		return !ok || (e.opts.Scoped && !e.targets[cluster])
-	}
-	for key := range e.marks {
-		if gone(key.Cluster) {
-			delete(e.marks, key)
+	// superseded. The sweeps look over every cluster's entries, so they
+	// run only after a cluster left or the targets changed, not after
+	// every change of one cluster.
+	if left || e.targetsChanged {
+		e.targetsChanged = false
+		for c := range e.settled {
+			if _, ok := view[c]; !ok {
+				delete(e.settled, c)
+			}
+		}
+		gone := func(cluster string) bool {
+			_, ok := view[cluster]
+			return !ok || (e.opts.Scoped && !e.targets[cluster])
+		}
+		for key := range e.marks {
+			if gone(key.Cluster) {
+				delete(e.marks, key)
+			}
 		}
 	}
 	for key, o := range e.unwritten {
@@ -714,6 +726,20 @@ func (e *Engine) deliveredBefore(answers []pluginhost.ClusterOutput) map[OutputK
 		}
 	}
 	return before
+}
+
+// clustersLeft reports whether a cluster of prev, the last cycle's view,
+// is not in view.
+func clustersLeft(prev, view map[string]clusterState) bool {
+	if len(prev) > len(view) {
+		return true
+	}
+	for name := range prev {
+		if _, ok := view[name]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hostView is the view every translator is to hold this cycle. It shares
