@@ -346,10 +346,25 @@ func (d *metaDecoder) labelsMember(value []byte) error {
 		if err != nil {
 			return err
 		}
-		d.labels[string(key)] = s
+		d.labels[decodeMetaKey(key)] = s
 		return nil
 	})
 	return err
+}
+
+// decodeMetaKey returns a map key as snapshot.ObjectMembers gives it (a
+// key without escapes as it is written) as json.Unmarshal decodes it,
+// with each byte of invalid UTF-8 replaced by U+FFFD. A key that had
+// escapes is valid UTF-8 already, as json.Unmarshal wrote it.
+func decodeMetaKey(key []byte) string {
+	if utf8.Valid(key) {
+		return string(key)
+	}
+	var s string
+	if json.Unmarshal(slices.Concat([]byte(`"`), key, []byte(`"`)), &s) != nil {
+		return string(key)
+	}
+	return s
 }
 
 // annotationsMember decodes an "annotations" member's value (valid JSON),

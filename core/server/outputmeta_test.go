@@ -75,6 +75,7 @@ var craftedOutputBodies = []string{
 	`{"metadata":{"annotation\u017f":{"meshrelay.io/policies":"P/ns/a"},"label\u017f":{"a":"b"}}}`,
 	`{"metadata":{"labels":{"a":"b"},"annotations":{"meshrelay.io/policies":"P/ns/\u00e9\ud83d\ude00\ud800"}}}`,
 	"{\"metadata\":{\"annotations\":{\"meshrelay.io/policies\":\"P/ns/\xffa\xc3\"}}}",
+	"{\"metadata\":{\"labels\":{\"\xfd\":\"\",\"a\xc3\xff\\u00e9\":\"\"}}}",
 	// Values that are not strings, or maps that are not objects.
 	`{"metadata":{"labels":{"a":"b"},"annotations":{"x":1,"meshrelay.io/policies":"P/ns/a"}}}`,
 	`{"metadata":{"labels":{"a":"b"},"annotations":{"meshrelay.io/policies":"P/ns/a","x":{}}}}`,
