@@ -2,12 +2,12 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -419,18 +419,27 @@ func decodeMetaString(value []byte) (string, error) {
 }
 
 // labelsKey is the same string for the same labels, and another for none
-// (nil) than for an empty map.
+// (nil) than for an empty map: "{" and, in key order, each key and its
+// value, each preceded by its length (as a uvarint).
 func labelsKey(labels map[string]string) string {
 	if labels == nil {
 		return ""
 	}
+	keys := slices.Sorted(maps.Keys(labels))
+	n := 1
+	for _, k := range keys {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(labels[k])
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteByte('{')
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		b.WriteString(strconv.Quote(k))
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(labels[k]))
-		b.WriteByte(',')
+	var size [binary.MaxVarintLen64]byte
+	for _, k := range keys {
+		v := labels[k]
+		b.Write(binary.AppendUvarint(size[:0], uint64(len(k))))
+		b.WriteString(k)
+		b.Write(binary.AppendUvarint(size[:0], uint64(len(v))))
+		b.WriteString(v)
 	}
 	return b.String()
 }
