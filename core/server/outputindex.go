@@ -2,13 +2,15 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/meshrelay/meshrelay/api/meta"
@@ -245,20 +247,25 @@ func policiesKey(ps []string) string { return strings.Join(ps, "\n") }
 
 // decodeOutputMeta returns the parent policies (meta.PoliciesAnnotation)
 // and the labels of an output object's JSON; none when it does not decode.
+// It returns what json.Unmarshal of the whole body into objectMeta gives
+// (FuzzDecodeOutputMeta holds it to that) without building what it does
+// not need.
 //
 // The bodies are valid JSON, checked by the plugin host (protocol/host's
-// checkBody) or by their hash when loaded from the store, so it decodes
-// only the top-level "metadata" and skips the other members by their
-// outline (snapshot.ObjectMembers): the spec, most of an output, is never
-// decoded. A repeated "metadata" decodes again into the same struct, as
-// json.Unmarshal does. A body whose outline is not an object's goes to
-// json.Unmarshal; one with invalid JSON inside another member than
-// "metadata", which json.Unmarshal would refuse whole, keeps its metadata.
+// checkBody) or by their hash when loaded from the store, so it reads only
+// the top-level "metadata" and skips the other members by their outline
+// (snapshot.ObjectMembers): the spec, most of an output, is never decoded.
+// A body whose outline is not an object's goes to json.Unmarshal; one with
+// invalid JSON inside another member than "metadata", which json.Unmarshal
+// would refuse whole, keeps its metadata. Within "metadata", which must be
+// valid JSON (json.Valid), metaDecoder walks the members the same way: it
+// decodes the labels and, of the annotations, only the policies one's
+// value, never building the annotations map.
 func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
-	var m objectMeta
+	var d metaDecoder
 	ok, err := snapshot.ObjectMembers(body, func(key, value []byte) error {
 		if bytes.EqualFold(key, []byte("metadata")) {
-			return json.Unmarshal(value, &m.Metadata)
+			return d.metadata(value)
 		}
 		return nil
 	})
@@ -266,27 +273,173 @@ func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
 		return "", nil
 	}
 	if !ok {
-		m = objectMeta{}
+		var m objectMeta
 		if json.Unmarshal(body, &m) != nil {
 			return "", nil
 		}
+		return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
 	}
-	return m.Metadata.Annotations[meta.PoliciesAnnotation], m.Metadata.Labels
+	return d.policies, d.labels
+}
+
+// errMetaDecode is metaDecoder's error for metadata that json.Unmarshal
+// refuses, by its syntax or by its types; which one does not matter, as
+// either leaves decodeOutputMeta with nothing.
+var errMetaDecode = errors.New("decode output metadata: not an object of string maps")
+
+// metaDecoder decodes an object's "metadata" members as json.Unmarshal
+// does into objectMeta's Metadata, keeping of the annotations only the
+// value of meta.PoliciesAnnotation. Like json.Unmarshal, it decodes a
+// repeated member again into what the previous one left: a map member
+// adds its entries to the map (null makes it nil), the last value of a
+// key wins, and a key matches the struct's field name by bytes.EqualFold
+// but a map key exactly, once unescaped.
+type metaDecoder struct {
+	labels map[string]string
+	// policies is the annotations' meta.PoliciesAnnotation entry, the
+	// empty string when there is none.
+	policies string
+}
+
+// metadata decodes a "metadata" member's value.
+func (d *metaDecoder) metadata(value []byte) error {
+	if !json.Valid(value) {
+		return errMetaDecode
+	}
+	switch value[0] {
+	case 'n':
+		return nil
+	case '{':
+	default:
+		return errMetaDecode
+	}
+	ok, err := snapshot.ObjectMembers(value, func(key, value []byte) error {
+		switch {
+		case bytes.EqualFold(key, []byte("labels")):
+			return d.labelsMember(value)
+		case bytes.EqualFold(key, []byte("annotations")):
+			return d.annotationsMember(value)
+		}
+		return nil
+	})
+	if err == nil && !ok {
+		err = errMetaDecode
+	}
+	return err
+}
+
+// labelsMember decodes a "labels" member's value (valid JSON).
+func (d *metaDecoder) labelsMember(value []byte) error {
+	switch value[0] {
+	case 'n':
+		d.labels = nil
+		return nil
+	case '{':
+	default:
+		return errMetaDecode
+	}
+	if d.labels == nil {
+		d.labels = map[string]string{}
+	}
+	_, err := snapshot.ObjectMembers(value, func(key, value []byte) error {
+		s, err := decodeMetaString(value)
+		if err != nil {
+			return err
+		}
+		d.labels[decodeMetaKey(key)] = s
+		return nil
+	})
+	return err
+}
+
+// decodeMetaKey returns a map key as snapshot.ObjectMembers gives it (a
+// key without escapes as it is written) as json.Unmarshal decodes it,
+// with each byte of invalid UTF-8 replaced by U+FFFD. A key that had
+// escapes is valid UTF-8 already, as json.Unmarshal wrote it.
+func decodeMetaKey(key []byte) string {
+	if utf8.Valid(key) {
+		return string(key)
+	}
+	var s string
+	if json.Unmarshal(slices.Concat([]byte(`"`), key, []byte(`"`)), &s) != nil {
+		return string(key)
+	}
+	return s
+}
+
+// annotationsMember decodes an "annotations" member's value (valid JSON),
+// checking that every value is a string (or null) but decoding only the
+// policies one.
+func (d *metaDecoder) annotationsMember(value []byte) error {
+	switch value[0] {
+	case 'n':
+		d.policies = ""
+		return nil
+	case '{':
+	default:
+		return errMetaDecode
+	}
+	_, err := snapshot.ObjectMembers(value, func(key, value []byte) error {
+		if string(key) == meta.PoliciesAnnotation {
+			s, err := decodeMetaString(value)
+			d.policies = s
+			return err
+		}
+		if value[0] != '"' && value[0] != 'n' {
+			return errMetaDecode
+		}
+		return nil
+	})
+	return err
+}
+
+// decodeMetaString decodes a map's value (valid JSON) as json.Unmarshal
+// does into a string map's entry: a string, or null for the empty string.
+// A string with escapes or bytes beyond ASCII goes to json.Unmarshal,
+// which replaces invalid UTF-8 as it does in a whole body.
+func decodeMetaString(value []byte) (string, error) {
+	switch value[0] {
+	case 'n':
+		return "", nil
+	case '"':
+	default:
+		return "", errMetaDecode
+	}
+	raw := value[1 : len(value)-1]
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			var s string
+			if json.Unmarshal(value, &s) != nil {
+				return "", errMetaDecode
+			}
+			return s, nil
+		}
+	}
+	return string(raw), nil
 }
 
 // labelsKey is the same string for the same labels, and another for none
-// (nil) than for an empty map.
+// (nil) than for an empty map: "{" and, in key order, each key and its
+// value, each preceded by its length (as a uvarint).
 func labelsKey(labels map[string]string) string {
 	if labels == nil {
 		return ""
 	}
+	keys := slices.Sorted(maps.Keys(labels))
+	n := 1
+	for _, k := range keys {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(labels[k])
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteByte('{')
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		b.WriteString(strconv.Quote(k))
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(labels[k]))
-		b.WriteByte(',')
+	var size [binary.MaxVarintLen64]byte
+	for _, k := range keys {
+		v := labels[k]
+		b.Write(binary.AppendUvarint(size[:0], uint64(len(k))))
+		b.WriteString(k)
+		b.Write(binary.AppendUvarint(size[:0], uint64(len(v))))
+		b.WriteString(v)
 	}
 	return b.String()
 }

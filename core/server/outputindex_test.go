@@ -200,3 +200,27 @@ func BenchmarkIndexOutput(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*outputs), "ns/output")
 	runtime.KeepAlive(held)
 }
+
+// labelsKey tells apart labels that differ only in where one key or value
+// ends and the next begins, and none from an empty map.
+func TestLabelsKeyIsOneToOne(t *testing.T) {
+	labels := []map[string]string{
+		nil, {},
+		{"": ""}, {"a": ""}, {"": "a"},
+		{"a": "b"}, {"ab": ""}, {"a": "b", "c": "d"}, {"a": "b\x01\x01c\x01d"},
+		{"a": "b\x01c"}, {"a\x01b": "c"}, {"a": "\x01"}, {"a": "\x00"}, {"a\x01": ""},
+		{"k": "{"}, {"k": `","`}, {"k": "", "l": ""}, {"kl": "", "": ""},
+		{string(make([]byte, 200)): "v"}, {string(make([]byte, 199)): "\x00v"},
+	}
+	seen := map[string]int{}
+	for i, l := range labels {
+		key := labelsKey(l)
+		if j, ok := seen[key]; ok {
+			t.Errorf("labelsKey(%q) = labelsKey(%q) = %q", l, labels[j], key)
+		}
+		seen[key] = i
+		if again := labelsKey(maps.Clone(l)); again != key {
+			t.Errorf("labelsKey(%q) = %q, then %q for a copy", l, key, again)
+		}
+	}
+}
