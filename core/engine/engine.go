@@ -455,9 +455,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	view := e.read(prev)
 	e.last = view
 	left := clustersLeft(prev, view)
-	if left {
-		e.meshes.keep(view)
-	}
+	e.meshes.keep(view)
 	e.mu.Lock()
 	revs := slices.Clone(e.revs)
 	onPrevious := e.onPrevious

@@ -201,10 +201,15 @@ func (c *meshCache) getLocked(cluster string, in *snapshot.Snapshot) []string {
 	return m.meshes
 }
 
-// keep forgets the clusters not in view.
+// keep forgets the clusters not in view. The cache holds every cluster
+// of the view read last, so it looks over its entries only when it holds
+// more clusters than view has.
 func (c *meshCache) keep(view map[string]clusterState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.byName) <= len(view) {
+		return
+	}
 	for name := range c.byName {
 		if _, ok := view[name]; !ok {
 			delete(c.byName, name)
