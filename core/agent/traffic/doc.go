@@ -21,7 +21,9 @@
 // Counters and histograms arrive cumulative (Envoy; OTLP unless delta
 // temporality): the receiver keeps each series' last value and adds the
 // difference. A series first seen counts from its first value, unless
-// OTLP says it started after the receiver did.
+// OTLP says it started after the receiver did. A series whose values went
+// down, or whose OTLP start time moved on (its client restarted), was
+// reset: its values count in full.
 //
 // Everything is bounded ([Options]): the size of a message (the gRPC
 // server's limit, [Receiver.ServerOptions]), the metrics streams open at

@@ -103,7 +103,7 @@ func (st *envoyStream) fold(name string, m *dto.Metric, labels map[string]string
 		return
 	}
 	key := seriesKey(name, labelPairs(m.GetLabel())...)
-	d, kept := st.last.delta(key, values, false, now)
+	d, kept := st.last.delta(key, values, 0, false, now)
 	if !kept {
 		st.r.window.Drop(traffic.DropSeries, 1)
 		return

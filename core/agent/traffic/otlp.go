@@ -104,7 +104,7 @@ func (r *Receiver) foldPoint(resKey uint64, source, name string, p *metricsv1.Hi
 		// A series that started after the receiver counts from zero.
 		fresh := p.GetStartTimeUnixNano() >= uint64(r.started.UnixNano())
 		var kept bool
-		d, kept = r.otlp.delta(seriesKey(name, append([]string{strconv.FormatUint(resKey, 16)}, flatten(a)...)...), values, fresh, now)
+		d, kept = r.otlp.delta(seriesKey(name, append([]string{strconv.FormatUint(resKey, 16)}, flatten(a)...)...), values, p.GetStartTimeUnixNano(), fresh, now)
 		if !kept {
 			r.window.Drop(traffic.DropSeries, 1)
 			return false

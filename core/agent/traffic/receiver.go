@@ -196,16 +196,23 @@ type series struct {
 
 type point struct {
 	values []float64
-	seen   time.Time
+	// start is when the series' counting started, as its sender says
+	// (OTLP's start time of a cumulative point); 0 when unknown (Envoy).
+	start uint64
+	seen  time.Time
 }
 
 func newSeries(max int) *series { return &series{max: max, last: map[uint64]*point{}} }
 
 // delta returns how much values grew since the series' last values, and
 // whether the series is kept. A series first seen returns nil (it counts
-// from there) unless fresh, when its values are the delta; a series
-// whose values went down was reset and its values are the delta.
-func (s *series) delta(key uint64, values []float64, fresh bool, now time.Time) ([]float64, bool) {
+// from there) unless fresh, when its values are the delta. A series was
+// reset, and its values are the delta, when they went down or when it
+// started later than its last values did (start, when the sender says:
+// a restarted client counts from zero again, and may pass its old counts
+// before the next report). A point that started before the last values
+// did is late and counts nothing.
+func (s *series) delta(key uint64, values []float64, start uint64, fresh bool, now time.Time) ([]float64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.last[key]
@@ -217,13 +224,21 @@ func (s *series) delta(key uint64, values []float64, fresh bool, now time.Time) 
 			s.shared.Add(-1)
 			return nil, false
 		}
-		s.last[key] = &point{values: slices.Clone(values), seen: now}
+		s.last[key] = &point{values: slices.Clone(values), start: start, seen: now}
 		if fresh {
 			return values, true
 		}
 		return nil, true
 	}
 	p.seen = now
+	if start < p.start {
+		return nil, true
+	}
+	if start > p.start {
+		p.start = start
+		p.values = slices.Clone(values)
+		return values, true
+	}
 	if len(p.values) != len(values) {
 		p.values = slices.Clone(values)
 		return nil, true

@@ -488,3 +488,48 @@ func TestUnsentWindow(t *testing.T) {
 		t.Errorf("the next window relayed %d requests of shop/a, want 3", e.Requests())
 	}
 }
+
+// TestRestartedOTLPClient: a client that restarts sends cumulative points
+// with a later start time, counting from zero again; its calls count in
+// full even when its new totals already passed the old ones (any growth
+// since the old totals would undercount them), and a late point from
+// before the restart counts nothing.
+func TestRestartedOTLPClient(t *testing.T) {
+	rec := agenttraffic.New(agenttraffic.Options{Cluster: "east"})
+	client := collectorv1.NewMetricsServiceClient(serve(t, rec))
+	r := newRelay()
+	started := uint64(time.Now().UnixNano())
+	send := func(start, calls uint64) {
+		t.Helper()
+		req := otlpRequest("probe", []string{"dns:///api.shop:50051"}, calls)
+		h := req.ResourceMetrics[0].ScopeMetrics[0].Metrics[0].GetHistogram()
+		h.AggregationTemporality = metricsv1.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE
+		h.DataPoints[0].StartTimeUnixNano = start
+		if _, err := client.Export(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		rec.Flush(time.Now(), r)
+	}
+	requests := func() uint64 {
+		var n uint64
+		for _, s := range r.edges {
+			n += s.Requests()
+		}
+		return n
+	}
+	for _, step := range []struct {
+		start, calls, want uint64
+		what               string
+	}{
+		{started, 75, 75, "the first client's 75 calls"},
+		{started, 80, 80, "5 more from the same client"},
+		{started + 1, 100, 180, "a restarted client's 100 calls"},
+		{started + 1, 120, 200, "20 more from the restarted client"},
+		{started, 90, 200, "a late point of the first client"},
+	} {
+		send(step.start, step.calls)
+		if got := requests(); got != step.want {
+			t.Errorf("after %s: %d requests relayed, want %d", step.what, got, step.want)
+		}
+	}
+}
