@@ -76,6 +76,11 @@ func TestBrowserTraffic(t *testing.T) {
 	screenshot(t, ctx, "traffic-destination")
 
 	// The demo edited reviews-split before serving: every call came after.
+	// Its description is made to come after its traffic, as on a loaded
+	// server: the traffic section answers before it joins the page, and
+	// must keep polling once it has (the missing replica below).
+	slow := `const f = window.fetch; window.fetch = (u, o) => String(u).startsWith("/api/policies/") ? new Promise((r) => setTimeout(r, 1500)).then(() => f(u, o)) : f(u, o); true`
+	get(t, ctx, "slow the policy descriptions", chromedp.Evaluate[bool](slow))
 	row := `#policy-traffic tr[data-destination="bookinfo/reviews"]`
 	do(t, ctx, "open reviews-split's page", chromedp.Navigate(f.ui+"#/policies/TrafficPolicy/bookinfo/reviews-split"),
 		waitJS(`!!document.querySelector(`+strconv.Quote(row)+`)`))

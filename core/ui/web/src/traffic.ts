@@ -55,21 +55,28 @@ interface PolicyTraffic {
 
 const every = 3000;
 
+// joinWithin bounds how long poll waits for an element to join the page:
+// one made for a render that a newer render replaced never joins.
+const joinWithin = 30000;
+
 // poll calls f now and every few seconds while el is in the page, then
-// calls stopped.
+// calls stopped. The element joins the page after its page's own fetches
+// (a policy's description), which may come after f's first answer: until
+// it has joined, poll keeps calling f, for at most joinWithin.
 function poll(el: Element, f: () => Promise<void>, stopped?: () => void) {
-  let timer = 0;
+  const made = Date.now();
+  let joined = false;
   const tick = async () => {
     try {
       await f();
     } catch {
       // The next tick tries again; the page shows what it last had.
     }
-    if (el.isConnected || !timer) timer = window.setTimeout(tick, every);
+    joined ||= el.isConnected;
+    if (el.isConnected || (!joined && Date.now() - made < joinWithin)) window.setTimeout(tick, every);
     else stopped?.();
   };
-  // The element joins the page after this returns.
-  timer = window.setTimeout(tick, 0);
+  window.setTimeout(tick, 0);
 }
 
 // errorClass colours an edge by its error rate.
