@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -96,6 +97,24 @@ func FuzzUnmarshalStored(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Fields given twice: protobuf keeps the last hash, and merges the two
+	// ids of a resource.
+	id := func(fields ...string) []byte {
+		var b []byte
+		for i := 0; i < len(fields); i += 2 {
+			num := map[string]protowire.Number{"group": idGroup, "version": idVersion, "kind": idKind, "namespace": idNamespace, "name": idName}[fields[i]]
+			b = protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), []byte(fields[i+1]))
+		}
+		return b
+	}
+	var twice []byte
+	res := protowire.AppendBytes(protowire.AppendTag(nil, resourceID, protowire.BytesType), id("group", "apps", "version", "v1", "kind", "Deployment", "namespace", "ns", "name", "a"))
+	res = protowire.AppendBytes(protowire.AppendTag(res, resourceID, protowire.BytesType), id("name", "b"))
+	res = protowire.AppendBytes(protowire.AppendTag(res, resourceBody, protowire.BytesType), []byte(`{}`))
+	twice = protowire.AppendBytes(protowire.AppendTag(twice, deltaUpserts, protowire.BytesType), res)
+	twice = protowire.AppendBytes(protowire.AppendTag(twice, deltaHash, protowire.BytesType), []byte("0000"))
+	twice = protowire.AppendBytes(protowire.AppendTag(twice, deltaHash, protowire.BytesType), make([]byte, 32))
+	f.Add(twice)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, gotErr := unmarshalStored(data)
 		var p snapshotv1.Delta

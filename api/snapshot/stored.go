@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -41,6 +42,9 @@ var errStoredWire = errors.New("malformed wire data")
 func unmarshalStored(data []byte) (Delta, error) {
 	d := Delta{Upserts: make([]Resource, 0, countUpserts(data))}
 	in := interner{}
+	// The hash is checked once the data is read: as in protobuf, the last
+	// of several values is the field's.
+	var hash []byte
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
@@ -74,10 +78,7 @@ func unmarshalStored(data []byte) (Delta, error) {
 				}
 			}
 		case num == deltaHash && typ == protowire.BytesType:
-			var b []byte
-			if b, n = protowire.ConsumeBytes(data); n >= 0 {
-				d.Hash, err = HashFromBytes(b)
-			}
+			hash, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
 		}
@@ -88,6 +89,10 @@ func unmarshalStored(data []byte) (Delta, error) {
 			return Delta{}, err
 		}
 		data = data[n:]
+	}
+	var err error
+	if d.Hash, err = HashFromBytes(hash); err != nil {
+		return Delta{}, err
 	}
 	return d, nil
 }
@@ -145,8 +150,15 @@ func storedResource(b []byte, in interner) (Resource, error) {
 		b = b[n:]
 		switch {
 		case num == resourceID && typ == protowire.BytesType:
-			rawID, n = protowire.ConsumeBytes(b)
-			hasID = true
+			var seg []byte
+			if seg, n = protowire.ConsumeBytes(b); n >= 0 {
+				// As in protobuf, an id given twice is the merge of both:
+				// the fields of their encodings one after the other.
+				if hasID {
+					seg = append(slices.Clip(rawID), seg...)
+				}
+				rawID, hasID = seg, true
+			}
 		case num == resourceBody && typ == protowire.BytesType:
 			r.Body, n = protowire.ConsumeBytes(b)
 			r.Body = r.Body[:len(r.Body):len(r.Body)]
