@@ -3,9 +3,16 @@
 // The engine reads the fleet from a [View]: every cluster's latest input
 // snapshot and whether it is stale (its agent is away), and the outputs
 // delivered before. The server's view reads the store, the source of truth
-// for inputs and outputs, and the server calls [Engine.Refresh] after each
-// change; an engine used alone (offline translation, tests) reads a
-// [MemView]. The server gives it the policies of the management source
+// for inputs and outputs; an engine used alone (offline translation,
+// tests) reads a [MemView]. The server's view is [Tracked]: the server
+// names each cluster that changed ([Engine.RefreshCluster]), and a cycle
+// reads only those clusters into a copy of the last view, numbers the
+// view and names them to the translators' sessions, which then compare
+// only those clusters with what each plugin holds. After one cluster's
+// change a cycle costs that cluster and a copy of the view's map, not a
+// read of the fleet. Any other view is read whole every cycle (the owner
+// calls [Engine.Refresh]), and a Tracked one at least every 10 s. The
+// server gives the engine the policies of the management source
 // ([Engine.SetPolicies]).
 //
 // [Engine.Run] coalesces changes over a debounce window, then runs

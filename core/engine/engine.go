@@ -142,8 +142,16 @@ type Engine struct {
 	opts Options
 
 	cycleMu sync.Mutex // serializes Step
-	// last is the view the last Step read; Step holds cycleMu.
-	last map[string]clusterState
+	// last is the view the last Step read, and readWhole when it last
+	// read every cluster of the view; Step holds cycleMu.
+	last       map[string]clusterState
+	readWhole  time.Time
+	wholeReads int
+	// seq numbers the views handed to the hosts (pluginhost.View.Seq),
+	// and lastSeq is the number of last; 0 before the first.
+	seq, lastSeq uint64
+	// meshCount counts last's clusters by mesh type.
+	meshCount map[string]int
 
 	view   View
 	meshes meshCache
@@ -160,8 +168,19 @@ type Engine struct {
 	// settled is, by cluster, the hash of the policies its outputs were
 	// last computed under, in a cycle where every translator of that
 	// revision answered.
-	settled     map[string]snapshot.Hash
-	dirty       bool
+	settled map[string]snapshot.Hash
+	// settledSeq is the number of the view whose every cluster (or
+	// target, when Scoped) a cycle with one revision settled under
+	// settledAs, the hash of its policies; 0 when the last cycle did
+	// not, or swept settled after.
+	settledSeq uint64
+	settledAs  snapshot.Hash
+	dirty      bool
+	// changed are the clusters named by RefreshCluster since the last
+	// cycle took them; readAll asks the next cycle to read the whole view
+	// (Refresh).
+	changed     map[string]struct{}
+	readAll     bool
 	translators []*translatorState
 	// marks are the outputs handed on, by key.
 	marks map[OutputKey]Mark
@@ -347,13 +366,28 @@ func (e *Engine) Generation() uint64 {
 	return e.generation
 }
 
-// Refresh asks for a cycle that reads the view again: the owner of
+// Refresh asks for a cycle that reads the whole view again: the owner of
 // Options.View calls it after each change (a cluster's input or
-// staleness, the fleet's members), and a caller may call it when nothing
-// changed to wait for a cycle that sees the current view.
+// staleness, the fleet's members) it does not name with RefreshCluster,
+// and a caller may call it when nothing changed to wait for a cycle that
+// sees the current view.
 func (e *Engine) Refresh() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.readAll = true
+	e.touch()
+}
+
+// RefreshCluster asks for a cycle that reads a cluster of a [Tracked]
+// view again: its input, staleness or labels changed, or it joined or
+// left the fleet. For a view that is not Tracked it is Refresh.
+func (e *Engine) RefreshCluster(cluster string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.changed == nil {
+		e.changed = map[string]struct{}{}
+	}
+	e.changed[cluster] = struct{}{}
 	e.touch()
 }
 
@@ -448,13 +482,52 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.dirty = false
 	e.generation++
 	generation := e.generation
+	changed, readAll := e.changed, e.readAll
+	e.changed, e.readAll = nil, false
 	e.mu.Unlock()
 	// Read the view after the generation is taken: a change made before
 	// a later Generation call is seen by a cycle with a higher number.
 	prev := e.last
-	view := e.read(prev)
-	e.last = view
-	left := clustersLeft(prev, view)
+	var (
+		view map[string]clusterState
+		left bool
+		// seq numbers this cycle's view; base and names say what may
+		// differ from the last one (base 0: anything).
+		seq, base = e.seq + 1, uint64(0)
+		names     []string
+	)
+	e.seq = seq
+	tracked, ok := e.view.(Tracked)
+	if !ok || readAll || prev == nil || start.Sub(e.readWhole) >= fullReadEvery {
+		view = e.read(prev)
+		left = clustersLeft(prev, view)
+		e.readWhole = start
+		e.wholeReads++
+		e.meshCount = map[string]int{}
+		for _, cs := range view {
+			countMeshes(e.meshCount, cs.Meshes, 1)
+		}
+	} else {
+		base = e.lastSeq
+		names = slices.Collect(maps.Keys(changed))
+		var unread []string
+		view, left, unread = e.readChanged(prev, tracked, changed)
+		for _, name := range names {
+			countMeshes(e.meshCount, prev[name].Meshes, -1)
+			countMeshes(e.meshCount, view[name].Meshes, 1)
+		}
+		if len(unread) > 0 {
+			e.mu.Lock()
+			if e.changed == nil {
+				e.changed = map[string]struct{}{}
+			}
+			for _, name := range unread {
+				e.changed[name] = struct{}{}
+			}
+			e.mu.Unlock()
+		}
+	}
+	e.last, e.lastSeq = view, seq
 	e.meshes.keep(view)
 	e.mu.Lock()
 	revs := slices.Clone(e.revs)
@@ -470,13 +543,17 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	}
 	e.mu.Unlock()
 
-	active := activeBackends(view)
+	active := make(map[string]bool, len(e.meshCount))
+	for m := range e.meshCount {
+		active[m] = true
+	}
 	// wants are the views of the revisions' sessions, keeps their
 	// targets when there are two (nil: every cluster of the view).
 	wants := make([]pluginhost.View, len(revs))
 	keeps := make([]map[string]bool, len(revs))
 	if len(revs) == 1 {
 		wants[0] = hostView(view, revs[0].policies, e.opts.Scoped, scope)
+		wants[0].Seq, wants[0].Base, wants[0].Changed = seq, base, names
 	} else {
 		all := scope
 		if !e.opts.Scoped {
@@ -492,6 +569,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		}
 		for i, r := range revs {
 			wants[i] = hostView(view, r.policies, true, split[i])
+			wants[i].Seq, wants[i].Base, wants[i].Changed = seq, base, names
 			keeps[i] = map[string]bool{}
 			for _, c := range split[i] {
 				keeps[i][c] = true
@@ -596,21 +674,38 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			currents = append(currents, current...)
 		}
 	}
+	settledSeq := uint64(0)
 	if !backingOff {
 		for r, rev := range revs {
 			if revFailed[r] {
 				continue
 			}
-			for _, c := range wants[r].Targets {
-				e.settled[c] = rev.policies.Hash()
-			}
-			if !wants[r].Scoped {
-				for c := range view {
-					e.settled[c] = rev.policies.Hash()
+			h := rev.policies.Hash()
+			if len(revs) == 1 && base != 0 && e.settledSeq == base && e.settledAs == h && !e.targetsChanged {
+				// The last view was settled whole under these policies:
+				// only the clusters named since can differ.
+				for _, c := range names {
+					_, inView := view[c]
+					if _, target := slices.BinarySearch(wants[r].Targets, c); wants[r].Scoped && target || !wants[r].Scoped && inView {
+						e.settled[c] = h
+					}
 				}
+			} else {
+				for _, c := range wants[r].Targets {
+					e.settled[c] = h
+				}
+				if !wants[r].Scoped {
+					for c := range view {
+						e.settled[c] = h
+					}
+				}
+			}
+			if len(revs) == 1 {
+				settledSeq, e.settledAs = seq, h
 			}
 		}
 	}
+	e.settledSeq = settledSeq
 	// Clusters that left the fleet, or stopped being targets, lose their
 	// marks; what delivery handed back is handed on again unless
 	// superseded. The sweeps look over every cluster's entries, so they
@@ -618,6 +713,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	// every change of one cluster.
 	if left || e.targetsChanged {
 		e.targetsChanged = false
+		e.settledSeq = 0 // the next cycle settles the whole view again
 		for c := range e.settled {
 			if _, ok := view[c]; !ok {
 				delete(e.settled, c)
@@ -764,14 +860,14 @@ func Meshes(s *snapshot.Snapshot) []string {
 	return slices.Compact(out)
 }
 
-func activeBackends(view map[string]clusterState) map[string]bool {
-	active := map[string]bool{}
-	for _, cs := range view {
-		for _, m := range cs.Meshes {
-			active[m] = true
+// countMeshes adds d to the count of each of a cluster's meshes, and
+// forgets those counted by no cluster.
+func countMeshes(counts map[string]int, meshes []string, d int) {
+	for _, m := range meshes {
+		if counts[m] += d; counts[m] == 0 {
+			delete(counts, m)
 		}
 	}
-	return active
 }
 
 // runs reports whether a translator with these backends has work: one of

@@ -111,17 +111,42 @@ func (c *counter) calls() []pluginhost.View {
 	return slices.Clone(c.views)
 }
 
-// fleet is an engine over a MemView, delivering as the server does.
+// trackedView is a MemView whose owner names each changed cluster to the
+// engine (Tracked), as the server does; fail makes a cluster's input
+// unreadable.
+type trackedView struct {
+	*MemView
+	mu   sync.Mutex
+	fail map[string]bool
+}
+
+func (v *trackedView) Has(cluster string) bool {
+	_, _, ok := v.MemView.Input(cluster)
+	return ok
+}
+
+func (v *trackedView) Input(cluster string) (*snapshot.Snapshot, bool, bool) {
+	v.mu.Lock()
+	failing := v.fail[cluster]
+	v.mu.Unlock()
+	if failing {
+		return nil, false, false
+	}
+	return v.MemView.Input(cluster)
+}
+
+// fleet is an engine over a Tracked MemView, delivering as the server
+// does: each change names its cluster.
 type fleet struct {
 	*Engine
-	view *MemView
+	view *trackedView
 	// handed are the keys of every output handed on, in order.
 	handed []string
 	last   CycleStats
 }
 
 func newFleet(opts Options, translators ...pluginhost.Translator) *fleet {
-	f := &fleet{view: NewMemView()}
+	f := &fleet{view: &trackedView{MemView: NewMemView(), fail: map[string]bool{}}}
 	opts.View = f.view
 	f.Engine = New(translators, opts)
 	return f
@@ -129,20 +154,34 @@ func newFleet(opts Options, translators ...pluginhost.Translator) *fleet {
 
 func (f *fleet) SetInput(cluster string, s *snapshot.Snapshot) {
 	if f.view.SetInput(cluster, s) {
-		f.Refresh()
+		f.RefreshCluster(cluster)
 	}
 }
 
 func (f *fleet) SetStale(cluster string, stale bool) {
 	if f.view.SetStale(cluster, stale) {
-		f.Refresh()
+		f.RefreshCluster(cluster)
+	}
+}
+
+func (f *fleet) SetLabels(cluster string, labels map[string]string) {
+	if f.view.SetLabels(cluster, labels) {
+		f.RefreshCluster(cluster)
 	}
 }
 
 func (f *fleet) RemoveCluster(cluster string) {
 	if f.view.RemoveCluster(cluster) {
-		f.Refresh()
+		f.RefreshCluster(cluster)
 	}
+}
+
+// SetFailing makes a cluster's input unreadable, or readable again; the
+// view's owner does not know, and names nothing.
+func (f *fleet) SetFailing(cluster string, failing bool) {
+	f.view.mu.Lock()
+	defer f.view.mu.Unlock()
+	f.view.fail[cluster] = failing
 }
 
 // cycle runs one Step, delivers its outputs and returns its retry.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
@@ -40,6 +41,23 @@ type Labeled interface {
 	// does not change the map.
 	Labels(cluster string) map[string]string
 }
+
+// Tracked is a View whose owner names to the engine each cluster that
+// changed — its input, staleness or labels, joining or leaving the fleet
+// — with [Engine.RefreshCluster], and calls [Engine.Refresh] for any
+// other change. A cycle then reads only the clusters named since the
+// last one, instead of every cluster of the fleet: after one cluster's
+// change it costs that cluster, not the fleet. A View that is not
+// Tracked is read whole every cycle.
+type Tracked interface {
+	View
+	// Has reports whether a cluster is in the fleet (in Clusters).
+	Has(cluster string) bool
+}
+
+// fullReadEvery bounds how long a Tracked view goes without being read
+// whole: a change its owner failed to name is seen within it.
+const fullReadEvery = 10 * time.Second
 
 // MemView is a View held in memory, for an engine used alone (offline
 // translation, tests): its owner sets inputs with SetInput, SetStale and
@@ -224,22 +242,53 @@ func (c *meshCache) keep(view map[string]clusterState) {
 func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 	names := e.view.Clusters()
 	view := make(map[string]clusterState, len(names))
-	labeled, _ := e.view.(Labeled)
 	e.meshes.mu.Lock()
 	defer e.meshes.mu.Unlock()
 	for _, name := range names {
-		in, stale, ok := e.view.Input(name)
-		if !ok || in == nil {
-			if cs, had := prev[name]; had {
-				view[name] = cs
+		if cs, ok := e.readOne(name); ok {
+			view[name] = cs
+		} else if cs, had := prev[name]; had {
+			view[name] = cs
+		}
+	}
+	return view
+}
+
+// readChanged is read for a Tracked view: prev with the clusters named
+// changed read again. It returns the view, whether a cluster left, and
+// the clusters whose input could not be read (they keep their state in
+// prev, and are to be read again next cycle).
+func (e *Engine) readChanged(prev map[string]clusterState, tracked Tracked, changed map[string]struct{}) (view map[string]clusterState, left bool, unread []string) {
+	view = maps.Clone(prev)
+	e.meshes.mu.Lock()
+	defer e.meshes.mu.Unlock()
+	for name := range changed {
+		if !tracked.Has(name) {
+			if _, had := view[name]; had {
+				delete(view, name)
+				left = true
 			}
 			continue
 		}
-		cs := clusterState{Input: in, Stale: stale, Meshes: e.meshes.getLocked(name, in)}
-		if labeled != nil {
-			cs.Labels = labeled.Labels(name)
+		if cs, ok := e.readOne(name); ok {
+			view[name] = cs
+		} else {
+			unread = append(unread, name)
 		}
-		view[name] = cs
 	}
-	return view
+	return view, left, unread
+}
+
+// readOne reads one cluster of the fleet; false when its input cannot be
+// read. Callers hold e.meshes.mu.
+func (e *Engine) readOne(name string) (clusterState, bool) {
+	in, stale, ok := e.view.Input(name)
+	if !ok || in == nil {
+		return clusterState{}, false
+	}
+	cs := clusterState{Input: in, Stale: stale, Meshes: e.meshes.getLocked(name, in)}
+	if labeled, ok := e.view.(Labeled); ok {
+		cs.Labels = labeled.Labels(name)
+	}
+	return cs, true
 }

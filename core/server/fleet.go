@@ -29,7 +29,18 @@ type fleetView struct{ s *Server }
 var (
 	_ engine.View    = fleetView{}
 	_ engine.Labeled = fleetView{}
+	_ engine.Tracked = fleetView{}
 )
+
+// Has reports whether a cluster is a member. join, setLabels, setStale
+// and leave, the only changes of the view, name their cluster to the
+// engine (engine.Tracked).
+func (v fleetView) Has(cluster string) bool {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	_, ok := v.s.fleet[cluster]
+	return ok
+}
 
 func (v fleetView) Clusters() []string {
 	v.s.mu.Lock()
@@ -108,7 +119,7 @@ func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 	}
 	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
 	s.mu.Unlock()
-	s.engine.Refresh()
+	s.engine.RefreshCluster(cluster)
 }
 
 // clusterLabels returns a cluster's labels, as the plugins see them.
@@ -143,7 +154,7 @@ func (s *Server) setLabels(cluster string, labels map[string]string) {
 	_, member := s.fleet[cluster]
 	s.mu.Unlock()
 	if member && (!known || !maps.Equal(old, labels)) {
-		s.engine.Refresh()
+		s.engine.RefreshCluster(cluster)
 	}
 }
 
@@ -158,7 +169,7 @@ func (s *Server) setStale(cluster string, stale bool) {
 	}
 	s.mu.Unlock()
 	if changed {
-		s.engine.Refresh()
+		s.engine.RefreshCluster(cluster)
 	}
 }
 
@@ -170,7 +181,7 @@ func (s *Server) leave(cluster string) {
 	delete(s.labels, cluster)
 	s.mu.Unlock()
 	if ok {
-		s.engine.Refresh()
+		s.engine.RefreshCluster(cluster)
 	}
 }
 

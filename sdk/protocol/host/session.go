@@ -74,6 +74,9 @@ func (s *Session) Close() {
 func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
 	u := s.plan(v)
 	if u.none(s.held) {
+		if s.holds {
+			s.held = v // the same view, under the number the next one names as its base
+		}
 		return Result{}, nil
 	}
 	stop := context.AfterFunc(ctx, s.cancel)
@@ -105,15 +108,31 @@ func (s *Session) plan(v View) update {
 	// Only the clusters that changed are sorted: a cycle after one
 	// cluster's change should not cost a sort of the fleet.
 	var changed, removed []string
-	for name, c := range v.Clusters {
+	differs := func(name string, c Cluster) bool {
 		old, had := held.Clusters[name]
-		if !had || old.Input.Hash() != c.Input.Hash() || old.Stale != c.Stale || !slices.Equal(old.Meshes, c.Meshes) || !maps.Equal(old.Labels, c.Labels) {
-			changed = append(changed, name)
-		}
+		return !had || old.Input.Hash() != c.Input.Hash() || old.Stale != c.Stale || !slices.Equal(old.Meshes, c.Meshes) || !maps.Equal(old.Labels, c.Labels)
 	}
-	for name := range held.Clusters {
-		if _, ok := v.Clusters[name]; !ok {
-			removed = append(removed, name)
+	if !u.full && v.Base != 0 && v.Base == held.Seq {
+		// The view names what may differ from the one the plugin holds.
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(v.Changed))) {
+			if c, ok := v.Clusters[name]; ok {
+				if differs(name, c) {
+					changed = append(changed, name)
+				}
+			} else if _, had := held.Clusters[name]; had {
+				removed = append(removed, name)
+			}
+		}
+	} else {
+		for name, c := range v.Clusters {
+			if differs(name, c) {
+				changed = append(changed, name)
+			}
+		}
+		for name := range held.Clusters {
+			if _, ok := v.Clusters[name]; !ok {
+				removed = append(removed, name)
+			}
 		}
 	}
 	slices.Sort(changed)

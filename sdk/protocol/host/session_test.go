@@ -1,7 +1,10 @@
 package host
 
 import (
+	"maps"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -134,5 +137,59 @@ func TestCheckedSetsLeaveWithTheirCluster(t *testing.T) {
 	s.keepChecked(view("east"), update{full: true})
 	if diff := cmp.Diff([]string{"east"}, held(s)); diff != "" {
 		t.Errorf("after a full update without north (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanByNamedChanges: a view that names the clusters that may differ
+// from the one the plugin holds plans what comparing every cluster plans,
+// after random changes, joins and departures, with unchanged clusters
+// named too; a view whose base is not the view held is compared whole.
+func TestPlanByNamedChanges(t *testing.T) {
+	inputs := []*snapshot.Snapshot{snap(t, service(t, "a")), snap(t, service(t, "b")), snap(t, service(t, "a"), service(t, "b"))}
+	rng := rand.New(rand.NewPCG(3, 5))
+	held := View{Clusters: map[string]Cluster{}, Seq: 1}
+	named := &Session{held: held, holds: true}
+	whole := &Session{held: held, holds: true}
+	for step := range 300 {
+		next := View{Clusters: maps.Clone(held.Clusters), Seq: held.Seq + 1, Base: held.Seq}
+		for range 1 + rng.IntN(3) {
+			name := "c" + strconv.Itoa(rng.IntN(12))
+			switch rng.IntN(4) {
+			case 0:
+				delete(next.Clusters, name)
+			case 1:
+				c := next.Clusters[name]
+				c.Stale = !c.Stale
+				if c.Input == nil {
+					c.Input = inputs[0]
+				}
+				next.Clusters[name] = c
+			default:
+				next.Clusters[name] = Cluster{Input: inputs[rng.IntN(len(inputs))], Labels: map[string]string{"n": strconv.Itoa(rng.IntN(2))}}
+			}
+			next.Changed = append(next.Changed, name)
+		}
+		next.Changed = append(next.Changed, "c"+strconv.Itoa(rng.IntN(12))) // named, maybe unchanged
+		unnamed := next
+		unnamed.Base, unnamed.Changed = 0, nil
+		want, got := summary(whole.plan(unnamed)), summary(named.plan(next))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: the plan by named changes differs from the whole comparison (-whole +named):\n%s", step, diff)
+		}
+		held = next
+		named.held, whole.held = next, next
+	}
+
+	// A base other than the view held: the names are not trusted.
+	named.held.Seq = 99
+	stale := View{Clusters: map[string]Cluster{"new": {Input: inputs[0]}}, Seq: 101, Base: 100, Changed: []string{"new"}}
+	var removed int
+	for _, c := range named.plan(stale).clusters {
+		if c.removed {
+			removed++
+		}
+	}
+	if len(held.Clusters) == 0 || removed != len(held.Clusters) {
+		t.Errorf("a view on another base removed %d of the %d clusters held, want every one it lacks", removed, len(held.Clusters))
 	}
 }

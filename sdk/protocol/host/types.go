@@ -39,6 +39,13 @@ type View struct {
 	Scoped bool
 	// Targets are sorted.
 	Targets []string
+	// Seq numbers the view (0: no number), and Changed names every
+	// cluster that may differ between the view numbered Base and this one
+	// (changed, joined or left). A session that holds the view numbered
+	// Base compares only those clusters with what the plugin holds; with
+	// Base 0, or holding another view, it compares every cluster.
+	Seq, Base uint64
+	Changed   []string
 }
 
 // Cluster is one cluster of a [View].
