@@ -384,11 +384,18 @@ func (e *Engine) Refresh() {
 func (e *Engine) RefreshCluster(cluster string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.markChanged(cluster)
+	e.touch()
+}
+
+// markChanged names clusters for the next cycle to read. Callers hold e.mu.
+func (e *Engine) markChanged(clusters ...string) {
 	if e.changed == nil {
 		e.changed = map[string]struct{}{}
 	}
-	e.changed[cluster] = struct{}{}
-	e.touch()
+	for _, c := range clusters {
+		e.changed[c] = struct{}{}
+	}
 }
 
 // Mark returns the mark of the last output handed on for key.
@@ -518,12 +525,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		}
 		if len(unread) > 0 {
 			e.mu.Lock()
-			if e.changed == nil {
-				e.changed = map[string]struct{}{}
-			}
-			for _, name := range unread {
-				e.changed[name] = struct{}{}
-			}
+			e.markChanged(unread...)
 			e.mu.Unlock()
 		}
 	}
