@@ -31,7 +31,7 @@ func (perTarget) TranslateTarget(_ context.Context, req *Request, resp *Response
 // changes one Service of one cluster in a fleet of N clusters of 50
 // Services: what the SDK adds per change, which should not grow with N.
 func BenchmarkOneClusterChange(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			s := newSession(perTarget{}, perTarget{}.Describe())
 			var clusters []*translatorv1.ClusterInput

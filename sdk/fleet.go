@@ -41,7 +41,9 @@ type fleetData struct {
 
 // Fleet is the view a translator reads: every cluster and every valid policy.
 // It is read-only; a Fleet may be shared between calls, so translators must
-// not modify what it returns.
+// not modify what it returns. The Fleet of a [Request] is valid while its
+// TranslateTarget call runs: the SDK changes it in place for the next
+// update, so a Translator must not keep it.
 //
 // The Fleet given to [Translator.TranslateTarget] records what the
 // computation reads through it — which clusters, which kinds and objects,
@@ -585,37 +587,49 @@ func newFleetData(clusters []*clusterData, policies []policyv1alpha1.Policy, sha
 	return d
 }
 
-// next returns a copy of d with the clusters of updates replaced, added or,
-// for a nil value, removed, and with policies when setPolicies is true. d
-// is not changed. Clusters are sorted again only when some were added or
-// removed.
+// next returns a copy of d with updates applied; see [fleetData.apply].
+// d is not changed.
 func (d *fleetData) next(updates map[string]*clusterData, policies []policyv1alpha1.Policy, setPolicies bool) *fleetData {
-	n := &fleetData{byName: maps.Clone(d.byName), shared: d.shared, traffic: d.traffic, access: d.access, virtual: d.virtual}
-	membership := false
-	for name, c := range updates {
-		_, had := n.byName[name]
-		if c == nil {
-			delete(n.byName, name)
-			membership = membership || had
-			continue
-		}
-		membership = membership || !had
-		n.byName[name] = c
-	}
-	if membership {
-		n.clusters = slices.SortedFunc(maps.Values(n.byName), func(a, b *clusterData) int { return cmp.Compare(a.name, b.name) })
-	} else {
-		n.clusters = slices.Clone(d.clusters)
+	n := &fleetData{byName: maps.Clone(d.byName), clusters: slices.Clone(d.clusters), shared: d.shared, traffic: d.traffic, access: d.access, virtual: d.virtual}
+	n.apply(updates, policies, setPolicies)
+	return n
+}
+
+// apply replaces, adds or, for a nil value, removes the clusters of
+// updates, and sets policies when setPolicies is true. It costs what the
+// updates touched, not the fleet's size, unless many clusters joined or
+// left, when it sorts the clusters again.
+func (d *fleetData) apply(updates map[string]*clusterData, policies []policyv1alpha1.Policy, setPolicies bool) {
+	byName := func(c *clusterData, name string) int { return cmp.Compare(c.name, name) }
+	if len(updates) > 64 {
 		for name, c := range updates {
-			i, _ := slices.BinarySearchFunc(n.clusters, name, func(c *clusterData, name string) int { return cmp.Compare(c.name, name) })
-			n.clusters[i] = c
+			if c == nil {
+				delete(d.byName, name)
+			} else {
+				d.byName[name] = c
+			}
+		}
+		d.clusters = slices.SortedFunc(maps.Values(d.byName), func(a, b *clusterData) int { return cmp.Compare(a.name, b.name) })
+	} else {
+		for name, c := range updates {
+			i, found := slices.BinarySearchFunc(d.clusters, name, byName)
+			switch {
+			case c == nil && found:
+				d.clusters = slices.Delete(d.clusters, i, i+1)
+				delete(d.byName, name)
+			case c == nil:
+			case found:
+				d.clusters[i], d.byName[name] = c, c
+			default:
+				d.clusters = slices.Insert(d.clusters, i, c)
+				d.byName[name] = c
+			}
 		}
 	}
 	if setPolicies {
-		n.traffic, n.access, n.virtual = nil, nil, nil
-		n.setPolicies(policies)
+		d.traffic, d.access, d.virtual = nil, nil, nil
+		d.setPolicies(policies)
 	}
-	return n
 }
 
 // setPolicies sorts policies and files them by kind.

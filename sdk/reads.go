@@ -196,6 +196,8 @@ type change struct {
 	// labels holds the old and new labels of the clusters whose labels
 	// changed.
 	labels map[string][2]map[string]string
+	// left holds the labels of the clusters that left the fleet.
+	left map[string]map[string]string
 	// clusterLabels returns a cluster's labels in the new fleet, for
 	// matching changed Services against cluster selectors.
 	clusterLabels func(cluster string) map[string]string
@@ -209,7 +211,7 @@ func newChange() *change {
 		kinds: map[string]map[string]bool{}, objects: map[string]map[objectID]bool{},
 		endpoints: map[string]map[[2]string]bool{}, services: map[string][]serviceMeta{},
 		meta: map[string][]string{}, presence: map[string]bool{}, policyKinds: map[string]bool{}, shared: map[string]bool{},
-		labels: map[string][2]map[string]string{},
+		labels: map[string][2]map[string]string{}, left: map[string]map[string]string{},
 	}
 }
 
@@ -423,10 +425,13 @@ func (c *change) membershipChanged(cluster string, metas []serviceMeta, sels []p
 	return false
 }
 
-// sharedValues holds the values of [Shared] across a session's updates.
+// sharedValues holds the values of [Shared] across a session's updates,
+// with their reads filed in an index, so that refreshing them after a
+// change visits only the values it concerns.
 type sharedValues struct {
 	mu     sync.Mutex
 	values map[string]*sharedValue
+	index  readIndex
 }
 
 // sharedValue is one Shared value: how to compute it, its value for the
@@ -438,7 +443,9 @@ type sharedValue struct {
 	reads   *readSet
 }
 
-func newSharedValues() *sharedValues { return &sharedValues{values: map[string]*sharedValue{}} }
+func newSharedValues() *sharedValues {
+	return &sharedValues{values: map[string]*sharedValue{}, index: newReadIndex()}
+}
 
 // get returns the value of key over fleet d, computing it once.
 func (s *sharedValues) get(d *fleetData, key string, compute func(*Fleet) any) any {
@@ -449,7 +456,12 @@ func (s *sharedValues) get(d *fleetData, key string, compute func(*Fleet) any) a
 		s.values[key] = v
 	}
 	s.mu.Unlock()
-	v.once.Do(func() { v.value, v.reads = computeShared(d, v.compute) })
+	v.once.Do(func() {
+		v.value, v.reads = computeShared(d, v.compute)
+		s.mu.Lock()
+		s.index.set(key, v.reads)
+		s.mu.Unlock()
+	})
 	return v.value
 }
 
@@ -465,10 +477,8 @@ func computeShared(d *fleetData, compute func(*Fleet) any) (any, *readSet) {
 func (s *sharedValues) refresh(d *fleetData, c *change) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for key, v := range s.values {
-		if v.reads == nil || !c.touches(v.reads) {
-			continue
-		}
+	for key := range s.index.touched(c) {
+		v := s.values[key]
 		value, reads := computeShared(d, v.compute)
 		if !reflect.DeepEqual(value, v.value) {
 			c.shared[key] = true
@@ -476,6 +486,7 @@ func (s *sharedValues) refresh(d *fleetData, c *change) {
 		nv := &sharedValue{compute: v.compute, value: value, reads: reads}
 		nv.once.Do(func() {})
 		s.values[key] = nv
+		s.index.set(key, reads)
 	}
 }
 
@@ -483,5 +494,6 @@ func (s *sharedValues) refresh(d *fleetData, c *change) {
 func (s *sharedValues) reset() {
 	s.mu.Lock()
 	s.values = map[string]*sharedValue{}
+	s.index = newReadIndex()
 	s.mu.Unlock()
 }

@@ -262,6 +262,7 @@ func (s *session) removeCluster(name string, cs *clusterState) {
 		if cs.built != nil {
 			s.change.addMeta(name, cs.built.meshes, nil)
 			s.change.presence[name] = true
+			s.change.left[name] = cs.built.labels
 		}
 	}
 	delete(s.clusters, name)
@@ -298,25 +299,21 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 // A failed translation is answered with Done{error} only; the session's
 // view still moves on, so the next update is a delta from this one.
 func (s *session) commit(ctx context.Context, send sender) error {
-	prev := s.fleet
 	fleet, changed := s.buildFleet()
 	s.change.clusterLabels = func(name string) map[string]string {
 		if cd, ok := fleet.byName[name]; ok {
 			return cd.labels
 		}
-		if prev != nil && prev.byName[name] != nil {
-			return prev.byName[name].labels // it left: its Services matched as it was
-		}
-		return nil
+		return s.change.left[name] // it left: its Services matched as it was
+	}
+	if s.tt != nil {
+		return s.commitTargets(ctx, fleet, send)
 	}
 	for k := range s.sent {
 		if s.scope != nil && !s.scope[k.cluster] {
 			// The host forgets outputs it no longer asks for.
 			delete(s.sent, k)
 		}
-	}
-	if s.tt != nil {
-		return s.commitTargets(ctx, fleet, send)
 	}
 	req := &FleetRequest{Fleet: fleet.view(nil), Full: s.full, ChangedClusters: changed, PoliciesChanged: s.policiesTouched}
 	resp := &FleetResponse{collector: newCollector(s.desc)}
@@ -445,7 +442,14 @@ func (s *session) nextFleet() (*fleetData, []string) {
 		s.rebuildPolicies()
 		policies = slices.Clone(s.policies)
 	}
-	s.fleet = s.fleet.next(updates, policies, s.policiesTouched)
+	if s.tt != nil {
+		// A target's computation reads the fleet only while it runs, so
+		// the fleet changes in place.
+		s.fleet.apply(updates, policies, s.policiesTouched)
+	} else {
+		// A FleetTranslator may hold on to the Fleet of its last call.
+		s.fleet = s.fleet.next(updates, policies, s.policiesTouched)
+	}
 	return s.fleet, changed
 }
 

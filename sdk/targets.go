@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 
-	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
@@ -25,22 +24,19 @@ type targetState struct {
 
 // targets are the per-target computations of a Translator's session.
 //
-// A change is matched against the targets through two indexes, so that
-// what it costs grows with the targets it concerns, not with the fleet:
-// byCluster holds the targets with a read bound to a cluster, and global
-// holds, per fleet-wide read (a policy kind, a Shared key, a fleet-wide
-// selector, the list of clusters), the targets that made it. A change is
-// checked once against each fleet-wide read, however many targets share
-// it, and only against the cluster-bound reads of the targets of the
-// clusters it changed.
+// A change is matched against the targets through a readIndex, and an
+// update visits only the targets its clusters and scope concern, so that
+// what it costs grows with what it changed, not with the fleet.
 type targets struct {
-	state     map[string]*targetState
-	byCluster map[string]map[string]bool
-	global    map[read]map[string]bool
-	// selectors holds the selectors of the fleet-wide select reads in
-	// global, by their JSON (the read's name).
-	selectors *readSet
-	shared    *sharedValues
+	state map[string]*targetState
+	index readIndex
+	// withDiags holds the targets whose last computation reported
+	// diagnostics, which every answer repeats.
+	withDiags map[string]bool
+	// retry holds the targets of a failed update, which the next update
+	// computes whatever it changed.
+	retry  []string
+	shared *sharedValues
 	// decoded logs the clusters whose typed objects the last update
 	// decoded; they are dropped when it ends.
 	decoded decodeLog
@@ -58,92 +54,47 @@ func newTargets() *targets {
 func (ts *targets) set(name string, st *targetState) {
 	ts.drop(name)
 	ts.state[name] = st
-	clusters, _ := st.reads.clusters()
-	for _, c := range clusters {
-		addTo(ts.byCluster, c, name)
-	}
-	for _, r := range st.reads.reads {
-		if !r.global() {
-			continue
-		}
-		addTo(ts.global, r, name)
-		if r.op == readSelect || r.op == readClients {
-			ts.selectors.selectors[r.name] = st.reads.selectors[r.name]
-		}
+	ts.index.set(name, st.reads)
+	if len(st.diags) > 0 {
+		ts.withDiags[name] = true
 	}
 }
 
 // drop forgets a target.
 func (ts *targets) drop(name string) {
-	st, ok := ts.state[name]
-	if !ok {
+	if _, ok := ts.state[name]; !ok {
 		return
 	}
-	clusters, _ := st.reads.clusters()
-	for _, c := range clusters {
-		removeFrom(ts.byCluster, c, name)
-	}
-	for _, r := range st.reads.reads {
-		if !r.global() {
-			continue
-		}
-		if removeFrom(ts.global, r, name) && (r.op == readSelect || r.op == readClients) {
-			delete(ts.selectors.selectors, r.name)
-		}
-	}
+	ts.index.drop(name)
+	delete(ts.withDiags, name)
 	delete(ts.state, name)
-}
-
-// addTo adds name to index[k].
-func addTo[K comparable](index map[K]map[string]bool, k K, name string) {
-	if index[k] == nil {
-		index[k] = map[string]bool{}
-	}
-	index[k][name] = true
-}
-
-// removeFrom removes name from index[k] and reports whether k is gone.
-func removeFrom[K comparable](index map[K]map[string]bool, k K, name string) bool {
-	delete(index[k], name)
-	if len(index[k]) == 0 {
-		delete(index, k)
-		return true
-	}
-	return false
 }
 
 // reset forgets every target and shared value, as a full update does.
 func (ts *targets) reset() {
 	ts.state = map[string]*targetState{}
-	ts.byCluster = map[string]map[string]bool{}
-	ts.global = map[read]map[string]bool{}
-	ts.selectors = &readSet{selectors: map[string][]policyv1alpha1.DestinationSelector{}}
+	ts.index = newReadIndex()
+	ts.withDiags = map[string]bool{}
+	ts.retry = nil
 	ts.shared.reset()
 }
 
-// dirty returns the targets of want that must be computed after change c:
-// those never computed and those with a read that c concerns.
-func (ts *targets) dirty(want []string, c *change) []string {
-	hit := map[string]bool{}
-	if c.global() {
-		for r, names := range ts.global {
-			if c.touchesRead(r, ts.selectors) {
-				maps.Copy(hit, names)
-			}
-		}
+// dirty returns the targets that must be computed after change c, sorted:
+// fresh, the targets never computed, and those with a read that c
+// concerns.
+func (ts *targets) dirty(fresh []string, c *change) []string {
+	hit := ts.index.touched(c)
+	for _, name := range fresh {
+		hit[name] = true
 	}
-	for _, cluster := range c.clusters() {
-		for name := range ts.byCluster[cluster] {
-			if !hit[name] && c.touchesBound(ts.state[name].reads) {
-				hit[name] = true
-			}
-		}
-	}
-	var out []string
-	for _, name := range want {
-		if _, ok := ts.state[name]; !ok || hit[name] {
-			out = append(out, name)
-		}
+	return slices.Sorted(maps.Keys(hit))
+}
+
+// diagnostics returns every target's diagnostics.
+func (ts *targets) diagnostics() []Diagnostic {
+	var out []Diagnostic
+	for name := range ts.withDiags {
+		out = append(out, ts.state[name].diags...)
 	}
 	return out
 }
@@ -168,23 +119,8 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 	} else {
 		ts.shared.refresh(fleet, s.change)
 	}
-	var want []string
-	for _, cd := range fleet.clusters {
-		if s.scope == nil || s.scope[cd.name] {
-			want = append(want, cd.name)
-		}
-	}
-	for name := range ts.state {
-		if _, ok := fleet.byName[name]; !ok || (s.scope != nil && !s.scope[name]) {
-			ts.drop(name)
-		}
-	}
-	for k := range s.sent {
-		if _, ok := fleet.byName[k.cluster]; !ok {
-			delete(s.sent, k)
-		}
-	}
-	dirty := ts.dirty(want, s.change)
+	fresh := s.settleTargets(fleet)
+	dirty := ts.dirty(fresh, s.change)
 	// before holds what s.sent held of every set this update sent, to
 	// put back when the update fails: the host then drops the answer.
 	before := map[outKey]sentBefore{}
@@ -211,6 +147,7 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 		for _, name := range dirty {
 			ts.drop(name)
 		}
+		ts.retry = dirty
 		for k, b := range before {
 			if b.had {
 				s.sent[k] = b.hash
@@ -223,14 +160,55 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 	if err != nil {
 		return err
 	}
-	diags := slices.Clone(s.diags)
-	for _, name := range want {
-		diags = append(diags, ts.state[name].diags...)
-	}
-	if err := s.sendDiagnostics(diags, send); err != nil {
+	if err := s.sendDiagnostics(slices.Concat(s.diags, ts.diagnostics()), send); err != nil {
 		return err
 	}
 	return send(done(s.generation, ""))
+}
+
+// settleTargets brings the targets in line with the fleet and the scope:
+// it forgets the targets that left either, with what was sent of them, and
+// returns the targets that were never computed. It visits the clusters
+// the update touched, those that entered or left the scope and those of a
+// failed update, unless the update is full or scoping was switched on or
+// off, which can change every target.
+func (s *session) settleTargets(fleet *fleetData) []string {
+	ts := s.targets
+	var names []string
+	if s.full || (s.scope == nil) != (s.prevScope == nil) {
+		names = slices.AppendSeq(slices.Collect(maps.Keys(fleet.byName)), maps.Keys(ts.state))
+		for k := range s.sent {
+			names = append(names, k.cluster)
+		}
+	} else {
+		names = slices.AppendSeq(slices.Clone(ts.retry), maps.Keys(s.touched))
+		for name := range s.scope {
+			if !s.prevScope[name] {
+				names = append(names, name)
+			}
+		}
+		for name := range s.prevScope {
+			if !s.scope[name] {
+				names = append(names, name)
+			}
+		}
+	}
+	ts.retry = nil
+	slices.Sort(names)
+	var fresh []string
+	for _, name := range slices.Compact(names) {
+		if _, ok := fleet.byName[name]; ok && (s.scope == nil || s.scope[name]) {
+			if _, ok := ts.state[name]; !ok {
+				fresh = append(fresh, name)
+			}
+			continue
+		}
+		ts.drop(name)
+		for _, b := range s.desc.Backends {
+			delete(s.sent, outKey{name, b})
+		}
+	}
+	return fresh
 }
 
 // sentBefore is what session.sent held of a set before an update sent it.

@@ -288,6 +288,33 @@ func TestScopedSessionComputesOnlyItsTargets(t *testing.T) {
 	if sent := s.Sent(); len(sent) != 1 || sent[0][0] != "c1" {
 		t.Errorf("widening the scope sent %v, want c1's output only", sent)
 	}
+	// c1 leaves the scope and comes back: it is computed again and its
+	// set sent, as new, since another replica may have served it.
+	s.Scope("c0", "c2")
+	s.Update(fs.fixture(t))
+	s.Scope("c0", "c1", "c2")
+	s.Update(fs.fixture(t))
+	if got := s.Computed(); !slices.Equal(got, []string{"c1"}) {
+		t.Errorf("c1 back in the scope computed %v, want [c1]", got)
+	}
+	if sent := s.Sent(); len(sent) != 1 || sent[0][0] != "c1" {
+		t.Errorf("c1 back in the scope sent %v, want c1's output", sent)
+	}
+	// While c1 is out, a change it reads does not compute it (c0 and c2
+	// export from it, so they are).
+	s.Scope("c0", "c2")
+	s.Update(fs.fixture(t))
+	fs.clusters[1].services[0].rev = "r9"
+	fs.policy = "p9"
+	s.Update(fs.fixture(t))
+	if got := s.Computed(); slices.Contains(got, "c1") || len(got) == 0 {
+		t.Errorf("a change outside the scope computed %v, want c0 and c2 only", got)
+	}
+	for _, k := range s.Sent() {
+		if k[0] == "c1" {
+			t.Errorf("a change of c1 outside the scope sent %v", k)
+		}
+	}
 }
 
 func TestTargetErrorKeepsNothingHalfSent(t *testing.T) {
