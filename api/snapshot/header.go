@@ -22,7 +22,7 @@ type Header struct {
 // fields; the whole body must be valid JSON. The header and the error are
 // what json.Unmarshal returns for body.
 //
-// A valid object costs one scan of body ([json.Valid]) and a walk of its
+// A valid object costs one scan of body ([ValidJSON]) and a walk of its
 // outline ([ObjectMembers]) that decodes only the header's members, where
 // json.Unmarshal scans all of body twice (once to check it, once to skip
 // what it does not decode). Anything else (invalid JSON, another value
@@ -42,7 +42,7 @@ func DecodeHeader(body []byte) (Header, error) {
 // the header in order. ok is false, and the header to be ignored, for any
 // other body or when a member does not decode.
 func decodeValidHeader(body []byte) (h Header, ok bool) {
-	if !json.Valid(body) {
+	if !ValidJSON(body) {
 		return Header{}, false
 	}
 	ok, err := ObjectMembers(body, func(key, value []byte) error {

@@ -14,7 +14,7 @@ import (
 // ObjectMembers reads only the outline of body: the top level's strings,
 // brackets, colons and commas, skipping the values by their strings and
 // brackets without decoding them. It does not check that the values are
-// valid JSON: a caller that has not checked body (with [json.Valid]) gets
+// valid JSON: a caller that has not checked body (with [ValidJSON]) gets
 // what its members look like, not an error. ok is false when body is not
 // an object or its outline is malformed, and then member may have been
 // called for the members before the fault.

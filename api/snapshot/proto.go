@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"unique"
 
@@ -58,7 +57,7 @@ func ResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
 	if err != nil {
 		return Resource{}, err
 	}
-	if !json.Valid(p.GetBody()) {
+	if !ValidJSON(p.GetBody()) {
 		return Resource{}, fmt.Errorf("%s: body is not valid JSON", id)
 	}
 	return Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}, nil

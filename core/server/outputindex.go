@@ -258,7 +258,7 @@ func policiesKey(ps []string) string { return strings.Join(ps, "\n") }
 // A body whose outline is not an object's goes to json.Unmarshal; one with
 // invalid JSON inside another member than "metadata", which json.Unmarshal
 // would refuse whole, keeps its metadata. Within "metadata", which must be
-// valid JSON (json.Valid), metaDecoder walks the members the same way: it
+// valid JSON (snapshot.ValidJSON), metaDecoder walks the members the same way: it
 // decodes the labels and, of the annotations, only the policies one's
 // value, never building the annotations map.
 func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
@@ -303,7 +303,7 @@ type metaDecoder struct {
 
 // metadata decodes a "metadata" member's value.
 func (d *metaDecoder) metadata(value []byte) error {
-	if !json.Valid(value) {
+	if !snapshot.ValidJSON(value) {
 		return errMetaDecode
 	}
 	switch value[0] {

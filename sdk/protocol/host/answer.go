@@ -132,7 +132,7 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 			return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 		}
 		// checkBody's decode validates the whole body, so the resource is
-		// built without snapshot.ResourceFromProto's separate json.Valid
+		// built without snapshot.ResourceFromProto's separate validity
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		k := keyOf(r)
