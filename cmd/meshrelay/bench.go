@@ -31,7 +31,8 @@ ServiceAccounts, an istiod Deployment); outputs are discarded after timing.
 
 The run connects the fleet, churns inputs (--churn changes/s for --duration),
 edits the policy --policy-changes times, and reports: time to connect and to
-first outputs; latency from an input change to its agent and from a policy
+first outputs, and how long the servers then worked until they were quiet
+(under 0.1 cores over 2s, at most 2 minutes), before the idle window; latency from an input change to its agent and from a policy
 edit to every agent (p50/p99/max); bytes on the wire per change as the
 agents received them; the servers' and plugins' CPU seconds per input change
 (the headline figure) and per policy edit, and per input
@@ -283,6 +284,7 @@ func printBench(w io.Writer, r *bench.Report) error {
 	t.row("agents connected", fmt.Sprintf("%d/%d", r.Connected, r.Agents))
 	t.row("connect and register all", fmt.Sprintf("%s (%.0f agents/s)", secs(r.ConnectSeconds), r.RegistrationsPerSecond))
 	t.row("first outputs at every agent", fmt.Sprintf("%s (%d/%d agents)", secs(r.FirstOutputsSeconds), r.FirstOutputs, r.Agents))
+	t.row("servers quiet after the first outputs", secs(r.SettleSeconds))
 	// A run without a churn phase or policy edits (--rollout, the
 	// traffic phase alone) has no figures for them.
 	if r.InputChanges > 0 {

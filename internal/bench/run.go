@@ -238,6 +238,10 @@ type Report struct {
 	ConnectSeconds         float64 `json:"connect_all_seconds"`
 	FirstOutputs           int     `json:"agents_with_outputs"`
 	FirstOutputsSeconds    float64 `json:"first_outputs_all_seconds"`
+	// SettleSeconds is how long after every agent had its first outputs
+	// the replicas and their plugins went on working before they were
+	// quiet (settleQuietCPU), at most settleTimeout.
+	SettleSeconds float64 `json:"settle_seconds"`
 	RegistrationsPerSecond float64 `json:"registrations_per_second"`
 
 	InputChanges   int     `json:"input_changes"`
@@ -379,6 +383,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	r.waitFirstOutputs(start)
+	r.settle()
 	r.converged()
 	r.measureIdle()
 	if r.opts.TrafficEdges > 0 {
@@ -594,6 +599,32 @@ func (r *run) converged() {
 	rep.PluginRSSConverged = plugins.RSSBytes
 	rep.PluginRSSPerAgent = float64(plugins.RSSBytes-rep.PluginRSSBefore) / float64(r.opts.Agents)
 	r.served = r.countServed()
+}
+
+// The servers are quiet once they use less than settleQuietCPU cores over
+// settleWindow; the bench waits at most settleTimeout for it.
+const (
+	settleQuietCPU = 0.1
+	settleWindow   = 2 * time.Second
+	settleTimeout  = 2 * time.Minute
+)
+
+// settle waits until the replicas and their plugins are quiet after every
+// agent had its first outputs: they go on storing and indexing what they
+// delivered for a while, which the idle window must not count.
+func (r *run) settle() {
+	start := time.Now()
+	prev := r.servers.cpu()
+	for time.Since(start) < settleTimeout {
+		time.Sleep(settleWindow)
+		cpu := r.servers.cpu()
+		if (cpu-prev)/settleWindow.Seconds() < settleQuietCPU {
+			break
+		}
+		prev = cpu
+	}
+	r.rep.SettleSeconds = time.Since(start).Seconds()
+	r.say("servers quiet %.1fs after the first outputs", r.rep.SettleSeconds)
 }
 
 // countServed asks each live replica how many agents it serves; -1 when it
