@@ -234,14 +234,14 @@ type Report struct {
 	// Connected agents had a stream open; ConnectSeconds is how long the
 	// fleet took to register (admin API, then token and CSR for a
 	// certificate) and connect, RegistrationsPerSecond the rate.
-	Connected              int     `json:"agents_connected"`
-	ConnectSeconds         float64 `json:"connect_all_seconds"`
-	FirstOutputs           int     `json:"agents_with_outputs"`
-	FirstOutputsSeconds    float64 `json:"first_outputs_all_seconds"`
+	Connected           int     `json:"agents_connected"`
+	ConnectSeconds      float64 `json:"connect_all_seconds"`
+	FirstOutputs        int     `json:"agents_with_outputs"`
+	FirstOutputsSeconds float64 `json:"first_outputs_all_seconds"`
 	// SettleSeconds is how long after every agent had its first outputs
 	// the replicas and their plugins went on working before they were
 	// quiet (settleQuietCPU), at most settleTimeout.
-	SettleSeconds float64 `json:"settle_seconds"`
+	SettleSeconds          float64 `json:"settle_seconds"`
 	RegistrationsPerSecond float64 `json:"registrations_per_second"`
 
 	InputChanges   int     `json:"input_changes"`
