@@ -610,8 +610,9 @@ const (
 )
 
 // settle waits until the replicas and their plugins are quiet after every
-// agent had its first outputs: they go on storing and indexing what they
-// delivered for a while, which the idle window must not count.
+// agent had its first outputs: a server goes on deriving the discovery
+// catalog of every cluster that arrived (seconds at 10,000 agents), which
+// the idle window must not count.
 func (r *run) settle() {
 	start := time.Now()
 	prev := r.servers.cpu()
