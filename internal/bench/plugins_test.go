@@ -72,15 +72,7 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 	for i := range b.N {
 		edit := view
 		edit.Policies = policies(b, fmt.Sprintf("p%d", i+1))
-		changed := 0
-		for _, l := range ls {
-			res, err := l.Translate(context.Background(), edit)
-			if err != nil {
-				b.Fatal(err)
-			}
-			changed += len(res.Outputs)
-		}
-		if changed < clusters {
+		if changed := translateAll(b, ls, edit); changed < clusters {
 			b.Fatalf("a policy edit changed %d outputs, want one per cluster at least", changed)
 		}
 	}
@@ -104,6 +96,21 @@ func linkPlugins(b *testing.B, view pluginhost.View) []*pluginhost.Linked {
 		ls = append(ls, l)
 	}
 	return ls
+}
+
+// translateAll hands view to every plugin and returns how many output sets
+// changed, over them all.
+func translateAll(b *testing.B, ls []*pluginhost.Linked, view pluginhost.View) int {
+	b.Helper()
+	changed := 0
+	for _, l := range ls {
+		res, err := l.Translate(context.Background(), view)
+		if err != nil {
+			b.Fatal(err)
+		}
+		changed += len(res.Outputs)
+	}
+	return changed
 }
 
 // fleetView is a view of n generated clusters of 50 Services each and the
@@ -150,15 +157,7 @@ func BenchmarkOneChangePlugins(b *testing.B) {
 		// The hosts keep the view they were given: the next one is a copy.
 		view.Clusters = maps.Clone(view.Clusters)
 		view.Clusters[c.Name] = pluginhost.Cluster{Input: in, Meshes: engine.Meshes(in)}
-		changed := 0
-		for _, l := range ls {
-			res, err := l.Translate(context.Background(), view)
-			if err != nil {
-				b.Fatal(err)
-			}
-			changed += len(res.Outputs)
-		}
-		if changed != 1 {
+		if changed := translateAll(b, ls, view); changed != 1 {
 			b.Fatalf("one input change changed %d output sets, want the cluster's Istio set", changed)
 		}
 	}
