@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
@@ -520,7 +521,8 @@ func (cd *clusterData) keys(group, kind string) []snapshot.ID {
 
 // decodeKind decodes every input of one kind into T, once per clusterData.
 // Objects that do not decode are skipped: the agent validated them when it
-// discovered them.
+// discovered them. jsonv1 is encoding/json's decoder on the v2 engine: the
+// same rules at about half the cost (go test -bench DecodeKind ./sdk/).
 func decodeKind[T any](cd *clusterData, group, kind string) []*T {
 	cacheKey := group + "/" + kind
 	cd.mu.Lock()
@@ -531,7 +533,7 @@ func decodeKind[T any](cd *clusterData, group, kind string) []*T {
 	var out []*T
 	for _, k := range cd.keys(group, kind) {
 		v := new(T)
-		if err := json.Unmarshal(cd.objects[k], v); err != nil {
+		if err := jsonv1.Unmarshal(cd.objects[k], v); err != nil {
 			continue
 		}
 		out = append(out, v)

@@ -3,12 +3,12 @@ package sdk
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"

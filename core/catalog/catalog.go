@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"cmp"
-	"encoding/json"
 	"maps"
 	"math"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	json "github.com/go-json-experiment/json/v1"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	corev1 "k8s.io/api/core/v1"
