@@ -10,10 +10,10 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
+	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	clientnetworking "istio.io/client-go/pkg/apis/networking/v1"
 	"sigs.k8s.io/yaml"
 )
 

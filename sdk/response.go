@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	json "github.com/go-json-experiment/json/v1"
+	json "github.com/go-json-experiment/json/v1" // encoding/json's rules and bytes, on the v2 engine
 	"github.com/meshrelay/meshrelay/api/meta"
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"

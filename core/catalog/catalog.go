@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	json "github.com/go-json-experiment/json/v1"
+	json "github.com/go-json-experiment/json/v1" // encoding/json's rules and bytes, on the v2 engine
 	discoveryapi "github.com/meshrelay/meshrelay/api/discovery/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	corev1 "k8s.io/api/core/v1"
