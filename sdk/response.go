@@ -150,6 +150,16 @@ type collector struct {
 	outputs     []Output
 	diags       []Diagnostic
 	err         error
+	// stamps are the stamps made so far for objects of one parent or
+	// none: most objects of a target have the same parent, and a stamp is
+	// never modified.
+	stamps map[stampKey]stamp
+}
+
+// stampKey is the parent of objects of one parent or none.
+type stampKey struct {
+	parent PolicyRef
+	one    bool
 }
 
 func newCollector(d Description) collector {
@@ -320,7 +330,28 @@ type stamp struct {
 	policies string
 }
 
+// stamp returns what the SDK adds to an object of parents. What it
+// returns is shared: it must not be modified.
 func (r *collector) stamp(parents []policyv1alpha1.Policy) stamp {
+	if len(parents) > 1 {
+		return r.makeStamp(parents)
+	}
+	var key stampKey
+	if len(parents) == 1 {
+		key = stampKey{parent: RefOf(parents[0]), one: true}
+	}
+	if s, ok := r.stamps[key]; ok {
+		return s
+	}
+	s := r.makeStamp(parents)
+	if r.stamps == nil {
+		r.stamps = map[stampKey]stamp{}
+	}
+	r.stamps[key] = s
+	return s
+}
+
+func (r *collector) makeStamp(parents []policyv1alpha1.Policy) stamp {
 	s := stamp{labels: map[string]string{ManagedByLabel: ManagedByValue, PluginLabel: r.plugin}}
 	if len(parents) == 0 {
 		return s

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
@@ -338,11 +339,19 @@ func (s *session) hasWork(cd *clusterData) bool {
 	return false
 }
 
-// hashOutputs hashes an output set: identities, sizes and bodies.
+// hashOutputs hashes an output set: identities, sizes and bodies, each
+// identity as "group/version/kind/namespace/name\x00size\x00".
 func hashOutputs(outs []Output) [sha256.Size]byte {
 	h := sha256.New()
+	var head []byte
 	for _, o := range outs {
-		fmt.Fprintf(h, "%s/%s/%s/%s/%s\x00%d\x00", o.Group, o.Version, o.Kind, o.Namespace, o.Name, len(o.Body))
+		head = head[:0]
+		for _, s := range [...]string{o.Group, o.Version, o.Kind, o.Namespace} {
+			head = append(append(head, s...), '/')
+		}
+		head = append(append(head, o.Name...), 0)
+		head = append(strconv.AppendInt(head, int64(len(o.Body)), 10), 0)
+		h.Write(head)
 		h.Write(o.Body)
 	}
 	var sum [sha256.Size]byte

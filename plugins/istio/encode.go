@@ -50,11 +50,14 @@ func (c *specCache) encode(obj object) any {
 	if c == nil || spec == nil {
 		return obj
 	}
-	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(spec)
+	buf := keyBuffers.Get().(*[]byte)
+	defer keyBuffers.Put(buf)
+	key, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], spec)
 	if err != nil {
 		return obj
 	}
-	body, ok := c.get(string(key))
+	*buf = key
+	body, ok := c.get(key)
 	if !ok {
 		if body, err = json.Marshal(spec); err != nil {
 			return obj
@@ -64,15 +67,22 @@ func (c *specCache) encode(obj object) any {
 	return &encoded{TypeMeta: meta.TypeMeta, ObjectMeta: meta.ObjectMeta, Spec: body}
 }
 
-func (c *specCache) get(key string) (json.RawMessage, bool) {
+// keyBuffers hold the binary encodings that encode looks specs up by,
+// which it needs only for the lookup: the cache keeps a copy of those it
+// adds.
+var keyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// get looks key up; only a key found in the old generation is copied,
+// into the current one.
+func (c *specCache) get(key []byte) (json.RawMessage, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if body, ok := c.cur[key]; ok {
+	if body, ok := c.cur[string(key)]; ok {
 		return body, true
 	}
-	body, ok := c.old[key]
+	body, ok := c.old[string(key)]
 	if ok {
-		c.add(key, body)
+		c.add(string(key), body)
 	}
 	return body, ok
 }

@@ -56,16 +56,16 @@ func TestSpecCacheBounded(t *testing.T) {
 	c.put("a", []byte(`"a"`))
 	c.put("b", []byte(`"b"`))
 	c.put("c", []byte(`"c"`)) // a and b are the old generation now
-	if _, ok := c.get("a"); !ok {
+	if _, ok := c.get([]byte("a")); !ok {
 		t.Fatal("a, in the old generation, was dropped")
 	}
 	// a moved into the current generation, which is full now: b goes.
 	c.put("d", []byte(`"d"`))
-	if _, ok := c.get("b"); ok {
+	if _, ok := c.get([]byte("b")); ok {
 		t.Error("b was kept beyond two generations")
 	}
 	for _, k := range []string{"a", "c", "d"} {
-		if _, ok := c.get(k); !ok {
+		if _, ok := c.get([]byte(k)); !ok {
 			t.Errorf("%s was dropped", k)
 		}
 	}
