@@ -17,8 +17,9 @@
 // one of many clusters (a thousand clusters' inputs take seconds). When a
 // few clusters changed, the new fleet is the last one with those clusters
 // replaced, which costs what changed, not a pass over every cluster's
-// objects: the server keeps the catalog warm after every one-cluster
-// change (go test -bench FleetOneChanged ./core/catalog/).
+// objects: while its catalog is read, the server keeps it warm after
+// every one-cluster change (go test -bench FleetOneChanged
+// ./core/catalog/).
 //
 // A Cluster holds the specs of its Workloads and Destinations
 // (discoveryapi.WorkloadSpec, DestinationSpec), not the objects: a

@@ -43,12 +43,15 @@ func putServiceInput(t *testing.T, ts *testServer, st store.Store, cluster, serv
 	ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: cluster, Replica: "b"})
 }
 
-// The discovery objects are derived as inputs arrive, not when someone
-// first lists them: at a thousand clusters deriving them all takes
-// seconds, which the first List would wait.
-func TestCatalogDerivedBeforeAnyList(t *testing.T) {
+// Once read, the discovery objects are derived as inputs arrive, not
+// when someone next lists them: at a thousand clusters deriving them all
+// takes seconds, which that List would wait.
+func TestCatalogDerivedBeforeTheNextList(t *testing.T) {
 	shared := memory.New()
 	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Targets = TargetsAll })
+	if _, err := ts.currentCatalog(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	other := shared.Replica("b")
 	for _, c := range []string{"east", "west"} {
 		putServiceInput(t, ts, other, c, "web")
@@ -276,6 +279,9 @@ func TestCatalogWarmedOncePerInterval(t *testing.T) {
 		o.Targets = TargetsAll
 		o.catalogWarmEvery = time.Hour
 	})
+	if _, err := ts.currentCatalog(t.Context()); err != nil { // a read: warm from now on
+		t.Fatal(err)
+	}
 	other := shared.Replica("b")
 	putServiceInput(t, ts, other, "east", "web")
 	testutil.Eventually(t, "the first round derived east", func() bool { return ts.catalogRounds.Load() == 1 && ts.catalog.Derived() == 1 })
@@ -300,5 +306,63 @@ func TestCatalogWarmedOncePerInterval(t *testing.T) {
 	}
 	if len(fleet.Clusters) != 1+len(names) {
 		t.Errorf("a List meanwhile sees %d clusters, want %d", len(fleet.Clusters), 1+len(names))
+	}
+}
+
+// A catalog nobody reads is not derived after engine cycles, and a read
+// after it went cold sees every change, however many clusters changed.
+func TestCatalogColdUntilRead(t *testing.T) {
+	shared := memory.New()
+	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) {
+		o.Targets = TargetsAll
+		o.catalogWarmEvery = time.Millisecond
+		o.catalogWarmFor = time.Nanosecond // cold again right after each read
+	})
+	other := shared.Replica("b")
+	delivered := func(clusters ...string) {
+		t.Helper()
+		testutil.Eventually(t, "every cluster's output delivered", func() bool {
+			for _, c := range clusters {
+				if _, err := other.GetOutput(t.Context(), c, "test"); err != nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	putServiceInput(t, ts, other, "east", "web")
+	delivered("east")
+	if n, d := ts.catalogRounds.Load(), ts.catalog.Derived(); n != 0 || d != 0 {
+		t.Errorf("unread: %d warm rounds, %d clusters derived; want none", n, d)
+	}
+	clusters := func() []string {
+		t.Helper()
+		fleet, err := ts.currentCatalog(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range fleet.Clusters {
+			names = append(names, c.Name)
+		}
+		return names
+	}
+	if got := clusters(); !slices.Equal(got, []string{"east"}) {
+		t.Errorf("the first read lists %q, want east", got)
+	}
+	// More clusters than a warm read derives itself change while cold.
+	var names []string
+	for i := range catalogInline + 1 {
+		names = append(names, fmt.Sprintf("c%02d", i))
+	}
+	for _, c := range names {
+		putServiceInput(t, ts, other, c, "web")
+	}
+	delivered(names...)
+	if got, want := clusters(), append(slices.Clone(names), "east"); !slices.Equal(got, want) {
+		t.Errorf("a read after %d changes lists %q, want %q", len(names), got, want)
+	}
+	if n := ts.catalogRounds.Load(); n != 0 {
+		t.Errorf("%d warm rounds while the catalog was cold, want none", n)
 	}
 }

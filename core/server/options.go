@@ -147,8 +147,9 @@ type Options struct {
 	// memory (the last hour; about 2 KiB each, core/traffic).
 	TrafficMaxEdges int
 
-	// catalogWarmEvery, when set, replaces catalogWarmEvery (tests).
-	catalogWarmEvery time.Duration
+	// catalogWarmEvery and catalogWarmFor, when set, replace the
+	// constants of those names (tests).
+	catalogWarmEvery, catalogWarmFor time.Duration
 }
 
 // Whose outputs a replica computes.

@@ -143,6 +143,10 @@ type Server struct {
 	catalogKick chan struct{}
 	// catalogRounds counts warmCatalog's rounds.
 	catalogRounds atomic.Int64
+	// catalogReadAt is when List, Describe or the traffic view last read
+	// the catalog (UnixNano; 0 never): it is kept warm only for a while
+	// after that (catalogWarmFor).
+	catalogReadAt atomic.Int64
 	// discoveryKick asks writeDiscovery to write the discovery objects.
 	discoveryKick chan struct{}
 	// turn is this replica's turn at writing them (discoverycrds.go).
