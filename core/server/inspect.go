@@ -73,13 +73,18 @@ const catalogWarmFor = 15 * time.Minute
 // clusters' inputs changed since the last derivation and none is under
 // way, else with those last derived, while warmCatalog derives the rest.
 // Cold, its objects may be any age: it derives what changed and waits
-// for that, until ctx ends; the catalog is warm from then on.
+// for that, until ctx ends; the catalog is warm once that derivation
+// ended, so that a read arriving meanwhile waits for it too instead of
+// answering with the old objects.
 func (s *Server) currentCatalog(ctx context.Context) (*catalog.Fleet, error) {
-	warm := s.catalogWarm()
-	s.catalogReadAt.Store(time.Now().UnixNano())
-	if !warm {
-		return s.deriveCatalog(ctx)
+	if !s.catalogWarm() {
+		fleet, err := s.deriveCatalog(ctx)
+		if err == nil {
+			s.catalogReadAt.Store(time.Now().UnixNano())
+		}
+		return fleet, err
 	}
+	s.catalogReadAt.Store(time.Now().UnixNano())
 	fleet, current := s.catalog.Current(s.inputs(ctx), catalogInline)
 	if !current {
 		s.kickCatalog()
