@@ -121,8 +121,12 @@ func benchFleet(tb testing.TB, ctx context.Context, dir string, n, services int)
 		return len(ps[0].targets) == n, fmt.Sprintf("outputs in %d clusters", len(ps[0].targets))
 	})
 	// The discovery objects are derived when first read, as by the UI.
-	if fleet, err := s.currentCatalog(ctx); err != nil || len(fleet.Clusters) != n {
-		tb.Fatalf("the first read of the discovery objects: %v", err)
+	fleet, err := s.currentCatalog(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(fleet.Clusters) != n {
+		tb.Fatalf("the first read of the discovery objects has %d clusters, want %d", len(fleet.Clusters), n)
 	}
 	return s, clusters
 }
