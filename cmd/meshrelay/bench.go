@@ -31,15 +31,14 @@ ServiceAccounts, an istiod Deployment); outputs are discarded after timing.
 
 The run connects the fleet, churns inputs (--churn changes/s for --duration),
 edits the policy --policy-changes times, and reports: time to connect and to
-first outputs, and how long the servers then went on working (deriving the
-discovery catalog of what arrived) until they were quiet, under 0.1 cores
-over 2s, at most 2 minutes, before the idle window; latency from an input
-change to its agent and from a policy edit to every agent (p50/p99/max);
-bytes on the wire per change as the agents received them; the servers' and
-plugins' CPU seconds per input change (the headline figure) and per policy
-edit, and per input change net of the idle CPU measured before the churn
-(--idle-window); the server's CPU seconds and peak RSS (and its plugins'),
-and Redis used_memory with --store redis://.
+first outputs, and how long the servers and plugins then went on working until
+they were quiet, under 0.1 cores over 2s, at most 2 minutes, before the idle
+window; latency from an input change to its agent and from a policy edit to
+every agent (p50/p99/max); bytes on the wire per change as the agents received
+them; the servers' and plugins' CPU seconds per input change (the headline
+figure) and per policy edit, and per input change net of the idle CPU measured
+before the churn (--idle-window); the server's CPU seconds and peak RSS (and
+its plugins'), and Redis used_memory with --store redis://.
 
 Scenarios (--scenario):
   local   each input change rewrites one Service and its Deployment in one

@@ -22,8 +22,9 @@
 //
 //  1. waits until every agent is connected and has its first outputs,
 //     then until the replicas and their plugins are quiet (under 0.1 cores
-//     over 2 s, at most 2 minutes; the report's settle_seconds), since a
-//     server goes on deriving the discovery catalog of what arrived;
+//     over 2 s, at most 2 minutes; the report's settle_seconds), since
+//     work that follows delivery (a derivation of the discovery catalog
+//     when something reads it, collections of the heap) must not count;
 //  2. measures the idle traffic and CPU (heartbeats) over two heartbeats
 //     of the slower side, agent or server ([IdleWindow]), a baseline;
 //  3. churns inputs at Options.Churn changes per second for

@@ -610,9 +610,9 @@ const (
 )
 
 // settle waits until the replicas and their plugins are quiet after every
-// agent had its first outputs: a server goes on deriving the discovery
-// catalog of every cluster that arrived (seconds at 10,000 agents), which
-// the idle window must not count.
+// agent had its first outputs: work that follows delivery, such as a
+// derivation of every cluster's discovery catalog when something reads
+// it (seconds at 10,000 agents), must not count in the idle window.
 func (r *run) settle() {
 	start := time.Now()
 	prev := r.servers.cpu()
