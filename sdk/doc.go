@@ -133,10 +133,12 @@
 //
 // Within one update every target shares what the typed accessors decoded.
 // A [FleetTranslator]'s session keeps each cluster's decoded inputs
-// while they do not change; a [Translator]'s drops them when the
-// update ends, since a target is computed again mostly after its own
-// cluster changed, and keeping them would double what a plugin holds per
-// cluster. Emitted
+// while they do not change; a [Translator]'s drops a cluster's as soon
+// as its own target is computed, unless another target read them (then
+// when the update ends), since a target is computed again mostly after
+// its own cluster changed, and keeping them would double what a plugin
+// holds per cluster. A fleet-wide update thus does not hold every
+// cluster's typed objects at once. Emitted
 // typed objects (client-go, istio.io) are marshalled once, with the
 // ownership labels set on them for the time of the call; emit a fresh
 // object each time. Inputs are decoded and outputs encoded with

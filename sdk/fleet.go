@@ -204,6 +204,8 @@ type clusterData struct {
 
 	mu    sync.Mutex
 	cache map[string]any
+	// decodes counts the kinds decoded into cache, for tests.
+	decodes int
 	// decoded, when set, learns of every cache this cluster fills, so
 	// that a session can drop the caches after an update.
 	decoded *decodeLog
@@ -234,10 +236,16 @@ func (l *decodeLog) drop() {
 	l.clusters = nil
 	l.mu.Unlock()
 	for _, cd := range clusters {
-		cd.mu.Lock()
-		cd.cache = nil
-		cd.mu.Unlock()
+		cd.dropDecoded()
 	}
+}
+
+// dropDecoded forgets what the cluster's inputs decoded to; a later read
+// decodes them again.
+func (cd *clusterData) dropDecoded() {
+	cd.mu.Lock()
+	cd.cache = nil
+	cd.mu.Unlock()
 }
 
 // handle returns a view of the cluster that records reads into rec.
@@ -530,6 +538,7 @@ func decodeKind[T any](cd *clusterData, group, kind string) []*T {
 	if v, ok := cd.cache[cacheKey]; ok {
 		return v.([]*T)
 	}
+	cd.decodes++
 	var out []*T
 	for _, k := range cd.keys(group, kind) {
 		v := new(T)

@@ -51,6 +51,16 @@ type read struct {
 	cluster, group, kind, namespace, name string
 }
 
+// decodes reports whether the read may decode the objects of its cluster,
+// or of every cluster when it names none.
+func (r read) decodes() bool {
+	switch r.op {
+	case readObjects, readObject, readEndpoints, readSelect:
+		return true
+	}
+	return false
+}
+
 // global reports whether the read concerns no cluster in particular.
 func (r read) global() bool {
 	return r.cluster == "" && r.op != readMeta

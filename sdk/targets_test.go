@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,5 +148,150 @@ func TestHashOutputsTellsSetsApart(t *testing.T) {
 	two[1].Name = "b"
 	if hashOutputs(two) == hashOutputs(two[:1]) || hashOutputs(two) != hashOutputs(slices.Clone(two)) {
 		t.Error("a set's hash does not follow its members")
+	}
+}
+
+// reader is a Translator whose targets read their own cluster's Services,
+// and every cluster's when all is set; wait, when set, runs first.
+type reader struct {
+	all  bool
+	wait func(req *Request) error
+}
+
+func (*reader) Describe() Description {
+	return Description{Name: "reader", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
+}
+
+func (r *reader) TranslateTarget(_ context.Context, req *Request, resp *Response) error {
+	if r.wait != nil {
+		if err := r.wait(req); err != nil {
+			return err
+		}
+	}
+	clusters := []*Cluster{req.Target}
+	if r.all {
+		clusters = req.Fleet.Clusters()
+	}
+	for _, c := range clusters {
+		for _, s := range c.Services() {
+			resp.Emit(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": c.Name + "-" + s.Name, "namespace": s.Namespace}})
+		}
+	}
+	return nil
+}
+
+// decodedState reports whether cluster cd holds decoded objects, and how
+// many kinds it decoded.
+func decodedState(cd *clusterData) (held bool, decodes int) {
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	return cd.cache != nil, cd.decodes
+}
+
+func readerInputs(clusters ...string) []*translatorv1.ClusterInput {
+	var ins []*translatorv1.ClusterInput
+	for _, c := range clusters {
+		ins = append(ins, &translatorv1.ClusterInput{Cluster: c, Upserts: []*snapshotv1.Resource{svcRes("ns", "x", 0), svcRes("ns", "y", 0)}})
+	}
+	return ins
+}
+
+// TestDecodedInputsDroppedWithTheirTarget computes target b only once a's
+// outputs were sent: by then a's decoded Services are gone, although the
+// update has not ended, since no other target read them.
+func TestDecodedInputsDroppedWithTheirTarget(t *testing.T) {
+	sent := make(chan struct{})
+	var aHeld bool
+	var aDecodes int
+	r := &reader{wait: func(req *Request) error {
+		if req.Target.Name != "b" {
+			return nil
+		}
+		select {
+		case <-sent:
+		case <-time.After(10 * time.Second):
+			return errors.New("a's outputs were not sent")
+		}
+		a, _ := req.Fleet.Cluster("a")
+		aHeld, aDecodes = decodedState(a.d)
+		return nil
+	}}
+	s := newSession(r, r.Describe())
+	opened := false
+	ans := runWatched(t, s, update{full: true, clusters: readerInputs("a", "b")}, func(m *translatorv1.TranslateResponse) {
+		if out := m.GetOutput(); out.GetCluster() == "a" && !opened {
+			opened = true
+			close(sent)
+		}
+	})
+	if e := ans.done.GetError(); e != "" {
+		t.Fatalf("Done error = %q, want none", e)
+	}
+	if aHeld || aDecodes != 1 {
+		t.Errorf("while b was computed, a held decoded objects: %v after %d decodes; want dropped after 1", aHeld, aDecodes)
+	}
+}
+
+// TestDecodedInputsKeptForEveryReader has every target read every
+// cluster's Services. Only the cluster of the target computed first is
+// dropped (no other target had read it yet), and decoded once more by the
+// readers after; every other cluster decodes once, however the targets
+// interleave. Dropping each cluster with its own target regardless would
+// decode nearly every cluster twice.
+func TestDecodedInputsKeptForEveryReader(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	r := &reader{all: true}
+	s := newSession(r, r.Describe())
+	var mu sync.Mutex
+	var fleet *fleetData
+	r.wait = func(req *Request) error {
+		mu.Lock()
+		fleet = req.Fleet.d
+		mu.Unlock()
+		return nil
+	}
+	ans := run(t, s, update{full: true, clusters: readerInputs(names...)})
+	if e := ans.done.GetError(); e != "" {
+		t.Fatalf("Done error = %q, want none", e)
+	}
+	if len(ans.outputs) != len(names) {
+		t.Fatalf("sent %d sets, want %d", len(ans.outputs), len(names))
+	}
+	total := 0
+	for _, n := range names {
+		held, decodes := decodedState(fleet.byName[n])
+		if held {
+			t.Errorf("cluster %s still holds decoded objects after the update", n)
+		}
+		total += decodes
+	}
+	if total > len(names)+1 {
+		t.Errorf("%d clusters read by every target decoded %d times in all, want at most %d", len(names), total, len(names)+1)
+	}
+}
+
+// TestReleaserKeepsWhatOthersRead drives the releaser through targets
+// computed in a known order: a cluster is dropped with its own target
+// unless another target read it first, and nothing is dropped after a
+// fleet-wide read.
+func TestReleaserKeepsWhatOthersRead(t *testing.T) {
+	fleet := &fleetData{byName: map[string]*clusterData{}}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		cd := newClusterData(n, false, nil, nil, map[snapshot.ID][]byte{{Kind: "Service", Version: "v1", Namespace: "ns", Name: "s"}: []byte(`{}`)})
+		cd.services()
+		fleet.byName[n] = cd
+	}
+	reads := func(rs ...read) *readSet { return &readSet{reads: rs} }
+	services := func(cluster string) read { return read{op: readObjects, cluster: cluster, kind: "Service"} }
+	rl := newReleaser(fleet)
+	rl.computed("a", reads(services("a"), read{op: readLabels, cluster: "c"}))
+	rl.computed("b", reads(services("b"), services("c")))
+	rl.computed("c", reads(services("c")))
+	rl.computed("d", reads(services("d"), read{op: readSelect, name: "[]"}))
+	rl.computed("e", reads(services("e")))
+	for n, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
+		if held, _ := decodedState(fleet.byName[n]); held != want {
+			t.Errorf("cluster %s holds its decoded objects: %v, want %v", n, held, want)
+		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/pluginhost"
@@ -60,13 +62,18 @@ func liveHeap() int64 {
 
 // BenchmarkPolicyEditPlugins measures the three plugins, in process, after
 // an edit of the fleet-wide AccessPolicy over 1,000 clusters × 50
-// Services: every target of every plugin computes again.
+// Services: every target of every plugin computes again. heap-growth-MB
+// is how far the heap reached beyond what it held before the edits: what
+// a plugin process faults in for an edit.
 //
 //	go test -run '^$' -bench PolicyEditPlugins ./internal/bench/
 func BenchmarkPolicyEditPlugins(b *testing.B) {
 	const clusters = 1000
 	view := fleetView(b, clusters)
 	ls := linkPlugins(b, view)
+	runtime.GC()
+	before := heapObjects()
+	peak := watchPeak(heapObjects)
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := range b.N {
@@ -77,6 +84,37 @@ func BenchmarkPolicyEditPlugins(b *testing.B) {
 		}
 	}
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric(float64(peak()-before)/(1<<20), "heap-growth-MB")
+}
+
+// heapObjects returns the bytes of heap objects, live or not yet
+// collected: how far the heap reaches.
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// watchPeak samples read every millisecond until the returned function is
+// called, which returns the highest value seen.
+func watchPeak(read func() uint64) func() uint64 {
+	stop := make(chan struct{})
+	done := make(chan uint64)
+	go func() {
+		peak := read()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- max(peak, read())
+				return
+			case <-tick.C:
+				peak = max(peak, read())
+			}
+		}
+	}()
+	return func() uint64 { close(stop); return <-done }
 }
 
 // linkPlugins links the three plugins in process, each translating view
