@@ -64,6 +64,21 @@ func (id ID) String() string {
 	return g + "/" + id.Version + "/" + id.Kind + "/" + ns + "/" + id.Name
 }
 
+// appendString appends what String returns to b.
+func (id ID) appendString(b []byte) []byte {
+	g, ns := id.Group, id.Namespace
+	if g == "" {
+		g = "core"
+	}
+	if ns == "" {
+		ns = "-"
+	}
+	for _, s := range [...]string{g, id.Version, id.Kind, ns} {
+		b = append(append(b, s...), '/')
+	}
+	return append(b, id.Name...)
+}
+
 // GroupKind returns "group/Kind", the form translators use to name kinds
 // ("/Service" for the core group).
 func (id ID) GroupKind() string { return id.Group + "/" + id.Kind }

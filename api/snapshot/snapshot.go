@@ -26,6 +26,14 @@ func New(version uint64, resources []Resource) (*Snapshot, error) {
 	return newOwned(version, slices.Clone(resources))
 }
 
+// NewOwned is New over a slice the caller hands over: resources is sorted
+// in place and kept, not copied, so the caller must not use it afterwards.
+// For callers that built the slice for the snapshot, such as the engine
+// taking a plugin's answer.
+func NewOwned(version uint64, resources []Resource) (*Snapshot, error) {
+	return newOwned(version, resources)
+}
+
 // newOwned is New over a slice the snapshot may keep: rs is sorted in
 // place and not copied.
 func newOwned(version uint64, rs []Resource) (*Snapshot, error) {
@@ -43,12 +51,16 @@ func build(version uint64, sorted []Resource) *Snapshot {
 	return &Snapshot{version: version, hash: hashResources(sorted), resources: sorted}
 }
 
+// hashResources hashes each resource's ID as [ID.String] writes it, a
+// zero byte and the resource's hash, in one buffer reused across
+// resources.
 func hashResources(sorted []Resource) Hash {
 	h := sha256.New()
+	var buf []byte
 	for _, r := range sorted {
-		h.Write([]byte(r.ID.String()))
-		h.Write([]byte{0})
-		h.Write(r.Hash[:])
+		buf = append(r.ID.appendString(buf[:0]), 0)
+		buf = append(buf, r.Hash[:]...)
+		h.Write(buf)
 	}
 	var out Hash
 	h.Sum(out[:0])

@@ -770,7 +770,9 @@ func (e *Engine) take(ts *translatorState, view map[string]clusterState, before 
 		if keep != nil && !keep[co.Cluster] {
 			continue // moved to the other revision since the cycle started
 		}
-		s, err := snapshot.New(0, co.Resources)
+		// The host built co.Resources for this answer, which nothing
+		// reads after take: the snapshot keeps it.
+		s, err := snapshot.NewOwned(0, co.Resources)
 		if err != nil {
 			e.opts.Logger.Warn("translator emitted an invalid output; keeping the previous one", "plugin", ts.t.Name(), "cluster", co.Cluster, "backend", co.Backend, "error", err)
 			continue
