@@ -130,7 +130,7 @@ func (ix *readIndex) touched(c *change) map[string]bool {
 	}
 	for _, cluster := range c.clusters() {
 		for name := range ix.byCluster[cluster] {
-			if !hit[name] && c.touchesBound(ix.sets[name]) {
+			if !hit[name] && c.touchesBoundIn(ix.sets[name], cluster) {
 				hit[name] = true
 			}
 		}

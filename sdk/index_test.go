@@ -137,3 +137,31 @@ func TestReadIndexFindsWhatEverySetWould(t *testing.T) {
 			len(ix.byCluster), len(ix.keyed), len(ix.matched), len(ix.selectors.selectors), len(ix.sets))
 	}
 }
+
+// BenchmarkTouchedWideReads matches a one-cluster change against 50 sets
+// that each read every cluster of a fleet of 10,000, as fleet-wide Shared
+// values and global targets do: the cost of finding that the change
+// concerns them grows with the reads of the changed cluster, not with the
+// fleet.
+//
+//	go test -run '^$' -bench TouchedWideReads ./sdk/
+func BenchmarkTouchedWideReads(b *testing.B) {
+	const clusters = 10_000
+	ix := newReadIndex()
+	for s := range 50 {
+		rec := newRecorder()
+		for i := range clusters {
+			c := fmt.Sprintf("c%05d", i)
+			rec.add(read{op: readMeta, cluster: c})
+			rec.add(read{op: readObject, cluster: c, kind: "Service", namespace: "shop", name: fmt.Sprintf("svc-%d", s)})
+		}
+		ix.set(fmt.Sprintf("s%d", s), rec.freeze())
+	}
+	c := newChange()
+	c.addObject("c04242", objectChange{key: snapshot.ID{Version: "v1", Kind: "Service", Namespace: "shop", Name: "svc-7"}, new: []byte(`{}`)})
+	for b.Loop() {
+		if hit := ix.touched(c); len(hit) != 1 || !hit["s7"] {
+			b.Fatalf("touched %v, want s7", hit)
+		}
+	}
+}

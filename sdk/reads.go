@@ -42,6 +42,8 @@ const (
 	// matches (its cluster fields, kept as a one-selector list under the
 	// key in name).
 	readClients
+
+	lastReadOp = readClients
 )
 
 // read is one recorded read. Reads are compared by value, so recording the
@@ -309,11 +311,32 @@ func (c *change) touches(rs *readSet) bool {
 	return slices.ContainsFunc(rs.reads, func(r read) bool { return c.touchesRead(r, rs) })
 }
 
-// touchesBound reports whether the change concerns a read of rs that is
-// bound to a cluster; the fleet-wide reads are checked through the index of
-// targets.
-func (c *change) touchesBound(rs *readSet) bool {
-	return slices.ContainsFunc(rs.reads, func(r read) bool { return !r.global() && c.touchesRead(r, rs) })
+// touchesBoundIn reports whether the change concerns a read of rs bound to
+// cluster, which is all a bound read concerns (the fleet-wide reads are
+// checked through the index). rs.reads is sorted by op,
+// then cluster, so each op's reads of the cluster are found by binary
+// search: a value or target that read every cluster of a large fleet
+// costs a few lookups per changed cluster, not one per read.
+func (c *change) touchesBoundIn(rs *readSet, cluster string) bool {
+	type opCluster struct {
+		op      readOp
+		cluster string
+	}
+	byOpCluster := func(r read, k opCluster) int {
+		if r.op != k.op {
+			return int(r.op) - int(k.op)
+		}
+		return cmp.Compare(r.cluster, k.cluster)
+	}
+	for op := readObjects; op <= lastReadOp; op++ {
+		i, _ := slices.BinarySearchFunc(rs.reads, opCluster{op, cluster}, byOpCluster)
+		for ; i < len(rs.reads) && rs.reads[i].op == op && rs.reads[i].cluster == cluster; i++ {
+			if c.touchesRead(rs.reads[i], rs) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *change) touchesRead(r read, rs *readSet) bool {
