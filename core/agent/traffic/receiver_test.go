@@ -2,7 +2,9 @@ package traffic_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -362,28 +364,40 @@ func TestStreamsAtOnce(t *testing.T) {
 	rec := agenttraffic.New(agenttraffic.Options{Cluster: "east", MaxStreams: 1})
 	conn := serve(t, rec)
 	client := metricsv3.NewMetricsServiceClient(conn)
-	first, err := client.StreamMetrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Send(&metricsv3.StreamMetricsMessage{Identifier: &metricsv3.StreamMetricsMessage_Identifier{Node: istioNode(t)}}); err != nil {
-		t.Fatal(err)
-	}
-	// The first stream holds its slot once the server has read from it.
-	testutil.EventuallyWhy(t, "a second stream refused", func() (bool, string) {
-		second, err := client.StreamMetrics(context.Background())
+	open := func() grpc.ClientStreamingClient[metricsv3.StreamMetricsMessage, metricsv3.StreamMetricsResponse] {
+		s, err := client.StreamMetrics(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = second.CloseAndRecv()
-		return status.Code(err) == codes.ResourceExhausted, fmt.Sprintf("second stream = %v, want ResourceExhausted", err)
+		// io.EOF: the server already ended the stream; CloseAndRecv
+		// returns how.
+		if err := s.Send(&metricsv3.StreamMetricsMessage{Identifier: &metricsv3.StreamMetricsMessage_Identifier{Node: istioNode(t)}}); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// The server starts each stream's handler on its own goroutine, so the
+	// second stream may take the slot before the first: the first is then
+	// the refused one, or the second ends before the first takes it. Each
+	// attempt opens both again until the first holds the slot.
+	var first grpc.ClientStreamingClient[metricsv3.StreamMetricsMessage, metricsv3.StreamMetricsResponse]
+	testutil.EventuallyWhy(t, "a second stream refused while the first is open", func() (bool, string) {
+		first = open()
+		_, err := open().CloseAndRecv()
+		if status.Code(err) == codes.ResourceExhausted {
+			return true, ""
+		}
+		first.CloseAndRecv()
+		return false, fmt.Sprintf("second stream = %v, want ResourceExhausted", err)
 	})
 	r := newRelay()
 	rec.Flush(time.Now(), r)
 	if r.dropped[traffic.DropRefused] == 0 {
 		t.Errorf("the refused stream was not reported: %v", r.dropped)
 	}
-	first.CloseAndRecv()
+	if _, err := first.CloseAndRecv(); err != nil {
+		t.Errorf("the first stream, which held the slot, ended with %v", err)
+	}
 }
 
 // TestWindowBytes: a window is kept under MaxWindowBytes; the edges left
