@@ -102,6 +102,69 @@ func TestRestartFromRedisCorruptOutput(t *testing.T) {
 	storedIsApplied(t, west, raw, "west")
 }
 
+// TestRestartFromRedisCorruptInput damages a cluster's stored input in
+// Redis before a server restarts on it. The load, which keeps inputs
+// encoded, succeeds: before, it failed whole and the server started on an
+// empty memory. The server logs the damaged input with its cluster and
+// leaves that cluster out of the fleet until its agent sends an input,
+// never translating it from an empty one; the other clusters load from the
+// store, and both agents then work as before, with no deletes.
+func TestRestartFromRedisCorruptInput(t *testing.T) {
+	r := testenv.StartRedis(t)
+	dir := t.TempDir()
+	ts := startServer(t, redisStore(t, r, "r1"), dir, withID("r1"))
+	addr := ts.Addr()
+	east := startAgent(t, ts, "east", ts.register("east"))
+	west := startAgent(t, ts, "west", ts.register("west"))
+	east.src.set(t, "e1", "e2")
+	west.src.set(t, "w1")
+	raw := rawRedis(t, r)
+	storedIsApplied(t, east, raw, "east")
+	storedIsApplied(t, west, raw, "west")
+	held, err := ts.store.GetInput(context.Background(), "west")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "west's input in Redis", func() bool {
+		stored, err := raw.GetInput(context.Background(), "west")
+		return err == nil && stored.Hash() == held.Hash()
+	})
+	ts.stop()
+	client := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer client.Close()
+	if err := client.HSet(context.Background(), "meshrelay:input:east", "d", "g\x00\x01").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	st := redisStore(t, r, "r2") // fails the test if the Load fails
+	if in, err := st.GetInput(context.Background(), "west"); err != nil || in.Hash() != held.Hash() {
+		t.Fatalf("west's input after the Load = %v, %v; want the stored one", in, err)
+	}
+	var logs lockedBuffer
+	ts2 := startServerDeps(t, st, dir, func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
+		withID("r2"), func(o *Options) { o.ListenAddr = addr })
+	if !strings.Contains(logs.String(), `"cluster":"east"`) || !strings.Contains(logs.String(), "stored input cannot be read") {
+		t.Errorf("the server's start did not log east's damaged input:\n%s", logs.String())
+	}
+	testutil.Eventually(t, "both agents to reconnect", func() bool {
+		return east.Stats.Connects.Load() >= 2 && west.Stats.Connects.Load() >= 2
+	})
+	testutil.Eventually(t, "east's input from its agent in place of the damaged one", func() bool {
+		_, err := ts2.store.GetInput(context.Background(), "east")
+		return err == nil
+	})
+	east.src.set(t, "e1", "e2", "e3")
+	west.src.set(t, "w1", "w2")
+	testutil.Eventually(t, "changes after the restart", func() bool {
+		return len(east.sink.names()) == 3 && len(west.sink.names()) == 2
+	})
+	for name, a := range map[string]*testAgent{"east": east, "west": west} {
+		if _, deletes := a.sink.counts(); deletes != 0 {
+			t.Errorf("%s: the restart on a damaged input caused %d deletes", name, deletes)
+		}
+	}
+}
+
 // storedIsApplied waits until the output Redis holds for cluster is the
 // one its agent a applied last.
 func storedIsApplied(t *testing.T, a *testAgent, raw *redis.Store, cluster string) {

@@ -61,7 +61,7 @@ func TestLateOutputOfAnAgentThatLeftIsNotStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.join("west", in, true)
+	ts.join("west", in.Hash(), true)
 	out, err := snapshot.New(1, []snapshot.Resource{configMapNamed(t, "late")})
 	if err != nil {
 		t.Fatal(err)

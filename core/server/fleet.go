@@ -102,9 +102,9 @@ func (s *Server) inputs(ctx context.Context) map[string]*snapshot.Snapshot {
 	return out
 }
 
-// join records that this replica took snap as a cluster's input, from its
-// agent or from the store, and tells the engine.
-func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
+// join records that this replica took the input of the given hash as a
+// cluster's input, from its agent or from the store, and tells the engine.
+func (s *Server) join(cluster string, hash snapshot.Hash, stale bool) {
 	s.mu.Lock()
 	_, known := s.labels[cluster]
 	s.mu.Unlock()
@@ -117,7 +117,7 @@ func (s *Server) join(cluster string, snap *snapshot.Snapshot, stale bool) {
 		// Unless a registry event brought newer ones meanwhile.
 		s.labels[cluster] = labels
 	}
-	s.fleet[cluster] = member{hash: snap.Hash(), updated: time.Now(), stale: stale}
+	s.fleet[cluster] = member{hash: hash, updated: time.Now(), stale: stale}
 	s.mu.Unlock()
 	s.engine.RefreshCluster(cluster)
 }

@@ -525,7 +525,7 @@ func (s *Server) acceptInput(ctx context.Context, cluster string, snap *snapshot
 		s.log.Warn("input numbered below the stored one; not taken", "cluster", cluster, "version", snap.Version(), "stored_version", held.Version())
 		return fmt.Errorf("input version %d is not above the stored version %d", snap.Version(), held.Version())
 	}
-	s.join(cluster, snap, false)
+	s.join(cluster, snap.Hash(), false)
 	s.markFresh(cluster)
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/engine"
 	"github.com/meshrelay/meshrelay/core/store"
 )
@@ -25,7 +24,7 @@ type safeMode struct {
 // its stored input to count as fresh at start.
 const freshWindowHeartbeats = 3
 
-func newSafeMode(registered map[string]store.Cluster, inputs map[string]*snapshot.Snapshot, opts Options, now time.Time) safeMode {
+func newSafeMode(registered map[string]store.Cluster, inputs map[string]*store.Encoded, opts Options, now time.Time) safeMode {
 	sm := safeMode{waiting: map[string]bool{}}
 	window := freshWindowHeartbeats * opts.Heartbeat
 	for name, c := range registered {

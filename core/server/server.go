@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -450,10 +452,15 @@ func (s *Server) AdminTokenPath() string {
 }
 
 // loadFleet reads every cluster's last input from the store and decides
-// whether to start in safe mode.
+// whether to start in safe mode. Inputs a cold start keeps encoded
+// (store.EncodedInputs) are decoded here, in parallel, since the engine's
+// first cycle reads them all. A cluster whose stored input cannot be
+// decoded is logged and does not join the fleet: safe mode waits for its
+// agent, whose input takes the damaged one's place, and until then it is
+// a cluster without an input, never one with an empty input.
 func (s *Server) loadFleet(ctx context.Context) error {
 	start := time.Now()
-	inputs, err := s.deps.Store.ListInputs(ctx)
+	inputs, err := store.ListEncodedInputs(ctx, s.deps.Store)
 	if err != nil {
 		return fmt.Errorf("load inputs: %w", err)
 	}
@@ -467,11 +474,16 @@ func (s *Server) loadFleet(ctx context.Context) error {
 			registered[c.Name] = c
 		}
 	}
-	for name, snap := range inputs {
-		if _, ok := registered[name]; !ok {
-			continue
-		}
-		s.join(name, snap, true)
+	maps.DeleteFunc(inputs, func(name string, _ *store.Encoded) bool {
+		_, ok := registered[name]
+		return !ok
+	})
+	for name, err := range decodeInputs(inputs) {
+		s.log.Warn("the stored input cannot be read; the cluster joins when its agent sends one", "cluster", name, "error", err)
+		delete(inputs, name)
+	}
+	for name, in := range inputs {
+		s.join(name, in.Hash(), true)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -479,6 +491,29 @@ func (s *Server) loadFleet(ctx context.Context) error {
 	s.log.Info("fleet loaded", "clusters", len(registered), "inputs", len(inputs), "took", time.Since(start), "safe_mode", s.safe.on,
 		"waiting", len(s.safe.waiting), "waiting_for", s.safe.waitingFirst())
 	return nil
+}
+
+// decodeInputs decodes every input on GOMAXPROCS goroutines and returns
+// the errors of those that cannot be decoded, by cluster.
+func decodeInputs(inputs map[string]*store.Encoded) map[string]error {
+	var (
+		g      errgroup.Group
+		mu     sync.Mutex
+		failed = map[string]error{}
+	)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for name, in := range inputs {
+		g.Go(func() error {
+			if _, err := in.Snapshot(); err != nil {
+				mu.Lock()
+				failed[name] = err
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return no error
+	return failed
 }
 
 func (s *Server) listen() error {

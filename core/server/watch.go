@@ -91,6 +91,6 @@ func (s *Server) reloadInput(ctx context.Context, cluster string) {
 	if local || (has && cur.hash == snap.Hash()) {
 		return
 	}
-	s.join(cluster, snap, false)
+	s.join(cluster, snap.Hash(), false)
 	s.markFresh(cluster)
 }

@@ -35,12 +35,14 @@
 // down (the failure contract in docs/architecture.md, "Redis unavailable").
 // It passes the conformance suite too, over either backing store.
 //
-// A cold start keeps the outputs it loads as [Encoded]: their versions and
-// hashes at once, their objects decoded when first read (memory.Store's
-// PutEncodedOutput), so that a fleet's outputs cost the load neither the
-// decoding nor the memory of their objects until an agent or a reader
-// needs them. A damaged output is then found when first read, an error
-// of that cluster's output, not of the whole Load.
+// A cold start keeps the inputs and outputs it loads as [Encoded]: their
+// versions and hashes at once, their objects decoded when first read
+// (memory.Store's PutEncodedInput and PutEncodedOutput), so that a fleet's
+// outputs cost the load neither the decoding nor the memory of their
+// objects until an agent or a reader needs them. [ListEncodedInputs] lists
+// inputs so; the server decodes them all as it loads its fleet. A damaged
+// snapshot is then found when first read, an error of that cluster's input
+// or output, not of the whole Load.
 //
 // Typical use in the server:
 //

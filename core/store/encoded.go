@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -9,10 +10,11 @@ import (
 
 // Encoded is a snapshot as a backing store read it: its version and hash,
 // stored beside it, known at once, and its encoded form, decoded only when
-// Snapshot is first called. A cold start keeps the fleet's outputs so
-// (WriteThrough's Load into a memory.Store): most are only compared by
-// version and hash until an agent or a reader asks for their objects, and
-// a stored output is a fifth of its decoded size or less.
+// Snapshot is first called. A cold start keeps the fleet's inputs and
+// outputs so (WriteThrough's Load into a memory.Store): the server's fleet
+// load needs only the inputs' versions and hashes, most outputs are only
+// compared by version and hash until an agent or a reader asks for their
+// objects, and a stored snapshot is a fifth of its decoded size or less.
 //
 // An Encoded is safe for concurrent use: the first Snapshot decodes, once,
 // and every call returns its result; the encoded form is dropped then.
@@ -65,4 +67,31 @@ func (e *Encoded) Snapshot() (*snapshot.Snapshot, error) {
 		}
 	})
 	return e.snap, e.err
+}
+
+// EncodedInputs is an InputReader that lists inputs as it keeps them,
+// without decoding those it keeps encoded: memory.Store after a cold start,
+// redis.Store, whose inputs are stored encoded, and WriteThrough.
+type EncodedInputs interface {
+	// ListEncodedInputs returns every input by cluster, as ListInputs
+	// would, each decoded when first asked for its snapshot.
+	ListEncodedInputs(ctx context.Context) (map[string]*Encoded, error)
+}
+
+// ListEncodedInputs returns every input r holds by cluster, kept encoded
+// where r keeps them so ([EncodedInputs]), else decoded. A cold start reads
+// only the inputs' versions and hashes so (the server's fleet load).
+func ListEncodedInputs(ctx context.Context, r InputReader) (map[string]*Encoded, error) {
+	if l, ok := r.(EncodedInputs); ok {
+		return l.ListEncodedInputs(ctx)
+	}
+	all, err := r.ListInputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Encoded, len(all))
+	for cluster, s := range all {
+		out[cluster] = Decoded(s)
+	}
+	return out, nil
 }

@@ -96,32 +96,54 @@ func (w *WriteThrough) reconcile(ctx context.Context) (LoadStats, error) {
 // reconcileInputs copies the backing store's inputs into memory, where the
 // primary's version rule keeps the newer of the two, and returns the
 // inputs memory holds newer or alone. It adds both sides' clusters to
-// known.
+// known. Inputs stay encoded as the backing store read them where memory
+// keeps them so (encodedInputs): a damaged one is then an error of its
+// cluster when first read, not of the whole Load.
 func (w *WriteThrough) reconcileInputs(ctx context.Context, known map[string]bool) (reconciled, error) {
 	octx, cancel := w.op(ctx)
-	remote, err := w.backing.ListInputs(octx)
+	remote, err := ListEncodedInputs(octx, w.backing)
 	cancel()
 	if err != nil {
 		return reconciled{}, fmt.Errorf("list inputs: %w", err)
 	}
 	res := reconciled{read: len(remote)}
-	for name, s := range remote {
+	for name, e := range remote {
 		known[name] = true
-		if err := w.primary.PutInput(ctx, name, s); err != nil {
+		if err := w.copyInput(ctx, name, e); err != nil {
 			return res, fmt.Errorf("copy input %q: %w", name, err)
 		}
 	}
-	local, err := w.primary.ListInputs(ctx)
+	local, err := ListEncodedInputs(ctx, w.primary)
 	if err != nil {
 		return res, fmt.Errorf("list inputs in memory: %w", err)
 	}
-	for name, s := range local {
+	for name, e := range local {
 		known[name] = true
-		if r, ok := remote[name]; !ok || s.Version() > r.Version() {
+		if r, ok := remote[name]; !ok || e.Version() > r.Version() {
 			res.requeue = append(res.requeue, inputKey(name))
 		}
 	}
 	return res, nil
+}
+
+// copyInput copies an input read from the backing store into memory, as
+// it was read where memory keeps inputs encoded, else decoded.
+func (w *WriteThrough) copyInput(ctx context.Context, cluster string, e *Encoded) error {
+	if p, ok := w.primary.(encodedInputs); ok {
+		return p.PutEncodedInput(ctx, cluster, e)
+	}
+	s, err := e.Snapshot()
+	if err != nil {
+		return err
+	}
+	return w.primary.PutInput(ctx, cluster, s)
+}
+
+// encodedInputs is a primary store that keeps inputs as the backing store
+// read them, decoded when first read (memory.Store).
+type encodedInputs interface {
+	// PutEncodedInput is PutInput of an Encoded.
+	PutEncodedInput(ctx context.Context, cluster string, e *Encoded) error
 }
 
 // reconcileRegistry copies the backing store's registry records into

@@ -202,6 +202,12 @@ type encodedOutputs interface {
 	ListEncodedOutputs(ctx context.Context, cluster string) (map[string]*Encoded, error)
 }
 
+// ListEncodedInputs implements EncodedInputs: memory's inputs, without
+// decoding those it keeps encoded.
+func (w *WriteThrough) ListEncodedInputs(ctx context.Context) (map[string]*Encoded, error) {
+	return ListEncodedInputs(ctx, w.primary)
+}
+
 // primaryOutputsOf returns memory's outputs of cluster by backend, without
 // decoding those it keeps encoded.
 func (w *WriteThrough) primaryOutputsOf(ctx context.Context, cluster string) (map[string]*Encoded, error) {

@@ -32,7 +32,7 @@ type Store struct {
 // data is what the handles of one store share.
 type data struct {
 	mu       sync.RWMutex
-	inputs   map[string]*snapshot.Snapshot
+	inputs   map[string]*store.Encoded            // decoded on first read
 	outputs  map[string]map[string]*store.Encoded // decoded on first read
 	clusters map[string]store.Cluster
 	caCert   []byte
@@ -47,7 +47,7 @@ type data struct {
 // New returns an empty store with replica ID DefaultReplica.
 func New() *Store {
 	d := &data{
-		inputs:   make(map[string]*snapshot.Snapshot),
+		inputs:   make(map[string]*store.Encoded),
 		outputs:  make(map[string]map[string]*store.Encoded),
 		clusters: make(map[string]store.Cluster),
 		trust:    make(map[string]store.TrustRecord),
@@ -107,44 +107,95 @@ func checkName(what, name string) error {
 
 // PutInput implements store.Inputs.
 func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
+	var e *store.Encoded
+	if snap != nil {
+		e = store.Decoded(snap)
+	}
+	return s.putInput(ctx, cluster, e, true)
+}
+
+// PutEncodedInput is PutInput of an input kept as the backing store read
+// it: it is decoded when GetInput or ListInputs first returns it
+// (store.Encoded), and a damaged one is their error then, for that
+// cluster only. ListEncodedInputs reads it without decoding it.
+func (s *Store) PutEncodedInput(ctx context.Context, cluster string, e *store.Encoded) error {
+	return s.putInput(ctx, cluster, e, false)
+}
+
+// putInput stores e unless the stored input is newer. A put of the stored
+// version and hash publishes nothing, but a decoded one (PutInput's) takes
+// the place of what is kept encoded: an input that turned out damaged when
+// first read is replaced so by the same input as its agent sends it again.
+func (s *Store) putInput(ctx context.Context, cluster string, e *store.Encoded, decoded bool) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	if err := checkName("cluster", cluster); err != nil {
 		return fmt.Errorf("put input: %w", err)
 	}
-	if snap == nil {
+	if e == nil {
 		return fmt.Errorf("put input %q: nil snapshot", cluster)
 	}
 	d := s.data
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if cur, ok := d.inputs[cluster]; ok {
-		if snap.Version() < cur.Version() || (snap.Version() == cur.Version() && snap.Hash() == cur.Hash()) {
+		if e.Version() == cur.Version() && e.Hash() == cur.Hash() {
+			if decoded {
+				d.inputs[cluster] = e
+			}
+			return nil
+		}
+		if e.Version() < cur.Version() {
 			return nil
 		}
 	}
-	d.inputs[cluster] = snap
-	s.publish(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
+	d.inputs[cluster] = e
+	s.publish(store.Event{Kind: store.EventInput, Cluster: cluster, Version: e.Version()})
 	return nil
 }
 
-// GetInput implements store.Inputs.
+// GetInput implements store.Inputs. An input kept encoded is decoded now,
+// outside the store's lock; one that cannot be decoded is an error.
 func (s *Store) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	s.data.mu.RLock()
-	defer s.data.mu.RUnlock()
-	snap, ok := s.data.inputs[cluster]
+	e, ok := s.data.inputs[cluster]
+	s.data.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("input %q: %w", cluster, store.ErrNotFound)
+	}
+	snap, err := e.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("input %q: %w", cluster, err)
 	}
 	return snap, nil
 }
 
-// ListInputs implements store.Inputs.
+// ListInputs implements store.Inputs. Inputs kept encoded are decoded now;
+// one that cannot be decoded makes the whole answer an error, never a map
+// without it.
 func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
+	all, err := s.ListEncodedInputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*snapshot.Snapshot, len(all))
+	for cluster, e := range all {
+		snap, err := e.Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("list inputs: %q: %w", cluster, err)
+		}
+		out[cluster] = snap
+	}
+	return out, nil
+}
+
+// ListEncodedInputs returns every input by cluster as ListInputs does,
+// without decoding those kept encoded (store.EncodedInputs).
+func (s *Store) ListEncodedInputs(ctx context.Context) (map[string]*store.Encoded, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

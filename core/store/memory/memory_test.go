@@ -88,3 +88,83 @@ func TestEncodedOutputDecodedOnceOnRead(t *testing.T) {
 		t.Errorf("GetOutput(west) after the output was put again = %v, %v; want it", got, err)
 	}
 }
+
+// TestEncodedInputDecodedOnceOnRead puts inputs kept encoded, as a cold
+// start does: Put and ListEncodedInputs decode nothing, concurrent reads
+// decode once, a damaged input is the same error naming its cluster on
+// every read (never "not found" or an empty input) until its agent's
+// input of the same version and hash takes its place, and the version
+// rule holds without decoding.
+func TestEncodedInputDecodedOnceOnRead(t *testing.T) {
+	ctx := t.Context()
+	s := memory.New()
+	events, err := s.Replica("other").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storetest.Snap(t, 3, "in", 4)
+	var decodes atomic.Int64
+	encoded := func(snap *snapshot.Snapshot, err error) *store.Encoded {
+		return store.NewEncoded(want.Version(), want.Hash(), func() (*snapshot.Snapshot, error) {
+			decodes.Add(1)
+			return snap, err
+		})
+	}
+	if err := s.PutEncodedInput(ctx, "east", encoded(want, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutEncodedInput(ctx, "west", encoded(nil, errors.New("damaged"))); err != nil {
+		t.Fatal(err)
+	}
+	// An older input, encoded or not, does not replace a newer one.
+	if err := s.PutEncodedInput(ctx, "east", store.Decoded(storetest.Snap(t, 2, "older", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := store.ListEncodedInputs(ctx, s); err != nil || len(all) != 2 || all["east"].Hash() != want.Hash() {
+		t.Fatalf("ListEncodedInputs = %v, %v; want east and west, east as put", all, err)
+	}
+	if n := decodes.Load(); n != 0 {
+		t.Fatalf("Put and ListEncodedInputs decoded %d inputs, want 0", n)
+	}
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if got, err := s.GetInput(ctx, "east"); err != nil || got != want {
+				t.Errorf("GetInput(east) = %v, %v; want the stored snapshot", got, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := decodes.Load(); n != 1 {
+		t.Errorf("8 concurrent reads decoded the input %d times, want 1", n)
+	}
+	for range 2 {
+		if got, err := s.GetInput(ctx, "west"); err == nil || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"west"`) {
+			t.Fatalf("GetInput(west) of a damaged input = %v, %v; want a decode error naming it", got, err)
+		}
+		if all, err := s.ListInputs(ctx); err == nil {
+			t.Fatalf("ListInputs with a damaged input = %v, nil; want the decode error", all)
+		}
+	}
+	// The two encoded puts are published; the agent's input that takes the
+	// damaged one's place, of the same version and hash, is not.
+	for range 2 {
+		if ev := <-events; ev.Kind != store.EventInput {
+			t.Fatalf("event %+v, want an input's", ev)
+		}
+	}
+	if err := s.PutInput(ctx, "west", want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetInput(ctx, "west"); err != nil || got != want {
+		t.Errorf("GetInput(west) after its input was put again = %v, %v; want it", got, err)
+	}
+	// Events keep their order: the next is that of a later put.
+	if err := s.PutInput(ctx, "north", want); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev.Cluster != "north" {
+		t.Errorf("a put of the stored version and hash published %+v", ev)
+	}
+}

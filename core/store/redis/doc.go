@@ -93,12 +93,12 @@
 // store.WriteThrough retries a write refused meanwhile. Cluster shards with
 // replicas are not tested.
 //
-// Loading the fleet is ListInputs: one SMEMBERS, one pipeline of HMGETs
-// (no per-key round trip) and decoding in parallel on GOMAXPROCS
-// goroutines. ListOutputsOf reads many clusters' outputs in one pipeline
-// and decodes none: each is a store.Encoded, its version and hash read,
-// its data decoded and checked when first read (store.WriteThrough's Load
-// keeps them so in memory).
+// Loading the fleet is ListEncodedInputs: one SMEMBERS and one pipeline
+// of HMGETs (no per-key round trip); ListInputs then decodes them in
+// parallel on GOMAXPROCS goroutines. ListOutputsOf reads many clusters'
+// outputs in one pipeline. Both decode none: each is a store.Encoded, its
+// version and hash read, its data decoded and checked when first read
+// (store.WriteThrough's Load keeps them so in memory).
 // Decoding trusts what the store wrote (snapshot.Unmarshal): bodies are not
 // checked for JSON again and share the decompressed data; the hash stored
 // beside each snapshot is checked instead.

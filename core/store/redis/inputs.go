@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -80,9 +82,34 @@ func (s *Store) decodeFields(v, h, d any) (*snapshot.Snapshot, error) {
 	return s.codec.decode(ds, vs, hs)
 }
 
-// ListInputs implements store.Inputs. It reads the index, fetches every
-// input in one pipeline and decodes them in parallel.
+// ListInputs implements store.Inputs. It reads every input in one
+// pipeline (ListEncodedInputs) and decodes them in parallel.
 func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
+	all, err := s.ListEncodedInputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Collect(maps.Keys(all))
+	snaps := make([]*snapshot.Snapshot, len(names))
+	errs := make([]error, len(names))
+	parallel(len(names), func(i int) {
+		snaps[i], errs[i] = all[names[i]].Snapshot()
+	})
+	out := make(map[string]*snapshot.Snapshot, len(names))
+	for i, name := range names {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("list inputs: %q: %w", name, errs[i])
+		}
+		out[name] = snaps[i]
+	}
+	return out, nil
+}
+
+// ListEncodedInputs implements store.EncodedInputs. It reads the index and
+// fetches every input in one pipeline; each is decoded when first asked
+// for its snapshot, and one whose data is damaged is that input's error
+// then. A version or hash that cannot be parsed is an error now.
+func (s *Store) ListEncodedInputs(ctx context.Context) (map[string]*store.Encoded, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -100,22 +127,26 @@ func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, 
 	if err != nil {
 		return nil, s.wrap("list inputs", err)
 	}
-	snaps := make([]*snapshot.Snapshot, len(names))
-	errs := make([]error, len(names))
-	parallel(len(names), func(i int) {
-		vals := cmds[i].Val()
-		snaps[i], errs[i] = s.decodeFields(vals[0], vals[1], vals[2])
-	})
-	out := make(map[string]*snapshot.Snapshot, len(names))
+	out := make(map[string]*store.Encoded, len(names))
 	for i, name := range names {
-		switch {
-		case errors.Is(errs[i], store.ErrNotFound):
-			// An index entry whose input is being written or was deleted.
-		case errs[i] != nil:
-			return nil, fmt.Errorf("redis: list inputs: %q: %w", name, errs[i])
-		default:
-			out[name] = snaps[i]
+		vals := cmds[i].Val()
+		vs, ok1 := vals[0].(string)
+		hs, ok2 := vals[1].(string)
+		ds, ok3 := vals[2].(string)
+		if !ok1 || !ok2 || !ok3 {
+			continue // an index entry whose input is being written or was deleted
 		}
+		v, h, err := storedHead(vs, hs)
+		if err != nil {
+			return nil, fmt.Errorf("redis: list inputs: %q: %w", name, err)
+		}
+		out[name] = store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
+			snap, err := s.codec.decode(ds, vs, hs)
+			if err != nil {
+				return nil, fmt.Errorf("redis: %w", err)
+			}
+			return snap, nil
+		})
 	}
 	return out, nil
 }

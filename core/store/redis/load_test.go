@@ -124,12 +124,12 @@ func TestLoadReadsEveryOutput(t *testing.T) {
 	}
 }
 
-// TestLoadKeepsOutputsEncoded loads clusters from a real redis-server into
-// a WriteThrough over memory and counts the snapshots the loading store
-// decodes: the Load decodes the inputs only, the outputs stay encoded
-// until read, and an output read from many goroutines at once is decoded
+// TestLoadKeepsSnapshotsEncoded loads clusters from a real redis-server
+// into a WriteThrough over memory and counts the snapshots the loading
+// store decodes: the Load decodes none, inputs and outputs stay encoded
+// until read, and a snapshot read from many goroutines at once is decoded
 // once and is exactly the stored one.
-func TestLoadKeepsOutputsEncoded(t *testing.T) {
+func TestLoadKeepsSnapshotsEncoded(t *testing.T) {
 	ctx := t.Context()
 	server := testenv.StartRedis(t)
 	writer := newStore(t, server, "lazy:", "writer")
@@ -155,8 +155,20 @@ func TestLoadKeepsOutputsEncoded(t *testing.T) {
 	if stats.Outputs != 2*clusters {
 		t.Fatalf("Load read %d outputs, want %d", stats.Outputs, 2*clusters)
 	}
-	if n := redis.Decodes(loader); n != clusters {
-		t.Errorf("Load decoded %d snapshots, want %d: the inputs, and no output", n, clusters)
+	if n := redis.Decodes(loader); n != 0 {
+		t.Errorf("Load decoded %d snapshots, want none", n)
+	}
+	wantIn, err := writer.GetInput(ctx, "cluster-0042")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if in, err := wt.GetInput(ctx, "cluster-0042"); err != nil || in.Version() != wantIn.Version() || in.Hash() != wantIn.Hash() {
+			t.Fatalf("GetInput after Load = %v, %v; want the stored version %d hash %s", in, err, wantIn.Version(), wantIn.Hash().Short())
+		}
+	}
+	if n := redis.Decodes(loader); n != 1 {
+		t.Errorf("two reads of one input decoded %d snapshots, want 1", n)
 	}
 
 	want, err := writer.GetOutput(ctx, "cluster-0042", "cilium")
@@ -179,8 +191,8 @@ func TestLoadKeepsOutputsEncoded(t *testing.T) {
 				got[i].Version(), got[i].Hash().Short(), got[i].Len(), want.Version(), want.Hash().Short(), want.Len())
 		}
 	}
-	if n := redis.Decodes(loader); n != clusters+1 {
-		t.Errorf("8 concurrent reads of one output decoded %d snapshots, want 1", n-clusters)
+	if n := redis.Decodes(loader); n != 2 {
+		t.Errorf("8 concurrent reads of one output decoded %d snapshots, want 1", n-1)
 	}
 }
 
@@ -244,6 +256,64 @@ func TestLoadCorruptOutputFoundOnUse(t *testing.T) {
 				got, err := wt.GetOutput(ctx, c, backend)
 				if err != nil || got.Version() != want.Version() || got.Hash() != want.Hash() {
 					t.Errorf("GetOutput(%s) = %v, %v; want version %d hash %s", key, got, err, want.Version(), want.Hash().Short())
+				}
+			}
+		})
+	}
+}
+
+// TestLoadCorruptInputFoundOnUse damages one cluster's stored input in a
+// real redis-server in the ways TestCorruptData does and loads the fleet:
+// the Load, which keeps inputs encoded, succeeds where it failed whole
+// before; reading that input is an error naming its cluster, every time,
+// never "not found" or an empty input; every other input reads back as
+// stored, and the damaged one's version and hash are known without it.
+func TestLoadCorruptInputFoundOnUse(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	for name, corrupt := range map[string]func(t *testing.T, prefix string){
+		"unknown format": func(t *testing.T, prefix string) { hset(t, raw, prefix+"input:b", "d", "zzz") },
+		"bad gzip":       func(t *testing.T, prefix string) { hset(t, raw, prefix+"input:b", "d", "g\x00\x01") },
+		"another input's data": func(t *testing.T, prefix string) {
+			d, err := raw.HGet(ctx, prefix+"input:a", "d").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hset(t, raw, prefix+"input:b", "d", d)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prefix := strings.ReplaceAll(name, " ", "-") + ":"
+			writer := newStore(t, server, prefix, "writer")
+			stored := map[string]*snapshot.Snapshot{}
+			for i, c := range []string{"a", "b", "c"} {
+				s := storetest.Snap(t, uint64(i+1), c, 2)
+				if err := writer.PutInput(ctx, c, s); err != nil {
+					t.Fatal(err)
+				}
+				stored[c] = s
+			}
+			corrupt(t, prefix)
+			wt := store.NewWriteThrough(memory.New(), newStore(t, server, prefix, "loader"), store.WriteThroughOptions{})
+			defer wt.Close()
+			if _, err := wt.Load(ctx); err != nil {
+				t.Fatalf("Load with b's input damaged: %v, want the other inputs loaded", err)
+			}
+			all, err := store.ListEncodedInputs(ctx, wt)
+			if err != nil || len(all) != 3 || all["b"].Version() != stored["b"].Version() || all["b"].Hash() != stored["b"].Hash() {
+				t.Fatalf("ListEncodedInputs after Load = %v, %v; want a, b and c, b with its stored version and hash", all, err)
+			}
+			for range 2 {
+				if s, err := wt.GetInput(ctx, "b"); err == nil || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"b"`) {
+					t.Fatalf("GetInput(b) = %v, %v; want a decode error naming the cluster", s, err)
+				}
+			}
+			for _, c := range []string{"a", "c"} {
+				got, err := wt.GetInput(ctx, c)
+				if err != nil || got.Version() != stored[c].Version() || got.Hash() != stored[c].Hash() {
+					t.Errorf("GetInput(%s) = %v, %v; want version %d hash %s", c, got, err, stored[c].Version(), stored[c].Hash().Short())
 				}
 			}
 		})
