@@ -45,19 +45,119 @@ func (w *WriteThrough) takeEvents() <-chan Event {
 }
 
 // follow applies events until the channel closes, and then returns true,
-// or until ctx ends.
+// or until ctx ends. Events already waiting are taken together (drain),
+// so that a run of registry changes is read from the backing store in one
+// round trip (applyClusters).
 func (w *WriteThrough) follow(ctx context.Context, events <-chan Event) bool {
+	batch := make([]Event, 0, followBatch)
 	for {
 		select {
 		case e, ok := <-events:
 			if !ok {
 				return true
 			}
-			w.apply(ctx, e)
+			batch = drain(append(batch[:0], e), events)
+			w.applyBatch(ctx, batch)
 		case <-ctx.Done():
 			return false
 		}
 	}
+}
+
+// drain appends the events already waiting on events to batch, up to
+// followBatch in all. A closed channel is left for the next receive to
+// report.
+func drain(batch []Event, events <-chan Event) []Event {
+	for len(batch) < followBatch {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, e)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// followBatch bounds the events follow takes together.
+const followBatch = 512
+
+// applyBatch applies events in order. Consecutive registry changes go
+// through applyClusters when the backing store reads many records at once.
+func (w *WriteThrough) applyBatch(ctx context.Context, events []Event) {
+	_, batched := w.backing.(clustersGetter)
+	for len(events) > 0 {
+		n := 1
+		if batched && events[0].Kind == EventCluster {
+			for n < len(events) && events[n].Kind == EventCluster {
+				n++
+			}
+		}
+		if n > 1 {
+			w.applyClusters(ctx, events[:n])
+		} else {
+			w.apply(ctx, events[0])
+		}
+		events = events[n:]
+	}
+}
+
+// clustersGetter is a backing store that reads many registry records in
+// one round trip, as redis.Store.GetClusters does with one HMGET: a
+// replica then follows the others' heartbeats, which touch every record
+// they serve at once (touchLastSeen in core/server), in a round trip per
+// heartbeat instead of one per record.
+type clustersGetter interface {
+	// GetClusters returns the records of names that are stored, by name.
+	GetClusters(ctx context.Context, names []string) (map[string]Cluster, error)
+}
+
+// applyClusters applies a run of registry events, reading their records
+// in one round trip, then publishes each event in order. When the read
+// fails each event is applied on its own, as apply does.
+func (w *WriteThrough) applyClusters(ctx context.Context, events []Event) {
+	names := make([]string, 0, len(events))
+	for _, e := range events {
+		if !w.queue.has(clusterKey(e.Cluster)) {
+			names = append(names, e.Cluster)
+		}
+	}
+	octx, cancel := w.op(ctx)
+	records, err := w.backing.(clustersGetter).GetClusters(octx, names)
+	cancel()
+	if err != nil {
+		for _, e := range events {
+			w.apply(ctx, e)
+		}
+		return
+	}
+	for _, e := range events {
+		if err := w.copyRecord(ctx, e.Cluster, records); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.apply(ctx, e) // applied on its own, or reloaded
+			continue
+		}
+		w.hub.Publish(e)
+	}
+}
+
+// copyRecord copies a registry record read from the backing store (found
+// in records, or deleted when absent) into memory, unless a write of
+// memory's is queued for it.
+func (w *WriteThrough) copyRecord(ctx context.Context, name string, records map[string]Cluster) error {
+	if w.queue.has(clusterKey(name)) {
+		return nil
+	}
+	c, ok := records[name]
+	if !ok {
+		return w.primary.DeleteCluster(ctx, name)
+	}
+	return w.copyCluster(ctx, c)
 }
 
 // apply copies the change e announces into memory, then publishes e. When

@@ -77,7 +77,10 @@ func (o *WriteThroughOptions) setDefaults() {
 // backoff when the backing store fails, and reports HealthDegraded until it
 // succeeds again. Run also follows the backing store's change feed: other
 // replicas' writes are copied into the primary before they are passed on to
-// this store's watchers.
+// this store's watchers. Events already waiting are taken together, and a
+// run of registry changes (another replica's heartbeat touches every
+// record it serves) is read in one round trip where the backing store
+// reads many records at once (redis.Store.GetClusters).
 //
 // When the backing store comes back after a failure (its feed sends
 // EventResync), Run reconciles both ways: what the backing store holds newer

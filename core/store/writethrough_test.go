@@ -332,6 +332,86 @@ func TestWriteThroughFollowsOtherReplica(t *testing.T) {
 	}
 }
 
+// countingRegistry is a real Redis backing store that counts its reads of
+// registry records, one record's or many.
+type countingRegistry struct {
+	*redis.Store
+	reads atomic.Int64
+}
+
+func (c *countingRegistry) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	c.reads.Add(1)
+	return c.Store.GetCluster(ctx, name)
+}
+
+func (c *countingRegistry) GetClusters(ctx context.Context, names []string) (map[string]store.Cluster, error) {
+	c.reads.Add(1)
+	return c.Store.GetClusters(ctx, names)
+}
+
+// TestWriteThroughFollowsAHeartbeatInFewReads has replica a register 300
+// clusters and touch them all at once, as a server's heartbeat does
+// (CompareAndPutClusters), then deregister two: b holds every record as
+// a wrote it last, the two gone, passes on an event for each write, and
+// reads the records from Redis in runs, far fewer reads than records.
+func TestWriteThroughFollowsAHeartbeatInFewReads(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	a := startWriteThrough(t, newRedis(t, server, "hb:", "a"))
+	backing := &countingRegistry{Store: newRedis(t, server, "hb:", "b")}
+	b := startWriteThrough(t, backing)
+	events, err := b.Watch(ctx)
+	must(t, err)
+
+	const n = 300
+	records := make([]store.Cluster, n)
+	for i := range records {
+		records[i] = store.Cluster{Name: fmt.Sprintf("c%03d", i), Replica: "a"}
+	}
+	stored, err := a.CompareAndPutClusters(ctx, records)
+	must(t, err)
+	seen := time.Now().UTC().Truncate(time.Second)
+	for i := range stored {
+		stored[i].LastSeen = seen
+	}
+	touched, err := a.CompareAndPutClusters(ctx, stored)
+	must(t, err)
+	if len(touched) != n {
+		t.Fatalf("the touch stored %d records, want %d", len(touched), n)
+	}
+	must(t, a.DeleteCluster(ctx, "c007"))
+	must(t, a.DeleteCluster(ctx, "c123"))
+
+	got := 0
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for got < 2*n+2 {
+		select {
+		case e := <-events:
+			if e.Kind == store.EventCluster && e.Replica == "a" {
+				got++
+			}
+		case <-timer.C:
+			t.Fatalf("b passed on %d of a's %d registry events", got, 2*n+2)
+		}
+	}
+	for _, want := range touched {
+		c, err := b.GetCluster(ctx, want.Name)
+		switch {
+		case want.Name == "c007" || want.Name == "c123":
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("b.GetCluster(%s) after its deregistration = %+v, %v; want not found", want.Name, c, err)
+			}
+		case err != nil || c.Version != want.Version || !c.LastSeen.Equal(seen):
+			t.Fatalf("b.GetCluster(%s) = version %d last seen %s, %v; want version %d last seen %s",
+				want.Name, c.Version, c.LastSeen, err, want.Version, seen)
+		}
+	}
+	if reads := backing.reads.Load(); reads > (2*n+2)/4 {
+		t.Errorf("b read registry records %d times for %d events, want runs of them read at once", reads, 2*n+2)
+	}
+}
+
 // TestWriteThroughCutOffKeepsDeregistration cuts replica a off from Redis
 // while replica b deregisters a cluster (revokes its record, deletes its
 // input and outputs) and a, whose agent is still connected, keeps writing

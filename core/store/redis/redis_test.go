@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,36 @@ func TestCorruptData(t *testing.T) {
 	}
 	if _, err := s.GetInput(ctx, "c"); err == nil {
 		t.Error("GetInput with another snapshot's data: err = nil, want a hash mismatch")
+	}
+}
+
+// TestGetClusters reads many registry records in one call: those stored
+// by name, none for a name not stored, and a damaged record an error.
+func TestGetClusters(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	s := newStore(t, server, "g:", "a")
+	stored, err := s.CompareAndPutClusters(ctx, []store.Cluster{{Name: "east", Replica: "a"}, {Name: "west", Labels: map[string]string{"env": "prod"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetClusters(ctx, []string{"west", "nowhere", "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["east"].Version != stored[0].Version || got["east"].Replica != "a" || got["west"].Labels["env"] != "prod" {
+		t.Errorf("GetClusters = %+v; want east and west as stored, nothing for nowhere", got)
+	}
+	if none, err := s.GetClusters(ctx, nil); err != nil || len(none) != 0 {
+		t.Errorf("GetClusters(nil) = %v, %v; want an empty map", none, err)
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	if err := raw.HSet(ctx, "g:clusters", "west", "{not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetClusters(ctx, []string{"east", "west"}); err == nil || !strings.Contains(err.Error(), `"west"`) {
+		t.Errorf("GetClusters with west damaged = %+v, %v; want an error naming west", got, err)
 	}
 }
 

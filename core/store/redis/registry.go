@@ -159,6 +159,36 @@ func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, err
 	return c, nil
 }
 
+// GetClusters returns the registry records of names that are stored, by
+// name, read with one HMGET: store.WriteThrough follows another replica's
+// heartbeat, which touches every record it serves at once, so. A record
+// that cannot be decoded fails the whole read.
+func (s *Store) GetClusters(ctx context.Context, names []string) (map[string]store.Cluster, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Cluster, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	vals, err := s.client.HMGet(ctx, s.keys.clusters(), names...).Result()
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("get %d clusters", len(names)), err)
+	}
+	for i, v := range vals {
+		data, ok := v.(string)
+		if !ok {
+			continue // not stored
+		}
+		c, err := decodeCluster(names[i], data)
+		if err != nil {
+			return nil, fmt.Errorf("redis: get clusters: %w", err)
+		}
+		out[names[i]] = c
+	}
+	return out, nil
+}
+
 // ListClusters implements store.Registry.
 func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	if err := s.check(); err != nil {

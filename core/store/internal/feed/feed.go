@@ -9,6 +9,11 @@ import (
 // dropped in favour of a Resync.
 const queueLimit = 4096
 
+// chanBuffer is the capacity of a watcher's channel: a watcher that takes
+// the events already waiting as one batch (store.WriteThrough's follow)
+// finds a burst of them there, not one at a time behind the pump.
+const chanBuffer = 256
+
 // Hub delivers events of type E to every watcher. The zero value is not
 // usable; call New.
 type Hub[E any] struct {
@@ -45,7 +50,7 @@ func (h *Hub[E]) Watch(ctx context.Context) (<-chan E, error) {
 		return nil, h.closeErr
 	}
 	w := &watcher[E]{
-		ch:   make(chan E),
+		ch:   make(chan E, chanBuffer),
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 	}
