@@ -218,14 +218,14 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		if e.Backend == "" {
 			return w.primary.DeleteOutputs(ctx, e.Cluster)
 		}
-		s, err := w.backing.GetOutput(octx, e.Cluster, e.Backend)
+		s, err := w.backingOutput(octx, e.Cluster, e.Backend)
 		if errors.Is(err, ErrNotFound) {
 			return nil // deleted since; that deletion's event follows
 		}
 		if err != nil {
 			return err
 		}
-		kept, err := w.copyOutput(ctx, e.Cluster, e.Backend, Decoded(s))
+		kept, err := w.copyOutput(ctx, e.Cluster, e.Backend, s)
 		if kept {
 			w.queue.add(outputKey(e.Cluster, e.Backend))
 		}
@@ -244,4 +244,25 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		return w.copyCluster(ctx, c)
 	}
 	return nil
+}
+
+// encodedOutputGetter is a backing store that reads an output without
+// decoding it (redis.Store.GetEncodedOutput).
+type encodedOutputGetter interface {
+	GetEncodedOutput(ctx context.Context, cluster, backend string) (*Encoded, error)
+}
+
+// backingOutput reads an output another replica wrote from the backing
+// store, kept encoded where the backing store reads it so: this replica
+// decodes it only when an agent moves here or a reader asks, and holds it
+// meanwhile as stored, a fraction of its decoded size.
+func (w *WriteThrough) backingOutput(ctx context.Context, cluster, backend string) (*Encoded, error) {
+	if g, ok := w.backing.(encodedOutputGetter); ok {
+		return g.GetEncodedOutput(ctx, cluster, backend)
+	}
+	s, err := w.backing.GetOutput(ctx, cluster, backend)
+	if err != nil {
+		return nil, err
+	}
+	return Decoded(s), nil
 }

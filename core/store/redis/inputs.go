@@ -136,17 +136,11 @@ func (s *Store) ListEncodedInputs(ctx context.Context) (map[string]*store.Encode
 		if !ok1 || !ok2 || !ok3 {
 			continue // an index entry whose input is being written or was deleted
 		}
-		v, h, err := storedHead(vs, hs)
+		e, err := s.encoded(vs, hs, ds)
 		if err != nil {
 			return nil, fmt.Errorf("redis: list inputs: %q: %w", name, err)
 		}
-		out[name] = store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
-			snap, err := s.codec.decode(ds, vs, hs)
-			if err != nil {
-				return nil, fmt.Errorf("redis: %w", err)
-			}
-			return snap, nil
-		})
+		out[name] = e
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
 	"github.com/meshrelay/meshrelay/internal/testenv"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 )
 
 // outputHashes returns each cluster's outputs as version and hash, by
@@ -324,5 +326,50 @@ func hset(t *testing.T, raw *goredis.Client, key, field, value string) {
 	t.Helper()
 	if err := raw.HSet(t.Context(), key, field, value).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFollowKeepsOtherReplicasOutputsEncoded has a replica follow another
+// one's output writes through a real redis-server: it copies each output
+// as stored, decoding none, until a read asks for it, which decodes it
+// once and finds exactly the writer's snapshot.
+func TestFollowKeepsOtherReplicasOutputsEncoded(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	writer := newStore(t, server, "follow:", "writer")
+	follower := newStore(t, server, "follow:", "follower")
+	mem := memory.New()
+	wt := store.NewWriteThrough(mem, follower, store.WriteThroughOptions{})
+	if _, err := wt.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wt.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		wt.Close()
+	}()
+
+	want := storetest.Snap(t, 7, "out", 5)
+	if err := writer.PutOutput(ctx, "east", "istio", want); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the writer's output copied", func() bool {
+		all, err := mem.ListEncodedOutputs(ctx, "east")
+		return err == nil && all["istio"] != nil && all["istio"].Version() == want.Version() && all["istio"].Hash() == want.Hash()
+	})
+	if n := redis.Decodes(follower); n != 0 {
+		t.Errorf("copying the output decoded %d snapshots, want none", n)
+	}
+	got, err := wt.GetOutput(ctx, "east", "istio")
+	if err != nil || got.Hash() != want.Hash() || got.Len() != want.Len() {
+		t.Fatalf("GetOutput = %v, %v; want the writer's output", got, err)
+	}
+	if n := redis.Decodes(follower); n != 1 {
+		t.Errorf("reading the copied output decoded %d snapshots, want 1", n)
 	}
 }

@@ -45,6 +45,23 @@ func (s *Store) putOutputArgs(cluster, backend string, snap *snapshot.Snapshot) 
 
 // GetOutput implements store.Outputs.
 func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapshot.Snapshot, error) {
+	e, err := s.GetEncodedOutput(ctx, cluster, backend)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := e.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("redis: get output %q/%q: %w", cluster, backend, err)
+	}
+	return snap, nil
+}
+
+// GetEncodedOutput is GetOutput without decoding: the output's version and
+// hash, and its data decoded and checked against them when its Snapshot is
+// first asked for (store.Encoded). store.WriteThrough copies the outputs
+// other replicas write so: a replica reads them only when an agent moves
+// to it or a reader asks.
+func (s *Store) GetEncodedOutput(ctx context.Context, cluster, backend string) (*store.Encoded, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -52,11 +69,34 @@ func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapsh
 	if err != nil {
 		return nil, s.wrap(fmt.Sprintf("get output %q/%q", cluster, backend), err)
 	}
-	snap, err := s.decodeFields(vals[0], vals[1], vals[2])
+	vs, ok1 := vals[0].(string)
+	hs, ok2 := vals[1].(string)
+	ds, ok3 := vals[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, fmt.Errorf("redis: get output %q/%q: %w", cluster, backend, store.ErrNotFound)
+	}
+	e, err := s.encoded(vs, hs, ds)
 	if err != nil {
 		return nil, fmt.Errorf("redis: get output %q/%q: %w", cluster, backend, err)
 	}
-	return snap, nil
+	return e, nil
+}
+
+// encoded returns the store.Encoded of a snapshot stored as data beside
+// its version and hash; an error when the version or hash cannot be
+// parsed. The data is decoded when first asked for.
+func (s *Store) encoded(version, hash, data string) (*store.Encoded, error) {
+	v, h, err := storedHead(version, hash)
+	if err != nil {
+		return nil, err
+	}
+	return store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
+		snap, err := s.codec.decode(data, version, hash)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		return snap, nil
+	}), nil
 }
 
 // ListOutputs implements store.Outputs.
@@ -131,18 +171,12 @@ func (s *Store) ListOutputsOf(ctx context.Context, clusters []string) (map[strin
 			if !ok1 || !ok2 {
 				return nil, fmt.Errorf("redis: list outputs %q: %q: %w", name, backend, store.ErrNotFound)
 			}
-			v, h, err := storedHead(vs, hs)
+			// Its reader names the output (memory.Store.GetOutput).
+			e, err := s.encoded(vs, hs, ds)
 			if err != nil {
 				return nil, fmt.Errorf("redis: list outputs %q: %q: %w", name, backend, err)
 			}
-			// Its reader names the output (memory.Store.GetOutput).
-			byBackend[backend] = store.NewEncoded(v, h, func() (*snapshot.Snapshot, error) {
-				snap, err := s.codec.decode(ds, vs, hs)
-				if err != nil {
-					return nil, fmt.Errorf("redis: %w", err)
-				}
-				return snap, nil
-			})
+			byBackend[backend] = e
 		}
 		out[name] = byBackend
 	}
