@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 )
 
 // followLoop copies other replicas' writes into memory and passes their
@@ -116,17 +118,19 @@ type clustersGetter interface {
 }
 
 // applyClusters applies a run of registry events, reading their records
-// in one round trip, then publishes each event in order. When the read
-// fails each event is applied on its own, as apply does.
+// in one round trip, then publishes each event in order. A record whose
+// write of memory's is queued is not read nor copied: that write is on
+// its way to the backing store. When the read fails each event is applied
+// on its own, as apply does.
 func (w *WriteThrough) applyClusters(ctx context.Context, events []Event) {
-	names := make([]string, 0, len(events))
+	read := make(map[string]bool, len(events))
 	for _, e := range events {
 		if !w.queue.has(clusterKey(e.Cluster)) {
-			names = append(names, e.Cluster)
+			read[e.Cluster] = true
 		}
 	}
 	octx, cancel := w.op(ctx)
-	records, err := w.backing.(clustersGetter).GetClusters(octx, names)
+	records, err := w.backing.(clustersGetter).GetClusters(octx, slices.Collect(maps.Keys(read)))
 	cancel()
 	if err != nil {
 		for _, e := range events {
@@ -135,20 +139,22 @@ func (w *WriteThrough) applyClusters(ctx context.Context, events []Event) {
 		return
 	}
 	for _, e := range events {
-		if err := w.copyRecord(ctx, e.Cluster, records); err != nil {
-			if ctx.Err() != nil {
-				return
+		if read[e.Cluster] {
+			if err := w.copyRecord(ctx, e.Cluster, records); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				w.apply(ctx, e) // applied on its own, or reloaded
+				continue
 			}
-			w.apply(ctx, e) // applied on its own, or reloaded
-			continue
 		}
 		w.hub.Publish(e)
 	}
 }
 
-// copyRecord copies a registry record read from the backing store (found
-// in records, or deleted when absent) into memory, unless a write of
-// memory's is queued for it.
+// copyRecord copies a registry record read from the backing store, found
+// in records or deleted there when absent, into memory, unless a write of
+// memory's was queued since the read.
 func (w *WriteThrough) copyRecord(ctx context.Context, name string, records map[string]Cluster) error {
 	if w.queue.has(clusterKey(name)) {
 		return nil
