@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 	"github.com/meshrelay/meshrelay/internal/testutil"
@@ -48,30 +49,13 @@ func TestRestartFromRedisResumesStoredOutputs(t *testing.T) {
 // is computed again in its place: the server neither stops nor sends the
 // agent an empty set, and the other clusters resume as before.
 func TestRestartFromRedisCorruptOutput(t *testing.T) {
-	r := testenv.StartRedis(t)
-	dir := t.TempDir()
-	ts := startServer(t, redisStore(t, r, "r1"), dir, withID("r1"))
-	addr := ts.Addr()
-	east := startAgent(t, ts, "east", ts.register("east"))
-	west := startAgent(t, ts, "west", ts.register("west"))
-	east.src.set(t, "e1", "e2")
-	west.src.set(t, "w1")
-	raw := rawRedis(t, r)
-	storedIsApplied(t, east, raw, "east")
-	storedIsApplied(t, west, raw, "west")
-	ts.stop()
-	client := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
-	defer client.Close()
-	if err := client.HSet(context.Background(), "meshrelay:output:east", "d:test", "g\x00\x01").Err(); err != nil {
-		t.Fatal(err)
-	}
+	f := startStoredFleet(t)
+	east, west, raw := f.east, f.west, f.raw
+	f.ts.stop()
+	f.damage(t, "meshrelay:output:east", "d:test")
 
 	var logs lockedBuffer
-	ts2 := startServerDeps(t, redisStore(t, r, "r2"), dir, func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
-		withID("r2"), func(o *Options) { o.ListenAddr = addr })
-	testutil.Eventually(t, "both agents to reconnect", func() bool {
-		return east.Stats.Connects.Load() >= 2 && west.Stats.Connects.Load() >= 2
-	})
+	ts2 := f.restart(t, redisStore(t, f.r, "r2"), &logs)
 	testutil.Eventually(t, "the damaged output logged for east", func() bool {
 		for l := range strings.Lines(logs.String()) {
 			if strings.Contains(l, `"cluster":"east"`) && strings.Contains(l, "decompress snapshot") {
@@ -86,16 +70,7 @@ func TestRestartFromRedisCorruptOutput(t *testing.T) {
 		defer east.sink.mu.Unlock()
 		return err == nil && got.Hash() == east.sink.last.Hash()
 	})
-	east.src.set(t, "e1", "e2", "e3")
-	west.src.set(t, "w1", "w2")
-	testutil.Eventually(t, "changes after the restart", func() bool {
-		return len(east.sink.names()) == 3 && len(west.sink.names()) == 2
-	})
-	for name, a := range map[string]*testAgent{"east": east, "west": west} {
-		if _, deletes := a.sink.counts(); deletes != 0 {
-			t.Errorf("%s: the restart on a damaged store caused %d deletes", name, deletes)
-		}
-	}
+	f.changesGoThrough(t)
 	// Redis holds the damaged copy until the output changes: a write of
 	// the same version and hash changes nothing there.
 	storedIsApplied(t, east, raw, "east")
@@ -110,57 +85,94 @@ func TestRestartFromRedisCorruptOutput(t *testing.T) {
 // never translating it from an empty one; the other clusters load from the
 // store, and both agents then work as before, with no deletes.
 func TestRestartFromRedisCorruptInput(t *testing.T) {
-	r := testenv.StartRedis(t)
-	dir := t.TempDir()
-	ts := startServer(t, redisStore(t, r, "r1"), dir, withID("r1"))
-	addr := ts.Addr()
-	east := startAgent(t, ts, "east", ts.register("east"))
-	west := startAgent(t, ts, "west", ts.register("west"))
-	east.src.set(t, "e1", "e2")
-	west.src.set(t, "w1")
-	raw := rawRedis(t, r)
-	storedIsApplied(t, east, raw, "east")
-	storedIsApplied(t, west, raw, "west")
-	held, err := ts.store.GetInput(context.Background(), "west")
+	f := startStoredFleet(t)
+	held, err := f.ts.store.GetInput(context.Background(), "west")
 	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "west's input in Redis", func() bool {
-		stored, err := raw.GetInput(context.Background(), "west")
+		stored, err := f.raw.GetInput(context.Background(), "west")
 		return err == nil && stored.Hash() == held.Hash()
 	})
-	ts.stop()
-	client := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
-	defer client.Close()
-	if err := client.HSet(context.Background(), "meshrelay:input:east", "d", "g\x00\x01").Err(); err != nil {
-		t.Fatal(err)
-	}
+	f.ts.stop()
+	f.damage(t, "meshrelay:input:east", "d")
 
-	st := redisStore(t, r, "r2") // fails the test if the Load fails
+	st := redisStore(t, f.r, "r2") // fails the test if the Load fails
 	if in, err := st.GetInput(context.Background(), "west"); err != nil || in.Hash() != held.Hash() {
 		t.Fatalf("west's input after the Load = %v, %v; want the stored one", in, err)
 	}
 	var logs lockedBuffer
-	ts2 := startServerDeps(t, st, dir, func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
-		withID("r2"), func(o *Options) { o.ListenAddr = addr })
+	ts2 := f.restart(t, st, &logs)
 	if !strings.Contains(logs.String(), `"cluster":"east"`) || !strings.Contains(logs.String(), "stored input cannot be read") {
 		t.Errorf("the server's start did not log east's damaged input:\n%s", logs.String())
 	}
-	testutil.Eventually(t, "both agents to reconnect", func() bool {
-		return east.Stats.Connects.Load() >= 2 && west.Stats.Connects.Load() >= 2
-	})
 	testutil.Eventually(t, "east's input from its agent in place of the damaged one", func() bool {
 		_, err := ts2.store.GetInput(context.Background(), "east")
 		return err == nil
 	})
-	east.src.set(t, "e1", "e2", "e3")
-	west.src.set(t, "w1", "w2")
-	testutil.Eventually(t, "changes after the restart", func() bool {
-		return len(east.sink.names()) == 3 && len(west.sink.names()) == 2
+	f.changesGoThrough(t)
+}
+
+// storedFleet is a server on Redis with two agents, east and west, whose
+// outputs Redis holds as they applied them.
+type storedFleet struct {
+	r          *testenv.Redis
+	dir, addr  string
+	ts         *testServer
+	east, west *testAgent
+	raw        *redis.Store
+}
+
+func startStoredFleet(t *testing.T) storedFleet {
+	t.Helper()
+	f := storedFleet{r: testenv.StartRedis(t), dir: t.TempDir()}
+	f.ts = startServer(t, redisStore(t, f.r, "r1"), f.dir, withID("r1"))
+	f.addr = f.ts.Addr()
+	f.east = startAgent(t, f.ts, "east", f.ts.register("east"))
+	f.west = startAgent(t, f.ts, "west", f.ts.register("west"))
+	f.east.src.set(t, "e1", "e2")
+	f.west.src.set(t, "w1")
+	f.raw = rawRedis(t, f.r)
+	storedIsApplied(t, f.east, f.raw, "east")
+	storedIsApplied(t, f.west, f.raw, "west")
+	return f
+}
+
+// damage writes data that is no stored snapshot into a field of Redis.
+func (f storedFleet) damage(t *testing.T, key, field string) {
+	t.Helper()
+	client := goredis.NewClient(&goredis.Options{Addr: f.r.Addr()})
+	defer client.Close()
+	if err := client.HSet(context.Background(), key, field, "g\x00\x01").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart starts the fleet's next server on st, at the first one's data
+// directory and address, logging JSON to logs, and waits for both agents
+// to reconnect.
+func (f storedFleet) restart(t *testing.T, st store.Store, logs *lockedBuffer) *testServer {
+	t.Helper()
+	ts := startServerDeps(t, st, f.dir, func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(logs, nil)) },
+		withID("r2"), func(o *Options) { o.ListenAddr = f.addr })
+	testutil.Eventually(t, "both agents to reconnect", func() bool {
+		return f.east.Stats.Connects.Load() >= 2 && f.west.Stats.Connects.Load() >= 2
 	})
-	for name, a := range map[string]*testAgent{"east": east, "west": west} {
+	return ts
+}
+
+// changesGoThrough changes both agents' inputs and waits for their
+// outputs; neither agent may have deleted anything since it started.
+func (f storedFleet) changesGoThrough(t *testing.T) {
+	t.Helper()
+	f.east.src.set(t, "e1", "e2", "e3")
+	f.west.src.set(t, "w1", "w2")
+	testutil.Eventually(t, "changes after the restart", func() bool {
+		return len(f.east.sink.names()) == 3 && len(f.west.sink.names()) == 2
+	})
+	for name, a := range map[string]*testAgent{"east": f.east, "west": f.west} {
 		if _, deletes := a.sink.counts(); deletes != 0 {
-			t.Errorf("%s: the restart on a damaged input caused %d deletes", name, deletes)
+			t.Errorf("%s: the restart on a damaged store caused %d deletes", name, deletes)
 		}
 	}
 }

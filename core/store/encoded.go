@@ -89,9 +89,28 @@ func ListEncodedInputs(ctx context.Context, r InputReader) (map[string]*Encoded,
 	if err != nil {
 		return nil, err
 	}
+	return DecodedAll(all), nil
+}
+
+// DecodedAll returns the Encoded of each snapshot of all, by the same key.
+func DecodedAll(all map[string]*snapshot.Snapshot) map[string]*Encoded {
 	out := make(map[string]*Encoded, len(all))
-	for cluster, s := range all {
-		out[cluster] = Decoded(s)
+	for k, s := range all {
+		out[k] = Decoded(s)
+	}
+	return out
+}
+
+// DecodeAll decodes each Encoded of all, by the same key. The first that
+// cannot be decoded is the error, with its key.
+func DecodeAll(all map[string]*Encoded) (map[string]*snapshot.Snapshot, error) {
+	out := make(map[string]*snapshot.Snapshot, len(all))
+	for k, e := range all {
+		s, err := e.Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", k, err)
+		}
+		out[k] = s
 	}
 	return out, nil
 }

@@ -305,10 +305,7 @@ func (w *WriteThrough) readOutputs(ctx context.Context, clusters []string) (map[
 		if err != nil {
 			return nil, fmt.Errorf("list outputs %q: %w", name, err)
 		}
-		all[name] = make(map[string]*Encoded, len(remote))
-		for b, s := range remote {
-			all[name][b] = Decoded(s)
-		}
+		all[name] = DecodedAll(remote)
 	}
 	return all, nil
 }

@@ -221,11 +221,7 @@ func (w *WriteThrough) primaryOutputsOf(ctx context.Context, cluster string) (ma
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*Encoded, len(all))
-	for b, s := range all {
-		out[b] = Decoded(s)
-	}
-	return out, nil
+	return DecodedAll(all), nil
 }
 
 // primaryOutput returns memory's output of cluster and backend, without

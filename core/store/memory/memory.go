@@ -182,13 +182,9 @@ func (s *Store) ListInputs(ctx context.Context) (map[string]*snapshot.Snapshot, 
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*snapshot.Snapshot, len(all))
-	for cluster, e := range all {
-		snap, err := e.Snapshot()
-		if err != nil {
-			return nil, fmt.Errorf("list inputs: %q: %w", cluster, err)
-		}
-		out[cluster] = snap
+	out, err := store.DecodeAll(all)
+	if err != nil {
+		return nil, fmt.Errorf("list inputs: %w", err)
 	}
 	return out, nil
 }
@@ -297,13 +293,9 @@ func (s *Store) ListOutputs(ctx context.Context, cluster string) (map[string]*sn
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*snapshot.Snapshot, len(all))
-	for backend, e := range all {
-		snap, err := e.Snapshot()
-		if err != nil {
-			return nil, fmt.Errorf("list outputs %q: %q: %w", cluster, backend, err)
-		}
-		out[backend] = snap
+	out, err := store.DecodeAll(all)
+	if err != nil {
+		return nil, fmt.Errorf("list outputs %q: %w", cluster, err)
 	}
 	return out, nil
 }
