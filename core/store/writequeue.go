@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // writeQueue is a WriteThrough's queue of writes to the backing store. It
@@ -200,6 +202,10 @@ func (q *writeQueue) write(ctx context.Context, k pendingKey) error {
 		if err != nil {
 			return err
 		}
+		if w, ok := q.backing.(unlessRevokedWriter); ok {
+			revoked, err := w.PutInputUnlessRevoked(octx, k.cluster, s)
+			return q.droppedIfRevoked(ctx, k.cluster, revoked, err)
+		}
 		return q.writeUnlessRevoked(ctx, octx, k.cluster, func() error { return q.backing.PutInput(octx, k.cluster, s) })
 	case pendingOutput:
 		s, err := q.primary.GetOutput(ctx, k.cluster, k.backend)
@@ -208,6 +214,10 @@ func (q *writeQueue) write(ctx context.Context, k pendingKey) error {
 		}
 		if err != nil {
 			return err
+		}
+		if w, ok := q.backing.(unlessRevokedWriter); ok {
+			revoked, err := w.PutOutputUnlessRevoked(octx, k.cluster, k.backend, s)
+			return q.droppedIfRevoked(ctx, k.cluster, revoked, err)
 		}
 		return q.writeUnlessRevoked(ctx, octx, k.cluster, func() error { return q.backing.PutOutput(octx, k.cluster, k.backend, s) })
 	case pendingOutputsDeleted:
@@ -225,6 +235,24 @@ func (q *writeQueue) write(ctx context.Context, k pendingKey) error {
 		return q.backing.PutCA(octx, cert, key)
 	}
 	return fmt.Errorf("unknown queued write %d", k.kind)
+}
+
+// unlessRevokedWriter is a backing store that writes an input or output
+// only while the cluster's registry record is not revoked, checked in the
+// same atomic step as the write (redis.Store): the write then needs no
+// read of the record around it, as writeUnlessRevoked makes.
+type unlessRevokedWriter interface {
+	PutInputUnlessRevoked(ctx context.Context, cluster string, s *snapshot.Snapshot) (revoked bool, err error)
+	PutOutputUnlessRevoked(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) (revoked bool, err error)
+}
+
+// droppedIfRevoked ends a write an unlessRevokedWriter made: a revoked
+// cluster's inputs and outputs leave memory.
+func (q *writeQueue) droppedIfRevoked(ctx context.Context, cluster string, revoked bool, err error) error {
+	if err != nil || !revoked {
+		return err
+	}
+	return q.dropRevokedLocally(ctx, cluster)
 }
 
 // writeUnlessRevoked runs put, which writes an input or output of cluster

@@ -89,8 +89,11 @@ func (o *WriteThroughOptions) setDefaults() {
 // are never lost. A deregistration made by another replica meanwhile is
 // not undone: the inputs and outputs of a cluster whose registry record in
 // the backing store is revoked are dropped from memory instead of queued,
-// and a queued write of them is dropped when it is flushed. A registry
-// record is never written over a newer version of itself.
+// and a queued write of them is dropped when it is flushed: a backing
+// store that checks the registry record in the same atomic step as the
+// write (redis.Store's PutInputUnlessRevoked) refuses it, any other is
+// read before and after the write. A registry record is never written
+// over a newer version of itself.
 //
 // The code follows those jobs: this file serves the Store methods, the
 // write queue and its flush are writeQueue (writequeue.go), reloads are

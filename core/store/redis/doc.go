@@ -39,11 +39,14 @@
 // checks (a PutInput older than the stored version is ignored; a Put of the
 // stored version and hash is a no-op), writes, and publishes the event, so
 // an event is published exactly when data changed and never before the data
-// is readable. Scripts touch a single key; the index set is written before
+// is readable. Scripts write a single key; the index set is written before
 // the input (SADD, then the script) and removed after it (the script, then
 // SREM), so a crash in between
 // leaves an index entry without a key, which ListInputs skips, and never an
-// input that ListInputs cannot see.
+// input that ListInputs cannot see. PutInputUnlessRevoked and
+// PutOutputUnlessRevoked also read the cluster's registry record in their
+// script (in the same hash slot on Redis Cluster) and write nothing when
+// it is revoked; a record that is not JSON does not stop the write.
 //
 // # Sentinel and Redis Cluster
 //

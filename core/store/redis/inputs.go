@@ -37,6 +37,42 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	return nil
 }
 
+// PutInputUnlessRevoked is PutInput unless the cluster's registry record
+// is revoked, which the write checks in the same atomic step: it then
+// writes nothing and reports revoked. A deregistration revokes the record
+// before it deletes the cluster's inputs and outputs, so a write that
+// passes the check is deleted by it, and one that comes after is refused.
+// store.WriteThrough's queue writes so: another replica's deregistration
+// is never undone, and costs no read of the record around each write.
+func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, snap *snapshot.Snapshot) (revoked bool, err error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	args, err := s.putInputArgs(cluster, snap)
+	if err != nil {
+		return false, err
+	}
+	if err := s.client.SAdd(ctx, s.keys.inputs(), cluster).Err(); err != nil {
+		return false, s.wrap(fmt.Sprintf("put input %q", cluster), err)
+	}
+	n, err := s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster), s.keys.clusters()}, append(args, cluster)...).Int()
+	if err != nil {
+		return false, s.wrap(fmt.Sprintf("put input %q", cluster), err)
+	}
+	if n >= 0 {
+		return false, nil
+	}
+	// Refused: the index entry goes unless an input is still stored, which
+	// the deregistration's DeleteInput removes with its entry.
+	if stored, err := s.client.Exists(ctx, s.keys.input(cluster)).Result(); err == nil && stored == 0 {
+		err = s.client.SRem(ctx, s.keys.inputs(), cluster).Err()
+		if err != nil {
+			return true, s.wrap(fmt.Sprintf("put input %q", cluster), err)
+		}
+	}
+	return true, nil
+}
+
 // putInputArgs checks a PutInput and returns its script's arguments.
 func (s *Store) putInputArgs(cluster string, snap *snapshot.Snapshot) ([]any, error) {
 	if cluster == "" {

@@ -26,6 +26,24 @@ func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *sn
 	return nil
 }
 
+// PutOutputUnlessRevoked is PutOutput unless the cluster's registry record
+// is revoked, checked in the same atomic step as the write, as
+// PutInputUnlessRevoked does.
+func (s *Store) PutOutputUnlessRevoked(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) (revoked bool, err error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	args, err := s.putOutputArgs(cluster, backend, snap)
+	if err != nil {
+		return false, err
+	}
+	n, err := s.scripts.putOutput.Run(ctx, s.client, []string{s.keys.output(cluster), s.keys.clusters()}, append(args, cluster)...).Int()
+	if err != nil {
+		return false, s.wrap(fmt.Sprintf("put output %q/%q", cluster, backend), err)
+	}
+	return n < 0, nil
+}
+
 // putOutputArgs checks a PutOutput and returns its script's arguments.
 func (s *Store) putOutputArgs(cluster, backend string, snap *snapshot.Snapshot) ([]any, error) {
 	if cluster == "" || backend == "" {

@@ -168,10 +168,25 @@ func (s *Store) message(e store.Event) string {
 	return string(b)
 }
 
+// unlessRevokedLua returns -1 from a write script given the registry hash
+// as KEYS[2] when the record of the cluster named by ARGV[n] is revoked.
+// A write without KEYS[2] is not checked.
+const unlessRevokedLua = `
+if KEYS[2] then
+  local rec = redis.call('HGET', KEYS[2], ARGV[%d])
+  if rec then
+    local ok, r = pcall(cjson.decode, rec)
+    if ok and type(r) == 'table' and r['revoked'] == true then return -1 end
+  end
+end
+`
+
 // putInputScriptSrc stores an input unless the stored one is newer, or the
 // same version with the same hash, and publishes the event when it stored.
-// Versions are zero-padded so string comparison is numeric.
-const putInputScriptSrc = `
+// Versions are zero-padded so string comparison is numeric. Given the
+// registry hash as KEYS[2], it stores nothing and returns -1 when the
+// cluster's (ARGV[7]) record is revoked.
+var putInputScriptSrc = fmt.Sprintf(unlessRevokedLua, 7) + `
 local cur = redis.call('HGET', KEYS[1], 'v')
 if cur then
   if ARGV[1] < cur then return 0 end
@@ -183,8 +198,10 @@ return 1
 `
 
 // putOutputScriptSrc stores a backend's output in the cluster's output hash
-// unless the same version and hash are stored.
-const putOutputScriptSrc = `
+// unless the same version and hash are stored. Given the registry hash as
+// KEYS[2], it stores nothing and returns -1 when the cluster's (ARGV[8])
+// record is revoked.
+var putOutputScriptSrc = fmt.Sprintf(unlessRevokedLua, 8) + `
 local b = ARGV[7]
 if redis.call('HGET', KEYS[1], 'v:' .. b) == ARGV[1] and redis.call('HGET', KEYS[1], 'h:' .. b) == ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'v:' .. b, ARGV[1], 'h:' .. b, ARGV[2], 'd:' .. b, ARGV[3])

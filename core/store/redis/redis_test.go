@@ -180,6 +180,94 @@ func TestGetClusters(t *testing.T) {
 	}
 }
 
+// TestPutUnlessRevoked writes inputs and outputs through the forms that
+// check the cluster's registry record in the same step: written while the
+// record is absent or live, refused once it is revoked, the stored ones
+// left as they were and no event published for the refusals.
+func TestPutUnlessRevoked(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	s := newStore(t, server, "u:", "a")
+	events, err := newStore(t, server, "u:", "watcher").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(version uint64) (in, out bool) {
+		t.Helper()
+		snap := storetest.Snap(t, version, "east", 2)
+		in, err := s.PutInputUnlessRevoked(ctx, "east", snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err = s.PutOutputUnlessRevoked(ctx, "east", "istio", snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in, out
+	}
+	if in, out := put(1); in || out {
+		t.Fatalf("writes of a cluster without a record reported revoked: %v, %v", in, out)
+	}
+	rec, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, out := put(2); in || out {
+		t.Fatalf("writes of a live cluster reported revoked: %v, %v", in, out)
+	}
+	rec.Revoked = true
+	if _, err := s.CompareAndPutCluster(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if in, out := put(3); !in || !out {
+		t.Fatalf("writes of a revoked cluster reported revoked %v, %v; want both refused", in, out)
+	}
+	got, err := s.GetInput(ctx, "east")
+	if err != nil || got.Version() != 2 {
+		t.Errorf("input after the refused write = %v, %v; want version 2", got, err)
+	}
+	if got, err := s.GetOutput(ctx, "east", "istio"); err != nil || got.Version() != 2 {
+		t.Errorf("output after the refused write = %v, %v; want version 2", got, err)
+	}
+	// A refused input of a cluster whose input is gone leaves no index
+	// entry behind.
+	if _, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "gone", Revoked: true}); err != nil {
+		t.Fatal(err)
+	}
+	if revoked, err := s.PutInputUnlessRevoked(ctx, "gone", storetest.Snap(t, 1, "gone", 1)); err != nil || !revoked {
+		t.Fatalf("PutInputUnlessRevoked(gone) = %v, %v; want refused", revoked, err)
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	if in, err := raw.SIsMember(ctx, "u:inputs", "gone").Result(); err != nil || in {
+		t.Errorf("the index holds the refused input of gone: %v, %v", in, err)
+	}
+	// Two writes of each kind and the records' three: nothing for the
+	// refused writes, so the next event is west's input.
+	next := func() store.Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Kind != store.EventResync {
+					return ev
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event within 10s")
+			}
+		}
+	}
+	for range 7 {
+		next()
+	}
+	if err := s.PutInput(ctx, "west", storetest.Snap(t, 1, "west", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Kind != store.EventInput || ev.Cluster != "west" {
+		t.Errorf("event %+v after the refused writes; want west's input next", ev)
+	}
+}
+
 // TestListSkipsStaleIndex checks that an index entry without its input (a
 // crash between the two writes) is skipped.
 func TestListSkipsStaleIndex(t *testing.T) {
