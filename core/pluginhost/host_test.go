@@ -133,16 +133,38 @@ func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {
 		return false
 	}
+	state, ok := procState(pid)
+	return ok && state != 'Z'
+}
+
+// procState returns a process's state as /proc shows it ('R', 'S', 'T',
+// 'Z'...); false when it cannot be read.
+func procState(pid int) (byte, bool) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return 0, false
 	}
 	// The state follows the command name in parentheses.
 	s := string(stat)
 	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
+		return s[i+2], true
 	}
-	return true
+	return '?', true
+}
+
+// stop sends a process SIGSTOP and waits until it is stopped: the signal
+// is delivered asynchronously, and a process not yet stopped still
+// answers. It sends SIGCONT when the test ends.
+func stop(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	testutil.Eventually(t, fmt.Sprintf("process %d to stop", pid), func() bool {
+		state, _ := procState(pid)
+		return state == 'T' || state == 't'
+	})
 }
 
 // works checks that a plugin answers a view of two clusters with one
@@ -456,10 +478,7 @@ func TestStoppedPluginIsKilled(t *testing.T) {
 	p := mustPlugin(t, h, "good")
 	works(t, p)
 	pid := p.Pid()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	stop(t, pid)
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Translate(context.Background(), view("east"))
@@ -495,10 +514,7 @@ func TestWatchKillsIdleStoppedPlugin(t *testing.T) {
 	works(t, stopped)
 	works(t, healthy)
 	pid, healthyPid := stopped.Pid(), healthy.Pid()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	stop(t, pid)
 	watch(t, h)
 	waitGone(t, pid)
 	if healthy.Pid() != healthyPid || healthy.Starts() != 1 {
@@ -520,10 +536,7 @@ func TestWatchKillsPluginStoppedDuringCall(t *testing.T) {
 		done <- err
 	}()
 	waitCallInFlight(t, p)
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	stop(t, pid)
 	watch(t, h)
 	select {
 	case err := <-done:
