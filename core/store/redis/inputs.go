@@ -19,22 +19,8 @@ import (
 // Lua script, so racing replicas cannot store an older snapshot over a
 // newer one.
 func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	args, err := s.putInputArgs(cluster, snap)
-	if err != nil {
-		return err
-	}
-	// The index entry goes first: a crash between the two leaves an index
-	// entry without a key, which List skips, never a key List cannot see.
-	if err := s.client.SAdd(ctx, s.keys.inputs(), cluster).Err(); err != nil {
-		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
-	}
-	if err := s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster)}, args...).Err(); err != nil {
-		return s.wrap(fmt.Sprintf("put input %q", cluster), err)
-	}
-	return nil
+	_, err := s.putInput(ctx, cluster, snap, false)
+	return err
 }
 
 // PutInputUnlessRevoked is PutInput unless the cluster's registry record
@@ -45,6 +31,12 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 // store.WriteThrough's queue writes so: another replica's deregistration
 // is never undone, and costs no read of the record around each write.
 func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, snap *snapshot.Snapshot) (revoked bool, err error) {
+	return s.putInput(ctx, cluster, snap, true)
+}
+
+// putInput writes an input, checking the cluster's registry record in
+// the script when unlessRevoked.
+func (s *Store) putInput(ctx context.Context, cluster string, snap *snapshot.Snapshot, unlessRevoked bool) (revoked bool, err error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
@@ -52,10 +44,16 @@ func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, snap 
 	if err != nil {
 		return false, err
 	}
+	// The index entry goes first: a crash between the two leaves an index
+	// entry without a key, which List skips, never a key List cannot see.
 	if err := s.client.SAdd(ctx, s.keys.inputs(), cluster).Err(); err != nil {
 		return false, s.wrap(fmt.Sprintf("put input %q", cluster), err)
 	}
-	n, err := s.scripts.putInput.Run(ctx, s.client, []string{s.keys.input(cluster), s.keys.clusters()}, append(args, cluster)...).Int()
+	keys := []string{s.keys.input(cluster)}
+	if unlessRevoked {
+		keys, args = append(keys, s.keys.clusters()), append(args, cluster)
+	}
+	n, err := s.scripts.putInput.Run(ctx, s.client, keys, args...).Int()
 	if err != nil {
 		return false, s.wrap(fmt.Sprintf("put input %q", cluster), err)
 	}
@@ -65,8 +63,7 @@ func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, snap 
 	// Refused: the index entry goes unless an input is still stored, which
 	// the deregistration's DeleteInput removes with its entry.
 	if stored, err := s.client.Exists(ctx, s.keys.input(cluster)).Result(); err == nil && stored == 0 {
-		err = s.client.SRem(ctx, s.keys.inputs(), cluster).Err()
-		if err != nil {
+		if err := s.client.SRem(ctx, s.keys.inputs(), cluster).Err(); err != nil {
 			return true, s.wrap(fmt.Sprintf("put input %q", cluster), err)
 		}
 	}

@@ -13,23 +13,20 @@ import (
 
 // PutOutput implements store.Outputs.
 func (s *Store) PutOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	args, err := s.putOutputArgs(cluster, backend, snap)
-	if err != nil {
-		return err
-	}
-	if err := s.scripts.putOutput.Run(ctx, s.client, []string{s.keys.output(cluster)}, args...).Err(); err != nil {
-		return s.wrap(fmt.Sprintf("put output %q/%q", cluster, backend), err)
-	}
-	return nil
+	_, err := s.putOutput(ctx, cluster, backend, snap, false)
+	return err
 }
 
 // PutOutputUnlessRevoked is PutOutput unless the cluster's registry record
 // is revoked, checked in the same atomic step as the write, as
 // PutInputUnlessRevoked does.
 func (s *Store) PutOutputUnlessRevoked(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot) (revoked bool, err error) {
+	return s.putOutput(ctx, cluster, backend, snap, true)
+}
+
+// putOutput writes an output, checking the cluster's registry record in
+// the script when unlessRevoked.
+func (s *Store) putOutput(ctx context.Context, cluster, backend string, snap *snapshot.Snapshot, unlessRevoked bool) (revoked bool, err error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
@@ -37,7 +34,11 @@ func (s *Store) PutOutputUnlessRevoked(ctx context.Context, cluster, backend str
 	if err != nil {
 		return false, err
 	}
-	n, err := s.scripts.putOutput.Run(ctx, s.client, []string{s.keys.output(cluster), s.keys.clusters()}, append(args, cluster)...).Int()
+	keys := []string{s.keys.output(cluster)}
+	if unlessRevoked {
+		keys, args = append(keys, s.keys.clusters()), append(args, cluster)
+	}
+	n, err := s.scripts.putOutput.Run(ctx, s.client, keys, args...).Int()
 	if err != nil {
 		return false, s.wrap(fmt.Sprintf("put output %q/%q", cluster, backend), err)
 	}
