@@ -139,9 +139,13 @@
 // its own cluster changed, and keeping them would double what a plugin
 // holds per cluster. A fleet-wide update thus does not hold every
 // cluster's typed objects at once. Emitted
-// typed objects (client-go, istio.io) are marshalled once, with the
-// ownership labels set on them for the time of the call; emit a fresh
-// object each time. Inputs are decoded and outputs encoded with
+// typed objects (client-go, istio.io) are marshalled once: the SDK
+// writes their metadata with its ownership labels merged in, without
+// touching the object; an object that encodes itself (MarshalJSON) or
+// whose metadata holds more than a name, namespace, labels and
+// annotations has the labels set on it for the time of the call instead
+// (FuzzStampedAgreesWithSetting holds both to the same bytes). Emit a
+// fresh object each time. Inputs are decoded and outputs encoded with
 // encoding/json's rules on the v2 engine
 // (github.com/go-json-experiment/json/v1): the same values and bytes as
 // encoding/json (FuzzEngineAgreesWithEncodingJSON), faster. After a full update every (cluster, backend) output

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -226,8 +225,8 @@ func (r *collector) fail(err error) {
 }
 
 // encode marshals obj and stamps the ownership labels. A typed Kubernetes
-// object is marshalled once, with the labels set on it for the time of the
-// call; any other value goes through a generic map.
+// object is marshalled once, stamped as it is written (marshalStamped);
+// any other value goes through a generic map.
 func (r *collector) encode(obj any, parents []policyv1alpha1.Policy) (Output, error) {
 	if typed, ok := obj.(typedObject); ok {
 		return r.encodeTyped(typed, parents)
@@ -261,12 +260,14 @@ func (r *collector) encode(obj any, parents []policyv1alpha1.Policy) (Output, er
 	for k, v := range stamp.labels {
 		labels[k] = v
 	}
-	if stamp.policies != "" {
+	if len(stamp.annotations) > 0 {
 		ann, _ := md["annotations"].(map[string]any)
 		if ann == nil {
 			ann = map[string]any{}
 		}
-		ann[PoliciesAnnotation] = stamp.policies
+		for k, v := range stamp.annotations {
+			ann[k] = v
+		}
 		md["annotations"] = ann
 	}
 	md["labels"] = labels
@@ -293,21 +294,7 @@ func (r *collector) encodeTyped(obj typedObject, parents []policyv1alpha1.Policy
 	if apiVersion == "" || kind == "" || obj.GetName() == "" {
 		return Output{}, fmt.Errorf("object needs apiVersion, kind and metadata.name (got %q, %q, %q)", apiVersion, kind, obj.GetName())
 	}
-	stamp := r.stamp(parents)
-	labels, ann := obj.GetLabels(), obj.GetAnnotations()
-	stamped := make(map[string]string, len(labels)+len(stamp.labels))
-	maps.Copy(stamped, labels)
-	maps.Copy(stamped, stamp.labels)
-	obj.SetLabels(stamped)
-	if stamp.policies != "" {
-		a := make(map[string]string, len(ann)+1)
-		maps.Copy(a, ann)
-		a[PoliciesAnnotation] = stamp.policies
-		obj.SetAnnotations(a)
-	}
-	body, err := json.Marshal(obj)
-	obj.SetLabels(labels)
-	obj.SetAnnotations(ann)
+	body, err := marshalStamped(obj, r.stamp(parents))
 	if err != nil {
 		return Output{}, fmt.Errorf("encode object: %w", err)
 	}
@@ -326,8 +313,8 @@ func outputOf(apiVersion, kind, namespace, name string, body []byte) Output {
 // stamp is what the SDK adds to every emitted object.
 type stamp struct {
 	labels map[string]string
-	// policies is the value of PoliciesAnnotation; empty without parents.
-	policies string
+	// annotations holds PoliciesAnnotation, and is empty without parents.
+	annotations map[string]string
 }
 
 // stamp returns what the SDK adds to an object of parents. What it
@@ -364,7 +351,7 @@ func (r *collector) makeStamp(parents []policyv1alpha1.Policy) stamp {
 	refs = slices.Compact(refs)
 	first := RefOf(parents[0])
 	s.labels[PolicyLabel] = labelValue(strings.ToLower(first.Kind) + "." + first.Name)
-	s.policies = meta.JoinPolicies(refs)
+	s.annotations = map[string]string{PoliciesAnnotation: meta.JoinPolicies(refs)}
 	return s
 }
 
