@@ -1,5 +1,7 @@
 package store
 
+import "github.com/meshrelay/meshrelay/api/snapshot"
+
 // EventKind says what an Event is about.
 type EventKind int
 
@@ -47,4 +49,19 @@ type Event struct {
 	Deleted bool
 	// Replica is the ID of the replica that made the change.
 	Replica string
+	// Delta, for EventInput, is how the stored input differs from the
+	// one stored before it, when the store knows (core/store/redis
+	// publishes it when the writer named the input it replaced and that
+	// was the one stored) and it is small: a follower that holds that
+	// input applies the delta instead of reading the whole input. Nil
+	// otherwise.
+	Delta *InputDelta
+}
+
+// InputDelta moves a cluster's input from the snapshot of BaseHash (and
+// the delta's base version) to the stored one, whose version and hash
+// the delta carries.
+type InputDelta struct {
+	BaseHash snapshot.Hash
+	snapshot.Delta
 }

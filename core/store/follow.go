@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"slices"
+
+	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
 // followLoop copies other replicas' writes into memory and passes their
@@ -206,6 +208,10 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 	defer cancel()
 	switch e.Kind {
 	case EventInput:
+		w.queue.forgetWritten(e.Cluster)
+		if applied, err := w.applyInputDelta(ctx, e); applied || err != nil {
+			return err
+		}
 		s, err := w.backing.GetInput(octx, e.Cluster)
 		if errors.Is(err, ErrNotFound) {
 			if w.queue.has(inputKey(e.Cluster)) {
@@ -250,6 +256,25 @@ func (w *WriteThrough) applyOne(ctx context.Context, e Event) error {
 		return w.copyCluster(ctx, c)
 	}
 	return nil
+}
+
+// applyInputDelta applies the delta an input event carries to the input
+// memory holds, when that is the delta's base (its version and hash) and
+// no write of memory's own is queued: the other replica's change then
+// costs no read of the whole input. It reports whether it applied it.
+func (w *WriteThrough) applyInputDelta(ctx context.Context, e Event) (bool, error) {
+	if e.Delta == nil || e.Deleted || w.queue.has(inputKey(e.Cluster)) {
+		return false, nil
+	}
+	base, err := w.primary.GetInput(ctx, e.Cluster)
+	if err != nil || base.Version() != e.Delta.BaseVersion || base.Hash() != e.Delta.BaseHash {
+		return false, nil
+	}
+	s, err := snapshot.Apply(base, e.Delta.Delta)
+	if err != nil {
+		return false, nil // read whole, as without a delta
+	}
+	return true, w.primary.PutInput(ctx, e.Cluster, s)
 }
 
 // encodedOutputGetter is a backing store that reads an output without

@@ -30,6 +30,11 @@ type writeQueue struct {
 	mu      sync.Mutex
 	seq     uint64
 	pending map[pendingKey]uint64 // key → sequence number of its last write
+	// written holds each cluster's input this replica wrote last, until
+	// another replica's input of the cluster is copied or the input is
+	// deleted: the base of the delta its next write announces
+	// (deltaInputs). It is the snapshot memory holds, or the one before.
+	written map[string]*snapshot.Snapshot
 }
 
 type pendingKind int
@@ -197,13 +202,17 @@ func (q *writeQueue) write(ctx context.Context, k pendingKey) error {
 	case pendingInput:
 		s, err := q.primary.GetInput(ctx, k.cluster)
 		if errors.Is(err, ErrNotFound) {
+			q.forgetWritten(k.cluster)
 			return q.backing.DeleteInput(octx, k.cluster)
 		}
 		if err != nil {
 			return err
 		}
 		if w, ok := q.backing.(unlessRevokedWriter); ok {
-			revoked, err := w.PutInputUnlessRevoked(octx, k.cluster, s)
+			revoked, err := w.PutInputUnlessRevoked(octx, k.cluster, q.lastWritten(k.cluster), s)
+			if err == nil && !revoked {
+				q.setWritten(k.cluster, s)
+			}
 			return q.droppedIfRevoked(ctx, k.cluster, revoked, err)
 		}
 		return q.writeUnlessRevoked(ctx, octx, k.cluster, func() error { return q.backing.PutInput(octx, k.cluster, s) })
@@ -237,12 +246,39 @@ func (q *writeQueue) write(ctx context.Context, k pendingKey) error {
 	return fmt.Errorf("unknown queued write %d", k.kind)
 }
 
+// lastWritten returns the input of cluster this replica wrote last; nil
+// when it wrote none since another replica's was copied.
+func (q *writeQueue) lastWritten(cluster string) *snapshot.Snapshot {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.written[cluster]
+}
+
+func (q *writeQueue) setWritten(cluster string, s *snapshot.Snapshot) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.written == nil {
+		q.written = map[string]*snapshot.Snapshot{}
+	}
+	q.written[cluster] = s
+}
+
+// forgetWritten drops the input of cluster this replica wrote last: the
+// backing store holds another replica's, or none.
+func (q *writeQueue) forgetWritten(cluster string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.written, cluster)
+}
+
 // unlessRevokedWriter is a backing store that writes an input or output
 // only while the cluster's registry record is not revoked, checked in the
 // same atomic step as the write (redis.Store): the write then needs no
-// read of the record around it, as writeUnlessRevoked makes.
+// read of the record around it, as writeUnlessRevoked makes. An input's
+// write names the input it replaces (nil: unknown), and its event then
+// carries the delta from it when that is what the backing store held.
 type unlessRevokedWriter interface {
-	PutInputUnlessRevoked(ctx context.Context, cluster string, s *snapshot.Snapshot) (revoked bool, err error)
+	PutInputUnlessRevoked(ctx context.Context, cluster string, base, s *snapshot.Snapshot) (revoked bool, err error)
 	PutOutputUnlessRevoked(ctx context.Context, cluster, backend string, s *snapshot.Snapshot) (revoked bool, err error)
 }
 
@@ -252,6 +288,7 @@ func (q *writeQueue) droppedIfRevoked(ctx context.Context, cluster string, revok
 	if err != nil || !revoked {
 		return err
 	}
+	q.forgetWritten(cluster)
 	return q.dropRevokedLocally(ctx, cluster)
 }
 

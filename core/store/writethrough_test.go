@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
@@ -409,6 +413,84 @@ func TestWriteThroughFollowsAHeartbeatInFewReads(t *testing.T) {
 	}
 	if reads := backing.reads.Load(); reads > (2*n+2)/4 {
 		t.Errorf("b read registry records %d times for %d events, want runs of them read at once", reads, 2*n+2)
+	}
+}
+
+// countingInputs is a real Redis backing store that counts its reads of
+// whole inputs.
+type countingInputs struct {
+	*redis.Store
+	reads atomic.Int64
+}
+
+func (c *countingInputs) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
+	c.reads.Add(1)
+	return c.Store.GetInput(ctx, cluster)
+}
+
+// TestWriteThroughFollowsAnInputByItsDelta has replica a write a
+// cluster's input, then change one resource of it: b reads the first
+// whole and applies the change from its event, reading nothing. An event
+// whose delta starts from an input b does not hold is read whole.
+func TestWriteThroughFollowsAnInputByItsDelta(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	a := startWriteThrough(t, newRedis(t, server, "dl:", "a"))
+	backing := &countingInputs{Store: newRedis(t, server, "dl:", "b")}
+	b := startWriteThrough(t, backing)
+	events, err := b.Watch(ctx)
+	must(t, err)
+	holds := func(want *snapshot.Snapshot) {
+		t.Helper()
+		for {
+			select {
+			case e := <-events:
+				if e.Kind != store.EventInput || e.Version != want.Version() {
+					continue
+				}
+				got, err := b.GetInput(ctx, "east")
+				if err != nil || got.Hash() != want.Hash() {
+					t.Fatalf("b holds %v, %v after the event of version %d; want hash %s", got, err, want.Version(), want.Hash().Short())
+				}
+				return
+			case <-time.After(waitTimeout):
+				t.Fatalf("b passed on no event of east's input at version %d", want.Version())
+			}
+		}
+	}
+
+	v1 := storetest.Snap(t, 1, "a", 50)
+	must(t, a.PutInput(ctx, "east", v1))
+	holds(v1)
+	if n := backing.reads.Load(); n != 1 {
+		t.Fatalf("b read east's first input %d times, want once", n)
+	}
+	v2, err := snapshot.Apply(v1, snapshot.Delta{BaseVersion: 1, Version: 2, Upserts: storetest.Snap(t, 2, "changed", 1).Resources()})
+	must(t, err)
+	must(t, a.PutInput(ctx, "east", v2))
+	holds(v2)
+	if n := backing.reads.Load(); n != 1 {
+		t.Errorf("b read east's input %d times, want only the first: the change came with its event", n)
+	}
+
+	// The delta from v1 to v3, announced while b holds v2: not applied,
+	// v3 read whole.
+	c := newRedis(t, server, "dl:", "c")
+	v3 := storetest.Snap(t, 3, "third", 50)
+	must(t, c.PutInput(ctx, "east", v3))
+	holds(v3)
+	reads := backing.reads.Load()
+	bh := v1.Hash()
+	delta, err := proto.Marshal(snapshot.DeltaToProto(snapshot.Diff(v1, v3), false))
+	must(t, err)
+	msg, err := json.Marshal(map[string]any{"k": store.EventInput, "c": "east", "v": 3, "r": "c", "x": delta, "bh": bh[:]})
+	must(t, err)
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	must(t, raw.Publish(ctx, "dl:events", msg).Err())
+	holds(v3)
+	if n := backing.reads.Load(); n != reads+1 {
+		t.Errorf("b read east's input %d times for a delta from an input it does not hold, want once", n-reads)
 	}
 }
 

@@ -45,7 +45,7 @@ func (b *Batch) PutCluster(c store.Cluster) {
 // PutInput queues store.Inputs' PutInput, its index entry first as there.
 func (b *Batch) PutInput(cluster string, snap *snapshot.Snapshot) {
 	op := fmt.Sprintf("put input %q", cluster)
-	args, err := b.s.putInputArgs(cluster, snap)
+	args, err := b.s.putInputArgs(cluster, nil, snap)
 	if err == nil {
 		b.writes = append(b.writes, batchWrite{op: op, cmd: b.pipe.SAdd(context.Background(), b.s.keys.inputs(), cluster)})
 	}

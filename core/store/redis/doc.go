@@ -114,8 +114,14 @@
 //
 // Replicas learn of each other's writes through one pub/sub channel
 // (P events). Each message is a hint: kind, cluster, backend, version,
-// deleted, replica. The data itself is always read from the keys, which are
-// the truth. A store holds one subscription, started by the first Watch,
+// deleted, replica. The data itself is read from the keys, which are the
+// truth, with one exception: a write of an input that names the input it
+// replaces (PutInputUnlessRevoked with a base, as store.WriteThrough's
+// queue writes) publishes the delta between the two, at most
+// maxEventDelta bytes, when its script finds that base stored (same
+// version and hash). A follower that holds the base applies the delta,
+// which carries the result's hash, instead of reading and decoding the
+// whole input; one that does not reads the key as for any event. A store holds one subscription, started by the first Watch,
 // drops its own replica's messages, and whenever the subscription is
 // re-established after a failure (go-redis reconnects it; on Redis Cluster
 // the store does, also when it moves the subscription to the slot's new

@@ -19,7 +19,7 @@ import (
 // Lua script, so racing replicas cannot store an older snapshot over a
 // newer one.
 func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Snapshot) error {
-	_, err := s.putInput(ctx, cluster, snap, false)
+	_, err := s.putInput(ctx, cluster, nil, snap, false)
 	return err
 }
 
@@ -30,17 +30,27 @@ func (s *Store) PutInput(ctx context.Context, cluster string, snap *snapshot.Sna
 // passes the check is deleted by it, and one that comes after is refused.
 // store.WriteThrough's queue writes so: another replica's deregistration
 // is never undone, and costs no read of the record around each write.
-func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, snap *snapshot.Snapshot) (revoked bool, err error) {
-	return s.putInput(ctx, cluster, snap, true)
+//
+// base, when not nil, is the input the writer believes stored, which
+// snap replaces: when it is (the same version and hash), the event the
+// write publishes carries the delta from base to snap, if it is at most
+// maxEventDelta bytes, and the other replicas apply it instead of reading
+// snap (store.Event's Delta).
+func (s *Store) PutInputUnlessRevoked(ctx context.Context, cluster string, base, snap *snapshot.Snapshot) (revoked bool, err error) {
+	return s.putInput(ctx, cluster, base, snap, true)
 }
+
+// maxEventDelta bounds the wire size of the delta an input's event
+// carries: most changes are a few resources; a larger one is read whole.
+const maxEventDelta = 32 << 10
 
 // putInput writes an input, checking the cluster's registry record in
 // the script when unlessRevoked.
-func (s *Store) putInput(ctx context.Context, cluster string, snap *snapshot.Snapshot, unlessRevoked bool) (revoked bool, err error) {
+func (s *Store) putInput(ctx context.Context, cluster string, base, snap *snapshot.Snapshot, unlessRevoked bool) (revoked bool, err error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	args, err := s.putInputArgs(cluster, snap)
+	args, err := s.putInputArgs(cluster, base, snap)
 	if err != nil {
 		return false, err
 	}
@@ -51,7 +61,7 @@ func (s *Store) putInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	}
 	keys := []string{s.keys.input(cluster)}
 	if unlessRevoked {
-		keys, args = append(keys, s.keys.clusters()), append(args, cluster)
+		keys = append(keys, s.keys.clusters())
 	}
 	n, err := s.scripts.putInput.Run(ctx, s.client, keys, args...).Int()
 	if err != nil {
@@ -70,8 +80,10 @@ func (s *Store) putInput(ctx context.Context, cluster string, snap *snapshot.Sna
 	return true, nil
 }
 
-// putInputArgs checks a PutInput and returns its script's arguments.
-func (s *Store) putInputArgs(cluster string, snap *snapshot.Snapshot) ([]any, error) {
+// putInputArgs checks a PutInput and returns its script's arguments: the
+// event with the delta from base, and base's version and hash, are empty
+// without a base or when the delta is too large.
+func (s *Store) putInputArgs(cluster string, base, snap *snapshot.Snapshot) ([]any, error) {
 	if cluster == "" {
 		return nil, errors.New("redis: put input: empty cluster name")
 	}
@@ -83,8 +95,19 @@ func (s *Store) putInputArgs(cluster string, snap *snapshot.Snapshot) ([]any, er
 		return nil, fmt.Errorf("redis: put input %q: %w", cluster, err)
 	}
 	h := snap.Hash()
-	ev := s.message(store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()})
-	return []any{versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev}, nil
+	e := store.Event{Kind: store.EventInput, Cluster: cluster, Version: snap.Version()}
+	ev := s.message(e)
+	withDelta, baseVersion, baseHash := "", "", []byte(nil)
+	if base != nil && base.Version() < snap.Version() {
+		d := snapshot.Diff(base, snap)
+		if d.Size() <= maxEventDelta {
+			e.Delta = &store.InputDelta{BaseHash: base.Hash(), Delta: d}
+			withDelta = s.message(e)
+			bh := base.Hash()
+			baseVersion, baseHash = versionField(base.Version()), bh[:]
+		}
+	}
+	return []any{versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev, cluster, withDelta, baseVersion, baseHash}, nil
 }
 
 // GetInput implements store.Inputs.

@@ -12,9 +12,12 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/internal/feed"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -160,12 +163,48 @@ type message struct {
 	Version uint64          `json:"v,omitempty"`
 	Deleted bool            `json:"d,omitempty"`
 	Replica string          `json:"r"`
+	// Delta and BaseHash are an input event's Delta: the delta in its
+	// wire form (snapshotv1.Delta) and the hash of its base.
+	Delta    []byte `json:"x,omitempty"`
+	BaseHash []byte `json:"bh,omitempty"`
 }
 
+// message returns e's wire form, from this store's replica.
 func (s *Store) message(e store.Event) string {
-	e.Replica = s.replica
-	b, _ := json.Marshal(message(e))
+	m := message{Kind: e.Kind, Cluster: e.Cluster, Backend: e.Backend, Version: e.Version, Deleted: e.Deleted, Replica: s.replica}
+	if e.Delta != nil {
+		m.Delta, _ = proto.Marshal(snapshot.DeltaToProto(e.Delta.Delta, false))
+		m.BaseHash = e.Delta.BaseHash[:]
+	}
+	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// event returns the event m is the wire form of. A delta that does not
+// decode, or does not lead to m's version, is left out, with its error:
+// the event still says the input changed, and a follower reads it whole.
+func (m message) event() (store.Event, error) {
+	e := store.Event{Kind: m.Kind, Cluster: m.Cluster, Backend: m.Backend, Version: m.Version, Deleted: m.Deleted, Replica: m.Replica}
+	if m.Kind != store.EventInput || len(m.Delta) == 0 {
+		return e, nil
+	}
+	var p snapshotv1.Delta
+	if err := proto.Unmarshal(m.Delta, &p); err != nil {
+		return e, fmt.Errorf("input delta: %w", err)
+	}
+	d, err := snapshot.DeltaFromProto(&p)
+	if err != nil {
+		return e, fmt.Errorf("input delta: %w", err)
+	}
+	base, err := snapshot.HashFromBytes(m.BaseHash)
+	if err != nil {
+		return e, fmt.Errorf("input delta: %w", err)
+	}
+	if d.Full || d.Version != m.Version || base.IsZero() || d.Hash.IsZero() {
+		return e, fmt.Errorf("input delta: not a change to version %d with both hashes", m.Version)
+	}
+	e.Delta = &store.InputDelta{BaseHash: base, Delta: d}
+	return e, nil
 }
 
 // unlessRevokedLua returns -1 from a write script given the registry hash
@@ -182,18 +221,23 @@ end
 `
 
 // putInputScriptSrc stores an input unless the stored one is newer, or the
-// same version with the same hash, and publishes the event when it stored.
-// Versions are zero-padded so string comparison is numeric. Given the
-// registry hash as KEYS[2], it stores nothing and returns -1 when the
-// cluster's (ARGV[7]) record is revoked.
+// same version with the same hash, and publishes the event when it stored:
+// the one with the delta (ARGV[8], when not empty) if the input it
+// replaced has the delta's base version and hash (ARGV[9] and ARGV[10]),
+// else the plain one (ARGV[6]). Versions are zero-padded so string
+// comparison is numeric. Given the registry hash as KEYS[2], it stores
+// nothing and returns -1 when the cluster's (ARGV[7]) record is revoked.
 var putInputScriptSrc = fmt.Sprintf(unlessRevokedLua, 7) + `
 local cur = redis.call('HGET', KEYS[1], 'v')
+local msg = ARGV[6]
 if cur then
   if ARGV[1] < cur then return 0 end
-  if ARGV[1] == cur and redis.call('HGET', KEYS[1], 'h') == ARGV[2] then return 0 end
+  local h = redis.call('HGET', KEYS[1], 'h')
+  if ARGV[1] == cur and h == ARGV[2] then return 0 end
+  if ARGV[8] ~= '' and cur == ARGV[9] and h == ARGV[10] then msg = ARGV[8] end
 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'h', ARGV[2], 'd', ARGV[3], 'r', ARGV[4])
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+redis.call('PUBLISH', ARGV[5], msg)
 return 1
 `
 

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/core/store/storetest"
@@ -195,7 +196,7 @@ func TestPutUnlessRevoked(t *testing.T) {
 	put := func(version uint64) (in, out bool) {
 		t.Helper()
 		snap := storetest.Snap(t, version, "east", 2)
-		in, err := s.PutInputUnlessRevoked(ctx, "east", snap)
+		in, err := s.PutInputUnlessRevoked(ctx, "east", nil, snap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +235,7 @@ func TestPutUnlessRevoked(t *testing.T) {
 	if _, err := s.CompareAndPutCluster(ctx, store.Cluster{Name: "gone", Revoked: true}); err != nil {
 		t.Fatal(err)
 	}
-	if revoked, err := s.PutInputUnlessRevoked(ctx, "gone", storetest.Snap(t, 1, "gone", 1)); err != nil || !revoked {
+	if revoked, err := s.PutInputUnlessRevoked(ctx, "gone", nil, storetest.Snap(t, 1, "gone", 1)); err != nil || !revoked {
 		t.Fatalf("PutInputUnlessRevoked(gone) = %v, %v; want refused", revoked, err)
 	}
 	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
@@ -244,27 +245,99 @@ func TestPutUnlessRevoked(t *testing.T) {
 	}
 	// Two writes of each kind and the records' three: nothing for the
 	// refused writes, so the next event is west's input.
-	next := func() store.Event {
-		t.Helper()
-		for {
-			select {
-			case ev := <-events:
-				if ev.Kind != store.EventResync {
-					return ev
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no event within 10s")
-			}
-		}
-	}
 	for range 7 {
-		next()
+		nextEvent(t, events)
 	}
 	if err := s.PutInput(ctx, "west", storetest.Snap(t, 1, "west", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(); ev.Kind != store.EventInput || ev.Cluster != "west" {
+	if ev := nextEvent(t, events); ev.Kind != store.EventInput || ev.Cluster != "west" {
 		t.Errorf("event %+v after the refused writes; want west's input next", ev)
+	}
+}
+
+// nextEvent returns the next event other than a resync.
+func nextEvent(t *testing.T, events <-chan store.Event) store.Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind != store.EventResync {
+				return ev
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10s")
+		}
+	}
+}
+
+// TestPutInputEventCarriesDelta writes a cluster's input as a replica's
+// write queue does, naming the input each write replaces: its event
+// carries the delta from that input only when it is the one stored and
+// the delta is small, and the delta leads from it to the stored input.
+func TestPutInputEventCarriesDelta(t *testing.T) {
+	ctx := t.Context()
+	server := testenv.StartRedis(t)
+	s := newStore(t, server, "x:", "a")
+	events, err := newStore(t, server, "x:", "watcher").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(base, snap *snapshot.Snapshot) store.Event {
+		t.Helper()
+		if revoked, err := s.PutInputUnlessRevoked(ctx, "east", base, snap); err != nil || revoked {
+			t.Fatalf("PutInputUnlessRevoked(version %d) = %v, %v", snap.Version(), revoked, err)
+		}
+		ev := nextEvent(t, events)
+		if ev.Kind != store.EventInput || ev.Cluster != "east" || ev.Version != snap.Version() {
+			t.Fatalf("event %+v; want east's input at version %d", ev, snap.Version())
+		}
+		return ev
+	}
+	v1 := storetest.Snap(t, 1, "a", 3)
+	if ev := put(nil, v1); ev.Delta != nil {
+		t.Errorf("the first input's event carries a delta: %+v", ev.Delta)
+	}
+	v2 := storetest.Snap(t, 2, "a", 4) // v1 and one ConfigMap more
+	ev := put(v1, v2)
+	if ev.Delta == nil {
+		t.Fatal("the event of an input written over the one it names carries no delta")
+	}
+	if ev.Delta.BaseHash != v1.Hash() || len(ev.Delta.Upserts) != 1 || len(ev.Delta.Deletes) != 0 {
+		t.Errorf("delta from %s with %d upserts and %d deletes; want from %s with the one ConfigMap added",
+			ev.Delta.BaseHash.Short(), len(ev.Delta.Upserts), len(ev.Delta.Deletes), v1.Hash().Short())
+	}
+	if got, err := snapshot.Apply(v1, ev.Delta.Delta); err != nil || got.Hash() != v2.Hash() || got.Version() != 2 {
+		t.Errorf("the delta applied to the input it names = %v, %v; want version 2 hashing %s", got, err, v2.Hash().Short())
+	}
+	v3 := storetest.Snap(t, 3, "a", 5)
+	if ev := put(v1, v3); ev.Delta != nil {
+		t.Errorf("a write naming an input that is not the stored one carries a delta")
+	}
+	v4 := storetest.Snap(t, 4, strings.Repeat("b", 200), 300) // every body changed, about 90 KB
+	if ev := put(v3, v4); ev.Delta != nil {
+		t.Errorf("a change of %d bytes carries a delta; the bound is far below", snapshot.Diff(v3, v4).Size())
+	}
+	if err := s.PutInput(ctx, "east", storetest.Snap(t, 5, strings.Repeat("b", 200), 301)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, events); ev.Delta != nil {
+		t.Errorf("PutInput, which names no input, published a delta")
+	}
+	// A delta that does not decode, or leads elsewhere, is left out of an
+	// event that still says the input changed.
+	raw := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	defer raw.Close()
+	for _, msg := range []string{
+		`{"k":1,"c":"east","v":6,"r":"c","x":"bm90IGEgZGVsdGE=","bh":"AAAA"}`,
+		`{"k":1,"c":"east","v":7,"r":"c","x":"","bh":""}`,
+	} {
+		if err := raw.Publish(ctx, "x:events", msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, events); ev.Kind != store.EventInput || ev.Cluster != "east" || ev.Delta != nil {
+			t.Errorf("event of %s = %+v; want east's input without a delta", msg, ev)
+		}
 	}
 }
 

@@ -212,7 +212,11 @@ func (s *Store) receive(ctx context.Context, ps *goredis.PubSub) (confirmed bool
 			if e.Replica == s.replica {
 				continue
 			}
-			s.hub.Publish(store.Event(e))
+			ev, err := e.event()
+			if err != nil {
+				s.logger.Warn("change feed: an input's delta is left out; the input is read whole", "cluster", e.Cluster, "err", err)
+			}
+			s.hub.Publish(ev)
 		}
 	}
 }
