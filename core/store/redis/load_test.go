@@ -241,6 +241,9 @@ func TestLoadCorruptOutputFoundOnUse(t *testing.T) {
 			if _, err := wt.Load(ctx); err != nil {
 				t.Fatalf("Load with b/istio damaged: %v, want the other outputs loaded", err)
 			}
+			if s, err := writer.GetOutput(ctx, "b", "istio"); err == nil || !strings.Contains(err.Error(), `"b"/"istio"`) || strings.Count(err.Error(), "redis:") != 1 {
+				t.Fatalf("the store's own GetOutput(b, istio) = %v, %v; want a decode error naming the output, from redis once", s, err)
+			}
 			for range 2 {
 				if s, err := wt.GetOutput(ctx, "b", "istio"); err == nil || errors.Is(err, store.ErrNotFound) ||
 					!strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), `"istio"`) {

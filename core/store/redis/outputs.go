@@ -70,7 +70,8 @@ func (s *Store) GetOutput(ctx context.Context, cluster, backend string) (*snapsh
 	}
 	snap, err := e.Snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("redis: get output %q/%q: %w", cluster, backend, err)
+		// The error says "redis:" already (encoded).
+		return nil, fmt.Errorf("get output %q/%q: %w", cluster, backend, err)
 	}
 	return snap, nil
 }
