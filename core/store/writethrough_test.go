@@ -336,21 +336,38 @@ func TestWriteThroughFollowsOtherReplica(t *testing.T) {
 	}
 }
 
-// countingRegistry is a real Redis backing store that counts its reads of
-// registry records, one record's or many.
-type countingRegistry struct {
+// countingReads is a real Redis backing store that counts its reads of
+// registry records, one record's or many, and of whole inputs.
+type countingReads struct {
 	*redis.Store
-	reads atomic.Int64
+	records, inputs atomic.Int64
 }
 
-func (c *countingRegistry) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
-	c.reads.Add(1)
+func (c *countingReads) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	c.records.Add(1)
 	return c.Store.GetCluster(ctx, name)
 }
 
-func (c *countingRegistry) GetClusters(ctx context.Context, names []string) (map[string]store.Cluster, error) {
-	c.reads.Add(1)
+func (c *countingReads) GetClusters(ctx context.Context, names []string) (map[string]store.Cluster, error) {
+	c.records.Add(1)
 	return c.Store.GetClusters(ctx, names)
+}
+
+func (c *countingReads) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
+	c.inputs.Add(1)
+	return c.Store.GetInput(ctx, cluster)
+}
+
+// startFollowing starts replicas a and b on server under prefix, b's
+// reads counted, and returns b's events.
+func startFollowing(t *testing.T, server *testenv.Redis, prefix string) (a, b *store.WriteThrough, backing *countingReads, events <-chan store.Event) {
+	t.Helper()
+	a = startWriteThrough(t, newRedis(t, server, prefix, "a"))
+	backing = &countingReads{Store: newRedis(t, server, prefix, "b")}
+	b = startWriteThrough(t, backing)
+	events, err := b.Watch(t.Context())
+	must(t, err)
+	return a, b, backing, events
 }
 
 // TestWriteThroughFollowsAHeartbeatInFewReads has replica a register 300
@@ -360,12 +377,7 @@ func (c *countingRegistry) GetClusters(ctx context.Context, names []string) (map
 // reads the records from Redis in runs, far fewer reads than records.
 func TestWriteThroughFollowsAHeartbeatInFewReads(t *testing.T) {
 	ctx := t.Context()
-	server := testenv.StartRedis(t)
-	a := startWriteThrough(t, newRedis(t, server, "hb:", "a"))
-	backing := &countingRegistry{Store: newRedis(t, server, "hb:", "b")}
-	b := startWriteThrough(t, backing)
-	events, err := b.Watch(ctx)
-	must(t, err)
+	a, b, backing, events := startFollowing(t, testenv.StartRedis(t), "hb:")
 
 	const n = 300
 	records := make([]store.Cluster, n)
@@ -411,21 +423,9 @@ func TestWriteThroughFollowsAHeartbeatInFewReads(t *testing.T) {
 				want.Name, c.Version, c.LastSeen, err, want.Version, seen)
 		}
 	}
-	if reads := backing.reads.Load(); reads > (2*n+2)/4 {
+	if reads := backing.records.Load(); reads > (2*n+2)/4 {
 		t.Errorf("b read registry records %d times for %d events, want runs of them read at once", reads, 2*n+2)
 	}
-}
-
-// countingInputs is a real Redis backing store that counts its reads of
-// whole inputs.
-type countingInputs struct {
-	*redis.Store
-	reads atomic.Int64
-}
-
-func (c *countingInputs) GetInput(ctx context.Context, cluster string) (*snapshot.Snapshot, error) {
-	c.reads.Add(1)
-	return c.Store.GetInput(ctx, cluster)
 }
 
 // TestWriteThroughFollowsAnInputByItsDelta has replica a write a
@@ -435,11 +435,7 @@ func (c *countingInputs) GetInput(ctx context.Context, cluster string) (*snapsho
 func TestWriteThroughFollowsAnInputByItsDelta(t *testing.T) {
 	ctx := t.Context()
 	server := testenv.StartRedis(t)
-	a := startWriteThrough(t, newRedis(t, server, "dl:", "a"))
-	backing := &countingInputs{Store: newRedis(t, server, "dl:", "b")}
-	b := startWriteThrough(t, backing)
-	events, err := b.Watch(ctx)
-	must(t, err)
+	a, b, backing, events := startFollowing(t, server, "dl:")
 	holds := func(want *snapshot.Snapshot) {
 		t.Helper()
 		for {
@@ -462,14 +458,14 @@ func TestWriteThroughFollowsAnInputByItsDelta(t *testing.T) {
 	v1 := storetest.Snap(t, 1, "a", 50)
 	must(t, a.PutInput(ctx, "east", v1))
 	holds(v1)
-	if n := backing.reads.Load(); n != 1 {
+	if n := backing.inputs.Load(); n != 1 {
 		t.Fatalf("b read east's first input %d times, want once", n)
 	}
 	v2, err := snapshot.Apply(v1, snapshot.Delta{BaseVersion: 1, Version: 2, Upserts: storetest.Snap(t, 2, "changed", 1).Resources()})
 	must(t, err)
 	must(t, a.PutInput(ctx, "east", v2))
 	holds(v2)
-	if n := backing.reads.Load(); n != 1 {
+	if n := backing.inputs.Load(); n != 1 {
 		t.Errorf("b read east's input %d times, want only the first: the change came with its event", n)
 	}
 
@@ -479,7 +475,7 @@ func TestWriteThroughFollowsAnInputByItsDelta(t *testing.T) {
 	v3 := storetest.Snap(t, 3, "third", 50)
 	must(t, c.PutInput(ctx, "east", v3))
 	holds(v3)
-	reads := backing.reads.Load()
+	reads := backing.inputs.Load()
 	bh := v1.Hash()
 	delta, err := proto.Marshal(snapshot.DeltaToProto(snapshot.Diff(v1, v3), false))
 	must(t, err)
@@ -489,7 +485,7 @@ func TestWriteThroughFollowsAnInputByItsDelta(t *testing.T) {
 	defer raw.Close()
 	must(t, raw.Publish(ctx, "dl:events", msg).Err())
 	holds(v3)
-	if n := backing.reads.Load(); n != reads+1 {
+	if n := backing.inputs.Load(); n != reads+1 {
 		t.Errorf("b read east's input %d times for a delta from an input it does not hold, want once", n-reads)
 	}
 }
