@@ -198,7 +198,7 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 	defer cancel()
 	stored, err := r.s.deps.Store.GetRollout(ctx, rolloutRecord)
 	if errors.Is(err, store.ErrNotFound) {
-		stored, err = r.restore(ctx)
+		stored, err = r.restore(ctx, store.RolloutRecord{Name: rolloutRecord})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the rollout record: %w", err)
@@ -206,6 +206,18 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 	rec, err := rollout.Decode(stored.Data)
 	if err != nil {
 		return nil, err
+	}
+	if rec.Writes < r.lastRecord().Writes {
+		// An older copy than this replica's: written back by a replica
+		// that had not read the last writes when the store lost the
+		// record. Stepping from it would take clusters released since
+		// back to the previous revision.
+		if stored, err = r.restore(ctx, stored); err != nil {
+			return nil, fmt.Errorf("read the rollout record: %w", err)
+		}
+		if rec, err = rollout.Decode(stored.Data); err != nil {
+			return nil, err
+		}
 	}
 	changed, err := change(rec)
 	if err != nil {
@@ -216,7 +228,14 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 		stored.Name, stored.Data = rolloutRecord, rec.Encode()
 		if _, err := r.s.deps.Store.CompareAndPutRollout(ctx, stored); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return r.read(ctx)
+				// Another replica took the step; its record is newer
+				// unless a write-back of an older copy came between
+				// (then the last copy stands, and the next step writes
+				// it back).
+				if rec, err := r.read(ctx); err != nil || rec.Writes >= r.lastRecord().Writes {
+					return rec, err
+				}
+				return r.lastRecord(), nil
 			}
 			return nil, fmt.Errorf("write the rollout record: %w", err)
 		}
@@ -227,18 +246,20 @@ func (r *rollouts) update(ctx context.Context, change func(*rollout.Record) (boo
 	return rec, nil
 }
 
-// restore writes back the record this replica last read when the store
-// holds none: the store lost it (a Redis restarted empty, a failover that
-// dropped the last writes), and without it the next step would make the
-// source's revision live at once, every stage skipped. Each replica
-// writes back its last copy with compare-and-set; a copy with more
-// writes replaces one with fewer, so the newest any replica knows wins.
-// The revisions the record names are kept again. It returns the stored
-// record: none when this replica knows none either.
-func (r *rollouts) restore(ctx context.Context) (store.RolloutRecord, error) {
+// restore writes back the record this replica last read over cur, the
+// stored one, when the store holds none or an older copy (fewer writes):
+// the store lost it (a Redis restarted empty, a failover that dropped the
+// last writes), and without it the next step would make the source's
+// revision live at once, every stage skipped, or take the clusters
+// released since the older copy back. Each replica writes back its last
+// copy with compare-and-set; a copy with more writes replaces one with
+// fewer, so the newest any replica knows wins. The revisions the record
+// names are kept again. It returns the stored record: cur when this
+// replica knows none newer.
+func (r *rollouts) restore(ctx context.Context, cur store.RolloutRecord) (store.RolloutRecord, error) {
 	last := r.lastRecord()
 	if last.Empty() {
-		return store.RolloutRecord{}, nil
+		return cur, nil
 	}
 	hashes, _ := last.Revisions()
 	for _, h := range hashes {
@@ -250,7 +271,6 @@ func (r *rollouts) restore(ctx context.Context) (store.RolloutRecord, error) {
 			return store.RolloutRecord{}, fmt.Errorf("write back the lost rollout record: %w", err)
 		}
 	}
-	cur := store.RolloutRecord{Name: rolloutRecord}
 	for {
 		written, err := r.s.deps.Store.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: last.Encode(), Version: cur.Version})
 		if err == nil {
@@ -289,7 +309,10 @@ func (r *rollouts) read(ctx context.Context) (*rollout.Record, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	r.last = rec
+	if r.last == nil || rec.Writes >= r.last.Writes {
+		// An older copy leaves the last one for the write-back (update).
+		r.last = rec
+	}
 	r.mu.Unlock()
 	return rec, nil
 }

@@ -709,6 +709,45 @@ func TestRolloutReadKeepsTheLastCopyForTheWriteBack(t *testing.T) {
 	}
 }
 
+// An older copy of the record written back by another replica (one that
+// had not read the last writes when Redis lost the record) does not take
+// this replica back: a read leaves its last copy, and its next update
+// writes that copy over the older one and steps from it.
+func TestRolloutOlderWriteBackGivesWay(t *testing.T) {
+	st := memory.New()
+	r := newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
+	rev := snapshot.Empty
+	h := rev.Hash().String()
+	r.revisions[h] = rev
+	r.last = &rollout.Record{Live: h, Writes: 7}
+	ctx := context.Background()
+	older := &rollout.Record{Live: "older", Writes: 5}
+	if _, err := st.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: older.Encode()}); err != nil {
+		t.Fatal(err)
+	}
+
+	if rec, err := r.read(ctx); err != nil || rec.Writes != 5 {
+		t.Fatalf("read() = %+v, %v; want the stored copy of 5 writes", rec, err)
+	}
+	if last := r.lastRecord(); last.Writes != 7 {
+		t.Fatalf("after reading an older copy, the last copy has %d writes, want 7", last.Writes)
+	}
+	rec, err := r.update(ctx, func(*rollout.Record) (bool, error) { return false, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Live != h || rec.Writes != 7 {
+		t.Errorf("update() over an older copy = %+v, want the last copy (live %.12s, 7 writes)", rec, h)
+	}
+	stored, err := st.GetRollout(ctx, rolloutRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rollout.Decode(stored.Data); err != nil || got.Writes != 7 || stored.Version != 2 {
+		t.Errorf("the store after the write-back: version %d, %+v, %v; want version 2 with 7 writes", stored.Version, got, err)
+	}
+}
+
 // A workload cluster's RolloutStrategy is refused with a diagnostic on
 // it; the management source's is not.
 func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
