@@ -121,7 +121,9 @@ func TestBrowserRollout(t *testing.T) {
 	fleetTab := tab(t, b)
 	row := `#policies tr[data-policy="TrafficPolicy/bookinfo/reviews-split"] li.rollout a[href="#/rollout"]`
 	do(t, fleetTab, "open the fleet page", bearer(f.token), chromedp.Navigate(f.ui), waitJS(`!!document.querySelector(`+strconv.Quote(row)+`)`))
-	if got := liveText(t, fleetTab, row); !strings.HasPrefix(got, "rollout 1 Progressing at stage main: 1/4 released") {
+	// The page's first status may be the server's shared one from up to
+	// half a poll before (statusCache): it shows the stage within a poll.
+	if got := waitText(t, fleetTab, row, "rollout 1 Progressing at stage main: 1/4 released"); !strings.HasPrefix(got, "rollout 1 Progressing at stage main: 1/4 released") {
 		t.Errorf("the fleet page's policies list reviews-split with %q, want rollout 1 at stage main", got)
 	}
 	if got := liveText(t, fleetTab, "#rollout-banner a"); !strings.HasPrefix(got, "rollout 1 Progressing") {
@@ -176,6 +178,17 @@ func TestBrowserRollout(t *testing.T) {
 func liveText(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	return get(t, ctx, "read the text of "+sel, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`)?.textContent ?? ""`))
+}
+
+// waitText waits, up to a minute, until the text of the element sel
+// selects starts with prefix, and returns the text it read last.
+func waitText(t *testing.T, ctx context.Context, sel, prefix string) string {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// A timeout is reported by the caller, with the text read last.
+	_, _ = chromedp.Run(wctx, waitJS(`(document.querySelector(`+strconv.Quote(sel)+`)?.textContent ?? "").startsWith(`+strconv.Quote(prefix)+`)`))
+	return liveText(t, ctx, sel)
 }
 
 // liveAttr returns an element's attribute as liveText does its text.
