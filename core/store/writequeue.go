@@ -33,7 +33,8 @@ type writeQueue struct {
 	// written holds each cluster's input this replica wrote last, until
 	// another replica's input of the cluster is copied or the input is
 	// deleted: the base of the delta its next write announces
-	// (deltaInputs). It is the snapshot memory holds, or the one before.
+	// (unlessRevokedWriter). It is the snapshot memory holds, or the one
+	// before it.
 	written map[string]*snapshot.Snapshot
 }
 

@@ -99,12 +99,10 @@ func (s *Store) putInputArgs(cluster string, base, snap *snapshot.Snapshot) ([]a
 	ev := s.message(e)
 	withDelta, baseVersion, baseHash := "", "", []byte(nil)
 	if base != nil && base.Version() < snap.Version() {
-		d := snapshot.Diff(base, snap)
-		if d.Size() <= maxEventDelta {
-			e.Delta = &store.InputDelta{BaseHash: base.Hash(), Delta: d}
-			withDelta = s.message(e)
+		if d := snapshot.Diff(base, snap); d.Size() <= maxEventDelta {
 			bh := base.Hash()
-			baseVersion, baseHash = versionField(base.Version()), bh[:]
+			e.Delta = &store.InputDelta{BaseHash: bh, Delta: d}
+			withDelta, baseVersion, baseHash = s.message(e), versionField(base.Version()), bh[:]
 		}
 	}
 	return []any{versionField(snap.Version()), h[:], data, s.replica, s.keys.events(), ev, cluster, withDelta, baseVersion, baseHash}, nil

@@ -188,6 +188,10 @@ func (m message) event() (store.Event, error) {
 	if m.Kind != store.EventInput || len(m.Delta) == 0 {
 		return e, nil
 	}
+	if len(m.Delta) > 2*maxEventDelta {
+		// The writer carries at most maxEventDelta of resources.
+		return e, fmt.Errorf("input delta: %d bytes, more than a writer sends", len(m.Delta))
+	}
 	var p snapshotv1.Delta
 	if err := proto.Unmarshal(m.Delta, &p); err != nil {
 		return e, fmt.Errorf("input delta: %w", err)

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -331,6 +332,7 @@ func TestPutInputEventCarriesDelta(t *testing.T) {
 	for _, msg := range []string{
 		`{"k":1,"c":"east","v":6,"r":"c","x":"bm90IGEgZGVsdGE=","bh":"AAAA"}`,
 		`{"k":1,"c":"east","v":7,"r":"c","x":"","bh":""}`,
+		`{"k":1,"c":"east","v":8,"r":"c","x":"` + base64.StdEncoding.EncodeToString(make([]byte, 1<<17)) + `","bh":"AAAA"}`,
 	} {
 		if err := raw.Publish(ctx, "x:events", msg).Err(); err != nil {
 			t.Fatal(err)
