@@ -675,17 +675,24 @@ func TestRolloutSurvivesRedisRestartingEmpty(t *testing.T) {
 	f.waitOutputs("every cluster on the new revision", reviewsPolicy("5s"), rolloutClusterNames())
 }
 
+// rolloutsWithLastCopy returns a replica's rollouts on a memory store
+// that holds no record, whose last copy makes the empty policy set, of
+// hash h, live after 7 writes.
+func rolloutsWithLastCopy() (r *rollouts, st *memory.Store, h string) {
+	st = memory.New()
+	r = newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
+	h = snapshot.Empty.Hash().String()
+	r.revisions[h] = snapshot.Empty
+	r.last = &rollout.Record{Live: h, Writes: 7}
+	return r, st, h
+}
+
 // A read that finds no record (the admin API's GetRollout, between a
 // Redis restart and the write-back) keeps the replica's last copy, and
 // the next update writes that copy back, with the revision it names,
 // instead of starting from an empty record.
 func TestRolloutReadKeepsTheLastCopyForTheWriteBack(t *testing.T) {
-	st := memory.New()
-	r := newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
-	rev := snapshot.Empty
-	h := rev.Hash().String()
-	r.revisions[h] = rev
-	r.last = &rollout.Record{Live: h, Writes: 7}
+	r, st, h := rolloutsWithLastCopy()
 	ctx := context.Background()
 
 	if rec, err := r.read(ctx); err != nil || !rec.Empty() {
@@ -714,12 +721,7 @@ func TestRolloutReadKeepsTheLastCopyForTheWriteBack(t *testing.T) {
 // this replica back: a read leaves its last copy, and its next update
 // writes that copy over the older one and steps from it.
 func TestRolloutOlderWriteBackGivesWay(t *testing.T) {
-	st := memory.New()
-	r := newRollouts(&Server{deps: Deps{Store: st}, log: slog.New(slog.DiscardHandler)})
-	rev := snapshot.Empty
-	h := rev.Hash().String()
-	r.revisions[h] = rev
-	r.last = &rollout.Record{Live: h, Writes: 7}
+	r, st, h := rolloutsWithLastCopy()
 	ctx := context.Background()
 	older := &rollout.Record{Live: "older", Writes: 5}
 	if _, err := st.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: older.Encode()}); err != nil {
