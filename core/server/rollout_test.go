@@ -750,6 +750,48 @@ func TestRolloutOlderWriteBackGivesWay(t *testing.T) {
 	}
 }
 
+// olderWriteBackFirst is a memory store on which another replica writes
+// back an older copy of the rollout record just before this replica's
+// first compare-and-set, which then conflicts.
+type olderWriteBackFirst struct {
+	*memory.Store
+	older []byte
+	done  bool
+}
+
+func (s *olderWriteBackFirst) CompareAndPutRollout(ctx context.Context, r store.RolloutRecord) (store.RolloutRecord, error) {
+	if !s.done && r.Name == rolloutRecord {
+		s.done = true
+		cur, _ := s.Store.GetRollout(ctx, rolloutRecord)
+		if _, err := s.Store.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: s.older, Version: cur.Version}); err != nil {
+			return store.RolloutRecord{}, err
+		}
+	}
+	return s.Store.CompareAndPutRollout(ctx, r)
+}
+
+// A step that loses its compare-and-set to another replica's write-back
+// of an older copy keeps this replica's last copy instead of taking the
+// older one.
+func TestRolloutStepLosingToAnOlderWriteBackKeepsItsCopy(t *testing.T) {
+	r, st, h := rolloutsWithLastCopy()
+	ctx := context.Background()
+	if _, err := st.CompareAndPutRollout(ctx, store.RolloutRecord{Name: rolloutRecord, Data: r.last.Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	r.s.deps.Store = &olderWriteBackFirst{Store: st, older: (&rollout.Record{Live: "older", Writes: 5}).Encode()}
+	rec, err := r.update(ctx, func(rec *rollout.Record) (bool, error) { return true, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Live != h || rec.Writes != 7 {
+		t.Errorf("update() that lost to an older write-back = %+v, want the last copy (live %.12s, 7 writes)", rec, h)
+	}
+	if last := r.lastRecord(); last.Writes != 7 {
+		t.Errorf("the last copy has %d writes after the lost step, want 7", last.Writes)
+	}
+}
+
 // A workload cluster's RolloutStrategy is refused with a diagnostic on
 // it; the management source's is not.
 func TestFoldRefusesAWorkloadClustersRolloutStrategy(t *testing.T) {
