@@ -437,7 +437,10 @@ func TestLargeFleet(t *testing.T) {
 			waitJSWithin(coldWait, `document.querySelectorAll("#policy-clusters tr[data-cluster]").length > 0`)))
 		load := get(t, ctx, "load time", chromedp.Evaluate[float64](`window.__m.t.policy`))
 		t.Logf("policy page of %d clusters, cold: drawn %.0f ms after the navigation started; calls started–answered–received: %s", benchClusters, load, fetches(t, ctx))
-		// The page asks for the policy beside the status, not after it.
+		// The page asks for the policy beside the status, not after it. A
+		// call's timing is recorded once its answer ends, and the page may
+		// draw before the status's answer has: wait for it.
+		do(t, ctx, "wait for the status's answer", waitJS(`performance.getEntriesByType("resource").some((e) => new URL(e.name).pathname == "/api/status")`))
 		first := firstFetches(t, ctx)
 		asked, st := first["/api/policies/AccessPolicy/bench/bench-access"], first["/api/status"]
 		if asked == nil || st == nil || asked.Start > st.Answered {
