@@ -150,7 +150,10 @@
 // (github.com/go-json-experiment/json/v1): the same values and bytes as
 // encoding/json (FuzzEngineAgreesWithEncodingJSON), faster. After a full update every (cluster, backend) output
 // is sent; after a delta only those that changed, an emptied one as an
-// empty output. A [Translator]'s outputs are sent target by target as
+// empty output, and, where the host allows it, each by the objects that
+// changed: the others are named kept (the session holds a 16-byte digest
+// per object sent, protocol.KeyOf), and a host that lost its copy asks
+// for a cluster whole, which the SDK computes again. A [Translator]'s outputs are sent target by target as
 // each is computed, so the host sees a long answer progress (it takes a
 // plugin that sends nothing for its call timeout as hung: one target
 // must be computed within it); a [FleetTranslator]'s are sent when its

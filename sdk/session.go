@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -68,15 +67,21 @@ type session struct {
 	decoded  map[policySource]*decodedPolicy
 	policies []policyv1alpha1.Policy
 	diags    []Diagnostic
-	sent     map[outKey][sha256.Size]byte
-	targets  *targets
+	// sent holds the keys of each output set as it was last sent.
+	sent    map[outKey]protocol.KeySet
+	targets *targets
 	// fleet is the fleet of the last update, the base of the next one's.
 	fleet *fleetData
 
 	// The update in progress.
-	open            bool
-	generation      uint64
-	full            bool
+	open       bool
+	generation uint64
+	full       bool
+	// keptAllowed is the Begin's kept_allowed: a set sent again may name
+	// what did not change instead of sending it.
+	keptAllowed bool
+	// resend holds the clusters whose sets are sent whole this update.
+	resend          map[string]bool
 	touched         map[string]bool
 	policiesTouched bool
 	change          *change
@@ -92,7 +97,7 @@ func newSession(t describer, desc Description) *session {
 		clusters: map[string]*clusterState{},
 		mgmt:     map[snapshot.ID][]byte{},
 		decoded:  map[policySource]*decodedPolicy{},
-		sent:     map[outKey][sha256.Size]byte{},
+		sent:     map[outKey]protocol.KeySet{},
 	}
 	s.validator, _ = t.(PolicyValidator)
 	switch t := t.(type) {
@@ -154,6 +159,23 @@ func (s *session) begin(b *translatorv1.Begin) error {
 		s.scope = make(map[string]bool, len(b.GetTargets()))
 		for _, t := range b.GetTargets() {
 			s.scope[t] = true
+		}
+	}
+	s.keptAllowed = b.GetKeptAllowed() && !s.full
+	s.resend = nil
+	if names := b.GetResend(); len(names) > 0 {
+		// The host lost this session's last answer for these clusters:
+		// compute them again and send every set whole.
+		s.resend = make(map[string]bool, len(names))
+		for _, name := range names {
+			s.resend[name] = true
+			for _, b := range s.desc.Backends {
+				delete(s.sent, outKey{name, b})
+			}
+			if s.targets != nil {
+				s.targets.drop(name)
+				s.targets.retry = append(s.targets.retry, name)
+			}
 		}
 	}
 	if s.full {
@@ -621,44 +643,90 @@ func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send
 		}
 		for _, b := range s.desc.Backends {
 			k := outKey{c.name, b}
-			outs := groups[k]
-			h := hashOutputs(outs)
-			if prev, ok := s.sent[k]; ok && prev == h && !s.full {
-				continue
+			sent, _, err := s.sendSet(c.name, b, groups[k], send)
+			if err != nil {
+				return err
 			}
-			if _, ok := s.sent[k]; !ok && len(outs) == 0 && !s.full && !s.entered(c.name) {
-				// Never sent and still empty: nothing changed for the host.
-				s.sent[k] = h
-				continue
-			}
-			for _, part := range splitOutputs(c.name, b, outs, protocol.PartBytes) {
-				if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
-					return err
-				}
-			}
-			s.sent[k] = h
+			s.sent[k] = sent
 		}
 	}
 	return nil
 }
 
-// splitOutputs cuts one output set into parts whose bodies add up to at
-// most maxBytes each; a larger object gets a part of its own. An empty set
-// is one empty part.
-func splitOutputs(cluster, backend string, outs []Output, maxBytes int) []*translatorv1.ClusterOutput {
-	groups := meta.Split(outs, func(o Output) int { return len(o.Body) }, maxBytes)
+// sendSet sends one output set when it differs from what was sent of it
+// last, and always on a full update, or when its cluster entered the
+// scope or is to be sent whole again; a set never sent and still empty is
+// not sent, as nothing changed for the host. When the host allows it, a
+// set sent again names the resources it sent last unchanged as kept
+// instead of sending them. It returns the set's keys, which session.sent
+// is to keep, and whether it sent the set.
+func (s *session) sendSet(cluster, backend string, outs []Output, send sender) (protocol.KeySet, bool, error) {
+	keys := outputKeys(outs)
+	set := protocol.NewKeySet(slices.Clone(keys))
+	prev, had := s.sent[outKey{cluster, backend}]
+	whole := s.full || s.entered(cluster) || s.resend[cluster]
+	switch {
+	case had && !whole && slices.Equal(prev, set):
+		return set, false, nil
+	case !had && len(outs) == 0 && !whole:
+		return set, false, nil
+	}
+	var kept protocol.KeySet
+	if s.keptAllowed && had && !whole {
+		kept = prev
+	}
+	for _, part := range splitOutputs(cluster, backend, outs, keys, kept, protocol.PartBytes) {
+		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
+			return nil, false, err
+		}
+	}
+	return set, true, nil
+}
+
+// splitOutputs cuts one output set into parts whose bodies, and the
+// identities of those named kept, add up to at most maxBytes each; a
+// larger object gets a part of its own. An empty set is one empty part.
+// keys are the outputs' keys, in their order; an output whose key kept
+// holds is named in the part's kept instead of sent.
+func splitOutputs(cluster, backend string, outs []Output, keys []protocol.ResourceKey, kept protocol.KeySet, maxBytes int) []*translatorv1.ClusterOutput {
+	isKept := func(i int) bool { return kept != nil && kept.Has(keys[i]) }
+	size := func(i int) int {
+		if isKept(i) {
+			return idBytes(outs[i].ID)
+		}
+		return len(outs[i].Body)
+	}
+	groups := meta.Split(indices(len(outs)), size, maxBytes)
 	parts := make([]*translatorv1.ClusterOutput, len(groups))
 	for i, g := range groups {
-		part := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend, More: i < len(groups)-1, Resources: make([]*snapshotv1.Resource, 0, len(g))}
-		for _, o := range g {
+		part := &translatorv1.ClusterOutput{Cluster: cluster, Backend: backend, More: i < len(groups)-1}
+		for _, j := range g {
+			if isKept(j) {
+				part.Kept = append(part.Kept, snapshot.IDToProto(outs[j].ID))
+				continue
+			}
 			part.Resources = append(part.Resources, &snapshotv1.Resource{
-				Id:   snapshot.IDToProto(o.ID),
-				Body: o.Body,
+				Id:   snapshot.IDToProto(outs[j].ID),
+				Body: outs[j].Body,
 			})
 		}
 		parts[i] = part
 	}
 	return parts
+}
+
+// idBytes is about what an identity takes on the wire.
+func idBytes(id snapshot.ID) int {
+	return len(id.Group) + len(id.Version) + len(id.Kind) + len(id.Namespace) + len(id.Name) + 16
+}
+
+// indices returns 0, 1, …, n-1.
+func indices(n int) []int {
+	is := make([]int, n)
+	for i := range is {
+		is[i] = i
+	}
+	return is
 }
 
 // describeToProto converts a description.

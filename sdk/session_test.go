@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
 
 // fake emits one ConfigMap per Service into its Service's cluster, plus
@@ -68,14 +70,18 @@ const invalidPolicy = `{"apiVersion":"policy.meshrelay.io/v1alpha1","kind":"Acce
 type answer struct {
 	outputs map[string][]*snapshotv1.Resource // by cluster
 	parts   map[string]int
-	diags   []*translatorv1.Diagnostic
-	done    *translatorv1.Done
+	// kept are the resources named kept, by cluster.
+	kept  map[string][]*snapshotv1.ResourceID
+	diags []*translatorv1.Diagnostic
+	done  *translatorv1.Done
 }
 
 type update struct {
-	full     bool
-	clusters []*translatorv1.ClusterInput
-	policies *translatorv1.PolicyChange
+	full        bool
+	keptAllowed bool
+	resend      []string
+	clusters    []*translatorv1.ClusterInput
+	policies    *translatorv1.PolicyChange
 }
 
 var gen uint64
@@ -95,7 +101,7 @@ func runB(t testing.TB, s *session, u update) answer {
 func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.TranslateResponse)) answer {
 	t.Helper()
 	gen++
-	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}}
+	a := answer{outputs: map[string][]*snapshotv1.Resource{}, parts: map[string]int{}, kept: map[string][]*snapshotv1.ResourceID{}}
 	send := func(m *translatorv1.TranslateResponse) error {
 		if watch != nil {
 			watch(m)
@@ -104,6 +110,7 @@ func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.Tra
 		case *translatorv1.TranslateResponse_Output:
 			c := m.Output.GetCluster()
 			a.outputs[c] = append(a.outputs[c], m.Output.GetResources()...)
+			a.kept[c] = append(a.kept[c], m.Output.GetKept()...)
 			if a.outputs[c] == nil {
 				a.outputs[c] = []*snapshotv1.Resource{}
 			}
@@ -115,7 +122,7 @@ func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.Tra
 		}
 		return nil
 	}
-	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full}}}}
+	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, KeptAllowed: u.keptAllowed, Resend: u.resend}}}}
 	for _, c := range u.clusters {
 		msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: c}})
 	}
@@ -184,6 +191,75 @@ func TestSessionSendsOnlyChanges(t *testing.T) {
 	if _, ok := f.requests[3].Fleet.Cluster("west"); ok {
 		t.Error("removed cluster still in the fleet")
 	}
+}
+
+// names returns the names of resources or identities, sorted.
+func names[T interface{ GetName() string }](xs []T) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, x.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func resourceIDs(rs []*snapshotv1.Resource) []*snapshotv1.ResourceID {
+	var ids []*snapshotv1.ResourceID
+	for _, r := range rs {
+		ids = append(ids, r.GetId())
+	}
+	return ids
+}
+
+// Where the host allows it, a set sent again names what it sent last
+// unchanged as kept and sends the rest; a full update, a host that does
+// not allow it, and a cluster the host asks for whole get every body.
+// A cluster asked for whole is sent even when nothing changed.
+func TestSessionKeepsWhatDidNotChange(t *testing.T) {
+	f := &fake{}
+	s := newSession(f, f.Describe())
+	check := func(what string, a answer, cluster string, wantKept, wantSent []string) {
+		t.Helper()
+		if got := names(a.kept[cluster]); !slices.Equal(got, wantKept) {
+			t.Errorf("%s: kept %v, want %v", what, got, wantKept)
+		}
+		if got := names(resourceIDs(a.outputs[cluster])); !slices.Equal(got, wantSent) {
+			t.Errorf("%s: sent %v, want %v", what, got, wantSent)
+		}
+	}
+	svc := func(names ...string) []*snapshotv1.Resource {
+		var rs []*snapshotv1.Resource
+		for _, n := range names {
+			rs = append(rs, svcRes("ns", n, 0))
+		}
+		return rs
+	}
+	a := run(t, s, update{full: true, keptAllowed: true, clusters: []*translatorv1.ClusterInput{{Cluster: "east", Upserts: svc("a", "b")}, {Cluster: "west", Upserts: svc("w")}}})
+	check("full update", a, "east", nil, []string{"a", "b"})
+
+	a = run(t, s, update{keptAllowed: true, clusters: []*translatorv1.ClusterInput{{Cluster: "east", Upserts: svc("c")}}})
+	check("a Service added", a, "east", []string{"a", "b"}, []string{"c"})
+	if _, sent := a.outputs["west"]; sent {
+		t.Error("west's set was sent though it did not change")
+	}
+
+	a = run(t, s, update{clusters: []*translatorv1.ClusterInput{{Cluster: "east", Upserts: svc("d")}}})
+	check("kept not allowed", a, "east", nil, []string{"a", "b", "c", "d"})
+
+	a = run(t, s, update{keptAllowed: true, resend: []string{"west"}})
+	check("west asked for whole", a, "west", nil, []string{"w"})
+	if _, sent := a.outputs["east"]; sent {
+		t.Error("east's set was sent though it did not change nor was asked for")
+	}
+
+	// A changed body is sent, not kept: every policy is counted in each body.
+	a = run(t, s, update{keptAllowed: true, policies: &translatorv1.PolicyChange{Upserts: []*snapshotv1.Resource{policyRes("p", fmt.Sprintf(validPolicy, "p"))}}})
+	check("every body changed", a, "east", nil, []string{"a", "b", "c", "d"})
+	a = run(t, s, update{keptAllowed: true, clusters: []*translatorv1.ClusterInput{{Cluster: "east", Deletes: []*snapshotv1.ResourceID{svcRes("ns", "a", 0).GetId()}}}})
+	check("a Service deleted", a, "east", []string{"b", "c", "d"}, nil)
+
+	a = run(t, s, update{full: true, keptAllowed: true, clusters: []*translatorv1.ClusterInput{{Cluster: "east", Upserts: svc("b", "c", "d")}, {Cluster: "west", Upserts: svc("w")}}})
+	check("full update again", a, "east", nil, []string{"b", "c", "d"})
 }
 
 func TestSessionFullUpdateRemovesUnmentionedClusters(t *testing.T) {
@@ -311,7 +387,7 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 	for i := range 25 {
 		outs = append(outs, Output{Cluster: "c", Backend: "b", ID: snapshot.ID{Version: "v1", Kind: "ConfigMap", Name: fmt.Sprint(i)}, Body: make([]byte, 100<<10)})
 	}
-	parts := splitOutputs("c", "b", outs, 1<<20)
+	parts := splitOutputs("c", "b", outs, outputKeys(outs), nil, 1<<20)
 	if len(parts) != 3 {
 		t.Fatalf("2.5 MB split into %d parts, want 3", len(parts))
 	}
@@ -320,7 +396,13 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 			t.Errorf("part %d more = %v", i, p.GetMore())
 		}
 	}
-	if len(splitOutputs("c", "b", nil, 1<<20)) != 1 {
+	keys := outputKeys(outs)
+	kept := splitOutputs("c", "b", outs, keys, protocol.NewKeySet(slices.Clone(keys[:20])), 1<<20)
+	if len(kept) != 1 || len(kept[0].GetKept()) != 20 || len(kept[0].GetResources()) != 5 {
+		t.Errorf("20 of 25 outputs kept: %d parts, the first keeps %d and sends %d; want one part of 20 kept and 5 sent",
+			len(kept), len(kept[0].GetKept()), len(kept[0].GetResources()))
+	}
+	if len(splitOutputs("c", "b", nil, nil, nil, 1<<20)) != 1 {
 		t.Error("an empty set must be one empty part")
 	}
 }

@@ -8,10 +8,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 
-	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
 	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
 
@@ -153,7 +151,7 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 		ts.retry = dirty
 		for k, b := range before {
 			if b.had {
-				s.sent[k] = b.hash
+				s.sent[k] = b.keys
 			} else {
 				delete(s.sent, k)
 			}
@@ -261,34 +259,24 @@ func (s *session) settleTargets(fleet *fleetData) []string {
 
 // sentBefore is what session.sent held of a set before an update sent it.
 type sentBefore struct {
-	hash [sha256.Size]byte
+	keys protocol.KeySet
 	had  bool
 }
 
 // sendTarget sends one output set when it differs from what was sent, or
-// always on a full update or when the cluster entered the scope, and
-// records in before what s.sent held of it.
+// always on a full update or when the cluster entered the scope or is to
+// be sent again, and records in before what s.sent held of it.
 func (s *session) sendTarget(cluster, backend string, outs []Output, before map[outKey]sentBefore, send sender) error {
 	k := outKey{cluster, backend}
-	h := hashOutputs(outs)
 	prev, had := s.sent[k]
-	switch {
-	case had && prev == h && !s.full:
-		return nil
-	case !had && len(outs) == 0 && !s.full && !s.entered(cluster):
-		// Never sent and still empty: nothing changed for the host.
-		s.sent[k] = h
-		return nil
+	sent, sending, err := s.sendSet(cluster, backend, outs, send)
+	if err != nil {
+		return err
 	}
-	if _, ok := before[k]; !ok {
-		before[k] = sentBefore{hash: prev, had: had}
+	if _, ok := before[k]; sending && !ok {
+		before[k] = sentBefore{keys: prev, had: had}
 	}
-	for _, part := range splitOutputs(cluster, backend, outs, protocol.PartBytes) {
-		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
-			return err
-		}
-	}
-	s.sent[k] = h
+	s.sent[k] = sent
 	return nil
 }
 
@@ -386,22 +374,11 @@ func (s *session) hasWork(cd *clusterData) bool {
 	return false
 }
 
-// hashOutputs hashes an output set: identities, sizes and bodies, each
-// identity as "group/version/kind/namespace/name\x00size\x00".
-func hashOutputs(outs []Output) [sha256.Size]byte {
-	h := sha256.New()
-	var head []byte
-	for _, o := range outs {
-		head = head[:0]
-		for _, s := range [...]string{o.Group, o.Version, o.Kind, o.Namespace} {
-			head = append(append(head, s...), '/')
-		}
-		head = append(append(head, o.Name...), 0)
-		head = append(strconv.AppendInt(head, int64(len(o.Body)), 10), 0)
-		h.Write(head)
-		h.Write(o.Body)
+// outputKeys returns the keys of outs (protocol.KeyOf), in their order.
+func outputKeys(outs []Output) []protocol.ResourceKey {
+	keys := make([]protocol.ResourceKey, len(outs))
+	for i, o := range outs {
+		keys[i] = protocol.KeyOf(o.ID, sha256.Sum256(o.Body))
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+	return keys
 }

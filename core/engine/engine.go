@@ -554,7 +554,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	wants := make([]pluginhost.View, len(revs))
 	keeps := make([]map[string]bool, len(revs))
 	if len(revs) == 1 {
-		wants[0] = hostView(view, revs[0].policies, e.opts.Scoped, scope)
+		wants[0] = e.hostView(view, revs[0].policies, e.opts.Scoped, scope)
 		wants[0].Seq, wants[0].Base, wants[0].Changed = seq, base, names
 	} else {
 		all := scope
@@ -570,7 +570,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			split[i] = append(split[i], c)
 		}
 		for i, r := range revs {
-			wants[i] = hostView(view, r.policies, true, split[i])
+			wants[i] = e.hostView(view, r.policies, true, split[i])
 			wants[i].Seq, wants[i].Base, wants[i].Changed = seq, base, names
 			keeps[i] = map[string]bool{}
 			for _, c := range split[i] {
@@ -843,8 +843,11 @@ func clustersLeft(prev, view map[string]clusterState) bool {
 // hostView is the view every translator is to hold this cycle. It shares
 // the cycle's view rather than copying it: a copy of every cluster's
 // entry each cycle was a quarter of the engine's own work under churn.
-func hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
-	return pluginhost.View{Clusters: view, Policies: policies, Scoped: scoped, Targets: scope}
+// Its Delivered is the engine's View's: a translator answers a set by
+// what changed since its last answer, and the session takes the rest
+// from the set delivered.
+func (e *Engine) hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
+	return pluginhost.View{Clusters: view, Policies: policies, Scoped: scoped, Targets: scope, Delivered: e.view.Delivered}
 }
 
 // Meshes returns the mesh types found in a cluster's inputs, from the Mesh

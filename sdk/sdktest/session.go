@@ -27,10 +27,13 @@ type Session struct {
 	counter *counter
 	updates int
 	sets    map[[2]string][]sdk.Output
-	diags   []sdk.Diagnostic
-	sent    [][2]string
-	targets []string
-	scoped  bool
+	// delivered are the sets as the host holds them, which a translator's
+	// answer may keep resources of (host.View.Delivered).
+	delivered map[[2]string]*snapshot.Snapshot
+	diags     []sdk.Diagnostic
+	sent      [][2]string
+	targets   []string
+	scoped    bool
 	// inputKinds are the kinds the translator declares it reads.
 	inputKinds []string
 }
@@ -40,7 +43,7 @@ type Session struct {
 // kinds t does not declare, and fails on an emit of an undeclared kind.
 func NewSession(tb testing.TB, t Translator) *Session {
 	tb.Helper()
-	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}}
+	s := &Session{tb: tb, sets: map[[2]string][]sdk.Output{}, delivered: map[[2]string]*snapshot.Snapshot{}}
 	if tt, ok := t.(sdk.Translator); ok {
 		s.counter = &counter{Translator: tt}
 		t = s.counter
@@ -87,6 +90,10 @@ func (s *Session) translate(f *Fixture) error {
 		return err
 	}
 	v.Scoped, v.Targets = s.scoped, slices.Sorted(slices.Values(s.targets))
+	v.Delivered = func(cluster, backend string) (*snapshot.Snapshot, bool) {
+		set, ok := s.delivered[[2]string{cluster, backend}]
+		return set, ok
+	}
 	if s.counter != nil {
 		s.counter.reset()
 	}
@@ -106,10 +113,11 @@ func (s *Session) keep(res host.Result, f *Fixture) error {
 	}
 	for _, set := range res.Outputs {
 		key := [2]string{set.Cluster, set.Backend}
-		if _, err := snapshot.New(0, set.Resources); err != nil {
+		delivered, err := snapshot.New(0, set.Resources)
+		if err != nil {
 			return fmt.Errorf("output of cluster %q backend %q: %w", set.Cluster, set.Backend, err)
 		}
-		s.sets[key] = outputsOf(set)
+		s.sets[key], s.delivered[key] = outputsOf(set), delivered
 		s.sent = append(s.sent, key)
 	}
 	present := map[string]bool{}
@@ -119,6 +127,7 @@ func (s *Session) keep(res host.Result, f *Fixture) error {
 	for k := range s.sets {
 		if !present[k[0]] {
 			delete(s.sets, k)
+			delete(s.delivered, k)
 		}
 	}
 	s.diags = diagnosticsOf(res.Diagnostics)

@@ -332,8 +332,18 @@ type Begin struct {
 	// every output set, empty ones too: the host may hold an output of that
 	// cluster from elsewhere, which the empty set replaces. Unset, every
 	// cluster of the view is a target. The scope holds until the next Begin.
-	Scoped        bool     `protobuf:"varint,3,opt,name=scoped,proto3" json:"scoped,omitempty"`
-	Targets       []string `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	Scoped  bool     `protobuf:"varint,3,opt,name=scoped,proto3" json:"scoped,omitempty"`
+	Targets []string `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	// kept_allowed, when set, lets the plugin answer an output set by the
+	// resources that changed since its last answer for the set in this
+	// session and name the others in ClusterOutput.kept, instead of sending
+	// their bodies again. Never set on a full update.
+	KeptAllowed bool `protobuf:"varint,5,opt,name=kept_allowed,json=keptAllowed,proto3" json:"kept_allowed,omitempty"`
+	// resend names clusters whose every output set the plugin sends whole
+	// (without kept), empty ones too, whether or not it changed: the host
+	// no longer holds the plugin's last answer for them. It computes those
+	// clusters again to do so.
+	Resend        []string `protobuf:"bytes,6,rep,name=resend,proto3" json:"resend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +402,20 @@ func (x *Begin) GetScoped() bool {
 func (x *Begin) GetTargets() []string {
 	if x != nil {
 		return x.Targets
+	}
+	return nil
+}
+
+func (x *Begin) GetKeptAllowed() bool {
+	if x != nil {
+		return x.KeptAllowed
+	}
+	return false
+}
+
+func (x *Begin) GetResend() []string {
+	if x != nil {
+		return x.Resend
 	}
 	return nil
 }
@@ -699,11 +723,16 @@ func (*TranslateResponse_Done) isTranslateResponse_Msg() {}
 // session are sent. A set split over several parts has more = true on all but
 // the last.
 type ClusterOutput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cluster       string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	Backend       string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
-	Resources     []*v1.Resource         `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
-	More          bool                   `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Cluster   string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Backend   string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	Resources []*v1.Resource         `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	More      bool                   `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	// kept names resources of the set that are byte for byte those of the
+	// plugin's last answer for the set in this session, only when the
+	// update's Begin set kept_allowed and did not name the cluster in
+	// resend. The set is resources and kept together.
+	Kept          []*v1.ResourceID `protobuf:"bytes,5,rep,name=kept,proto3" json:"kept,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -764,6 +793,13 @@ func (x *ClusterOutput) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *ClusterOutput) GetKept() []*v1.ResourceID {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
 }
 
 // PolicyRef names the policy a diagnostic is about.
@@ -997,14 +1033,16 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\v2%.meshrelay.translator.v1.ClusterInputH\x00R\acluster\x12C\n" +
 	"\bpolicies\x18\x03 \x01(\v2%.meshrelay.translator.v1.PolicyChangeH\x00R\bpolicies\x129\n" +
 	"\x06commit\x18\x04 \x01(\v2\x1f.meshrelay.translator.v1.CommitH\x00R\x06commitB\x05\n" +
-	"\x03msg\"m\n" +
+	"\x03msg\"\xa8\x01\n" +
 	"\x05Begin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x16\n" +
 	"\x06scoped\x18\x03 \x01(\bR\x06scoped\x12\x18\n" +
-	"\atargets\x18\x04 \x03(\tR\atargets\"\xee\x02\n" +
+	"\atargets\x18\x04 \x03(\tR\atargets\x12!\n" +
+	"\fkept_allowed\x18\x05 \x01(\bR\vkeptAllowed\x12\x16\n" +
+	"\x06resend\x18\x06 \x03(\tR\x06resend\"\xee\x02\n" +
 	"\fClusterInput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x14\n" +
@@ -1029,12 +1067,13 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"diagnostic\x18\x02 \x01(\v2#.meshrelay.translator.v1.DiagnosticH\x00R\n" +
 	"diagnostic\x123\n" +
 	"\x04done\x18\x03 \x01(\v2\x1d.meshrelay.translator.v1.DoneH\x00R\x04doneB\x05\n" +
-	"\x03msg\"\x96\x01\n" +
+	"\x03msg\"\xcd\x01\n" +
 	"\rClusterOutput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12=\n" +
 	"\tresources\x18\x03 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\tresources\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"k\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\x125\n" +
+	"\x04kept\x18\x05 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\x04kept\"k\n" +
 	"\tPolicyRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1108,17 +1147,18 @@ var file_translator_v1_translator_proto_depIdxs = []int32{
 	11, // 10: meshrelay.translator.v1.TranslateResponse.diagnostic:type_name -> meshrelay.translator.v1.Diagnostic
 	12, // 11: meshrelay.translator.v1.TranslateResponse.done:type_name -> meshrelay.translator.v1.Done
 	14, // 12: meshrelay.translator.v1.ClusterOutput.resources:type_name -> meshrelay.snapshot.v1.Resource
-	0,  // 13: meshrelay.translator.v1.Diagnostic.severity:type_name -> meshrelay.translator.v1.Diagnostic.Severity
-	10, // 14: meshrelay.translator.v1.Diagnostic.policy:type_name -> meshrelay.translator.v1.PolicyRef
-	1,  // 15: meshrelay.translator.v1.Translator.Describe:input_type -> meshrelay.translator.v1.DescribeRequest
-	3,  // 16: meshrelay.translator.v1.Translator.Translate:input_type -> meshrelay.translator.v1.TranslateRequest
-	2,  // 17: meshrelay.translator.v1.Translator.Describe:output_type -> meshrelay.translator.v1.DescribeResponse
-	8,  // 18: meshrelay.translator.v1.Translator.Translate:output_type -> meshrelay.translator.v1.TranslateResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 13: meshrelay.translator.v1.ClusterOutput.kept:type_name -> meshrelay.snapshot.v1.ResourceID
+	0,  // 14: meshrelay.translator.v1.Diagnostic.severity:type_name -> meshrelay.translator.v1.Diagnostic.Severity
+	10, // 15: meshrelay.translator.v1.Diagnostic.policy:type_name -> meshrelay.translator.v1.PolicyRef
+	1,  // 16: meshrelay.translator.v1.Translator.Describe:input_type -> meshrelay.translator.v1.DescribeRequest
+	3,  // 17: meshrelay.translator.v1.Translator.Translate:input_type -> meshrelay.translator.v1.TranslateRequest
+	2,  // 18: meshrelay.translator.v1.Translator.Describe:output_type -> meshrelay.translator.v1.DescribeResponse
+	8,  // 19: meshrelay.translator.v1.Translator.Translate:output_type -> meshrelay.translator.v1.TranslateResponse
+	18, // [18:20] is the sub-list for method output_type
+	16, // [16:18] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_translator_v1_translator_proto_init() }

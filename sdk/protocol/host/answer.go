@@ -14,6 +14,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 	translatorv1 "github.com/meshrelay/meshrelay/proto/translator/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -27,44 +28,59 @@ type assembly struct {
 	// checked are the digests of the resources of the plugin's last
 	// answer for key, which need no check again (byte for byte the same
 	// identity and body); nil for none.
-	checked checkedSet
+	checked protocol.KeySet
 	// keys are the digests of the set's resources, which the session
 	// keeps as checked once the answer is accepted ([assembly.finish]).
-	keys []checkedKey
+	keys []protocol.ResourceKey
+	// delivered is the set the host holds, where the kept resources are
+	// taken from; looked up at the first one.
+	delivered       *snapshot.Snapshot
+	lookedDelivered bool
+	// lost is set when a kept resource is not in delivered as the
+	// plugin last answered it: the set cannot be assembled.
+	lost bool
 }
 
 // newAssembly starts the set of key, given the digests of the plugin's
 // last answer for it.
-func newAssembly(key [2]string, checked checkedSet) *assembly {
+func newAssembly(key [2]string, checked protocol.KeySet) *assembly {
 	// An answer mostly holds as many resources as the last one did.
 	return &assembly{
 		key: key, out: ClusterOutput{Cluster: key[0], Backend: key[1], Resources: make([]snapshot.Resource, 0, len(checked))},
 		seen: make(map[snapshot.ID]bool, len(checked)), checked: checked,
-		keys: make([]checkedKey, 0, len(checked)),
+		keys: make([]protocol.ResourceKey, 0, len(checked)),
 	}
 }
 
 // finish returns the digests of the set's resources, once it is complete.
-func (a *assembly) finish() checkedSet { return newCheckedSet(a.keys) }
+func (a *assembly) finish() protocol.KeySet { return protocol.NewKeySet(a.keys) }
 
-func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, error) {
+// receive reads the plugin's answer to update u, numbered gen, and checks
+// and assembles its sets. A set whose kept resources the host no longer
+// holds as the plugin last answered them is left out, and its cluster
+// returned in lost: the caller asks for it whole.
+func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) (res Result, lost []string, err error) {
 	var (
-		res     Result
 		pending *assembly
 		done    = map[[2]string]bool{}
 		// answered are the digests of each set answered.
-		answered = map[[2]string]checkedSet{}
+		answered = map[[2]string]protocol.KeySet{}
+		resend   = map[string]bool{}
+		lostSet  = map[string]bool{}
 	)
+	for _, c := range u.resend {
+		resend[c] = true
+	}
 	for {
 		msg, err := s.stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return Result{}, fmt.Errorf("plugin closed the session before answering update %d", gen)
+			return Result{}, nil, fmt.Errorf("plugin closed the session before answering update %d", gen)
 		}
 		if status.Code(err) == codes.ResourceExhausted {
-			return Result{}, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", ErrProtocol, gen, err)
+			return Result{}, nil, fmt.Errorf("%w: a message of the answer to update %d is over the limit: %w", ErrProtocol, gen, err)
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("receive answer to update %d: %w", gen, s.streamErr(ctx, err))
+			return Result{}, nil, fmt.Errorf("receive answer to update %d: %w", gen, s.streamErr(ctx, err))
 		}
 		switch m := msg.GetMsg().(type) {
 		case *translatorv1.TranslateResponse_Output:
@@ -72,41 +88,54 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View) (Result, e
 			key := [2]string{o.GetCluster(), o.GetBackend()}
 			if pending == nil {
 				if err := s.checkTarget(key, view, done); err != nil {
-					return Result{}, err
+					return Result{}, nil, err
 				}
 				pending = newAssembly(key, s.checked[key])
 			} else if pending.key != key {
-				return Result{}, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
+				return Result{}, nil, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
 			}
 			if err := s.addResources(pending, o.GetResources()); err != nil {
-				return Result{}, err
+				return Result{}, nil, err
+			}
+			if kept := o.GetKept(); len(kept) > 0 {
+				if !u.keptAllowed || resend[key[0]] {
+					return Result{}, nil, fmt.Errorf("%w: output for cluster %q backend %q keeps resources of an earlier answer, which the update did not allow", ErrProtocol, key[0], key[1])
+				}
+				if err := s.addKept(pending, kept, view); err != nil {
+					return Result{}, nil, err
+				}
 			}
 			if !o.GetMore() {
 				done[key] = true
-				res.Outputs = append(res.Outputs, pending.out)
-				answered[key] = pending.finish()
+				if pending.lost {
+					if !lostSet[key[0]] {
+						lostSet[key[0]] = true
+						lost = append(lost, key[0])
+					}
+				} else {
+					res.Outputs = append(res.Outputs, pending.out)
+					answered[key] = pending.finish()
+				}
 				pending = nil
 			}
 		case *translatorv1.TranslateResponse_Diagnostic:
 			res.Diagnostics = append(res.Diagnostics, meta.DiagnosticFromProto(m.Diagnostic, s.plugin))
 		case *translatorv1.TranslateResponse_Done:
 			if g := m.Done.GetGeneration(); g != gen {
-				return Result{}, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
+				return Result{}, nil, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
 			}
 			if e := m.Done.GetError(); e != "" {
-				return Result{}, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
+				return Result{}, nil, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
 			}
 			if pending != nil {
-				return Result{}, fmt.Errorf("%w: done before the last part of cluster %q backend %q", ErrProtocol, pending.key[0], pending.key[1])
+				return Result{}, nil, fmt.Errorf("%w: done before the last part of cluster %q backend %q", ErrProtocol, pending.key[0], pending.key[1])
 			}
 			s.answered = answered
-			slices.SortFunc(res.Outputs, func(a, b ClusterOutput) int {
-				return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
-			})
-			return res, nil
+			slices.SortFunc(res.Outputs, compareOutputs)
+			return res, lost, nil
 		default:
-			return Result{}, fmt.Errorf("%w: unknown answer %T", ErrProtocol, m)
+			return Result{}, nil, fmt.Errorf("%w: unknown answer %T", ErrProtocol, m)
 		}
 	}
 }
@@ -136,7 +165,7 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		k := keyOf(r)
-		if !a.checked.has(k) {
+		if !a.checked.Has(k) {
 			if err := checkBody(r); err != nil {
 				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
@@ -153,6 +182,55 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		a.keys = append(a.keys, k)
 	}
 	return nil
+}
+
+// addKept adds to the set the resources the plugin kept of its last
+// answer for it, taken from the set the host holds (View.Delivered). The
+// set is lost when one of them is not there as the plugin last answered it
+// (the host's set changed since, or the plugin names what it did not
+// answer): its other parts are still read, and then it is left out.
+func (s *Session) addKept(a *assembly, ids []*snapshotv1.ResourceID, view View) error {
+	if !a.lookedDelivered {
+		a.lookedDelivered = true
+		if view.Delivered != nil {
+			a.delivered, _ = view.Delivered(a.key[0], a.key[1])
+		}
+	}
+	for _, p := range ids {
+		id, err := snapshot.IDFromProto(p)
+		if err != nil {
+			return fmt.Errorf("%w: malformed output for cluster %q: kept: %w", ErrProtocol, a.key[0], err)
+		}
+		if a.seen[id] {
+			return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], id)
+		}
+		a.seen[id] = true
+		if a.lost {
+			continue
+		}
+		var r snapshot.Resource
+		ok := a.delivered != nil
+		if ok {
+			r, ok = a.delivered.Get(id)
+		}
+		k := keyOf(r)
+		if !ok || !a.checked.Has(k) {
+			a.lost = true
+			continue
+		}
+		a.size += len(r.Body)
+		if a.size > s.maxOutput {
+			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
+		}
+		a.out.Resources = append(a.out.Resources, r)
+		a.keys = append(a.keys, k)
+	}
+	return nil
+}
+
+// compareOutputs orders sets by cluster and backend.
+func compareOutputs(a, b ClusterOutput) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Backend, b.Backend))
 }
 
 // checkBody checks that a body is a Kubernetes object matching its ID.
@@ -176,3 +254,6 @@ func checkBody(r snapshot.Resource) error {
 	}
 	return nil
 }
+
+// keyOf returns r's protocol.ResourceKey.
+func keyOf(r snapshot.Resource) protocol.ResourceKey { return protocol.KeyOf(r.ID, r.Hash) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
 
 // TestAddResourcesAgainstAccepted checks that a resource equal to one of
@@ -21,7 +22,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := newCheckedSet([]checkedKey{keyOf(good)})
+	checked := protocol.NewKeySet([]protocol.ResourceKey{keyOf(good)})
 	other := snapshot.ID{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b"}
 	tests := map[string]struct {
 		id      snapshot.ID
@@ -79,7 +80,7 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 		t.Fatalf("finish kept %d digests, want %d", len(checked), len(rs))
 	}
 	for i, r := range rs {
-		if !checked.has(keyOf(first.out.Resources[i])) {
+		if !checked.Has(keyOf(first.out.Resources[i])) {
 			t.Errorf("the digests lack %s", r.GetId().GetName())
 		}
 	}
@@ -87,7 +88,7 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 	// it had been accepted: taken unchecked when answered again.
 	bad := &snapshotv1.Resource{Id: rs[3].GetId(), Body: []byte(`[1]`)}
 	badKey := keyOf(snapshot.Resource{ID: first.out.Resources[3].ID, Hash: sha256.Sum256(bad.GetBody())})
-	again := newAssembly(key, newCheckedSet(append(slices.Clone(checked), badKey)))
+	again := newAssembly(key, protocol.NewKeySet(append(slices.Clone(checked), badKey)))
 	if err := s.addResources(again, append(slices.Clone(rs[:3]), bad)); err != nil {
 		t.Fatalf("addResources(answered resources) = %v, want them taken unchecked", err)
 	}
@@ -105,7 +106,7 @@ func BenchmarkAnsweredSets(b *testing.B) {
 	const sets, perSet = 2000, 50
 	s := &Session{maxOutput: 1 << 30}
 	answers := make([][]*snapshotv1.Resource, sets)
-	first := make([]checkedSet, sets)
+	first := make([]protocol.KeySet, sets)
 	for i := range sets {
 		answers[i] = answerSet(b, fmt.Sprintf("c%04d", i), perSet)
 		a := newAssembly([2]string{"c", "b"}, nil)
@@ -114,12 +115,12 @@ func BenchmarkAnsweredSets(b *testing.B) {
 		}
 		first[i] = a.finish()
 	}
-	var held []checkedSet
+	var held []protocol.KeySet
 	var before, after runtime.MemStats
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
-		held = make([]checkedSet, sets)
+		held = make([]protocol.KeySet, sets)
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		b.StartTimer()

@@ -23,7 +23,15 @@
 //
 // An answer costs the host what changed: the session keeps, per (cluster,
 // backend), a sorted slice of 16-byte digests of the resources it last
-// accepted, and an unchanged resource answered again is not checked again.
+// accepted (protocol.KeySet), and an unchanged resource answered again is
+// not checked again. With [View.Delivered] set, the plugin does not even
+// send it: a set sent again carries what changed and names the rest kept,
+// which the session takes from the set Delivered returns once each
+// matches the digest of the last answer. A kept resource that does not
+// match (the set delivered changed since, or was not delivered yet) makes
+// the session ask, in a second round of the same call, for that cluster's
+// sets whole, with nothing kept; kept resources on a full update, or in
+// that second round, break the protocol.
 //
 // The server runs it through core/pluginhost, which adds processes,
 // restarts and timeouts around it; sdk/sdktest runs the same code, so a

@@ -1,9 +1,7 @@
 package host
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,13 +32,13 @@ type Session struct {
 	holds bool
 	// checked holds, by (cluster, backend), the resources of the plugin's
 	// last answer for the set, which passed the checks, as digests of
-	// their identity and body (checkedKey). A resource answered again
+	// their identity and body (protocol.ResourceKey). A resource answered again
 	// unchanged is not checked again, so an answer costs the host what
 	// changed; a digest, not the resource, keeps what that costs small.
-	checked map[[2]string]checkedSet
+	checked map[[2]string]protocol.KeySet
 	// answered are the digests of the sets of the last answer received,
 	// kept as checked once it is accepted.
-	answered map[[2]string]checkedSet
+	answered map[[2]string]protocol.KeySet
 }
 
 // Open starts a Translate stream on client with the plugin of that name,
@@ -56,7 +54,7 @@ func Open(client translatorv1.TranslatorClient, plugin string, backends []string
 	}
 	return &Session{
 		plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel,
-		checked: map[[2]string]checkedSet{},
+		checked: map[[2]string]protocol.KeySet{},
 	}, nil
 }
 
@@ -81,26 +79,61 @@ func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
 	}
 	stop := context.AfterFunc(ctx, s.cancel)
 	defer stop()
+	res, lost, err := s.update(ctx, u, v)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(lost) > 0 {
+		// The plugin kept resources of sets whose last answer the host no
+		// longer holds as it was answered (View.Delivered): ask for those
+		// clusters' sets whole, in an update that may keep nothing.
+		again, _, err := s.update(ctx, update{scoped: v.Scoped, targets: v.Targets, resend: lost}, v)
+		if err != nil {
+			return Result{}, err
+		}
+		res = merge(res, again)
+	}
+	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
+	return res, nil
+}
+
+// update sends u and receives the plugin's answer, and the clusters of
+// the sets it could not assemble (see receive).
+func (s *Session) update(ctx context.Context, u update, v View) (Result, []string, error) {
 	s.generation++
 	gen := s.generation
 	s.holds = false // until the plugin answers this update
 	if err := s.send(u, gen); err != nil {
-		return Result{}, fmt.Errorf("send update %d: %w", gen, s.streamErr(ctx, err))
+		return Result{}, nil, fmt.Errorf("send update %d: %w", gen, s.streamErr(ctx, err))
 	}
-	res, err := s.receive(ctx, gen, v)
+	res, lost, err := s.receive(ctx, gen, v, u)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	s.held, s.holds = v, true
 	s.keepChecked(v, u)
-	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
-	return res, nil
+	return res, lost, nil
+}
+
+// merge adds the sets of a second answer to the first's, the second's
+// replacing any of the same cluster and backend, and takes its
+// diagnostics, which are all the plugin's current ones.
+func merge(first, second Result) Result {
+	again := map[[2]string]bool{}
+	for _, o := range second.Outputs {
+		again[[2]string{o.Cluster, o.Backend}] = true
+	}
+	outs := slices.DeleteFunc(first.Outputs, func(o ClusterOutput) bool { return again[[2]string{o.Cluster, o.Backend}] })
+	outs = append(outs, second.Outputs...)
+	slices.SortFunc(outs, compareOutputs)
+	return Result{Outputs: outs, Diagnostics: second.Diagnostics}
 }
 
 // plan works out the update that turns the view the plugin holds into v:
 // everything when it holds none.
 func (s *Session) plan(v View) update {
 	u := update{full: !s.holds, scoped: v.Scoped, targets: v.Targets}
+	u.keptAllowed = !u.full && v.Delivered != nil
 	held := s.held
 	if u.full {
 		held = View{}
@@ -195,7 +228,7 @@ func (s *Session) streamErr(ctx context.Context, err error) error {
 
 func (s *Session) send(u update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
-	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, Targets: u.targets}}}); err != nil {
+	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, Targets: u.targets, KeptAllowed: u.keptAllowed, Resend: u.resend}}}); err != nil {
 		return err
 	}
 	for _, c := range u.clusters {
@@ -254,42 +287,4 @@ func Describe(ctx context.Context, client translatorv1.TranslatorClient) (*trans
 		return nil, fmt.Errorf("describe: %w: plugin %q declares %w", ErrProtocol, d.GetName(), err)
 	}
 	return d, nil
-}
-
-// checkedKey is a digest of a resource's identity and body hash.
-type checkedKey [16]byte
-
-// checkedSet holds the digests of one output set's resources, sorted: 16
-// bytes each, where a map of them took about twice that and more.
-type checkedSet []checkedKey
-
-// newCheckedSet sorts keys, which it takes, into a checkedSet no larger
-// than it needs to be.
-func newCheckedSet(keys []checkedKey) checkedSet {
-	slices.SortFunc(keys, compareKeys)
-	if cap(keys) > len(keys) {
-		keys = append(make([]checkedKey, 0, len(keys)), keys...)
-	}
-	return keys
-}
-
-// has reports whether the set holds k.
-func (c checkedSet) has(k checkedKey) bool {
-	_, found := slices.BinarySearchFunc(c, k, compareKeys)
-	return found
-}
-
-func compareKeys(a, b checkedKey) int { return bytes.Compare(a[:], b[:]) }
-
-// keyOf returns r's checkedKey.
-func keyOf(r snapshot.Resource) checkedKey {
-	h := sha256.New()
-	h.Write(r.Hash[:])
-	for _, f := range []string{r.ID.Group, r.ID.Version, r.ID.Kind, r.ID.Namespace, r.ID.Name} {
-		h.Write([]byte(f))
-		h.Write([]byte{0})
-	}
-	var k checkedKey
-	copy(k[:], h.Sum(nil))
-	return k
 }

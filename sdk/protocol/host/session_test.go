@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	"github.com/meshrelay/meshrelay/sdk/protocol"
 )
 
 func service(t *testing.T, name string) snapshot.Resource {
@@ -65,7 +66,7 @@ func summary(u update) planned {
 func TestSessionPlansWhatThePluginLacks(t *testing.T) {
 	a, b, c := service(t, "a"), service(t, "b"), service(t, "c")
 	policy := snap(t, service(t, "p"))
-	s := &Session{checked: map[[2]string]checkedSet{}}
+	s := &Session{checked: map[[2]string]protocol.KeySet{}}
 	// answered records v as answered, as Translate does after an answer.
 	answered := func(v View) { s.held, s.holds = v, true }
 
@@ -108,7 +109,7 @@ func TestSessionPlansWhatThePluginLacks(t *testing.T) {
 // and forgotten with it: when an update removes the cluster, or a full
 // update leaves it out.
 func TestCheckedSetsLeaveWithTheirCluster(t *testing.T) {
-	set := checkedSet{checkedKey{1}}
+	set := protocol.KeySet{protocol.ResourceKey{1}}
 	view := func(names ...string) View {
 		v := View{Clusters: map[string]Cluster{}}
 		for _, n := range names {
@@ -124,8 +125,8 @@ func TestCheckedSetsLeaveWithTheirCluster(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	s := &Session{checked: map[[2]string]checkedSet{{"east", "b"}: set, {"west", "b"}: set, {"north", "b"}: set}}
-	s.answered = map[[2]string]checkedSet{{"east", "b"}: set}
+	s := &Session{checked: map[[2]string]protocol.KeySet{{"east", "b"}: set, {"west", "b"}: set, {"north", "b"}: set}}
+	s.answered = map[[2]string]protocol.KeySet{{"east", "b"}: set}
 	s.keepChecked(view("east", "west", "north"), update{clusters: []clusterUpdate{{name: "east"}}})
 	if diff := cmp.Diff([]string{"east", "north", "west"}, held(s)); diff != "" {
 		t.Errorf("after east changed (-want +got):\n%s", diff)

@@ -46,6 +46,15 @@ type View struct {
 	// Base 0, or holding another view, it compares every cluster.
 	Seq, Base uint64
 	Changed   []string
+	// Delivered, when set, returns the output set the host holds for a
+	// cluster and backend, where it put the plugin's last answer for it.
+	// The plugin may then answer a set by what changed and name the
+	// resources it kept (ClusterOutput.kept), which the session takes
+	// from this set after checking them against that last answer. A kept
+	// resource the set no longer holds as answered costs a second round:
+	// the session asks for the cluster's sets whole. Nil: the plugin
+	// sends every set whole.
+	Delivered func(cluster, backend string) (*snapshot.Snapshot, bool)
 }
 
 // Cluster is one cluster of a [View].
@@ -70,6 +79,10 @@ type update struct {
 	policyDeletes []snapshot.ID
 	scoped        bool
 	targets       []string
+	// keptAllowed lets the plugin name what it kept of a set.
+	keptAllowed bool
+	// resend are the clusters whose sets the plugin sends whole.
+	resend []string
 }
 
 // clusterUpdate is the change of one cluster's inputs.
