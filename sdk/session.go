@@ -643,7 +643,7 @@ func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send
 		}
 		for _, b := range s.desc.Backends {
 			k := outKey{c.name, b}
-			sent, _, err := s.sendSet(c.name, b, groups[k], send)
+			sent, _, err := s.sendSet(c.name, b, groups[k], keysOf(groups[k]), send)
 			if err != nil {
 				return err
 			}
@@ -658,11 +658,10 @@ func (s *session) sendOutputs(fleet *fleetData, groups map[outKey][]Output, send
 // scope or is to be sent whole again; a set never sent and still empty is
 // not sent, as nothing changed for the host. When the host allows it, a
 // set sent again names the resources it sent last unchanged as kept
-// instead of sending them. It returns the set's keys, which session.sent
-// is to keep, and whether it sent the set.
-func (s *session) sendSet(cluster, backend string, outs []Output, send sender) (protocol.KeySet, bool, error) {
-	keys := outputKeys(outs)
-	set := protocol.NewKeySet(slices.Clone(keys))
+// instead of sending them. keys are the outputs' (keysOf). It returns the
+// set's keys, which session.sent is to keep, and whether it sent the set.
+func (s *session) sendSet(cluster, backend string, outs []Output, keys setKeys, send sender) (protocol.KeySet, bool, error) {
+	set := keys.set
 	prev, had := s.sent[outKey{cluster, backend}]
 	whole := s.full || s.entered(cluster) || s.resend[cluster]
 	switch {
@@ -675,7 +674,7 @@ func (s *session) sendSet(cluster, backend string, outs []Output, send sender) (
 	if s.keptAllowed && had && !whole {
 		kept = prev
 	}
-	for _, part := range splitOutputs(cluster, backend, outs, keys, kept, protocol.PartBytes) {
+	for _, part := range splitOutputs(cluster, backend, outs, keys.each, kept, protocol.PartBytes) {
 		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
 			return nil, false, err
 		}

@@ -387,7 +387,7 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 	for i := range 25 {
 		outs = append(outs, Output{Cluster: "c", Backend: "b", ID: snapshot.ID{Version: "v1", Kind: "ConfigMap", Name: fmt.Sprint(i)}, Body: make([]byte, 100<<10)})
 	}
-	parts := splitOutputs("c", "b", outs, outputKeys(outs), nil, 1<<20)
+	parts := splitOutputs("c", "b", outs, keysOf(outs).each, nil, 1<<20)
 	if len(parts) != 3 {
 		t.Fatalf("2.5 MB split into %d parts, want 3", len(parts))
 	}
@@ -396,7 +396,7 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 			t.Errorf("part %d more = %v", i, p.GetMore())
 		}
 	}
-	keys := outputKeys(outs)
+	keys := keysOf(outs).each
 	kept := splitOutputs("c", "b", outs, keys, protocol.NewKeySet(slices.Clone(keys[:20])), 1<<20)
 	if len(kept) != 1 || len(kept[0].GetKept()) != 20 || len(kept[0].GetResources()) != 5 {
 		t.Errorf("20 of 25 outputs kept: %d parts, the first keeps %d and sends %d; want one part of 20 kept and 5 sent",

@@ -102,8 +102,11 @@ func (ts *targets) diagnostics() []Diagnostic {
 type targetResult struct {
 	name   string
 	groups map[string][]Output // by backend, sorted
-	state  *targetState
-	err    error
+	// keys are the groups' keys, by backend: worked out where the target
+	// is computed, in parallel, not where it is sent, one set at a time.
+	keys  map[string]setKeys
+	state *targetState
+	err   error
 }
 
 // commitTargets answers an update of a Translator: it computes the
@@ -133,7 +136,7 @@ func (s *session) commitTargets(ctx context.Context, fleet *fleetData, send send
 		ts.set(r.name, r.state)
 		release.computed(r.name, r.state.reads)
 		for _, b := range s.desc.Backends {
-			if err := s.sendTarget(r.name, b, r.groups[b], before, send); err != nil {
+			if err := s.sendTarget(r.name, b, r.groups[b], r.keys[b], before, send); err != nil {
 				return err
 			}
 		}
@@ -266,10 +269,10 @@ type sentBefore struct {
 // sendTarget sends one output set when it differs from what was sent, or
 // always on a full update or when the cluster entered the scope or is to
 // be sent again, and records in before what s.sent held of it.
-func (s *session) sendTarget(cluster, backend string, outs []Output, before map[outKey]sentBefore, send sender) error {
+func (s *session) sendTarget(cluster, backend string, outs []Output, keys setKeys, before map[outKey]sentBefore, send sender) error {
 	k := outKey{cluster, backend}
 	prev, had := s.sent[k]
-	sent, sending, err := s.sendSet(cluster, backend, outs, send)
+	sent, sending, err := s.sendSet(cluster, backend, outs, keys, send)
 	if err != nil {
 		return err
 	}
@@ -354,8 +357,9 @@ func (s *session) computeTarget(ctx context.Context, fleet *fleetData, cd *clust
 		return res
 	}
 	res.groups = make(map[string][]Output, len(groups))
+	res.keys = make(map[string]setKeys, len(groups))
 	for k, outs := range groups {
-		res.groups[k.backend] = outs
+		res.groups[k.backend], res.keys[k.backend] = outs, keysOf(outs)
 	}
 	res.state = &targetState{reads: rec.freeze(), diags: resp.Diagnostics()}
 	return res
@@ -374,11 +378,18 @@ func (s *session) hasWork(cd *clusterData) bool {
 	return false
 }
 
-// outputKeys returns the keys of outs (protocol.KeyOf), in their order.
-func outputKeys(outs []Output) []protocol.ResourceKey {
-	keys := make([]protocol.ResourceKey, len(outs))
+// setKeys are the keys of an output set's objects (protocol.KeyOf).
+type setKeys struct {
+	// each holds them in the outputs' order; set sorted.
+	each []protocol.ResourceKey
+	set  protocol.KeySet
+}
+
+// keysOf returns the keys of outs.
+func keysOf(outs []Output) setKeys {
+	each := make([]protocol.ResourceKey, len(outs))
 	for i, o := range outs {
-		keys[i] = protocol.KeyOf(o.ID, sha256.Sum256(o.Body))
+		each[i] = protocol.KeyOf(o.ID, sha256.Sum256(o.Body))
 	}
-	return keys
+	return setKeys{each: each, set: protocol.NewKeySet(slices.Clone(each))}
 }
