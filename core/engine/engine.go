@@ -671,6 +671,11 @@ func (e *Engine) Step(ctx context.Context) Ready {
 				ts.diags[revs[r].session] = res.Diagnostics
 			}
 			stats.ChangedClusters = max(stats.ChangedClusters, res.Clusters)
+			if len(res.Resent) > 0 {
+				// Their sets delivered had changed since the plugin's last
+				// answer, or had not landed yet: the session asked again.
+				e.opts.Logger.Debug("translator's kept objects were not delivered as answered; asked for the clusters' sets whole", "plugin", ts.t.Name(), "clusters", len(res.Resent), "first", res.Resent[0])
+			}
 			changed, current := e.take(ts, view, before, res.Outputs, keeps[r])
 			handOn = append(handOn, changed...)
 			currents = append(currents, current...)

@@ -247,6 +247,9 @@ func TestSessionTakesKeptResourcesFromTheSetDelivered(t *testing.T) {
 	if got := summary(t, res, "east"); !slices.Equal(got, configMaps("east", "a", "b", "d", "e")) || len(res.Outputs) != 1 {
 		t.Errorf("after the delivered set changed, the answer holds %d sets, east's %v", len(res.Outputs), got)
 	}
+	if !slices.Equal(res.Resent, []string{"east"}) {
+		t.Errorf("the answer names %v asked for whole, want east", res.Resent)
+	}
 	if got := p.takeComputed(); !slices.Equal(got, []string{"east", "east"}) {
 		t.Errorf("computed %v, want east twice: the update, and the set asked for whole", got)
 	}

@@ -92,6 +92,7 @@ func (s *Session) Translate(ctx context.Context, v View) (Result, error) {
 			return Result{}, err
 		}
 		res = merge(res, again)
+		res.Resent = lost
 	}
 	res.Sent, res.Full, res.Clusters = true, u.full, len(u.clusters)
 	return res, nil

@@ -106,6 +106,10 @@ type Result struct {
 	Full bool
 	// Clusters is how many clusters' inputs the update carried.
 	Clusters int
+	// Resent names the clusters whose sets the session asked for whole
+	// in a second round: the plugin kept objects of them that
+	// View.Delivered no longer held as answered.
+	Resent []string
 	// Outputs are the (cluster, backend) sets that changed, each complete,
 	// sorted by cluster and backend.
 	Outputs []ClusterOutput
