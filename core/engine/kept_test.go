@@ -1,15 +1,14 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/meshrelay/meshrelay/core/pluginhost"
+	"github.com/meshrelay/meshrelay/internal/testutil"
 	"github.com/meshrelay/meshrelay/sdk"
 )
 
@@ -56,7 +55,7 @@ func TestOutputsHandedOnWholeWhenThePluginKeepsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
-	var logs syncBuffer
+	var logs testutil.Buffer
 	f := newFleet(Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, l)
 	resent := func() int { return strings.Count(logs.String(), "asked for the clusters' sets whole") }
 	key := OutputKey{Cluster: "east", Backend: "istio"}
@@ -94,22 +93,4 @@ func TestOutputsHandedOnWholeWhenThePluginKeepsObjects(t *testing.T) {
 	if got, ok := f.view.Output(key); !ok || got.Len() != 5 {
 		t.Errorf("the view holds %v", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

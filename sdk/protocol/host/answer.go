@@ -170,17 +170,34 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
 		}
-		if a.seen[r.ID] {
-			return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], r.ID)
+		if err := a.see(r.ID); err != nil {
+			return err
 		}
-		a.seen[r.ID] = true
-		a.size += len(r.Body)
-		if a.size > s.maxOutput {
-			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
+		if err := a.add(r, k, s.maxOutput); err != nil {
+			return err
 		}
-		a.out.Resources = append(a.out.Resources, r)
-		a.keys = append(a.keys, k)
 	}
+	return nil
+}
+
+// see records that the set names id, which it may name once.
+func (a *assembly) see(id snapshot.ID) error {
+	if a.seen[id] {
+		return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], id)
+	}
+	a.seen[id] = true
+	return nil
+}
+
+// add adds r, whose key is k, to the set, whose bodies may add up to
+// maxOutput bytes.
+func (a *assembly) add(r snapshot.Resource, k protocol.ResourceKey, maxOutput int) error {
+	a.size += len(r.Body)
+	if a.size > maxOutput {
+		return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], maxOutput)
+	}
+	a.out.Resources = append(a.out.Resources, r)
+	a.keys = append(a.keys, k)
 	return nil
 }
 
@@ -201,10 +218,9 @@ func (s *Session) addKept(a *assembly, ids []*snapshotv1.ResourceID, view View) 
 		if err != nil {
 			return fmt.Errorf("%w: malformed output for cluster %q: kept: %w", ErrProtocol, a.key[0], err)
 		}
-		if a.seen[id] {
-			return fmt.Errorf("%w: output for cluster %q has %s twice", ErrProtocol, a.key[0], id)
+		if err := a.see(id); err != nil {
+			return err
 		}
-		a.seen[id] = true
 		if a.lost {
 			continue
 		}
@@ -218,12 +234,9 @@ func (s *Session) addKept(a *assembly, ids []*snapshotv1.ResourceID, view View) 
 			a.lost = true
 			continue
 		}
-		a.size += len(r.Body)
-		if a.size > s.maxOutput {
-			return fmt.Errorf("%w: output for cluster %q backend %q exceeds %d bytes", ErrProtocol, a.key[0], a.key[1], s.maxOutput)
+		if err := a.add(r, k, s.maxOutput); err != nil {
+			return err
 		}
-		a.out.Resources = append(a.out.Resources, r)
-		a.keys = append(a.keys, k)
 	}
 	return nil
 }
