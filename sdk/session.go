@@ -691,7 +691,7 @@ func splitOutputs(cluster, backend string, outs []Output, keys []protocol.Resour
 	isKept := func(i int) bool { return kept != nil && kept.Has(keys[i]) }
 	size := func(i int) int {
 		if isKept(i) {
-			return idBytes(outs[i].ID)
+			return outs[i].ID.Size()
 		}
 		return len(outs[i].Body)
 	}
@@ -712,11 +712,6 @@ func splitOutputs(cluster, backend string, outs []Output, keys []protocol.Resour
 		parts[i] = part
 	}
 	return parts
-}
-
-// idBytes is about what an identity takes on the wire.
-func idBytes(id snapshot.ID) int {
-	return len(id.Group) + len(id.Version) + len(id.Kind) + len(id.Namespace) + len(id.Name) + 16
 }
 
 // indices returns 0, 1, …, n-1.
