@@ -15,9 +15,12 @@
 // server gives the engine the policies of the management source
 // ([Engine.SetPolicies]).
 //
-// [Engine.Run] coalesces changes over a debounce window, then runs
-// [Engine.Step]: it hands every translator whose backends run somewhere in
-// the fleet the view it is to hold (inputs, policies, targets). What a
+// [Engine.Run] runs [Engine.Step] at once for a change that comes a
+// debounce window or more after the last cycle ended; sooner, the change
+// is part of a burst, which one cycle takes once no change has come for a
+// window, or after Options.DebounceMax. A cycle
+// hands every translator whose backends run somewhere in the fleet the
+// view it is to hold (inputs, policies, targets). What a
 // translator holds is its session's to know (sdk/protocol/host): the
 // session sends the whole view to a new plugin and after a failure, and
 // otherwise only what changed, or nothing. Each translator answers with

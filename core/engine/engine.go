@@ -37,9 +37,15 @@ type Output struct {
 
 // Options configure an Engine.
 type Options struct {
-	// Debounce is how long the engine waits after a change for more changes
-	// before translating. Default 50ms.
+	// Debounce is the engine's window. A change that comes a window or
+	// more after the last cycle ended is translated at once. One that
+	// comes sooner, or while a cycle runs, is part of a burst: the engine
+	// waits until no change has come for a window, at most DebounceMax,
+	// and translates the burst in one cycle. Default 50ms.
 	Debounce time.Duration
+	// DebounceMax bounds the wait for a burst to pause, so that changes
+	// that never stop still get cycles. Default 1s.
+	DebounceMax time.Duration
 	// RetryBackoff is the first delay before retrying a failed translator;
 	// it doubles up to a minute. Default 500ms.
 	RetryBackoff time.Duration
@@ -93,6 +99,9 @@ type Current struct {
 func (o *Options) defaults() {
 	if o.Debounce <= 0 {
 		o.Debounce = 50 * time.Millisecond
+	}
+	if o.DebounceMax <= 0 {
+		o.DebounceMax = time.Second
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 500 * time.Millisecond
@@ -441,9 +450,16 @@ func (e *Engine) Advance(unwritten []Output) {
 	}
 }
 
-// Run translates whenever the view changes, until ctx ends.
+// Run translates whenever the view changes, until ctx ends: a lone
+// change at once, a burst once it pauses (Options.Debounce). A lone
+// change does not wait out a window: the wait added the window to its
+// latency, and the process, gone idle meanwhile, paid again to wake for
+// the cycle.
 func (e *Engine) Run(ctx context.Context) error {
-	var retry <-chan time.Time
+	var (
+		retry <-chan time.Time
+		last  time.Time // the end of the last cycle
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -451,19 +467,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.wake:
 		case <-retry:
 		}
-		// Coalesce: wait for the debounce window to pass without news.
-		timer := time.NewTimer(e.opts.Debounce)
-	debounce:
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil
-			case <-e.wake:
-				timer.Reset(e.opts.Debounce)
-			case <-timer.C:
-				break debounce
-			}
+		if time.Since(last) < e.opts.Debounce && !e.settle(ctx) {
+			return nil
+		}
+		// The cycle sees every change made so far; a wake left by one
+		// would only start an empty cycle.
+		select {
+		case <-e.wake:
+		default:
 		}
 		retry = nil
 		r := e.Step(ctx)
@@ -472,8 +483,30 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
+		last = time.Now()
 		if r.Retry > 0 {
 			retry = time.After(r.Retry)
+		}
+	}
+}
+
+// settle waits for a burst of changes to pause for Options.Debounce, at
+// most Options.DebounceMax; false when ctx ended first.
+func (e *Engine) settle(ctx context.Context) bool {
+	quiet := time.NewTimer(e.opts.Debounce)
+	defer quiet.Stop()
+	deadline := time.NewTimer(e.opts.DebounceMax)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-e.wake:
+			quiet.Reset(e.opts.Debounce)
+		case <-quiet.C:
+			return true
+		case <-deadline.C:
+			return true
 		}
 	}
 }

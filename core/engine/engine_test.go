@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -264,26 +265,98 @@ func TestOnlyChangedOutputsAreHandedOn(t *testing.T) {
 	}
 }
 
-func TestRunCoalescesChanges(t *testing.T) {
-	tr := newCounter("istio")
-	ready := make(chan Ready)
-	f := newFleet(Options{Ready: ready, Debounce: 200 * time.Millisecond}, tr)
+// runFleet runs f's engine until the test ends.
+func runFleet(t *testing.T, f *fleet) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// services returns the number of Services the output of east counted.
+func services(t *testing.T, f *fleet) string {
+	t.Helper()
+	out, ok := f.output(OutputKey{"east", "istio"})
+	if !ok {
+		t.Fatal("no output for east")
+	}
+	for r := range out.All() {
+		var cm struct{ Data map[string]string }
+		if err := json.Unmarshal(r.Body, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["services"]
+	}
+	t.Fatal("an empty output for east")
+	return ""
+}
+
+func TestRunTranslatesALoneChangeAtOnce(t *testing.T) {
+	ready := make(chan Ready)
+	// A window no test outlasts: a cycle that waited for it would never come.
+	f := newFleet(Options{Ready: ready, Debounce: time.Hour}, newCounter("istio"))
+	runFleet(t, f)
+	f.SetInput("east", input(t, 1, "istio", "a"))
+	select {
+	case r := <-ready:
+		f.deliver(r)
+	case <-time.After(time.Minute):
+		t.Fatal("a change after a quiet window was not translated: it waits for the window")
+	}
+	if got := services(t, f); got != "1" {
+		t.Errorf("east's output counts %s services, want 1", got)
+	}
+}
+
+func TestRunCoalescesChanges(t *testing.T) {
+	tr := newCounter("istio")
+	ready := make(chan Ready)
+	f := newFleet(Options{Ready: ready, Debounce: 2 * time.Second}, tr)
+	runFleet(t, f)
+	f.SetInput("east", input(t, 1, "istio"))
+	f.deliver(<-ready)
+	// Within the window after that cycle started: all wait for its end.
 	for i := range 20 {
-		f.SetInput("east", input(t, uint64(i+1), "istio", fmt.Sprint("svc-", i)))
+		svcs := make([]string, i+1)
+		for j := range svcs {
+			svcs[j] = fmt.Sprint("svc-", j)
+		}
+		f.SetInput("east", input(t, uint64(i+2), "istio", svcs...))
 	}
 	f.deliver(<-ready)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if n := len(tr.calls()); n != 2 {
+		t.Errorf("a change and then 20 quick ones gave %d translations, want 2", n)
 	}
-	if len(f.handed) != 1 {
-		t.Errorf("handed on %v, want east once", f.handed)
+	if len(f.handed) != 2 {
+		t.Errorf("handed on %v, want east twice", f.handed)
 	}
-	if n := len(tr.calls()); n != 1 {
-		t.Errorf("20 quick changes gave %d translations, want 1", n)
+	if got := services(t, f); got != "20" {
+		t.Errorf("east's output counts %s services, want the last change's 20", got)
+	}
+}
+
+func TestRunBoundsTheWaitForABurstToPause(t *testing.T) {
+	ready := make(chan Ready)
+	// A burst never pauses for an hour in a test: DebounceMax ends the wait.
+	f := newFleet(Options{Ready: ready, Debounce: time.Hour, DebounceMax: 100 * time.Millisecond}, newCounter("istio"))
+	runFleet(t, f)
+	f.SetInput("east", input(t, 1, "istio"))
+	f.deliver(<-ready)
+	f.SetInput("east", input(t, 2, "istio", "a"))
+	select {
+	case r := <-ready:
+		f.deliver(r)
+	case <-time.After(time.Minute):
+		t.Fatal("a change right after a cycle waited for a pause of a window, unbounded")
+	}
+	if got := services(t, f); got != "1" {
+		t.Errorf("east's output counts %s services, want 1", got)
 	}
 }
 

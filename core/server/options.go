@@ -69,8 +69,9 @@ type Options struct {
 	AdminTokenFile string
 	// SafeStartWindow bounds safe mode; 0 waits for every cluster.
 	SafeStartWindow time.Duration
-	// Debounce is the engine's coalescing window.
-	Debounce time.Duration
+	// Debounce and DebounceMax are the engine's window and its longest
+	// wait for a burst of changes to pause (engine.Options).
+	Debounce, DebounceMax time.Duration
 	// Heartbeat is how often the server heartbeats on the streams of
 	// agents that announce no server timeout, and at most how often on the
 	// others (StreamHeartbeat); and how often it records its agents' last
@@ -169,6 +170,7 @@ func DefaultOptions() Options {
 		CertTTL:          24 * time.Hour,
 		Mode:             ModeMTLS,
 		Debounce:         50 * time.Millisecond,
+		DebounceMax:      time.Second,
 		Heartbeat:        10 * time.Second,
 		Keepalive:        2 * time.Minute,
 		KeepaliveTimeout: 10 * time.Second,
@@ -227,7 +229,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.TrafficMaxEdges, "traffic-max-edges", o.TrafficMaxEdges, "most traffic edges (workload → destination) kept in memory for the last hour, about 2 KiB each")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file with the admin API token (default: DATA-DIR/admin-token, generated)")
 	fs.DurationVar(&o.SafeStartWindow, "safe-start-window", o.SafeStartWindow, "longest time safe mode waits for clusters after a cold start (0: wait for all)")
-	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "how long changes are coalesced before translating")
+	fs.DurationVar(&o.Debounce, "debounce", o.Debounce, "the engine's window: a change a window or more after the last translation is translated at once; sooner, it is part of a burst, translated once no change has come for a window")
+	fs.DurationVar(&o.DebounceMax, "debounce-max", o.DebounceMax, "longest wait for a burst of changes to pause before translating it")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "heartbeat interval on the streams of agents that announce no --server-timeout (older agents), and the shortest on the others, which get a third of theirs; also how often the agents' last contact is written to the store")
 	fs.DurationVar(&o.Keepalive, "keepalive", o.Keepalive, "ping an agent over HTTP/2 after this long without a byte from it (at least --heartbeat), and close its connection when no answer comes within --keepalive-timeout; a dead agent is found sooner by the server's heartbeat going unacknowledged for --keepalive-timeout, unless a proxy acknowledges for it")
 	fs.DurationVar(&o.KeepaliveTimeout, "keepalive-timeout", o.KeepaliveTimeout, "how long the server waits for the answer to a keepalive ping, and for the agent to acknowledge what it sent (TCP_USER_TIMEOUT)")

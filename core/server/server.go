@@ -215,11 +215,12 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	deps.Registerer.MustRegister(rolloutCollector{s.rollouts})
 	s.trust = newTrust(s)
 	s.engine = engine.New(deps.Translators, engine.Options{
-		Debounce: opts.Debounce,
-		View:     fleetView{s},
-		Ready:    s.ready,
-		Scoped:   opts.Targets == TargetsConnected,
-		Logger:   s.log,
+		Debounce:    opts.Debounce,
+		DebounceMax: opts.DebounceMax,
+		View:        fleetView{s},
+		Ready:       s.ready,
+		Scoped:      opts.Targets == TargetsConnected,
+		Logger:      s.log,
 	})
 	if err := s.loadAdminToken(); err != nil {
 		return nil, err
