@@ -153,7 +153,9 @@
 // empty output, and, where the host allows it, each by the objects that
 // changed: the others are named kept (the session holds a 16-byte digest
 // per object sent, protocol.KeyOf), and a host that lost its copy asks
-// for a cluster whole, which the SDK computes again. A [Translator]'s outputs are sent target by target as
+// for a cluster whole, which the SDK computes again. An update whose
+// targets are the last one's says so (Begin.same_targets, which the SDK
+// takes) and costs the SDK no pass over them. A [Translator]'s outputs are sent target by target as
 // each is computed, so the host sees a long answer progress (it takes a
 // plugin that sends nothing for its call timeout as hung: one target
 // must be computed within it); a [FleetTranslator]'s are sent when its

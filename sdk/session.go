@@ -86,8 +86,10 @@ type session struct {
 	policiesTouched bool
 	change          *change
 	// scope holds the clusters the host asks about; nil for all of them.
-	// prevScope is the previous update's.
+	// prevScope is the previous update's; sameScope says the update's
+	// Begin kept it (same_targets), so that no cluster entered or left it.
 	scope, prevScope map[string]bool
+	sameScope        bool
 }
 
 // newSession opens a session of t, a Translator or a FleetTranslator.
@@ -154,8 +156,13 @@ func (s *session) begin(b *translatorv1.Begin) error {
 	s.touched = map[string]bool{}
 	s.policiesTouched = false
 	s.change = newChange()
-	s.prevScope, s.scope = s.scope, nil
-	if b.GetScoped() {
+	s.prevScope, s.scope, s.sameScope = s.scope, nil, false
+	switch {
+	case b.GetSameTargets() && (s.full || !b.GetScoped() || s.prevScope == nil):
+		return fmt.Errorf("begin of generation %d keeps the targets of no scoped update before it", s.generation)
+	case b.GetSameTargets():
+		s.scope, s.sameScope = s.prevScope, true
+	case b.GetScoped():
 		s.scope = make(map[string]bool, len(b.GetTargets()))
 		for _, t := range b.GetTargets() {
 			s.scope[t] = true
@@ -385,7 +392,7 @@ func compareDiagnostics(a, b Diagnostic) int {
 }
 
 func done(generation uint64, errText string) *translatorv1.TranslateResponse {
-	return &translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: generation, Error: errText}}}
+	return &translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: generation, Error: errText, TakesSameTargets: true}}}
 }
 
 // translate calls the translator, turning a panic into an error.

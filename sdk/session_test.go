@@ -80,6 +80,9 @@ type update struct {
 	full        bool
 	keptAllowed bool
 	resend      []string
+	scoped      bool
+	targets     []string
+	sameTargets bool
 	clusters    []*translatorv1.ClusterInput
 	policies    *translatorv1.PolicyChange
 }
@@ -122,7 +125,8 @@ func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.Tra
 		}
 		return nil
 	}
-	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, KeptAllowed: u.keptAllowed, Resend: u.resend}}}}
+	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, KeptAllowed: u.keptAllowed, Resend: u.resend,
+		Scoped: u.scoped, Targets: u.targets, SameTargets: u.sameTargets}}}}
 	for _, c := range u.clusters {
 		msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: c}})
 	}
@@ -404,6 +408,56 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 	}
 	if len(splitOutputs("c", "b", nil, nil, nil, 1<<20)) != 1 {
 		t.Error("an empty set must be one empty part")
+	}
+}
+
+func TestSessionKeepsTheTargetsTheHostSaysAreTheSame(t *testing.T) {
+	f := &fake{}
+	s := newSession(f, f.Describe())
+	a := run(t, s, update{full: true, scoped: true, targets: []string{"east"}, clusters: []*translatorv1.ClusterInput{
+		{Cluster: "east", Upserts: []*snapshotv1.Resource{svcRes("ns", "a", 0)}},
+		{Cluster: "west", Upserts: []*snapshotv1.Resource{svcRes("ns", "b", 0)}},
+	}})
+	if len(a.outputs) != 1 || len(a.outputs["east"]) != 1 {
+		t.Fatalf("the full update sent %v, want east's set only", a.outputs)
+	}
+	if !a.done.GetTakesSameTargets() {
+		t.Error("Done does not say the SDK takes same_targets")
+	}
+	// Both change; the targets are the same, so west stays out of them.
+	a = run(t, s, update{scoped: true, sameTargets: true, clusters: []*translatorv1.ClusterInput{
+		{Cluster: "east", Upserts: []*snapshotv1.Resource{svcRes("ns", "c", 0)}},
+		{Cluster: "west", Upserts: []*snapshotv1.Resource{svcRes("ns", "d", 0)}},
+	}})
+	if len(a.outputs) != 1 || len(a.outputs["east"]) != 2 {
+		t.Errorf("with the same targets the update sent %v, want east's set of 2", a.outputs)
+	}
+	// Now west is a target: its every set is sent.
+	a = run(t, s, update{scoped: true, targets: []string{"east", "west"}})
+	if len(a.outputs) != 1 || len(a.outputs["west"]) != 2 {
+		t.Errorf("when west became a target the update sent %v, want west's set of 2", a.outputs)
+	}
+}
+
+func TestSessionRefusesSameTargetsWithoutTargetsBefore(t *testing.T) {
+	for name, u := range map[string]update{
+		"first update":    {scoped: true, sameTargets: true},
+		"full update":     {full: true, scoped: true, sameTargets: true},
+		"unscoped update": {sameTargets: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fake{}
+			s := newSession(f, f.Describe())
+			if name != "first update" {
+				run(t, s, update{full: true, scoped: true, targets: []string{"east"}})
+			}
+			gen++
+			begin := &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, SameTargets: u.sameTargets}
+			err := s.handle(context.Background(), &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: begin}}, func(*translatorv1.TranslateResponse) error { return nil })
+			if err == nil {
+				t.Error("same_targets accepted")
+			}
+		})
 	}
 }
 

@@ -231,14 +231,16 @@ func (s *session) settleTargets(fleet *fleetData) []string {
 		}
 	} else {
 		names = slices.AppendSeq(slices.Clone(ts.retry), maps.Keys(s.touched))
-		for name := range s.scope {
-			if !s.prevScope[name] {
-				names = append(names, name)
+		if !s.sameScope {
+			for name := range s.scope {
+				if !s.prevScope[name] {
+					names = append(names, name)
+				}
 			}
-		}
-		for name := range s.prevScope {
-			if !s.scope[name] {
-				names = append(names, name)
+			for name := range s.prevScope {
+				if !s.scope[name] {
+					names = append(names, name)
+				}
 			}
 		}
 	}

@@ -343,7 +343,12 @@ type Begin struct {
 	// (without kept), empty ones too, whether or not it changed: the host
 	// no longer holds the plugin's last answer for them. It computes those
 	// clusters again to do so.
-	Resend        []string `protobuf:"bytes,6,rep,name=resend,proto3" json:"resend,omitempty"`
+	Resend []string `protobuf:"bytes,6,rep,name=resend,proto3" json:"resend,omitempty"`
+	// same_targets, with scoped, says the targets are those of the previous
+	// Begin of the session, and targets is empty: a change of one cluster
+	// then costs neither side the fleet's names. The host sets it only once
+	// the plugin's Done said takes_same_targets, and never on a full update.
+	SameTargets   bool `protobuf:"varint,7,opt,name=same_targets,json=sameTargets,proto3" json:"same_targets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +423,13 @@ func (x *Begin) GetResend() []string {
 		return x.Resend
 	}
 	return nil
+}
+
+func (x *Begin) GetSameTargets() bool {
+	if x != nil {
+		return x.SameTargets
+	}
+	return false
 }
 
 // ClusterInput carries one cluster's inputs. Several parts for the same
@@ -965,9 +977,11 @@ type Done struct {
 	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	// error is set when the plugin could not translate at all; the host then
 	// keeps the previous outputs.
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// takes_same_targets says the plugin takes Begin.same_targets.
+	TakesSameTargets bool `protobuf:"varint,3,opt,name=takes_same_targets,json=takesSameTargets,proto3" json:"takes_same_targets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Done) Reset() {
@@ -1014,6 +1028,13 @@ func (x *Done) GetError() string {
 	return ""
 }
 
+func (x *Done) GetTakesSameTargets() bool {
+	if x != nil {
+		return x.TakesSameTargets
+	}
+	return false
+}
+
 var File_translator_v1_translator_proto protoreflect.FileDescriptor
 
 const file_translator_v1_translator_proto_rawDesc = "" +
@@ -1033,7 +1054,7 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\v2%.meshrelay.translator.v1.ClusterInputH\x00R\acluster\x12C\n" +
 	"\bpolicies\x18\x03 \x01(\v2%.meshrelay.translator.v1.PolicyChangeH\x00R\bpolicies\x129\n" +
 	"\x06commit\x18\x04 \x01(\v2\x1f.meshrelay.translator.v1.CommitH\x00R\x06commitB\x05\n" +
-	"\x03msg\"\xa8\x01\n" +
+	"\x03msg\"\xcb\x01\n" +
 	"\x05Begin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1042,7 +1063,8 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\x06scoped\x18\x03 \x01(\bR\x06scoped\x12\x18\n" +
 	"\atargets\x18\x04 \x03(\tR\atargets\x12!\n" +
 	"\fkept_allowed\x18\x05 \x01(\bR\vkeptAllowed\x12\x16\n" +
-	"\x06resend\x18\x06 \x03(\tR\x06resend\"\xee\x02\n" +
+	"\x06resend\x18\x06 \x03(\tR\x06resend\x12!\n" +
+	"\fsame_targets\x18\a \x01(\bR\vsameTargets\"\xee\x02\n" +
 	"\fClusterInput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x14\n" +
@@ -1090,12 +1112,13 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02\"<\n" +
+	"\x10SEVERITY_WARNING\x10\x02\"j\n" +
 	"\x04Done\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error2\xd5\x01\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12,\n" +
+	"\x12takes_same_targets\x18\x03 \x01(\bR\x10takesSameTargets2\xd5\x01\n" +
 	"\n" +
 	"Translator\x12_\n" +
 	"\bDescribe\x12(.meshrelay.translator.v1.DescribeRequest\x1a).meshrelay.translator.v1.DescribeResponse\x12f\n" +

@@ -125,6 +125,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) 
 			if g := m.Done.GetGeneration(); g != gen {
 				return Result{}, nil, fmt.Errorf("%w: done for update %d, want %d", ErrProtocol, g, gen)
 			}
+			s.takesSame = m.Done.GetTakesSameTargets()
 			if e := m.Done.GetError(); e != "" {
 				return Result{}, nil, fmt.Errorf("plugin %q: %w: %s", s.plugin, ErrPluginFailed, e)
 			}

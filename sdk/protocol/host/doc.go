@@ -31,7 +31,9 @@
 // match (the set delivered changed since, or was not delivered yet) makes
 // the session ask, in a second round of the same call, for that cluster's
 // sets whole, with nothing kept; kept resources on a full update, or in
-// that second round, break the protocol.
+// that second round, break the protocol. Nor does an update name the
+// targets again when they are those of the last one: once the plugin's
+// Done says it takes Begin.same_targets, the Begin says that instead.
 //
 // The server runs it through core/pluginhost, which adds processes,
 // restarts and timeouts around it; sdk/sdktest runs the same code, so a

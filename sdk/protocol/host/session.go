@@ -39,6 +39,12 @@ type Session struct {
 	// answered are the digests of the sets of the last answer received,
 	// kept as checked once it is accepted.
 	answered map[[2]string]protocol.KeySet
+	// takesSame is set once the plugin said it takes Begin.same_targets;
+	// begun and begunScoped are the targets and scope of the last Begin
+	// sent.
+	takesSame   bool
+	begun       []string
+	begunScoped bool
 }
 
 // Open starts a Translate stream on client with the plugin of that name,
@@ -229,7 +235,17 @@ func (s *Session) streamErr(ctx context.Context, err error) error {
 
 func (s *Session) send(u update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
-	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, Targets: u.targets, KeptAllowed: u.keptAllowed, Resend: u.resend}}}); err != nil {
+	begin := &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, KeptAllowed: u.keptAllowed, Resend: u.resend}
+	// The targets change far less often than the clusters: when they are
+	// those of the last Begin, a plugin that takes it is told so instead
+	// of being sent every target's name again.
+	if !u.full && u.scoped && s.takesSame && s.begunScoped && slices.Equal(u.targets, s.begun) {
+		begin.SameTargets = true
+	} else {
+		begin.Targets = u.targets
+	}
+	s.begun, s.begunScoped = u.targets, u.scoped
+	if err := req(&translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Begin{Begin: begin}}); err != nil {
 		return err
 	}
 	for _, c := range u.clusters {
