@@ -279,6 +279,19 @@ func runFleet(t *testing.T, f *fleet) {
 	})
 }
 
+// nextReady returns the next cycle's result, or fails the test with why
+// when none comes within a minute.
+func nextReady(t *testing.T, ready <-chan Ready, why string) Ready {
+	t.Helper()
+	select {
+	case r := <-ready:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatal(why)
+		return Ready{}
+	}
+}
+
 // services returns the number of Services the output of east counted.
 func services(t *testing.T, f *fleet) string {
 	t.Helper()
@@ -303,12 +316,7 @@ func TestRunTranslatesALoneChangeAtOnce(t *testing.T) {
 	f := newFleet(Options{Ready: ready, Debounce: time.Hour}, newCounter("istio"))
 	runFleet(t, f)
 	f.SetInput("east", input(t, 1, "istio", "a"))
-	select {
-	case r := <-ready:
-		f.deliver(r)
-	case <-time.After(time.Minute):
-		t.Fatal("a change after a quiet window was not translated: it waits for the window")
-	}
+	f.deliver(nextReady(t, ready, "a change after a quiet window was not translated: it waits for the window"))
 	if got := services(t, f); got != "1" {
 		t.Errorf("east's output counts %s services, want 1", got)
 	}
@@ -349,12 +357,7 @@ func TestRunBoundsTheWaitForABurstToPause(t *testing.T) {
 	f.SetInput("east", input(t, 1, "istio"))
 	f.deliver(<-ready)
 	f.SetInput("east", input(t, 2, "istio", "a"))
-	select {
-	case r := <-ready:
-		f.deliver(r)
-	case <-time.After(time.Minute):
-		t.Fatal("a change right after a cycle waited for a pause of a window, unbounded")
-	}
+	f.deliver(nextReady(t, ready, "a change right after a cycle waited for a pause of a window, unbounded"))
 	if got := services(t, f); got != "1" {
 		t.Errorf("east's output counts %s services, want 1", got)
 	}

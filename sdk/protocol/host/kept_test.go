@@ -271,11 +271,13 @@ func TestSessionTakesKeptResourcesFromTheSetDelivered(t *testing.T) {
 }
 
 // keeper answers every update with cluster east's set: whole on a full
-// update unless keepsOnFull, and otherwise naming its one resource kept.
+// update unless keepsOnFull, and otherwise naming its one resource kept;
+// when silent, with nothing changed. Its Done says it takes same_targets
+// when takesSame is set. It records every Begin.
 type keeper struct {
 	translatorv1.UnimplementedTranslatorServer
-	keepsOnFull bool
-	begins      []*translatorv1.Begin
+	keepsOnFull, silent, takesSame bool
+	begins                         []*translatorv1.Begin
 }
 
 func (k *keeper) Translate(stream grpc.BidiStreamingServer[translatorv1.TranslateRequest, translatorv1.TranslateResponse]) error {
@@ -294,10 +296,14 @@ func (k *keeper) Translate(stream grpc.BidiStreamingServer[translatorv1.Translat
 				out = &translatorv1.ClusterOutput{Cluster: "east", Backend: "b", Resources: []*snapshotv1.Resource{{Id: id,
 					Body: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}`)}}}
 			}
-			for _, m := range []*translatorv1.TranslateResponse{
+			answer := []*translatorv1.TranslateResponse{
 				{Msg: &translatorv1.TranslateResponse_Output{Output: out}},
-				{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: m.Commit.GetGeneration()}}},
-			} {
+				{Msg: &translatorv1.TranslateResponse_Done{Done: &translatorv1.Done{Generation: m.Commit.GetGeneration(), TakesSameTargets: k.takesSame}}},
+			}
+			if k.silent {
+				answer = answer[1:]
+			}
+			for _, m := range answer {
 				if err := stream.Send(m); err != nil {
 					return err
 				}
@@ -307,14 +313,18 @@ func (k *keeper) Translate(stream grpc.BidiStreamingServer[translatorv1.Translat
 }
 
 // openKeeper opens a session with k served in memory.
-func openKeeper(t *testing.T, k *keeper) *host.Session {
+func openKeeper(t *testing.T, k *keeper) *host.Session { return openServed(t, "keeper", k) }
+
+// openServed opens a session with the plugin name, of backend "b",
+// served in memory by srv.
+func openServed(t *testing.T, name string, srv translatorv1.TranslatorServer) *host.Session {
 	t.Helper()
-	conn, stop, err := protocol.ServeInMemory("keeper", k)
+	conn, stop, err := protocol.ServeInMemory(name, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	s, err := host.Open(translatorv1.NewTranslatorClient(conn), "keeper", []string{"b"}, host.DefaultMaxOutputBytes)
+	s, err := host.Open(translatorv1.NewTranslatorClient(conn), name, []string{"b"}, host.DefaultMaxOutputBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
