@@ -55,9 +55,11 @@
 //     measures two revisions after the first stage, and one again once
 //     the rollout completed ([RolloutReport]): the servers' and plugins'
 //     RSS, the servers' live heap and their CPU;
-//  7. reads each replica's CPU time and peak RSS (and its plugins') from
-//     /proc, and Redis's used_memory when the store is Redis; then stops
-//     the agents and the servers.
+//  7. reads each replica's CPU time and peak RSS (and its plugins'): the
+//     CPU from each process's CPU-time clock, to the nanosecond (the ticks
+//     of /proc/PID/stat are 10 ms, too coarse for a quiet window), the
+//     memory from /proc; and Redis's used_memory when the store is Redis;
+//     then stops the agents and the servers.
 //
 // Bytes on the wire are counted from the agents' side, as the TCP bytes
 // their connections to the server received (TCP_INFO), less the idle
