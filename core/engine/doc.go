@@ -6,12 +6,13 @@
 // for inputs and outputs; an engine used alone (offline translation,
 // tests) reads a [MemView]. The server's view is [Tracked]: the server
 // names each cluster that changed ([Engine.RefreshCluster]), and a cycle
-// reads only those clusters into a copy of the last view, numbers the
-// view and names them to the translators' sessions, which then compare
-// only those clusters with what each plugin holds. After one cluster's
-// change a cycle costs that cluster and a copy of the view's map, not a
-// read of the fleet. Any other view is read whole every cycle (the owner
-// calls [Engine.Refresh]), and a Tracked one at least every 10 s. The
+// reads only those clusters into the last view's map, in place, numbers
+// the view and names them, with what they were, to the translators'
+// sessions, which then compare only those clusters with what each plugin
+// holds. After one cluster's change a cycle costs that cluster, not the
+// fleet. Any other view is read whole every cycle (the owner calls
+// [Engine.Refresh]), and a Tracked one at least every 10 s; such a cycle
+// names the clusters that differ from the last view. The
 // server gives the engine the policies of the management source
 // ([Engine.SetPolicies]).
 //

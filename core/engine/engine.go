@@ -152,7 +152,9 @@ type Engine struct {
 
 	cycleMu sync.Mutex // serializes Step
 	// last is the view the last Step read, and readWhole when it last
-	// read every cluster of the view; Step holds cycleMu.
+	// read every cluster of the view; Step holds cycleMu. A Step that
+	// reads only the clusters named changes last in place; one that reads
+	// every cluster makes a new map.
 	last       map[string]clusterState
 	readWhole  time.Time
 	wholeReads int
@@ -532,9 +534,11 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		view map[string]clusterState
 		left bool
 		// seq numbers this cycle's view; base and names say what may
-		// differ from the last one (base 0: anything).
+		// differ from the last one (base 0: anything), and was holds
+		// what those clusters were in it.
 		seq, base = e.seq + 1, uint64(0)
 		names     []string
+		was       map[string]clusterState
 	)
 	e.seq = seq
 	tracked, ok := e.view.(Tracked)
@@ -547,13 +551,18 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		for _, cs := range view {
 			countMeshes(e.meshCount, cs.Meshes, 1)
 		}
+		if prev != nil {
+			// A new map: the last one, unchanged, is what every cluster was.
+			base, was = e.lastSeq, prev
+			names = differing(prev, view)
+		}
 	} else {
 		base = e.lastSeq
 		names = slices.Collect(maps.Keys(changed))
 		var unread []string
-		view, left, unread = e.readChanged(prev, tracked, changed)
+		view, was, left, unread = e.readChanged(prev, tracked, changed)
 		for _, name := range names {
-			countMeshes(e.meshCount, prev[name].Meshes, -1)
+			countMeshes(e.meshCount, was[name].Meshes, -1)
 			countMeshes(e.meshCount, view[name].Meshes, 1)
 		}
 		if len(unread) > 0 {
@@ -588,7 +597,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	keeps := make([]map[string]bool, len(revs))
 	if len(revs) == 1 {
 		wants[0] = e.hostView(view, revs[0].policies, e.opts.Scoped, scope)
-		wants[0].Seq, wants[0].Base, wants[0].Changed = seq, base, names
+		wants[0].Seq, wants[0].Base, wants[0].Changed, wants[0].Was = seq, base, names, was
 	} else {
 		all := scope
 		if !e.opts.Scoped {
@@ -604,7 +613,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		}
 		for i, r := range revs {
 			wants[i] = e.hostView(view, r.policies, true, split[i])
-			wants[i].Seq, wants[i].Base, wants[i].Changed = seq, base, names
+			wants[i].Seq, wants[i].Base, wants[i].Changed, wants[i].Was = seq, base, names, was
 			keeps[i] = map[string]bool{}
 			for _, c := range split[i] {
 				keeps[i][c] = true
@@ -881,11 +890,13 @@ func clustersLeft(prev, view map[string]clusterState) bool {
 // hostView is the view every translator is to hold this cycle. It shares
 // the cycle's view rather than copying it: a copy of every cluster's
 // entry each cycle was a quarter of the engine's own work under churn.
+// The engine changes that map in place from cycle to cycle (InPlace), so
+// the sessions compare the clusters it names with View.Was.
 // Its Delivered is the engine's View's: a translator answers a set by
 // what changed since its last answer, and the session takes the rest
 // from the set delivered.
 func (e *Engine) hostView(view map[string]clusterState, policies *snapshot.Snapshot, scoped bool, scope []string) pluginhost.View {
-	return pluginhost.View{Clusters: view, Policies: policies, Scoped: scoped, Targets: scope, Delivered: e.view.Delivered}
+	return pluginhost.View{Clusters: view, InPlace: true, Policies: policies, Scoped: scoped, Targets: scope, Delivered: e.view.Delivered}
 }
 
 // Meshes returns the mesh types found in a cluster's inputs, from the Mesh

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -53,6 +54,9 @@ func (c *counter) InputKinds() []string  { return nil }
 func (c *counter) Translate(_ context.Context, v pluginhost.View) (pluginhost.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The engine changes the map in place in later cycles (InPlace): keep
+	// the view as it is now.
+	v.Clusters = maps.Clone(v.Clusters)
 	if c.held != nil && sameView(*c.held, v) {
 		return pluginhost.Result{}, nil
 	}

@@ -254,12 +254,20 @@ func (e *Engine) read(prev map[string]clusterState) map[string]clusterState {
 	return view
 }
 
-// readChanged is read for a Tracked view: prev with the clusters named
-// changed read again. It returns the view, whether a cluster left, and
-// the clusters whose input could not be read (they keep their state in
-// prev, and are to be read again next cycle).
-func (e *Engine) readChanged(prev map[string]clusterState, tracked Tracked, changed map[string]struct{}) (view map[string]clusterState, left bool, unread []string) {
-	view = maps.Clone(prev)
+// readChanged is read for a Tracked view: it reads the clusters named
+// changed again into prev, in place, and returns it as the view, with
+// what each of those clusters was before (was lacks one that was not in
+// prev), whether a cluster left, and the clusters whose input could not
+// be read (they keep their state, and are to be read again next cycle).
+// Changing the map in place, rather than a copy, keeps a cycle after a
+// one-cluster change from costing a copy of the fleet's entries.
+func (e *Engine) readChanged(prev map[string]clusterState, tracked Tracked, changed map[string]struct{}) (view, was map[string]clusterState, left bool, unread []string) {
+	view, was = prev, make(map[string]clusterState, len(changed))
+	for name := range changed {
+		if cs, ok := prev[name]; ok {
+			was[name] = cs
+		}
+	}
 	e.meshes.mu.Lock()
 	defer e.meshes.mu.Unlock()
 	for name := range changed {
@@ -276,7 +284,25 @@ func (e *Engine) readChanged(prev map[string]clusterState, tracked Tracked, chan
 			unread = append(unread, name)
 		}
 	}
-	return view, left, unread
+	return view, was, left, unread
+}
+
+// differing returns the clusters whose state differs between two views,
+// those in one only included.
+func differing(prev, view map[string]clusterState) []string {
+	var names []string
+	for name, cs := range view {
+		if old, ok := prev[name]; !ok || old.Input.Hash() != cs.Input.Hash() || old.Stale != cs.Stale ||
+			!slices.Equal(old.Meshes, cs.Meshes) || !maps.Equal(old.Labels, cs.Labels) {
+			names = append(names, name)
+		}
+	}
+	for name := range prev {
+		if _, ok := view[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // readOne reads one cluster of the fleet; false when its input cannot be

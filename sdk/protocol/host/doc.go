@@ -35,6 +35,13 @@
 // targets again when they are those of the last one: once the plugin's
 // Done says it takes Begin.same_targets, the Begin says that instead.
 //
+// Working out the update costs the clusters that changed, not the fleet,
+// when the view numbers itself ([View.Seq]) and names the clusters that
+// may differ from the one before ([View.Base], [View.Changed]). A host
+// may change one Clusters map in place from view to view
+// ([View.InPlace]), handing what the named clusters were in [View.Was];
+// a session holding an older view then sends the whole view.
+//
 // The server runs it through core/pluginhost, which adds processes,
 // restarts and timeouts around it; sdk/sdktest runs the same code, so a
 // plugin's tests refuse what the server would refuse.

@@ -139,27 +139,41 @@ func merge(first, second Result) Result {
 // plan works out the update that turns the view the plugin holds into v:
 // everything when it holds none.
 func (s *Session) plan(v View) update {
-	u := update{full: !s.holds, scoped: v.Scoped, targets: v.Targets}
+	named := v.Base != 0 && v.Base == s.held.Seq
+	// A view changed in place compares only with the view it was changed
+	// from: the map the session holds is that same map, changed since.
+	u := update{full: !s.holds || (v.InPlace && !named), scoped: v.Scoped, targets: v.Targets}
 	u.keptAllowed = !u.full && v.Delivered != nil
 	held := s.held
 	if u.full {
 		held = View{}
 	}
+	// before is what the plugin holds of a cluster.
+	before := func(name string) (Cluster, bool) {
+		c, ok := held.Clusters[name]
+		return c, ok
+	}
+	if v.InPlace && !u.full {
+		before = func(name string) (Cluster, bool) {
+			c, ok := v.Was[name]
+			return c, ok
+		}
+	}
 	// Only the clusters that changed are sorted: a cycle after one
 	// cluster's change should not cost a sort of the fleet.
 	var changed, removed []string
 	differs := func(name string, c Cluster) bool {
-		old, had := held.Clusters[name]
+		old, had := before(name)
 		return !had || old.Input.Hash() != c.Input.Hash() || old.Stale != c.Stale || !slices.Equal(old.Meshes, c.Meshes) || !maps.Equal(old.Labels, c.Labels)
 	}
-	if !u.full && v.Base != 0 && v.Base == held.Seq {
+	if !u.full && named {
 		// The view names what may differ from the one the plugin holds.
 		for _, name := range slices.Compact(slices.Sorted(slices.Values(v.Changed))) {
 			if c, ok := v.Clusters[name]; ok {
 				if differs(name, c) {
 					changed = append(changed, name)
 				}
-			} else if _, had := held.Clusters[name]; had {
+			} else if _, had := before(name); had {
 				removed = append(removed, name)
 			}
 		}
@@ -179,7 +193,7 @@ func (s *Session) plan(v View) update {
 	slices.Sort(removed)
 	for _, name := range changed {
 		c := v.Clusters[name]
-		old, had := held.Clusters[name]
+		old, had := before(name)
 		base := snapshot.Empty
 		if had {
 			base = old.Input

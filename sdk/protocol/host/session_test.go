@@ -194,3 +194,69 @@ func TestPlanByNamedChanges(t *testing.T) {
 		t.Errorf("a view on another base removed %d of the %d clusters held, want every one it lacks", removed, len(held.Clusters))
 	}
 }
+
+// TestPlanOfAViewChangedInPlace: a host that changes one map in place
+// from view to view, naming what it changed and what it was (InPlace,
+// Was), gets the plans of a host handing each view a map of its own,
+// although the map the session holds is the one changed. A plugin that
+// holds another view than the base gets the whole view.
+func TestPlanOfAViewChangedInPlace(t *testing.T) {
+	inputs := []*snapshot.Snapshot{snap(t, service(t, "a")), snap(t, service(t, "b")), snap(t, service(t, "a"), service(t, "b"))}
+	rng := rand.New(rand.NewPCG(11, 13))
+	clusters := map[string]Cluster{}
+	copied := &Session{held: View{Clusters: map[string]Cluster{}, Seq: 1}, holds: true}
+	inPlace := &Session{held: View{Clusters: clusters, Seq: 1, InPlace: true}, holds: true}
+	for step := range 300 {
+		seq := uint64(step + 2)
+		was := map[string]Cluster{}
+		var names []string
+		for range 1 + rng.IntN(3) {
+			name := "c" + strconv.Itoa(rng.IntN(12))
+			if !slices.Contains(names, name) {
+				if c, ok := clusters[name]; ok {
+					was[name] = c
+				}
+			}
+			names = append(names, name)
+			switch rng.IntN(4) {
+			case 0:
+				delete(clusters, name)
+			case 1:
+				c := clusters[name]
+				c.Stale = !c.Stale
+				if c.Input == nil {
+					c.Input = inputs[0]
+				}
+				clusters[name] = c
+			default:
+				clusters[name] = Cluster{Input: inputs[rng.IntN(len(inputs))], Labels: map[string]string{"n": strconv.Itoa(rng.IntN(2))}}
+			}
+		}
+		// Named but unchanged, and what it was.
+		name := "c" + strconv.Itoa(rng.IntN(12))
+		if c, ok := clusters[name]; ok && !slices.Contains(names, name) {
+			was[name] = c
+		}
+		names = append(names, name)
+		own := View{Clusters: maps.Clone(clusters), Seq: seq}
+		changed := View{Clusters: clusters, Seq: seq, Base: seq - 1, Changed: names, InPlace: true, Was: was}
+		want, got := summary(copied.plan(own)), summary(inPlace.plan(changed))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: the plan of the view changed in place differs from that of a copy (-copy +in place):\n%s", step, diff)
+		}
+		copied.held, inPlace.held = own, changed
+	}
+
+	// The plugin holds an older view: the map no longer shows it.
+	clusters["new"] = Cluster{Input: inputs[0]}
+	next := View{Clusters: clusters, Seq: 400, Base: 399, Changed: []string{"new"}, InPlace: true, Was: map[string]Cluster{}}
+	u := inPlace.plan(next)
+	if !u.full || len(u.clusters) != len(clusters) {
+		t.Errorf("a view changed in place from another than the one held: full %v with %d clusters, want the whole view of %d", u.full, len(u.clusters), len(clusters))
+	}
+	// Nor can it be compared whole with what the session holds.
+	next.Base, next.Changed = 0, nil
+	if u := inPlace.plan(next); !u.full {
+		t.Error("a view changed in place without a base is not sent whole")
+	}
+}

@@ -46,6 +46,14 @@ type View struct {
 	// Base 0, or holding another view, it compares every cluster.
 	Seq, Base uint64
 	Changed   []string
+	// InPlace says the host changes one Clusters map in place from view
+	// to view, so the map of a view the plugin holds no longer shows that
+	// view once the next is made. Was then holds what each cluster
+	// Changed names was in the view numbered Base (a cluster Was lacks
+	// was not in it), and the session compares the changed clusters with
+	// Was. A plugin holding any view but Base gets the whole view.
+	InPlace bool
+	Was     map[string]Cluster
 	// Delivered, when set, returns the output set the host holds for a
 	// cluster and backend, where it put the plugin's last answer for it.
 	// The plugin may then answer a set by what changed and name the
