@@ -71,7 +71,7 @@ func checkSum(name, path, want string) error {
 // pluginEnvKeep are the variables of the server's environment a plugin
 // gets; everything else (store passwords, tokens, cloud credentials) stays
 // with the server. go-plugin adds its own handshake variables.
-var pluginEnvKeep = []string{"MESHRELAY_PLUGIN_LOG_LEVEL", "PATH", "TMPDIR", "TZ", "LANG", "LC_ALL", "GOCOVERDIR", "GODEBUG", "GOMAXPROCS", "GOMEMLIMIT"}
+var pluginEnvKeep = []string{"MESHRELAY_PLUGIN_LOG_LEVEL", "PATH", "TMPDIR", "TZ", "LANG", "LC_ALL", "GOCOVERDIR", "GODEBUG", "GOGC", "GOMAXPROCS", "GOMEMLIMIT"}
 
 // pluginEnv returns a plugin process's environment.
 func pluginEnv(name string) []string {

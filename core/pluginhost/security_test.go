@@ -35,6 +35,7 @@ func TestLockFileRefusesPathsOutsideTheDirectory(t *testing.T) {
 func TestPluginEnvironmentIsMinimal(t *testing.T) {
 	t.Setenv("MESHRELAY_TEST_SECRET", "s3cret")
 	t.Setenv("REDIS_PASSWORD", "s3cret")
+	t.Setenv("GOGC", "50")
 	env := pluginEnv("istio")
 	for _, kv := range env {
 		if strings.Contains(kv, "s3cret") {
@@ -46,5 +47,9 @@ func TestPluginEnvironmentIsMinimal(t *testing.T) {
 	}
 	if p, ok := os.LookupEnv("PATH"); ok && !slices.Contains(env, "PATH="+p) {
 		t.Errorf("plugin environment %v lacks PATH", env)
+	}
+	// An operator tunes the plugins' garbage collector as the server's.
+	if !slices.Contains(env, "GOGC=50") {
+		t.Errorf("plugin environment %v lacks the server's GOGC", env)
 	}
 }
