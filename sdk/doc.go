@@ -44,7 +44,8 @@
 // selector's clusterSelector matches ([Fleet.ClientClusters]), the list of clusters ([Fleet.Clusters],
 // [Fleet.ClustersWithMesh]), the policies of a kind, and shared values
 // ([Shared], [SharedMap]).
-// After a delta it computes again, in parallel on every core, only the
+// After a delta it computes again, in parallel on every core (a lone
+// target on the session's goroutine), only the
 // targets with a read the delta concerns in its old or new state; the
 // others cost nothing. So a translator scales with what changed when each
 // target reads what its outputs depend on and no more:

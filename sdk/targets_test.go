@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -260,6 +261,46 @@ func TestReleaserKeepsWhatOthersRead(t *testing.T) {
 	for n, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
 		if held, _ := decodedState(fleet.byName[n]); held != want {
 			t.Errorf("cluster %s holds its decoded objects: %v, want %v", n, held, want)
+		}
+	}
+}
+
+// panicking panics computing the target named in it.
+type panicking struct{ target string }
+
+func (panicking) Describe() Description {
+	return Description{Name: "panicking", Version: "1", Backends: []string{"b"}, OutputKinds: []string{"/ConfigMap"}}
+}
+
+func (p panicking) TranslateTarget(_ context.Context, req *Request, resp *Response) error {
+	if req.Target.Name == p.target {
+		panic("boom")
+	}
+	resp.Emit(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "out", "namespace": "ns"}})
+	return nil
+}
+
+// A target that panics fails the update with its stack, whether it is
+// the update's only target (computed on the session's goroutine) or one
+// of several (computed by workers), and the next update is served.
+func TestATargetThatPanicsFailsTheUpdate(t *testing.T) {
+	input := func(cluster string, version int) *translatorv1.ClusterInput {
+		return &translatorv1.ClusterInput{Cluster: cluster, Upserts: []*snapshotv1.Resource{svcRes("ns", "s", version)}}
+	}
+	s := newSession(panicking{target: "bad"}, panicking{}.Describe())
+	if a := run(t, s, update{full: true, clusters: []*translatorv1.ClusterInput{input("a", 0), input("b", 0)}}); a.done.GetError() != "" {
+		t.Fatalf("full update failed: %s", a.done.GetError())
+	}
+	for _, clusters := range [][]*translatorv1.ClusterInput{
+		{input("bad", 0)},
+		{input("a", 1), input("b", 1), input("bad", 1)},
+	} {
+		a := run(t, s, update{clusters: clusters})
+		if e := a.done.GetError(); !strings.Contains(e, `translate target "bad" panicked: boom`) || !strings.Contains(e, "goroutine") {
+			t.Errorf("%d clusters changed with bad among them: Done error %q, want bad's panic and its stack", len(clusters), e)
+		}
+		if a := run(t, s, update{full: true, clusters: []*translatorv1.ClusterInput{input("a", 2), input("b", 2)}}); a.done.GetError() != "" || len(a.outputs) != 2 {
+			t.Fatalf("after the panic, a full update: error %q, %d clusters answered, want 2", a.done.GetError(), len(a.outputs))
 		}
 	}
 }
