@@ -287,11 +287,11 @@ func (s *session) sendTarget(cluster, backend string, outs []Output, keys setKey
 
 // computeTargets runs the targets on every core and hands each result to
 // each on the calling goroutine as soon as it is computed, in the order
-// they finish. A lone target, what most updates concern, runs on the
-// calling goroutine: handing it to a worker woke another thread of a
-// mostly idle process for each change. At the first error each returns it starts no more targets,
+// they finish. At the first error each returns it starts no more targets,
 // cancels those in progress and drops their results, and returns the
-// error once they ended.
+// error once they ended. A lone target, what most updates concern, runs
+// on the calling goroutine: handing it to a worker woke another thread
+// of a mostly idle process for each change.
 func (s *session) computeTargets(ctx context.Context, fleet *fleetData, names []string, each func(targetResult) error) error {
 	if len(names) == 1 {
 		return each(s.computeTarget(ctx, fleet, fleet.byName[names[0]]))
