@@ -43,7 +43,8 @@ type View struct {
 	// cluster that may differ between the view numbered Base and this one
 	// (changed, joined or left). A session that holds the view numbered
 	// Base compares only those clusters with what the plugin holds; with
-	// Base 0, or holding another view, it compares every cluster.
+	// Base 0, or holding another view, it compares every cluster (or,
+	// for a view changed InPlace, sends the whole view).
 	Seq, Base uint64
 	Changed   []string
 	// InPlace says the host changes one Clusters map in place from view
