@@ -292,8 +292,7 @@ func (e *Engine) readChanged(prev map[string]clusterState, tracked Tracked, chan
 func differing(prev, view map[string]clusterState) []string {
 	var names []string
 	for name, cs := range view {
-		if old, ok := prev[name]; !ok || old.Input.Hash() != cs.Input.Hash() || old.Stale != cs.Stale ||
-			!slices.Equal(old.Meshes, cs.Meshes) || !maps.Equal(old.Labels, cs.Labels) {
+		if old, ok := prev[name]; !ok || !old.Same(cs) {
 			names = append(names, name)
 		}
 	}

@@ -150,7 +150,7 @@ func sameStates(want, got map[string]clusterState) string {
 		if _, ok := got[name]; !ok {
 			return fmt.Sprintf("%s is missing", name)
 		}
-		if w.Input.Hash() != g.Input.Hash() || w.Stale != g.Stale || !slices.Equal(w.Meshes, g.Meshes) || !maps.Equal(w.Labels, g.Labels) {
+		if !w.Same(g) {
 			return fmt.Sprintf("%s is %+v, want %+v", name, g, w)
 		}
 	}

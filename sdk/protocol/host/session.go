@@ -164,7 +164,7 @@ func (s *Session) plan(v View) update {
 	var changed, removed []string
 	differs := func(name string, c Cluster) bool {
 		old, had := before(name)
-		return !had || old.Input.Hash() != c.Input.Hash() || old.Stale != c.Stale || !slices.Equal(old.Meshes, c.Meshes) || !maps.Equal(old.Labels, c.Labels)
+		return !had || !old.Same(c)
 	}
 	if !u.full && named {
 		// The view names what may differ from the one the plugin holds.

@@ -2,6 +2,8 @@ package host
 
 import (
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/meshrelay/meshrelay/api/meta"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -75,6 +77,12 @@ type Cluster struct {
 	Meshes []string
 	// Labels are the cluster's labels in the registry.
 	Labels map[string]string
+}
+
+// Same reports whether c and o are the same state of a cluster: a plugin
+// holding one needs nothing to hold the other.
+func (c Cluster) Same(o Cluster) bool {
+	return c.Input.Hash() == o.Input.Hash() && c.Stale == o.Stale && slices.Equal(c.Meshes, o.Meshes) && maps.Equal(c.Labels, o.Labels)
 }
 
 // update is one change of the plugin's view, as sent on the stream.
