@@ -683,7 +683,7 @@ func TestLargeInput(t *testing.T) {
 func TestPluginLogsReachHostLogger(t *testing.T) {
 	dir := t.TempDir()
 	installRaw(t, dir, pluginBinary(t, "raw", "faulty"), "faulty")
-	rec := &recorder{}
+	rec := newRecorder()
 	p := mustPlugin(t, newHost(t, dir, testOptions(), slog.New(rec)), "faulty")
 	works(t, p)
 	p.Close()
@@ -704,11 +704,19 @@ type record struct {
 	attrs   map[string]string
 }
 
+// recorder is a slog.Handler that keeps every record. The handlers
+// WithAttrs derives share one log, so its records and its lock are shared.
 type recorder struct {
-	mu      sync.Mutex
-	records *[]record
-	with    []slog.Attr
+	log  *recordLog
+	with []slog.Attr
 }
+
+type recordLog struct {
+	mu      sync.Mutex
+	records []record
+}
+
+func newRecorder() *recorder { return &recorder{log: &recordLog{}} }
 
 func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
@@ -717,30 +725,19 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 		attrs[a.Key] = a.Value.String()
 	}
 	rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.records == nil {
-		r.records = &[]record{}
-	}
-	*r.records = append(*r.records, record{Message: rec.Message, Level: rec.Level, attrs: attrs})
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	r.log.records = append(r.log.records, record{Message: rec.Message, Level: rec.Level, attrs: attrs})
 	return nil
 }
 func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.records == nil {
-		r.records = &[]record{}
-	}
-	return &recorder{records: r.records, with: append(append([]slog.Attr(nil), r.with...), as...)}
+	return &recorder{log: r.log, with: append(append([]slog.Attr(nil), r.with...), as...)}
 }
 func (r *recorder) WithGroup(string) slog.Handler { return r }
 func (r *recorder) all() []record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.records == nil {
-		return nil
-	}
-	return append([]record(nil), *r.records...)
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	return append([]record(nil), r.log.records...)
 }
 
 func TestCloseKillsEveryPlugin(t *testing.T) {
