@@ -149,16 +149,14 @@ func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
 }
 
 // TestAgentWithNewerInputIsTranslatedFromIt: an agent comes to a replica
-// whose store holds an older input of its cluster than a server acked it
-// (the replica missed the write while cut off from Redis). Outputs
-// computed from that older input would take the agent back, so the
-// replica translates the cluster only once the agent's input is taken:
-// the first output the agent gets is its newer input's.
+// whose store holds an older input of its cluster than the agent's (the
+// replica missed the write while cut off from Redis, or it is still on its
+// way). Outputs computed from that older input would take the agent back,
+// so the replica translates the cluster only once the agent's input is
+// taken: the first output the agent gets is its newer input's. Whether a
+// server acked the agent its input or the agent restarted and holds none
+// acked, the replica cannot tell that the stored input is the agent's.
 func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
-	shared := memory.New()
-	ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Heartbeat = 200 * time.Millisecond })
-	ctx := t.Context()
-	token := ts.register("west")
 	service := func(name string) snapshot.Resource {
 		r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + name + `","namespace":"default"}}`))
 		if err != nil {
@@ -166,61 +164,73 @@ func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
 		}
 		return r
 	}
-	old, err := snapshot.New(3, []snapshot.Resource{service("old")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.store.PutInput(ctx, "west", old); err != nil {
-		t.Fatal(err)
-	}
-	ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: "west", Replica: "b"})
 	newer, err := snapshot.New(5, []snapshot.Resource{service("new")})
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	nh := newer.Hash()
-	stream := ts.sync(t, token, &relayv1.Hello{Cluster: "west", InputHash: nh[:], InputVersion: newer.Version()})
-	sentInput := false
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("the stream ended before an output came: %v", err)
-		}
-		if w := msg.GetWelcome(); w != nil && w.GetInputVersion() != old.Version() {
-			t.Fatalf("welcome names input version %d, want the stored %d", w.GetInputVersion(), old.Version())
-		}
-		// The server's heartbeats show time passing with the cluster
-		// known to the engine: an output from the older input would
-		// have come by the first one.
-		if msg.GetHeartbeat() != nil && !sentInput {
-			if _, ok := ts.Engine().Mark(engineKey("west")); ok {
-				t.Fatal("the engine translated west before the agent's input arrived")
-			}
-			sentInput = true
-			full := snapshot.FullDelta(newer.WithVersion(6))
-			if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{
-				Delta: snapshot.DeltaToProto(full, false),
-			}}}); err != nil {
+	for name, hello := range map[string]*relayv1.Hello{
+		"acked by another server":         {Cluster: "west", InputHash: nh[:], InputVersion: newer.Version()},
+		"restarted, holding none acked":   {Cluster: "west"},
+		"acked at the stored version too": {Cluster: "west", InputHash: nh[:], InputVersion: 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			shared := memory.New()
+			ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Heartbeat = 200 * time.Millisecond })
+			ctx := t.Context()
+			token := ts.register("west")
+			old, err := snapshot.New(3, []snapshot.Resource{service("old")})
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		out := msg.GetOutput()
-		if out.GetBackend() != "test" {
-			continue
-		}
-		d, err := snapshot.DeltaFromProto(out.GetDelta())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, r := range d.Upserts {
-			names = append(names, r.ID.Name)
-		}
-		if !sentInput || !slices.Equal(names, []string{"new"}) {
-			t.Fatalf("the agent's first output holds %v (its input sent: %v), want the ConfigMap of its newer input only", names, sentInput)
-		}
-		return
+			if err := ts.store.PutInput(ctx, "west", old); err != nil {
+				t.Fatal(err)
+			}
+			ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: "west", Replica: "b"})
+
+			stream := ts.sync(t, token, hello)
+			sentInput := false
+			for {
+				msg, err := stream.Recv()
+				if err != nil {
+					t.Fatalf("the stream ended before an output came: %v", err)
+				}
+				if w := msg.GetWelcome(); w != nil && w.GetInputVersion() != old.Version() {
+					t.Fatalf("welcome names input version %d, want the stored %d", w.GetInputVersion(), old.Version())
+				}
+				// The server's heartbeats show time passing with the
+				// cluster known to the engine: an output from the older
+				// input would have come by the first one.
+				if msg.GetHeartbeat() != nil && !sentInput {
+					if _, ok := ts.Engine().Mark(engineKey("west")); ok {
+						t.Fatal("the engine translated west before the agent's input arrived")
+					}
+					sentInput = true
+					full := snapshot.FullDelta(newer.WithVersion(6))
+					if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{
+						Delta: snapshot.DeltaToProto(full, false),
+					}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out := msg.GetOutput()
+				if out.GetBackend() != "test" {
+					continue
+				}
+				d, err := snapshot.DeltaFromProto(out.GetDelta())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, r := range d.Upserts {
+					names = append(names, r.ID.Name)
+				}
+				if !sentInput || !slices.Equal(names, []string{"new"}) {
+					t.Fatalf("the agent's first output holds %v (its input sent: %v), want the ConfigMap of its newer input only", names, sentInput)
+				}
+				return
+			}
+		})
 	}
 }
 

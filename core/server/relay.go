@@ -233,9 +233,13 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 	s.m.connected.Set(float64(s.connectedCount()))
 
 	w := &relayv1.Welcome{ServerId: s.opts.ServerID, InputKinds: s.inputKinds()}
-	// behind is true when a server acked the agent an input newer than
-	// the one this replica holds: one whose write it has not seen yet
-	// (it was cut off from the store, or the write is still on its way).
+	// behind is true when this replica cannot tell that it holds the
+	// agent's input: a server acked the agent another one, whose write
+	// this replica has not seen yet (it was cut off from the store, or
+	// the write is still on its way), or the agent restarted and holds
+	// none acked, so only the input it sends next says what its cluster
+	// is now. The agent sends one as soon as its stream starts (an empty
+	// delta when the welcome names what it holds).
 	behind := hello.GetInputVersion() > 0 && !hasInput
 	var stored uint64
 	if hasInput {
@@ -248,7 +252,7 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 			s.setStale(st.cluster, false)
 			s.markFresh(st.cluster)
 		}
-		behind = hello.GetInputVersion() > in.Version() && string(hello.GetInputHash()) != string(h[:])
+		behind = string(hello.GetInputHash()) != string(h[:])
 	}
 	// Resume outputs the agent already holds without resending them, now
 	// (the store holds them, from this replica or another) or when they
@@ -263,12 +267,12 @@ func (s *Server) attach(st *stream, hello *relayv1.Hello) *relayv1.Welcome {
 		s.engine.SetTarget(st.cluster, true)
 		return w
 	}
-	// Outputs computed here now would come from the older input and take
+	// Outputs computed here now might come from an older input and take
 	// the agent back to it. The cluster becomes a target once the agent's
 	// input is taken (or refused: then the stored one is all there is), or
 	// after inputCatchUp at the latest; meanwhile only outputs the agent
 	// already holds are resumed.
-	st.log.Info("the agent holds a newer input than this replica; translating it once it arrives",
+	st.log.Info("the agent's input may be newer than this replica's; translating once it arrives",
 		"agent_input_version", hello.GetInputVersion(), "stored_input_version", stored)
 	for b, o := range starting {
 		o.current = false
