@@ -85,3 +85,41 @@ func configMap(t testing.TB, name string) snapshot.Resource {
 	}
 	return r
 }
+
+// TestResumeReportsOutputsAsCurrent: after Resume, the next cycle reports
+// the cluster's outputs it does not hand on as current, changed or not,
+// once; one it hands on is not reported twice.
+func TestResumeReportsOutputsAsCurrent(t *testing.T) {
+	v := NewMemView()
+	for _, c := range []string{"a", "b"} {
+		v.SetInput(c, input(t, 1, "istio", "s"))
+	}
+	sets := []pluginhost.ClusterOutput{
+		{Cluster: "a", Backend: "netpol", Resources: []snapshot.Resource{configMap(t, "a")}},
+		{Cluster: "b", Backend: "netpol", Resources: []snapshot.Resource{configMap(t, "b")}},
+	}
+	e := New([]pluginhost.Translator{fixedSets{sets: sets}}, Options{View: v})
+	if r := e.Step(t.Context()); len(r.Outputs) != 2 || len(r.Current) != 0 {
+		t.Fatalf("the first cycle handed on %d outputs and %d current, want 2 and 0", len(r.Outputs), len(r.Current))
+	}
+	keyA := OutputKey{Cluster: "a", Backend: "netpol"}
+	markA, _ := e.Mark(keyA)
+
+	e.Resume("a")
+	r := e.Step(t.Context())
+	if want := []Current{{Key: keyA, Hash: markA.Hash}}; len(r.Outputs) != 0 || !cmp.Equal(want, r.Current) {
+		t.Errorf("after Resume(a): handed on %d outputs, current %+v; want none and %+v", len(r.Outputs), r.Current, want)
+	}
+	if r := e.Step(t.Context()); len(r.Outputs)+len(r.Current) != 0 {
+		t.Errorf("the cycle after handed on %d outputs and %d current, want none", len(r.Outputs), len(r.Current))
+	}
+
+	// Resumed with a changed answer, the output is handed on, not also
+	// reported current.
+	sets[0].Resources = []snapshot.Resource{configMap(t, "a2")}
+	e.Resume("a")
+	r = e.Step(t.Context())
+	if len(r.Outputs) != 1 || r.Outputs[0].Key != keyA || len(r.Current) != 0 {
+		t.Errorf("after Resume(a) with a changed answer: handed on %v, current %+v; want a's output only", r.Outputs, r.Current)
+	}
+}

@@ -81,9 +81,10 @@ type Ready struct {
 	Outputs []Output
 	Stats   CycleStats
 	// Current are the outputs, of clusters the engine held no mark of,
-	// whose answer is the one delivered before (View.Delivered): nothing
-	// to write, but a stream that started without them (its agent may
-	// hold an older one) sends the stored copy.
+	// whose answer is the one delivered before (View.Delivered), and
+	// those not handed on of the clusters named by Resume: nothing to
+	// write, but a stream that started without them (its agent may hold
+	// an older one) sends the stored copy.
 	Current []Current
 	// Retry is how long to wait before retrying failed translators; 0
 	// when every translator succeeded.
@@ -190,8 +191,11 @@ type Engine struct {
 	// changed are the clusters named by RefreshCluster since the last
 	// cycle took them; readAll asks the next cycle to read the whole view
 	// (Refresh).
-	changed     map[string]struct{}
-	readAll     bool
+	changed map[string]struct{}
+	readAll bool
+	// resume are the clusters whose outputs the next cycle to read them
+	// reports as current (Resume).
+	resume      map[string]struct{}
 	translators []*translatorState
 	// marks are the outputs handed on, by key.
 	marks map[OutputKey]Mark
@@ -399,6 +403,23 @@ func (e *Engine) RefreshCluster(cluster string) {
 	e.touch()
 }
 
+// Resume asks the next cycle that reads a cluster to report its outputs
+// as current (Ready.Current) when it does not hand them on: those it
+// computed from what it read, or kept as they were when the cluster did
+// not change. A stream that waited for its agent's input before its
+// cluster was translated gets them so, though the cycle that read that
+// input changed nothing.
+func (e *Engine) Resume(cluster string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.resume == nil {
+		e.resume = map[string]struct{}{}
+	}
+	e.resume[cluster] = struct{}{}
+	e.markChanged(cluster)
+	e.touch()
+}
+
 // markChanged names clusters for the next cycle to read. Callers hold e.mu.
 func (e *Engine) markChanged(clusters ...string) {
 	if e.changed == nil {
@@ -524,8 +545,8 @@ func (e *Engine) Step(ctx context.Context) Ready {
 	e.dirty = false
 	e.generation++
 	generation := e.generation
-	changed, readAll := e.changed, e.readAll
-	e.changed, e.readAll = nil, false
+	changed, readAll, resume := e.changed, e.readAll, e.resume
+	e.changed, e.readAll, e.resume = nil, false, nil
 	e.mu.Unlock()
 	// Read the view after the generation is taken: a change made before
 	// a later Generation call is seen by a cycle with a higher number.
@@ -568,6 +589,15 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		if len(unread) > 0 {
 			e.mu.Lock()
 			e.markChanged(unread...)
+			for _, c := range unread {
+				if _, ok := resume[c]; ok {
+					delete(resume, c)
+					if e.resume == nil {
+						e.resume = map[string]struct{}{}
+					}
+					e.resume[c] = struct{}{} // for the cycle that reads it
+				}
+			}
 			e.mu.Unlock()
 		}
 	}
@@ -783,6 +813,15 @@ func (e *Engine) Step(ctx context.Context) Ready {
 		if m, ok := e.marks[key]; ok && m.Hash == o.Snapshot.Hash() && m.Version == o.Snapshot.Version() &&
 			!slices.ContainsFunc(handOn, func(h Output) bool { return h.Key == key }) {
 			handOn = append(handOn, o)
+		}
+	}
+	if len(resume) > 0 {
+		for key, m := range e.marks {
+			if _, ok := resume[key.Cluster]; ok &&
+				!slices.ContainsFunc(handOn, func(h Output) bool { return h.Key == key }) &&
+				!slices.ContainsFunc(currents, func(c Current) bool { return c.Key == key }) {
+				currents = append(currents, Current{Key: key, Hash: m.Hash})
+			}
 		}
 	}
 	e.mu.Unlock()

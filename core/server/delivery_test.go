@@ -234,6 +234,70 @@ func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
 	}
 }
 
+// TestRestartedAgentGetsOutputsItsInputLeftAsTheyWere: an agent restarted
+// without its state holds no acked input and no outputs. The replica
+// waits for its input before it translates the cluster; that input is
+// the one the store holds, so no output changes, and the agent must get
+// the stored outputs all the same. With --targets all the engine kept
+// computing the cluster meanwhile and hands nothing on when the input
+// comes.
+func TestRestartedAgentGetsOutputsItsInputLeftAsTheyWere(t *testing.T) {
+	for _, targets := range []string{TargetsConnected, TargetsAll} {
+		t.Run(targets, func(t *testing.T) {
+			shared := memory.New()
+			ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) {
+				o.Heartbeat, o.Targets = 200*time.Millisecond, targets
+			})
+			ctx := t.Context()
+			token := ts.register("west")
+			svc, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := snapshot.New(3, []snapshot.Resource{svc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ts.store.PutInput(ctx, "west", in); err != nil {
+				t.Fatal(err)
+			}
+			ts.handleStoreEvent(ctx, store.Event{Kind: store.EventInput, Cluster: "west", Replica: "b"})
+			if targets == TargetsAll {
+				testutil.Eventually(t, "west's output computed before its agent comes", func() bool {
+					_, ok := ts.Engine().Mark(engineKey("west"))
+					return ok
+				})
+			}
+
+			stream := ts.sync(t, token, &relayv1.Hello{Cluster: "west"})
+			same := snapshot.Diff(in, in.WithVersion(4)) // what a restarted agent sends when the welcome names its input
+			if err := stream.Send(&relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Input{Input: &relayv1.InputSnapshot{
+				Delta: snapshot.DeltaToProto(same, false),
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				msg, err := stream.Recv()
+				if err != nil {
+					t.Fatalf("the stream ended before the agent got west's output: %v", err)
+				}
+				out := msg.GetOutput()
+				if out.GetBackend() != "test" {
+					continue
+				}
+				d, err := snapshot.DeltaFromProto(out.GetDelta())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(d.Upserts) != 1 || d.Upserts[0].ID.Name != "web" {
+					t.Fatalf("the agent got %+v, want the output of west's input", d)
+				}
+				return
+			}
+		})
+	}
+}
+
 // sync opens a Sync stream as the agent of hello's cluster, with the
 // certificate its token gets, and sends hello. The stream ends with the
 // test, or after a minute.

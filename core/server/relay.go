@@ -294,6 +294,10 @@ const inputCatchUp = 30 * time.Second
 
 // target makes the cluster of a stream that awaits its agent's input a
 // target of this replica's engine, if the stream is still the cluster's.
+// The engine's next cycle that reads the cluster then reports its outputs
+// as current, so the stream sends them though they did not change: with
+// --targets all the engine kept computing the cluster while it waited,
+// and the agent's input may have changed none of its outputs.
 func (s *Server) target(st *stream, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -302,6 +306,7 @@ func (s *Server) target(st *stream, why string) {
 	}
 	st.awaiting = false
 	s.engine.SetTarget(st.cluster, true)
+	s.engine.Resume(st.cluster)
 	st.log.Info("translating the cluster's outputs", "reason", why)
 }
 
