@@ -320,16 +320,27 @@ func TestAgentInputNumberedAboveTheStoredOne(t *testing.T) {
 	if err := st.Replica("other").PutInput(t.Context(), "east", stale); err != nil {
 		t.Fatal(err)
 	}
+	createsBefore, deletesBefore := east.sink.counts()
 	ts1.Stop() // east moves to r2, which holds the older input
-	testutil.EventuallyWhy(t, "east's own input translated by r2", func() (bool, string) {
+	// r2 translates east once it takes the agent's input, numbered above
+	// the stored one; the agent, which holds "a" already, never gets the
+	// older input's outputs.
+	testutil.EventuallyWhy(t, "east's own input taken and translated by r2", func() (bool, string) {
 		ts2.mu.Lock()
 		_, here := ts2.streams["east"]
 		ts2.mu.Unlock()
+		in, err := st.GetInput(t.Context(), "east")
+		var version uint64
+		if err == nil {
+			version = in.Version()
+		}
+		_, translated := ts2.Engine().Mark(engineKey("east"))
 		got := east.sink.names()
-		return here && slices.Equal(got, []string{"a"}), fmt.Sprintf("on r2: %v, outputs %v", here, got)
+		return here && version > stale.Version() && translated && slices.Equal(got, []string{"a"}),
+			fmt.Sprintf("on r2: %v, stored input version %d (err %v), translated %v, outputs %v", here, version, err, translated, got)
 	})
-	in, err := st.GetInput(t.Context(), "east")
-	if err != nil || in.Version() <= stale.Version() {
-		t.Errorf("stored input: version %v (err %v), want above %d", in.Version(), err, stale.Version())
+	if creates, deletes := east.sink.counts(); creates != createsBefore || deletes != deletesBefore {
+		t.Errorf("the agent created %d and deleted %d objects after the move, want none: it got the older input's outputs",
+			creates-createsBefore, deletes-deletesBefore)
 	}
 }
