@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -622,8 +623,23 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 	survivor := f.servers[0]
 	testutil.EventuallyWhy(t, "every agent on the surviving replica", func() (bool, string) {
 		survivor.mu.Lock()
-		defer survivor.mu.Unlock()
-		return len(survivor.streams) == len(rolloutClusterNames()), fmt.Sprintf("%d streams", len(survivor.streams))
+		n := len(survivor.streams)
+		survivor.mu.Unlock()
+		// Should they not come, say how often each agent connected, and
+		// whether its Run returned.
+		var agents []string
+		for _, name := range slices.Sorted(maps.Keys(f.agents)) {
+			a := f.agents[name]
+			state := "running"
+			select {
+			case err := <-a.done:
+				a.done <- err
+				state = fmt.Sprintf("returned %v", err)
+			default:
+			}
+			agents = append(agents, fmt.Sprintf("%s: %d connects, %s", name, a.Stats.Connects.Load(), state))
+		}
+		return n == len(rolloutClusterNames()), fmt.Sprintf("%d streams; %s", n, strings.Join(agents, "; "))
 	})
 	f.waitOutputs("stage one still on the new revision", reviewsPolicy("5s"), clustersOf("one"))
 	f.unchanged(before, "two", "three")
