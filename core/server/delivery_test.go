@@ -94,14 +94,7 @@ func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
 	ctx := t.Context()
 	other := shared.Replica("b")
 	token := ts.register("west")
-	svc, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := snapshot.New(3, []snapshot.Resource{svc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := serviceInput(t, 3, "web")
 	if err := other.PutInput(ctx, "west", in); err != nil {
 		t.Fatal(err)
 	}
@@ -128,23 +121,44 @@ func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
 		Cluster: "west", InputHash: ih[:], InputVersion: in.Version(),
 		OutputHashes: map[string][]byte{"test": oh[:]}, OutputVersions: map[string]uint64{"test": older.Version()},
 	})
+	if d := firstOutput(t, stream, "test", "the stored output"); len(d.Upserts) != 1 || d.Upserts[0].Hash != cm.Hash {
+		t.Fatalf("the agent got %+v, want the stored ConfigMap", d)
+	}
+}
+
+// serviceInput is an input of the given version holding one Service of
+// that name in namespace default.
+func serviceInput(t *testing.T, version uint64, name string) *snapshot.Snapshot {
+	t.Helper()
+	svc, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + name + `","namespace":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := snapshot.New(version, []snapshot.Resource{svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// firstOutput reads stream up to the first output of backend and returns
+// its delta; what is the output awaited, for the failure.
+func firstOutput(t *testing.T, stream relayv1.Relay_SyncClient, backend, what string) snapshot.Delta {
+	t.Helper()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
-			t.Fatalf("the stream ended before the stored output came: %v", err)
+			t.Fatalf("the stream ended before %s came: %v", what, err)
 		}
 		out := msg.GetOutput()
-		if out.GetBackend() != "test" {
+		if out.GetBackend() != backend {
 			continue
 		}
 		d, err := snapshot.DeltaFromProto(out.GetDelta())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Upserts) != 1 || d.Upserts[0].Hash != cm.Hash {
-			t.Fatalf("the agent got %+v, want the stored ConfigMap", d)
-		}
-		return
+		return d
 	}
 }
 
@@ -157,17 +171,7 @@ func TestStoredOutputReachesAnAgentThatMissedIt(t *testing.T) {
 // server acked the agent its input or the agent restarted and holds none
 // acked, the replica cannot tell that the stored input is the agent's.
 func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
-	service := func(name string) snapshot.Resource {
-		r, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"` + name + `","namespace":"default"}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	newer, err := snapshot.New(5, []snapshot.Resource{service("new")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	newer := serviceInput(t, 5, "new")
 	nh := newer.Hash()
 	for name, hello := range map[string]*relayv1.Hello{
 		"acked by another server":         {Cluster: "west", InputHash: nh[:], InputVersion: newer.Version()},
@@ -179,10 +183,7 @@ func TestAgentWithNewerInputIsTranslatedFromIt(t *testing.T) {
 			ts := startServer(t, shared.Replica("a"), "", withID("a"), func(o *Options) { o.Heartbeat = 200 * time.Millisecond })
 			ctx := t.Context()
 			token := ts.register("west")
-			old, err := snapshot.New(3, []snapshot.Resource{service("old")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			old := serviceInput(t, 3, "old")
 			if err := ts.store.PutInput(ctx, "west", old); err != nil {
 				t.Fatal(err)
 			}
@@ -250,14 +251,7 @@ func TestRestartedAgentGetsOutputsItsInputLeftAsTheyWere(t *testing.T) {
 			})
 			ctx := t.Context()
 			token := ts.register("west")
-			svc, err := snapshot.FromJSON([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"}}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, err := snapshot.New(3, []snapshot.Resource{svc})
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := serviceInput(t, 3, "web")
 			if err := ts.store.PutInput(ctx, "west", in); err != nil {
 				t.Fatal(err)
 			}
@@ -276,23 +270,8 @@ func TestRestartedAgentGetsOutputsItsInputLeftAsTheyWere(t *testing.T) {
 			}}}); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				msg, err := stream.Recv()
-				if err != nil {
-					t.Fatalf("the stream ended before the agent got west's output: %v", err)
-				}
-				out := msg.GetOutput()
-				if out.GetBackend() != "test" {
-					continue
-				}
-				d, err := snapshot.DeltaFromProto(out.GetDelta())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(d.Upserts) != 1 || d.Upserts[0].ID.Name != "web" {
-					t.Fatalf("the agent got %+v, want the output of west's input", d)
-				}
-				return
+			if d := firstOutput(t, stream, "test", "west's output"); len(d.Upserts) != 1 || d.Upserts[0].ID.Name != "web" {
+				t.Fatalf("the agent got %+v, want the output of west's input", d)
 			}
 		})
 	}
