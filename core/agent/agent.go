@@ -500,7 +500,9 @@ func (a *Agent) recvLoop(ctx context.Context, stream relayv1.Relay_SyncClient, s
 			}
 			if ack.GetNack() {
 				a.log.Warn("server refused input; sending in full", "version", ack.GetVersion(), "error", ack.GetError())
-				queue <- resendInput
+				if !enqueue(ctx, queue, resendInput) {
+					return ctx.Err()
+				}
 				continue
 			}
 			a.mu.Lock()
@@ -524,6 +526,19 @@ func (a *Agent) recvLoop(ctx context.Context, stream relayv1.Relay_SyncClient, s
 	}
 }
 
+// enqueue hands m to the session's sender, unless the session ends
+// first: its sender may have stopped reading the queue (its stream
+// failed), and a full queue must not keep the receiver, and with it the
+// session, from ending. It reports whether m was queued.
+func enqueue(ctx context.Context, queue chan<- *relayv1.AgentMessage, m *relayv1.AgentMessage) bool {
+	select {
+	case queue <- m:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // handleOutput assembles and applies an output delta to the backend's
 // snapshot, then hands the result to the backend's applier. A delta that
 // does not apply is nacked so the server resends in full.
@@ -531,9 +546,9 @@ func (a *Agent) handleOutput(ctx context.Context, out *relayv1.OutputSnapshot, a
 	backend := out.GetBackend()
 	nack := func(version uint64, err error) {
 		a.log.Warn("output refused; asking for a full resend", "backend", backend, "version", version, "error", err)
-		queue <- &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Ack{Ack: &relayv1.Ack{
+		enqueue(ctx, queue, &relayv1.AgentMessage{Msg: &relayv1.AgentMessage_Ack{Ack: &relayv1.Ack{
 			Subject: relayv1.Ack_SUBJECT_OUTPUT, Backend: backend, Version: version, Nack: true, Error: err.Error(),
-		}}}
+		}}})
 	}
 	part, err := snapshot.DeltaFromProto(out.GetDelta())
 	if err != nil {

@@ -3,11 +3,15 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
+	relayv1 "github.com/meshrelay/meshrelay/proto/relay/v1"
+	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
 )
 
 type fixedSink struct {
@@ -173,5 +177,55 @@ func TestSilenceFollowsTheLastMessage(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the session outlived its server's silence")
+	}
+}
+
+// scriptedStream is the client side of a Sync stream that receives msgs,
+// then the end of the stream.
+type scriptedStream struct {
+	relayv1.Relay_SyncClient
+	msgs []*relayv1.ServerMessage
+}
+
+func (s *scriptedStream) Recv() (*relayv1.ServerMessage, error) {
+	if len(s.msgs) == 0 {
+		return nil, io.EOF
+	}
+	m := s.msgs[0]
+	s.msgs = s.msgs[1:]
+	return m, nil
+}
+
+// TestReceiverEndsWithItsSessionOnAFullQueue: a nack of an input or of an
+// output queues a message for the session's sender. Once the sender has
+// stopped (its stream failed) and the queue is full, the receiver must
+// still end with the session, or the agent never reconnects.
+func TestReceiverEndsWithItsSessionOnAFullQueue(t *testing.T) {
+	for name, msg := range map[string]*relayv1.ServerMessage{
+		"input nack": {Msg: &relayv1.ServerMessage_Ack{Ack: &relayv1.Ack{Subject: relayv1.Ack_SUBJECT_INPUT, Version: 3, Nack: true}}},
+		"malformed output": {Msg: &relayv1.ServerMessage_Output{Output: &relayv1.OutputSnapshot{
+			Backend: "istio", Delta: &snapshotv1.Delta{Version: 2, Hash: []byte{1, 2, 3}}, // not a hash
+		}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.Cluster, opts.Server, opts.Insecure, opts.StateDir = "east", "127.0.0.1:1", true, t.TempDir()
+			a, err := New(opts, nil, nil, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()                                  // the session ended: its sender reads the queue no more
+			queue := make(chan *relayv1.AgentMessage) // and it is full
+			done := make(chan error, 1)
+			go func() {
+				done <- a.recvLoop(ctx, &scriptedStream{msgs: []*relayv1.ServerMessage{msg}}, &inputSender{a: a}, queue)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the receiver still waits to queue a nack 30s after its session ended")
+			}
+		})
 	}
 }
