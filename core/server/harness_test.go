@@ -398,6 +398,34 @@ type testAgent struct {
 	dir    string
 	cancel context.CancelFunc
 	done   chan error
+	// logs are the agent's last log lines, for a test's failure message.
+	logs *tailLines
+}
+
+// tailLines keeps the last lines written to it: a slog text handler's
+// records, one per Write.
+type tailLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const tailKept = 8
+
+func (l *tailLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	if len(l.lines) > tailKept {
+		l.lines = l.lines[len(l.lines)-tailKept:]
+	}
+	return len(p), nil
+}
+
+// String returns the lines kept, oldest first.
+func (l *tailLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 func startAgent(t *testing.T, ts *testServer, cluster, token string, mods ...func(*agent.Options)) *testAgent {
@@ -435,7 +463,8 @@ func startAgentSinks(t *testing.T, ts *testServer, cluster, token string, src ag
 		m(&opts)
 	}
 	sink := newRecordingSink()
-	var logger *slog.Logger
+	logs := &tailLines{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
 	if os.Getenv("ROLLOUT_DEBUG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("agent", cluster)
 	}
@@ -444,7 +473,7 @@ func startAgentSinks(t *testing.T, ts *testServer, cluster, token string, src ag
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ta := &testAgent{Agent: a, sink: sink, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	ta := &testAgent{Agent: a, sink: sink, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { ta.done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

@@ -77,8 +77,10 @@ func strategyYAML(stages map[string]string) string {
 // rolloutFleet is a server with the Istio plugin, nine agents, and a
 // model of what each cluster's outputs must be.
 type rolloutFleet struct {
-	t         *testing.T
-	servers   []*testServer
+	t       *testing.T
+	servers []*testServer
+	// logs are each server's last log lines, for failure messages.
+	logs      []*tailLines
 	pols      []*memPolicies
 	agents    map[string]*testAgent
 	proxies   map[string]*tcpproxy.Proxy // by cluster: fleetSetup.proxied
@@ -225,14 +227,16 @@ func startRolloutFleet(t *testing.T, stores []func() store.Store, strategy strin
 		pols := &memPolicies{}
 		pols.set(t, strategy, reviewsPolicy("3s"))
 		translators := pluginTranslators(t, plugins...)
+		logs := &tailLines{}
 		ts := startServerDeps(t, st, "", func(d *Deps) {
 			d.Translators, d.Policies = translators, pols
+			d.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			if os.Getenv("ROLLOUT_DEBUG") != "" {
 				d.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
 		},
 			withID(fmt.Sprintf("replica-%d", i)), func(o *Options) { o.RolloutInterval = 20 * time.Millisecond })
-		f.servers, f.pols = append(f.servers, ts), append(f.pols, pols)
+		f.servers, f.pols, f.logs = append(f.servers, ts), append(f.pols, pols), append(f.logs, logs)
 		addrs = append(addrs, ts.Addr())
 	}
 	for _, name := range rolloutClusterNames() {
@@ -620,7 +624,7 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 	dead.stop()
 	f.servers = f.servers[1:]
 	f.pols = f.pols[1:]
-	survivor := f.servers[0]
+	survivor, survivorLogs := f.servers[0], f.logs[1]
 	testutil.EventuallyWhy(t, "every agent on the surviving replica", func() (bool, string) {
 		survivor.mu.Lock()
 		n := len(survivor.streams)
@@ -637,9 +641,9 @@ func TestRolloutReplicaKilledResumesTheSameStage(t *testing.T) {
 				state = fmt.Sprintf("returned %v", err)
 			default:
 			}
-			agents = append(agents, fmt.Sprintf("%s: %d connects, %s", name, a.Stats.Connects.Load(), state))
+			agents = append(agents, fmt.Sprintf("%s: %d connects, %s; last logged:\n%s", name, a.Stats.Connects.Load(), state, a.logs))
 		}
-		return n == len(rolloutClusterNames()), fmt.Sprintf("%d streams; %s", n, strings.Join(agents, "; "))
+		return n == len(rolloutClusterNames()), fmt.Sprintf("%d streams; the survivor last logged:\n%s\n%s", n, survivorLogs, strings.Join(agents, "\n"))
 	})
 	f.waitOutputs("stage one still on the new revision", reviewsPolicy("5s"), clustersOf("one"))
 	f.unchanged(before, "two", "three")
