@@ -37,7 +37,11 @@
 // Delivery (the server writes the outputs to the store and offers them to
 // agents' streams) then calls [Engine.Advance] with the outputs it did not
 // write, which the engine hands on again while they are current: one way
-// out of the engine, and one place outputs live.
+// out of the engine, and one place outputs live. A Ready also names the
+// outputs that are current though not handed on (Ready.Current): those
+// found equal to the ones delivered before, and, after [Engine.Resume],
+// a cluster's outputs as the next cycle that reads it leaves them, so a
+// stream that waited for its agent's input sends what it lacks.
 //
 // During a staged rollout (core/rollout) two revisions of the policies are
 // live ([Engine.SetRevisions]): each has its own session with each
