@@ -412,12 +412,18 @@ func (e *Engine) RefreshCluster(cluster string) {
 func (e *Engine) Resume(cluster string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.markResumed(cluster)
+	e.markChanged(cluster)
+	e.touch()
+}
+
+// markResumed names a cluster for the next cycle that reads it to report
+// (Resume). Callers hold e.mu.
+func (e *Engine) markResumed(cluster string) {
 	if e.resume == nil {
 		e.resume = map[string]struct{}{}
 	}
 	e.resume[cluster] = struct{}{}
-	e.markChanged(cluster)
-	e.touch()
 }
 
 // markChanged names clusters for the next cycle to read. Callers hold e.mu.
@@ -592,10 +598,7 @@ func (e *Engine) Step(ctx context.Context) Ready {
 			for _, c := range unread {
 				if _, ok := resume[c]; ok {
 					delete(resume, c)
-					if e.resume == nil {
-						e.resume = map[string]struct{}{}
-					}
-					e.resume[c] = struct{}{} // for the cycle that reads it
+					e.markResumed(c) // for the cycle that reads it
 				}
 			}
 			e.mu.Unlock()
