@@ -42,10 +42,7 @@ func DecodeHeader(body []byte) (Header, error) {
 // the header in order. ok is false, and the header to be ignored, for any
 // other body or when a member does not decode.
 func decodeValidHeader(body []byte) (h Header, ok bool) {
-	if !ValidJSON(body) {
-		return Header{}, false
-	}
-	ok, err := ObjectMembers(body, func(key, value []byte) error {
+	ok, err := validObjectMembers(body, func(key, value []byte) error {
 		switch {
 		case bytes.EqualFold(key, []byte("apiVersion")):
 			return decodeString(value, &h.APIVersion)

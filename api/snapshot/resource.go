@@ -157,6 +157,9 @@ func (id ID) ValidateObject() error {
 	if err := id.Validate(); err != nil {
 		return err
 	}
+	if id.objectNamesValid() {
+		return nil
+	}
 	check := func(field, value string, msgs []string) error {
 		if len(msgs) == 0 {
 			return nil

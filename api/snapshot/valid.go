@@ -1,5 +1,11 @@
 package snapshot
 
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
 // maxJSONDepth is the deepest nesting of arrays and objects ValidJSON
 // accepts: encoding/json's own limit.
 const maxJSONDepth = 10000
@@ -9,19 +15,50 @@ const maxJSONDepth = 10000
 // nesting stops at encoding/json's depth of 10,000), at several times its
 // speed. Every resource body from the network passes through it, so it is
 // on the path of every input, output and plugin answer.
-func ValidJSON(b []byte) bool {
+func ValidJSON(b []byte) bool { return scanJSON(b, nil) == nil }
+
+// errInvalidJSON is scanJSON's answer for a body that is not valid JSON.
+var errInvalidJSON = errors.New("not valid JSON")
+
+// validObjectMembers calls member for each member of the valid JSON object
+// b, in order, as [ObjectMembers] does, in the same pass that validates b.
+// ok is false when b is not a valid JSON object, or when a member's call
+// failed (err is then its error). The calls made before b turned out
+// invalid are not taken back.
+func validObjectMembers(b []byte, member func(key, value []byte) error) (ok bool, err error) {
+	if i := skipSpace(b, 0); i >= len(b) || b[i] != '{' {
+		return false, nil
+	}
+	switch err := scanJSON(b, member); err {
+	case nil:
+		return true, nil
+	case errInvalidJSON:
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// scanJSON returns nil when b is one valid JSON value, else
+// errInvalidJSON or what member returned. When b is an object, it calls
+// member, if not nil, with each of its members as the member's value
+// ends.
+func scanJSON(b []byte, member func(key, value []byte) error) error {
 	// stack holds the open containers, '{' or '['.
 	var stack []byte
+	// key and value are where the current member of a top-level object
+	// starts: its key's opening quote and its value.
+	var key, value int
 	i := skipSpace(b, 0)
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false
+			return errInvalidJSON
 		}
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if len(stack) == maxJSONDepth {
-				return false
+				return errInvalidJSON
 			}
 			stack = append(stack, c)
 			i = skipSpace(b, i+1)
@@ -31,43 +68,56 @@ func ValidJSON(b []byte) bool {
 				break
 			}
 			if c == '{' {
-				if i = objectKey(b, i); i < 0 {
-					return false
+				next := objectKey(b, i)
+				if next < 0 {
+					return errInvalidJSON
 				}
+				if member != nil && len(stack) == 1 {
+					key, value = i, next
+				}
+				i = next
 			}
 			continue
 		case c == '"':
 			if i = validString(b, i); i < 0 {
-				return false
+				return errInvalidJSON
 			}
 		case c == '-' || ('0' <= c && c <= '9'):
 			if i = skipNumber(b, i); i < 0 {
-				return false
+				return errInvalidJSON
 			}
 		case c == 't':
 			if i = skipLiteral(b, i, "true"); i < 0 {
-				return false
+				return errInvalidJSON
 			}
 		case c == 'f':
 			if i = skipLiteral(b, i, "false"); i < 0 {
-				return false
+				return errInvalidJSON
 			}
 		case c == 'n':
 			if i = skipLiteral(b, i, "null"); i < 0 {
-				return false
+				return errInvalidJSON
 			}
 		default:
-			return false
+			return errInvalidJSON
 		}
 		// A value ended at i: close containers, or go on to the next
 		// element or member.
 		for {
+			if member != nil && len(stack) == 1 && stack[0] == '{' {
+				if err := member(memberName(b[key:value]), b[value:i]); err != nil {
+					return err
+				}
+			}
 			i = skipSpace(b, i)
 			if len(stack) == 0 {
-				return i == len(b)
+				if i != len(b) {
+					return errInvalidJSON
+				}
+				return nil
 			}
 			if i >= len(b) {
-				return false
+				return errInvalidJSON
 			}
 			top := stack[len(stack)-1]
 			if b[i] == top+2 {
@@ -76,13 +126,18 @@ func ValidJSON(b []byte) bool {
 				continue
 			}
 			if b[i] != ',' {
-				return false
+				return errInvalidJSON
 			}
 			i = skipSpace(b, i+1)
 			if top == '{' {
-				if i = objectKey(b, i); i < 0 {
-					return false
+				next := objectKey(b, i)
+				if next < 0 {
+					return errInvalidJSON
 				}
+				if member != nil && len(stack) == 1 {
+					key, value = i, next
+				}
+				i = next
 			}
 			break
 		}
@@ -199,4 +254,21 @@ func skipLiteral(b []byte, i int, lit string) int {
 		return -1
 	}
 	return i + len(lit)
+}
+
+// memberName returns the key of a member from its key's opening quote to
+// its value (the key, spaces and the colon), unescaped when it must be.
+// A key that does not unescape (not valid UTF-8 is kept as the bytes are)
+// is returned as it stands.
+func memberName(b []byte) []byte {
+	end := bytes.LastIndexByte(b, '"')
+	name := b[1:end]
+	if bytes.IndexByte(name, '\\') < 0 {
+		return name
+	}
+	var s string
+	if json.Unmarshal(b[:end+1], &s) != nil {
+		return name
+	}
+	return []byte(s)
 }

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +32,7 @@ func TestValidJSONAgreesWithEncodingJSON(t *testing.T) {
 		if got, want := ValidJSON(b), json.Valid(b); got != want {
 			t.Fatalf("ValidJSON(%.200q) = %v, json.Valid says %v", b, got, want)
 		}
+		checkValidMembers(t, b)
 	}
 	for _, c := range validCases {
 		check([]byte(c))
@@ -65,7 +68,48 @@ func FuzzValidJSON(f *testing.F) {
 		if got, want := ValidJSON(b), json.Valid(b); got != want {
 			t.Fatalf("ValidJSON(%q) = %v, json.Valid says %v", b, got, want)
 		}
+		checkValidMembers(t, b)
 	})
+}
+
+// checkValidMembers checks that validObjectMembers takes what json.Valid
+// says is a valid object, and yields its members as ObjectMembers does.
+func checkValidMembers(t *testing.T, b []byte) {
+	t.Helper()
+	collect := func(into *[]string) func(key, value []byte) error {
+		return func(key, value []byte) error {
+			*into = append(*into, string(key)+"="+string(value))
+			return nil
+		}
+	}
+	var got, want []string
+	ok, err := validObjectMembers(b, collect(&got))
+	i := skipSpace(b, 0)
+	object := json.Valid(b) && i < len(b) && b[i] == '{'
+	if err != nil || ok != object {
+		t.Fatalf("validObjectMembers(%.200q) = %v, %v; want %v (a valid object)", b, ok, err, object)
+	}
+	if !ok {
+		return
+	}
+	if _, err := ObjectMembers(b, collect(&want)); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("validObjectMembers(%.200q) yields %q, ObjectMembers %q, %v", b, got, want, err)
+	}
+}
+
+func TestValidObjectMembersStopsAtAFailingMember(t *testing.T) {
+	stop := errors.New("stop")
+	calls := 0
+	ok, err := validObjectMembers([]byte(`{"a":{"x":[1]},"b":2}`), func(key, value []byte) error {
+		calls++
+		if string(key) != "a" || string(value) != `{"x":[1]}` {
+			t.Errorf("first member %s=%s, want a={\"x\":[1]}", key, value)
+		}
+		return stop
+	})
+	if ok || err != stop || calls != 1 {
+		t.Errorf("validObjectMembers with a failing member = %v, %v after %d calls, want false, stop after 1", ok, err, calls)
+	}
 }
 
 // BenchmarkValidJSON compares ValidJSON with json.Valid on the
