@@ -18,7 +18,8 @@
 //
 // Every ID is bounded ([ID.Validate]: each field [MaxFieldBytes], names
 // [MaxNameBytes], no control characters); what an agent sends as input must
-// also be a Kubernetes object ([ID.ValidateObject], [Resource.ValidateObject]).
+// also be a Kubernetes object ([ID.ValidateObject], [Resource.ValidateObject];
+// [InputDeltaFromProto] decodes an input's delta and checks both at once).
 // IDs count in every size ([Resource.Size], [Delta.Size], [Snapshot.Size]),
 // and a delta's deletes count too, so limits on bytes bound all a delta
 // carries.

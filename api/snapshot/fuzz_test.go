@@ -1,9 +1,12 @@
 package snapshot
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	snapshotv1 "github.com/meshrelay/meshrelay/proto/snapshot/v1"
@@ -31,12 +34,16 @@ func FuzzDeltaDecode(f *testing.F) {
 	seed(Diff(base, next))
 	seed(FullDelta(next))
 	seed(Delta{BaseVersion: 1, Version: 3, Deletes: []ID{{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}}})
+	seed(Delta{Version: 1, Full: true, Upserts: []Resource{
+		{ID: ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}, Body: []byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"}}`)},
+	}})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var p snapshotv1.Delta
 		if err := proto.Unmarshal(data, &p); err != nil {
 			return
 		}
 		d, err := DeltaFromProto(&p)
+		checkInputDelta(t, &p, d, err)
 		if err != nil {
 			return
 		}
@@ -128,8 +135,60 @@ func FuzzUnmarshalStored(f *testing.F) {
 		if gotErr != nil {
 			t.Fatalf("unmarshalStored = %v; DeltaFromProto accepts the same data", gotErr)
 		}
-		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		if diff := gocmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("unmarshalStored differs from DeltaFromProto (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// checkInputDelta holds InputDeltaFromProto to DeltaFromProto (which gave
+// d, err for p) followed by the object checks it stands for: the same
+// delta, refused exactly when one of them refuses.
+func checkInputDelta(t *testing.T, p *snapshotv1.Delta, d Delta, err error) {
+	t.Helper()
+	if err == nil {
+		for _, r := range d.Upserts {
+			err = cmp.Or(err, r.ValidateObject())
+		}
+		for _, id := range d.Deletes {
+			err = cmp.Or(err, id.ValidateObject())
+		}
+	}
+	got, gotErr := InputDeltaFromProto(p)
+	if (gotErr == nil) != (err == nil) {
+		t.Fatalf("InputDeltaFromProto: %v; DeltaFromProto and the object checks: %v", gotErr, err)
+	}
+	if gotErr == nil && !equalDeltas(got, d) {
+		t.Fatalf("InputDeltaFromProto = %+v, DeltaFromProto = %+v", got, d)
+	}
+}
+
+func equalDeltas(a, b Delta) bool {
+	return gocmp.Equal(a, b, cmpopts.EquateEmpty())
+}
+
+func TestInputDeltaFromProtoRefusesWhatIsNoObject(t *testing.T) {
+	svc := ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a"}
+	good := Resource{ID: svc, Body: []byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"}}`)}
+	for name, c := range map[string]struct {
+		d       Delta
+		wantErr string
+	}{
+		"a body that is no JSON":          {Delta{Upserts: []Resource{{ID: svc, Body: []byte(`{"apiVersion":"v1"`)}}}, "input upsert: core/v1/Service/ns/a: body is not valid JSON"},
+		"a body naming another object":    {Delta{Upserts: []Resource{{ID: svc, Body: []byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"b","namespace":"ns"}}`)}}}, `body has metadata.name "b"`},
+		"an upsert of no Kubernetes name": {Delta{Upserts: []Resource{{ID: ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: "A"}, Body: good.Body}}}, `input upsert:`},
+		"a delete of no Kubernetes name":  {Delta{Deletes: []ID{{Version: "v1", Kind: "Service", Namespace: "ns", Name: "a|b"}}}, `input delete:`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.d.Upserts = append([]Resource{good}, c.d.Upserts...)
+			_, err := InputDeltaFromProto(DeltaToProto(c.d, false))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("InputDeltaFromProto = %v, want an error with %q", err, c.wantErr)
+			}
+		})
+	}
+	d, err := InputDeltaFromProto(DeltaToProto(Delta{Version: 1, Full: true, Upserts: []Resource{good}}, false))
+	if err != nil || len(d.Upserts) != 1 || d.Upserts[0].Hash != sha256.Sum256(good.Body) {
+		t.Fatalf("InputDeltaFromProto(a Service) = %+v, %v", d, err)
+	}
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"unique"
 
@@ -102,22 +103,63 @@ func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
 // arrives from the network (agents, the server, the admin API) is checked
 // here, IDs and JSON bodies both.
 func DeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
+	return deltaFromProto(p, "delta", ResourceFromProto, IDFromProto)
+}
+
+// InputDeltaFromProto converts an agent's input delta, which carries only
+// Kubernetes objects: as [DeltaFromProto], and every upsert must pass
+// [Resource.ValidateObject] and every delete [ID.ValidateObject]. The
+// object check's decode of a body validates it, so each body is scanned
+// once, not once for the JSON and again for the object.
+func InputDeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
+	return deltaFromProto(p, "input", inputResourceFromProto, func(p *snapshotv1.ResourceID) (ID, error) {
+		id, err := IDFromProto(p)
+		if err == nil {
+			err = id.ValidateObject()
+		}
+		return id, err
+	})
+}
+
+// inputResourceFromProto converts a resource of an agent's input, which
+// must be a Kubernetes object.
+func inputResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
+	id, err := IDFromProto(p.GetId())
+	if err != nil {
+		return Resource{}, err
+	}
+	r := Resource{ID: id, Body: p.GetBody()}
+	if err := r.ValidateObject(); err != nil {
+		return Resource{}, err
+	}
+	r.Hash = sha256.Sum256(r.Body)
+	return r, nil
+}
+
+// deltaFromProto converts a delta with resource and id, naming errors
+// after what the delta is.
+func deltaFromProto(p *snapshotv1.Delta, what string, resource func(*snapshotv1.Resource) (Resource, error), id func(*snapshotv1.ResourceID) (ID, error)) (Delta, error) {
 	if p == nil {
-		return Delta{}, fmt.Errorf("missing delta")
+		return Delta{}, errors.New("missing delta")
 	}
 	h, err := HashFromBytes(p.GetHash())
 	if err != nil {
-		return Delta{}, fmt.Errorf("delta: %w", err)
+		return Delta{}, fmt.Errorf("%s delta: %w", what, err)
 	}
 	d := Delta{BaseVersion: p.GetBaseVersion(), Version: p.GetVersion(), Full: p.GetFull(), Hash: h}
-	if d.Upserts, err = ResourcesFromProto(p.GetUpserts()); err != nil {
-		return Delta{}, fmt.Errorf("delta upsert: %w", err)
+	d.Upserts = make([]Resource, 0, len(p.GetUpserts()))
+	for _, pr := range p.GetUpserts() {
+		r, err := resource(pr)
+		if err != nil {
+			return Delta{}, fmt.Errorf("%s upsert: %w", what, err)
+		}
+		d.Upserts = append(d.Upserts, r)
 	}
 	d.Deletes = make([]ID, 0, len(p.GetDeletes()))
 	for _, pid := range p.GetDeletes() {
-		id, err := IDFromProto(pid)
+		id, err := id(pid)
 		if err != nil {
-			return Delta{}, fmt.Errorf("delta delete: %w", err)
+			return Delta{}, fmt.Errorf("%s delete: %w", what, err)
 		}
 		d.Deletes = append(d.Deletes, id)
 	}

@@ -217,6 +217,9 @@ func (r Resource) ValidateObject() error {
 		return err
 	}
 	h, err := DecodeHeader(r.Body)
+	if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
+		return fmt.Errorf("%s: body is not valid JSON: %w", r.ID, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: body is not a Kubernetes object: %w", r.ID, err)
 	}

@@ -72,25 +72,6 @@ func (s *Server) checkHeld(h held) error {
 	return nil
 }
 
-// validateInputPart checks that a part of an agent's input carries only
-// Kubernetes objects: every upsert and delete is named as a Kubernetes
-// object is, and every upsert's body names its ID
-// ([snapshot.Resource.ValidateObject]). Outputs are not held to this:
-// their names need not be Kubernetes names.
-func validateInputPart(d snapshot.Delta) error {
-	for _, r := range d.Upserts {
-		if err := r.ValidateObject(); err != nil {
-			return fmt.Errorf("input upsert: %w", err)
-		}
-	}
-	for _, id := range d.Deletes {
-		if err := id.ValidateObject(); err != nil {
-			return fmt.Errorf("input delete: %w", err)
-		}
-	}
-	return nil
-}
-
 // gatewayGK is the GroupKind of the discovery Gateway an agent computes.
 const gatewayGK = discoveryv1alpha1.Group + "/Gateway"
 

@@ -460,10 +460,7 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		}
 		st.refusing = false
 	}
-	part, err := snapshot.DeltaFromProto(in.GetDelta())
-	if err == nil {
-		err = validateInputPart(part)
-	}
+	part, err := snapshot.InputDeltaFromProto(in.GetDelta())
 	if err != nil {
 		nack(in.GetDelta().GetVersion(), fmt.Errorf("malformed input delta: %w", err))
 		return
