@@ -72,3 +72,33 @@ func BenchmarkValidateObject(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInputDelta converts one agent's full input of 50 services (200
+// objects), as decoded from the wire, and checks its objects: as the
+// relay did (DeltaFromProto, then ValidateObject on each upsert) and as
+// it does (InputDeltaFromProto).
+func BenchmarkInputDelta(b *testing.B) {
+	p := wireDelta(b, 1, agentResources(b, 50))
+	b.Run("separately", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := DeltaFromProto(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range d.Upserts {
+				if err := r.ValidateObject(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("InputDeltaFromProto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := InputDeltaFromProto(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
