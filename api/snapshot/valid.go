@@ -68,14 +68,9 @@ func scanJSON(b []byte, member func(key, value []byte) error) error {
 				break
 			}
 			if c == '{' {
-				next := objectKey(b, i)
-				if next < 0 {
+				if i = memberKey(b, i, member != nil && len(stack) == 1, &key, &value); i < 0 {
 					return errInvalidJSON
 				}
-				if member != nil && len(stack) == 1 {
-					key, value = i, next
-				}
-				i = next
 			}
 			continue
 		case c == '"':
@@ -130,18 +125,23 @@ func scanJSON(b []byte, member func(key, value []byte) error) error {
 			}
 			i = skipSpace(b, i+1)
 			if top == '{' {
-				next := objectKey(b, i)
-				if next < 0 {
+				if i = memberKey(b, i, member != nil && len(stack) == 1, &key, &value); i < 0 {
 					return errInvalidJSON
 				}
-				if member != nil && len(stack) == 1 {
-					key, value = i, next
-				}
-				i = next
 			}
 			break
 		}
 	}
+}
+
+// memberKey reads the key of an object's member at i as objectKey does,
+// and with mark notes where the key and the value start in key and value.
+func memberKey(b []byte, i int, mark bool, key, value *int) int {
+	next := objectKey(b, i)
+	if next >= 0 && mark {
+		*key, *value = i, next
+	}
+	return next
 }
 
 // objectKey skips an object's key and its colon from i, and returns where
