@@ -136,9 +136,9 @@ func inputResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
 	return r, nil
 }
 
-// deltaFromProto converts a delta with resource and id, naming errors
-// after what the delta is.
-func deltaFromProto(p *snapshotv1.Delta, what string, resource func(*snapshotv1.Resource) (Resource, error), id func(*snapshotv1.ResourceID) (ID, error)) (Delta, error) {
+// deltaFromProto converts a delta with decodeResource and decodeID,
+// naming errors after what the delta is.
+func deltaFromProto(p *snapshotv1.Delta, what string, decodeResource func(*snapshotv1.Resource) (Resource, error), decodeID func(*snapshotv1.ResourceID) (ID, error)) (Delta, error) {
 	if p == nil {
 		return Delta{}, errors.New("missing delta")
 	}
@@ -149,7 +149,7 @@ func deltaFromProto(p *snapshotv1.Delta, what string, resource func(*snapshotv1.
 	d := Delta{BaseVersion: p.GetBaseVersion(), Version: p.GetVersion(), Full: p.GetFull(), Hash: h}
 	d.Upserts = make([]Resource, 0, len(p.GetUpserts()))
 	for _, pr := range p.GetUpserts() {
-		r, err := resource(pr)
+		r, err := decodeResource(pr)
 		if err != nil {
 			return Delta{}, fmt.Errorf("%s upsert: %w", what, err)
 		}
@@ -157,7 +157,7 @@ func deltaFromProto(p *snapshotv1.Delta, what string, resource func(*snapshotv1.
 	}
 	d.Deletes = make([]ID, 0, len(p.GetDeletes()))
 	for _, pid := range p.GetDeletes() {
-		id, err := id(pid)
+		id, err := decodeID(pid)
 		if err != nil {
 			return Delta{}, fmt.Errorf("%s delete: %w", what, err)
 		}

@@ -460,6 +460,8 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		}
 		st.refusing = false
 	}
+	// An input carries only Kubernetes objects. Outputs are not held to
+	// this: their names need not be Kubernetes names.
 	part, err := snapshot.InputDeltaFromProto(in.GetDelta())
 	if err != nil {
 		nack(in.GetDelta().GetVersion(), fmt.Errorf("malformed input delta: %w", err))
