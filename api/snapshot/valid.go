@@ -256,10 +256,10 @@ func skipLiteral(b []byte, i int, lit string) int {
 	return i + len(lit)
 }
 
-// memberName returns the key of a member from its key's opening quote to
-// its value (the key, spaces and the colon), unescaped when it must be.
-// A key that does not unescape (not valid UTF-8 is kept as the bytes are)
-// is returned as it stands.
+// memberName returns the key of a member, given the bytes from the key's
+// opening quote to its value (the key, spaces and the colon), unescaped as
+// ObjectMembers unescapes it. The key passed validString, so its escapes
+// decode; were one not to, the key would be returned as it stands.
 func memberName(b []byte) []byte {
 	end := bytes.LastIndexByte(b, '"')
 	name := b[1:end]
