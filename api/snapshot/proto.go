@@ -66,13 +66,18 @@ func ResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
 
 // ResourcesFromProto converts a list of wire resources, stopping at the first bad one.
 func ResourcesFromProto(ps []*snapshotv1.Resource) ([]Resource, error) {
-	out := make([]Resource, 0, len(ps))
+	return fromProto(ps, ResourceFromProto)
+}
+
+// fromProto converts each of ps with decode, stopping at the first error.
+func fromProto[P, T any](ps []P, decode func(P) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(ps))
 	for _, p := range ps {
-		r, err := ResourceFromProto(p)
+		v, err := decode(p)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -147,21 +152,11 @@ func deltaFromProto(p *snapshotv1.Delta, what string, decodeResource func(*snaps
 		return Delta{}, fmt.Errorf("%s delta: %w", what, err)
 	}
 	d := Delta{BaseVersion: p.GetBaseVersion(), Version: p.GetVersion(), Full: p.GetFull(), Hash: h}
-	d.Upserts = make([]Resource, 0, len(p.GetUpserts()))
-	for _, pr := range p.GetUpserts() {
-		r, err := decodeResource(pr)
-		if err != nil {
-			return Delta{}, fmt.Errorf("%s upsert: %w", what, err)
-		}
-		d.Upserts = append(d.Upserts, r)
+	if d.Upserts, err = fromProto(p.GetUpserts(), decodeResource); err != nil {
+		return Delta{}, fmt.Errorf("%s upsert: %w", what, err)
 	}
-	d.Deletes = make([]ID, 0, len(p.GetDeletes()))
-	for _, pid := range p.GetDeletes() {
-		id, err := decodeID(pid)
-		if err != nil {
-			return Delta{}, fmt.Errorf("%s delete: %w", what, err)
-		}
-		d.Deletes = append(d.Deletes, id)
+	if d.Deletes, err = fromProto(p.GetDeletes(), decodeID); err != nil {
+		return Delta{}, fmt.Errorf("%s delete: %w", what, err)
 	}
 	return d, nil
 }
