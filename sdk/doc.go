@@ -87,6 +87,14 @@
 // splits large messages. TranslateTarget should be a pure function of the request:
 // the same fleet gives the same outputs.
 //
+// Emitting an object encodes it, stamps it and hashes it. A translator
+// whose targets emit many equal objects (the same app in many clusters;
+// the unchanged objects of a target computed again) can encode one once
+// with [Response.Encode] and emit the [Encoded] value in every target
+// that needs it: such an emit costs no encoding. Keep Encoded values by
+// everything the encoding depends on — the object and its parents — as
+// the istio plugin does (plugins/istio/encode.go).
+//
 // [Diagnostic], [Severity], [PolicyRef] and the ownership labels
 // ([ManagedByLabel], [PoliciesAnnotation] and the rest) are the names of
 // package api/meta, which the server and the agents use too: the SDK's

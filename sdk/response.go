@@ -3,6 +3,7 @@ package sdk
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,7 +89,39 @@ type Output struct {
 	snapshot.ID
 	// Body is the object's JSON.
 	Body []byte
+
+	// digest is Body's SHA-256 when hashed is set: the SDK's encoders
+	// compute it once, so that an [Encoded] object emitted again, into
+	// any target, is not hashed again.
+	digest [32]byte
+	hashed bool
 }
+
+// sum returns the SHA-256 of o's body, computed once.
+func (o *Output) sum() [32]byte {
+	if !o.hashed {
+		o.digest, o.hashed = sha256.Sum256(o.Body), true
+	}
+	return o.digest
+}
+
+// Encoded is an object encoded and stamped by [Response.Encode], ready to
+// be emitted with [Response.Emit] or [Response.EmitFor], into any target
+// of the translator's session, at the cost of adding it to the output.
+// A translator whose targets emit many equal objects can keep Encoded
+// values by what they were made from, and emit them again instead of
+// encoding the same object for every target. Its zero value is not an
+// object.
+type Encoded struct {
+	plugin string
+	out    Output
+}
+
+// ID returns the object's identity.
+func (e Encoded) ID() snapshot.ID { return e.out.ID }
+
+// Body returns the object's JSON, which must not be modified.
+func (e Encoded) Body() []byte { return e.out.Body }
 
 // Response collects what one target's computation emits and reports. Its
 // methods are not safe for concurrent use.
@@ -121,6 +154,28 @@ func (r *Response) Emit(obj any, parents ...policyv1alpha1.Policy) {
 // EmitFor adds obj to the target's output for backend.
 func (r *Response) EmitFor(backend string, obj any, parents ...policyv1alpha1.Policy) {
 	r.emit(backend, r.target, obj, parents)
+}
+
+// Encode encodes obj and stamps it with parents as Emit would, and
+// returns it to be emitted later, as many times as needed: an [Encoded]
+// is emitted without parents, since it carries their stamp. It fails on
+// what Emit would fail the response for: an object that does not encode,
+// or of a kind the translator does not declare. An Encoded made by one
+// translator's response can be emitted into any target of that
+// translator, and is refused by another's.
+func (r *Response) Encode(obj any, parents ...policyv1alpha1.Policy) (Encoded, error) {
+	if _, ok := obj.(Encoded); ok {
+		return Encoded{}, fmt.Errorf("encode: the object is encoded already")
+	}
+	out, err := r.encode(obj, parents)
+	if err != nil {
+		return Encoded{}, err
+	}
+	if err := r.declared(out); err != nil {
+		return Encoded{}, err
+	}
+	out.sum()
+	return Encoded{plugin: r.plugin, out: out}, nil
 }
 
 // Diagnose adds diagnostics about the target: one without a Cluster gets
@@ -188,17 +243,41 @@ func (r *collector) emit(backend, cluster string, obj any, parents []policyv1alp
 		r.fail(fmt.Errorf("emit to %q: backend %q is not in the translator's description", cluster, backend))
 		return
 	}
-	out, err := r.encode(obj, parents)
-	if err != nil {
-		r.fail(fmt.Errorf("emit to %q: %w", cluster, err))
-		return
+	var out Output
+	if e, ok := obj.(Encoded); ok {
+		switch {
+		case e.plugin == "":
+			r.fail(fmt.Errorf("emit to %q: the zero Encoded is not an object", cluster))
+			return
+		case e.plugin != r.plugin:
+			r.fail(fmt.Errorf("emit %s %s/%s to %q: encoded by translator %q, not this one", e.out.Kind, e.out.Namespace, e.out.Name, cluster, e.plugin))
+			return
+		case len(parents) > 0:
+			r.fail(fmt.Errorf("emit %s %s/%s to %q: an Encoded object carries its parents' stamp; emit it without parents", e.out.Kind, e.out.Namespace, e.out.Name, cluster))
+			return
+		}
+		out = e.out
+	} else {
+		var err error
+		if out, err = r.encode(obj, parents); err != nil {
+			r.fail(fmt.Errorf("emit to %q: %w", cluster, err))
+			return
+		}
 	}
-	if gk := (snapshot.GroupKind{Group: out.Group, Kind: out.Kind}); !r.outputKinds[gk] {
-		r.fail(fmt.Errorf("emit %s %s/%s to %q: kind %q is not in the translator's OutputKinds", out.Kind, out.Namespace, out.Name, cluster, gk.String()))
+	if err := r.declared(out); err != nil {
+		r.fail(fmt.Errorf("emit %s %s/%s to %q: %w", out.Kind, out.Namespace, out.Name, cluster, err))
 		return
 	}
 	out.Cluster, out.Backend = cluster, backend
 	r.outputs = append(r.outputs, out)
+}
+
+// declared fails an output of a kind the translator does not declare.
+func (r *collector) declared(out Output) error {
+	if gk := (snapshot.GroupKind{Group: out.Group, Kind: out.Kind}); !r.outputKinds[gk] {
+		return fmt.Errorf("kind %q is not in the translator's OutputKinds", gk.String())
+	}
+	return nil
 }
 
 // Outputs returns what was emitted, sorted by cluster, backend and object.

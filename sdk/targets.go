@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"maps"
 	"runtime"
@@ -395,8 +394,8 @@ type setKeys struct {
 // keysOf returns the keys of outs.
 func keysOf(outs []Output) setKeys {
 	each := make([]protocol.ResourceKey, len(outs))
-	for i, o := range outs {
-		each[i] = protocol.KeyOf(o.ID, sha256.Sum256(o.Body))
+	for i := range outs {
+		each[i] = protocol.KeyOf(outs[i].ID, outs[i].sum())
 	}
 	return setKeys{each: each, set: protocol.NewKeySet(slices.Clone(each))}
 }

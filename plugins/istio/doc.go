@@ -194,7 +194,10 @@
 // Outputs are deterministic: objects are sorted, names are DNS-1123 labels
 // of at most 63 characters (longer ones end with a hash), and the SDK stamps
 // each with the policies it derives from. A translator made by New keeps the
-// JSON of the specs it encoded, by their binary encoding (encode.go), so
-// that an edit which computes every target again encodes only the specs
-// that changed; the bytes are the typed objects'.
+// JSON of the specs it encoded, by their binary encoding, and the objects
+// the SDK encoded and stamped ([sdk.Encoded]), by that encoding, their
+// identity and their parents (encode.go). An edit which computes every
+// target again, or a change of one cluster which computes its target
+// again, encodes only the objects that changed, once for all the clusters
+// that have them; the bytes are the typed objects'.
 package istio

@@ -190,15 +190,15 @@ func (o *outputs) putShared(cluster string, obj object, parents []policyv1alpha1
 	o.entries[k] = &entry{obj: obj, parents: slices.Clone(parents)}
 }
 
-// emit hands every object to resp in a stable order, its spec encoded
-// through specs. Parents keep the order in which policies were
+// emit hands every object to resp in a stable order, through specs.
+// Parents keep the order in which policies were
 // translated, so the first, which names the policy label, is the one that
 // owns the object.
 func (o *outputs) emit(resp *sdk.Response, specs *specCache) {
 	keys := slices.SortedFunc(maps.Keys(o.entries), outputKey.compare)
 	for _, k := range keys {
 		e := o.entries[k]
-		resp.Emit(specs.encode(e.obj), e.parents...)
+		specs.emit(resp, e.obj, e.parents)
 	}
 	resp.DiagnoseFleet(o.diags...)
 }
