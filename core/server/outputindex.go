@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"iter"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -45,6 +47,11 @@ type indexedOutput struct {
 	// resource in the set's order, the index of its own in metas.
 	metas []outputMeta
 	meta  []uint32
+	// spans locate, for each resource in the set's order, its body's one
+	// "metadata" member (the zero span for none or several): a resource
+	// whose content changes and whose metadata does not (an edit of its
+	// spec) keeps what was decoded of it.
+	spans []metaSpan
 	// byPolicy holds, for every policy (meta.PolicyRef.Key) that some
 	// resource names as its parent, those resources, in the set's order.
 	byPolicy map[string][]snapshot.ID
@@ -77,6 +84,24 @@ func (o *indexedOutput) resources(yield func(int, indexedResource) bool) {
 		}
 		i++
 	}
+}
+
+// seek returns a function that finds the resources of o by ID, with the
+// span of their metadata, for IDs asked in increasing order; stop ends
+// the walk.
+func (o *indexedOutput) seek() (find func(snapshot.ID) (indexedResource, metaSpan, bool), stop func()) {
+	next, stop := iter.Pull2(o.resources)
+	i, r, more := next()
+	find = func(id snapshot.ID) (indexedResource, metaSpan, bool) {
+		for more && r.ID.Compare(id) < 0 {
+			i, r, more = next()
+		}
+		if !more || r.ID != id {
+			return indexedResource{}, metaSpan{}, false
+		}
+		return r, o.spans[i], true
+	}
+	return find, stop
 }
 
 // has reports whether the output has resources of policy (by
@@ -122,28 +147,44 @@ func (x *outputIndex) retain(keep func(engine.OutputKey) bool) {
 // are equal, so that an edit does not leave the output with two copies of
 // each (the unchanged resources' and the changed ones').
 func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
-	var known map[snapshot.Hash]outputMeta
-	if prev != nil {
-		known = make(map[snapshot.Hash]outputMeta, prev.set.Len())
-		for _, r := range prev.resources {
-			known[r.Hash] = outputMeta{policies: r.policies, labels: r.labels}
-		}
+	type knownMeta struct {
+		outputMeta
+		span metaSpan
 	}
-	o := &indexedOutput{set: set, meta: make([]uint32, 0, set.Len())}
+	var known map[snapshot.Hash]knownMeta
+	// prevOf finds a resource of prev by its ID, with its metadata's span.
+	prevOf := func(snapshot.ID) (indexedResource, metaSpan, bool) { return indexedResource{}, metaSpan{}, false }
+	if prev != nil {
+		known = make(map[snapshot.Hash]knownMeta, prev.set.Len())
+		for i, r := range prev.resources {
+			known[r.Hash] = knownMeta{outputMeta{policies: r.policies, labels: r.labels}, prev.spans[i]}
+		}
+		var stop func()
+		prevOf, stop = prev.seek()
+		defer stop()
+	}
+	o := &indexedOutput{set: set, meta: make([]uint32, 0, set.Len()), spans: make([]metaSpan, 0, set.Len())}
 	var shared *sharedMeta
 	// index finds each shared instance's place in metas: instances are
 	// one per content, so their identities tell contents apart.
 	index := map[metaKey]uint32{}
 	perPolicy := map[string]int{}
 	for r := range set.All() {
-		m, ok := known[r.Hash]
+		km, ok := known[r.Hash]
+		m, span := km.outputMeta, km.span
 		if !ok {
-			if shared == nil {
-				shared = newSharedMeta(prev)
+			span = locateMetadata(r.Body)
+			if was, wasSpan, found := prevOf(r.ID); found && !span.none() && bytes.Equal(span.of(r.Body), wasSpan.of(was.Body)) {
+				m = outputMeta{policies: was.policies, labels: was.labels}
+			} else {
+				if shared == nil {
+					shared = newSharedMeta(prev)
+				}
+				parents, l := decodeMetadataAt(r.Body, span)
+				m = outputMeta{policies: shared.policiesOf(parents), labels: shared.labelsOf(l)}
 			}
-			parents, l := decodeOutputMeta(r.Body)
-			m = outputMeta{policies: shared.policiesOf(parents), labels: shared.labelsOf(l)}
 		}
+		o.spans = append(o.spans, span)
 		k := keyOfMeta(m)
 		i, ok := index[k]
 		if !ok {
@@ -261,8 +302,57 @@ func policiesKey(ps []string) string { return strings.Join(ps, "\n") }
 // valid JSON (snapshot.ValidJSON), metaDecoder walks the members the same way: it
 // decodes the labels and, of the annotations, only the policies one's
 // value, never building the annotations map.
+//
+// It locates the metadata first (locateMetadata) and decodes it where it
+// is (decodeMetadataAt), so that a caller holding what an equal metadata
+// member decoded to need not decode it again.
 func decodeOutputMeta(body []byte) (policies string, labels map[string]string) {
+	return decodeMetadataAt(body, locateMetadata(body))
+}
+
+// metaSpan is where the value of an output body's "metadata" member is:
+// body[start:end]. The zero span stands for a body with no such member,
+// or several, or whose outline is not an object's.
+type metaSpan struct{ start, end uint32 }
+
+func (s metaSpan) none() bool { return s.end == 0 }
+
+// of returns the member's value in body.
+func (s metaSpan) of(body []byte) []byte { return body[s.start:s.end] }
+
+// locateMetadata returns the span of body's one "metadata" member (by
+// bytes.EqualFold, as json.Unmarshal matches it), reading body's outline
+// whole: the zero span when there is none or several, or the outline is
+// malformed. What decodeOutputMeta returns for a body with a span is a
+// function of the span's bytes alone.
+func locateMetadata(body []byte) metaSpan {
+	var span metaSpan
+	n := 0
+	ok, _ := snapshot.ObjectMembers(body, func(key, value []byte) error {
+		if bytes.EqualFold(key, []byte("metadata")) {
+			n++
+			start := int(uintptr(unsafe.Pointer(unsafe.SliceData(value))) - uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+			span = metaSpan{start: uint32(start), end: uint32(start + len(value))}
+		}
+		return nil
+	})
+	if !ok || n != 1 || len(body) > math.MaxUint32 {
+		return metaSpan{}
+	}
+	return span
+}
+
+// decodeMetadataAt is decodeOutputMeta for a body whose metadata
+// locateMetadata found at span: it decodes that member alone, or, for the
+// zero span, walks body again.
+func decodeMetadataAt(body []byte, span metaSpan) (policies string, labels map[string]string) {
 	var d metaDecoder
+	if !span.none() {
+		if d.metadata(span.of(body)) != nil {
+			return "", nil
+		}
+		return d.policies, d.labels
+	}
 	ok, err := snapshot.ObjectMembers(body, func(key, value []byte) error {
 		if bytes.EqualFold(key, []byte("metadata")) {
 			return d.metadata(value)

@@ -196,8 +196,12 @@ func checkDecodeOutputMeta(t *testing.T, body []byte) {
 	policies, labels := decodeOutputMeta(body)
 	var metadata bytes.Buffer
 	metadata.WriteByte('{')
+	var members int
+	var last []byte
 	outline, _ := snapshot.ObjectMembers(body, func(key, value []byte) error {
 		if bytes.EqualFold(key, []byte("metadata")) {
+			members++
+			last = value
 			if metadata.Len() > 1 {
 				metadata.WriteByte(',')
 			}
@@ -214,6 +218,16 @@ func checkDecodeOutputMeta(t *testing.T, body []byte) {
 	wantPolicies, wantLabels := referenceDecodeOutputMeta(want)
 	if policies != wantPolicies || !reflect.DeepEqual(labels, wantLabels) || (labels == nil) != (wantLabels == nil) {
 		t.Errorf("decodeOutputMeta(%q) = %q, %#v; json.Unmarshal decodes %q, %#v", body, policies, labels, wantPolicies, wantLabels)
+	}
+	// The located member alone decodes to the same as the walk of the
+	// whole body, and is the one "metadata" member the outline has.
+	span := locateMetadata(body)
+	walkPolicies, walkLabels := decodeMetadataAt(body, metaSpan{})
+	if walkPolicies != wantPolicies || !reflect.DeepEqual(walkLabels, wantLabels) || (walkLabels == nil) != (wantLabels == nil) {
+		t.Errorf("decodeMetadataAt(%q) walking the body = %q, %#v; json.Unmarshal decodes %q, %#v", body, walkPolicies, walkLabels, wantPolicies, wantLabels)
+	}
+	if single := outline && members == 1; span.none() == single || single && !bytes.Equal(span.of(body), last) {
+		t.Errorf("locateMetadata(%q) = %+v, but the outline (well formed: %v) has %d metadata members, the last %q", body, span, outline, members, last)
 	}
 }
 
