@@ -166,10 +166,11 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		// pass: outputs are the host's largest input.
 		r := snapshot.Resource{ID: id, Body: p.GetBody(), Hash: sha256.Sum256(p.GetBody())}
 		k := keyOf(r)
-		if !a.checked.Has(k) {
+		if !a.checked.Has(k) && !s.bodies.has(k) {
 			if err := checkBody(r); err != nil {
 				return fmt.Errorf("%w: malformed output for cluster %q: %w", ErrProtocol, a.key[0], err)
 			}
+			s.bodies.add(k)
 		}
 		if err := a.see(r.ID); err != nil {
 			return err
@@ -267,6 +268,41 @@ func checkBody(r snapshot.Resource) error {
 		return fmt.Errorf("%s: body has apiVersion %q", r.ID, obj.APIVersion)
 	}
 	return nil
+}
+
+// checkedBodiesLimit is how many digests a generation of a session's
+// checkedBodies holds: 16 bytes each, two generations at most.
+const checkedBodiesLimit = 1 << 15
+
+// checkedBodies is a set of digests bounded in generations: when the
+// current generation is full it becomes the old one, dropping what the
+// old one held, and a digest found in the old one moves into the current
+// one. It is not safe for concurrent use.
+type checkedBodies struct {
+	cur, old map[protocol.ResourceKey]struct{}
+	limit    int
+}
+
+func newCheckedBodies(limit int) checkedBodies {
+	return checkedBodies{cur: map[protocol.ResourceKey]struct{}{}, limit: limit}
+}
+
+func (c *checkedBodies) has(k protocol.ResourceKey) bool {
+	if _, ok := c.cur[k]; ok {
+		return true
+	}
+	if _, ok := c.old[k]; ok {
+		c.add(k)
+		return true
+	}
+	return false
+}
+
+func (c *checkedBodies) add(k protocol.ResourceKey) {
+	if len(c.cur) >= c.limit {
+		c.old, c.cur = c.cur, make(map[protocol.ResourceKey]struct{}, c.limit)
+	}
+	c.cur[k] = struct{}{}
 }
 
 // keyOf returns r's protocol.ResourceKey.

@@ -98,6 +98,76 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 	}
 }
 
+// A body that passed the checks in one set is not checked again in
+// another, and only a body that passed them spares another its check: a
+// body changed under the same identity, or one taken unchecked from a
+// set's last answer, is checked.
+func TestCheckedBodiesSpareOtherSets(t *testing.T) {
+	s := &Session{maxOutput: 1 << 20, bodies: newCheckedBodies(checkedBodiesLimit)}
+	rs := answerSet(t, "shared", 3)
+	if err := s.addResources(newAssembly([2]string{"east", "b"}, nil), rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if !s.bodies.has(keyOf(snapshot.Resource{ID: mustID(t, r), Hash: sha256.Sum256(r.GetBody())})) {
+			t.Fatalf("%s passed the checks but is not held as checked", r.GetId().GetName())
+		}
+	}
+	// A body the checks refuse, held as if it had passed them: another
+	// set takes it unchecked, which shows the check is skipped.
+	bad := &snapshotv1.Resource{Id: rs[0].GetId(), Body: []byte(`[1]`)}
+	badKey := keyOf(snapshot.Resource{ID: mustID(t, bad), Hash: sha256.Sum256(bad.GetBody())})
+	if err := s.addResources(newAssembly([2]string{"west", "b"}, nil), []*snapshotv1.Resource{bad}); err == nil {
+		t.Fatal("a body no set passed was taken unchecked")
+	}
+	taken := newAssembly([2]string{"north", "b"}, protocol.NewKeySet([]protocol.ResourceKey{badKey}))
+	if err := s.addResources(taken, []*snapshotv1.Resource{bad}); err != nil {
+		t.Fatalf("the set's last answer held the body: %v", err)
+	}
+	if s.bodies.has(badKey) {
+		t.Fatal("a body taken unchecked from a set's last answer is held as checked")
+	}
+	s.bodies.add(badKey)
+	if err := s.addResources(newAssembly([2]string{"south", "b"}, nil), []*snapshotv1.Resource{bad}); err != nil {
+		t.Fatalf("a body held as checked was checked again: %v", err)
+	}
+}
+
+// checkedBodies holds at most two generations: a lookup moves what it
+// finds into the current one, and a full current generation drops the
+// old.
+func TestCheckedBodiesBounded(t *testing.T) {
+	key := func(i byte) protocol.ResourceKey { return protocol.ResourceKey{i} }
+	c := newCheckedBodies(2)
+	c.add(key(1))
+	c.add(key(2))
+	c.add(key(3)) // 1 and 2 are the old generation now
+	if !c.has(key(1)) {
+		t.Fatal("1, in the old generation, was dropped")
+	}
+	c.add(key(4)) // 1 moved into the current one, which is full: 2 goes
+	if c.has(key(2)) {
+		t.Error("2 was kept beyond two generations")
+	}
+	for _, i := range []byte{1, 3, 4} {
+		if !c.has(key(i)) {
+			t.Errorf("%d was dropped", i)
+		}
+	}
+	if n := len(c.cur) + len(c.old); n > 4 {
+		t.Errorf("%d digests held, want at most 4", n)
+	}
+}
+
+func mustID(t *testing.T, r *snapshotv1.Resource) snapshot.ID {
+	t.Helper()
+	id, err := snapshot.IDFromProto(r.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // BenchmarkAnsweredSets assembles the answer of 2,000 sets of 50
 // resources as a plugin's second answer does (each resource unchanged),
 // and holds the digests each set leaves: it reports the time per

@@ -24,7 +24,9 @@
 // An answer costs the host what changed: the session keeps, per (cluster,
 // backend), a sorted slice of 16-byte digests of the resources it last
 // accepted (protocol.KeySet), and an unchanged resource answered again is
-// not checked again. With [View.Delivered] set, the plugin does not even
+// not checked again; nor is a resource that passed the checks in another
+// set lately (the digests of two bounded generations of 32,768), such as
+// an object the plugin emits the same for many clusters. With [View.Delivered] set, the plugin does not even
 // send it: a set sent again carries what changed and names the rest kept,
 // which the session takes from the set Delivered returns once each
 // matches the digest of the last answer. A kept resource that does not

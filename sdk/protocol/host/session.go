@@ -36,6 +36,11 @@ type Session struct {
 	// unchanged is not checked again, so an answer costs the host what
 	// changed; a digest, not the resource, keeps what that costs small.
 	checked map[[2]string]protocol.KeySet
+	// bodies holds the digests of resources that passed the checks lately,
+	// in any set: an object the plugin emits the same for many clusters
+	// (an edit of a fleet-wide policy, the first outputs of a fleet
+	// running the same apps) is checked once.
+	bodies checkedBodies
 	// answered are the digests of the sets of the last answer received,
 	// kept as checked once it is accepted.
 	answered map[[2]string]protocol.KeySet
@@ -60,7 +65,7 @@ func Open(client translatorv1.TranslatorClient, plugin string, backends []string
 	}
 	return &Session{
 		plugin: plugin, backends: backends, maxOutput: maxOutput, stream: stream, cancel: cancel,
-		checked: map[[2]string]protocol.KeySet{},
+		checked: map[[2]string]protocol.KeySet{}, bodies: newCheckedBodies(checkedBodiesLimit),
 	}, nil
 }
 
