@@ -90,9 +90,9 @@ type Output struct {
 	// Body is the object's JSON.
 	Body []byte
 
-	// digest is Body's SHA-256 when hashed is set: the SDK's encoders
-	// compute it once, so that an [Encoded] object emitted again, into
-	// any target, is not hashed again.
+	// digest is Body's SHA-256 when hashed is set, computed when first
+	// needed (sum): an [Encoded] object carries it, so that emitting it
+	// again, into any target, does not hash it again.
 	digest [32]byte
 	hashed bool
 }
