@@ -26,7 +26,9 @@
 // accepted (protocol.KeySet), and an unchanged resource answered again is
 // not checked again; nor is a resource that passed the checks in another
 // set lately (the digests of two bounded generations of 32,768), such as
-// an object the plugin emits the same for many clusters. With [View.Delivered] set, the plugin does not even
+// an object the plugin emits the same for many clusters. Such a body is
+// also held once in the process, by every set that has it, rather than
+// once per set as each answer decodes it (intern.go). With [View.Delivered] set, the plugin does not even
 // send it: a set sent again carries what changed and names the rest kept,
 // which the session takes from the set Delivered returns once each
 // matches the digest of the last answer. A kept resource that does not
