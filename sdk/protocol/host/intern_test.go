@@ -2,9 +2,9 @@ package host
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"runtime"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -41,25 +41,30 @@ func TestEqualBodiesAreHeldOnce(t *testing.T) {
 	runtime.KeepAlive(other)
 }
 
-// An interned body's entry goes once no set holds the body, and a body
-// of the same bytes answered later is interned afresh.
-func TestInternedBodiesGoWithTheirSets(t *testing.T) {
+// The entries of bodies no set holds are swept as the table grows, and
+// a body of the same bytes answered after its entry went is interned
+// afresh.
+func TestInternedBodiesAreSwept(t *testing.T) {
 	var tbl internTable
-	tbl.bodies = map[snapshot.Hash]internedBody{}
-	body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gone"}}`)
-	hash := sha256.Sum256(body)
-	tbl.intern(append([]byte(nil), body...), hash)
-	deadline := time.Now().Add(10 * time.Second)
-	for tbl.len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the entry of a body no set holds stayed")
-		}
-		runtime.GC()
-		runtime.Gosched()
+	gone := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gone"}}`)
+	hash := sha256.Sum256(gone)
+	tbl.intern(append([]byte(nil), gone...), hash)
+	var held [][]byte
+	for i := range minSweep - 1 {
+		b := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held-%d"}}`, i)
+		held = append(held, tbl.intern(b, sha256.Sum256(b)))
 	}
-	again := append([]byte(nil), body...)
-	if got := tbl.intern(again, hash); unsafe.SliceData(got) != unsafe.SliceData(again) || tbl.len() != 1 {
+	runtime.GC()
+	runtime.GC()
+	last := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"last"}}`)
+	held = append(held, tbl.intern(last, sha256.Sum256(last)))
+	if n := tbl.len(); n != minSweep {
+		t.Errorf("after a sweep the table holds %d entries, want the %d bodies still held", n, minSweep)
+	}
+	again := append([]byte(nil), gone...)
+	if got := tbl.intern(again, hash); unsafe.SliceData(got) != unsafe.SliceData(again) {
 		t.Error("a body answered again after its entry went was not interned afresh")
 	}
+	runtime.KeepAlive(held)
 	runtime.KeepAlive(again)
 }
