@@ -191,9 +191,8 @@ func (o *outputs) putShared(cluster string, obj object, parents []policyv1alpha1
 }
 
 // emit hands every object to resp in a stable order, through specs.
-// Parents keep the order in which policies were
-// translated, so the first, which names the policy label, is the one that
-// owns the object.
+// Parents keep the order in which policies were translated, so the first,
+// which names the policy label, is the one that owns the object.
 func (o *outputs) emit(resp *sdk.Response, specs *specCache) {
 	keys := slices.SortedFunc(maps.Keys(o.entries), outputKey.compare)
 	for _, k := range keys {
