@@ -259,13 +259,8 @@ func (oc objectChange) labels() []map[string]string {
 		if raw == nil {
 			continue
 		}
-		var m struct {
-			Metadata struct {
-				Labels map[string]string `json:"labels"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(raw, &m)
-		out = append(out, m.Metadata.Labels)
+		labels, _ := snapshot.DecodeLabels(raw)
+		out = append(out, labels)
 	}
 	return out
 }

@@ -31,6 +31,7 @@
 //
 // [DecodeHeader] reads what names an object from its JSON exactly as
 // encoding/json would, checking the whole body but decoding only the header;
+// [DecodeLabels] reads metadata.labels the same way;
 // [ObjectMembers] walks a JSON object's top-level members without decoding
 // their values.
 //

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"unicode/utf8"
 )
@@ -66,6 +67,82 @@ func decodeValidHeader(body []byte) (h Header, ok bool) {
 		return nil
 	})
 	return h, ok && err == nil
+}
+
+// DecodeLabels decodes metadata.labels of a JSON object, ignoring its
+// other fields: the labels and the error are what json.Unmarshal returns
+// for body into a struct of that one field. A valid object costs what it
+// costs [DecodeHeader]: one scan of body and a walk of the metadata's
+// outline, decoding only the labels.
+func DecodeLabels(body []byte) (map[string]string, error) {
+	if labels, ok := decodeValidLabels(body); ok {
+		return labels, nil
+	}
+	var m struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	err := json.Unmarshal(body, &m)
+	return m.Metadata.Labels, err
+}
+
+// errDecodeWhole makes decodeValidLabels leave a body to json.Unmarshal.
+var errDecodeWhole = errors.New("decode the whole body")
+
+// decodeValidLabels decodes the labels of a valid JSON object as
+// json.Unmarshal does: each metadata member, repeated or not, decodes
+// into the same struct, each labels member into the same map, and null
+// sets the map to nil. ok is false, and the labels to be ignored, for any
+// other body or when what it holds is not plain: metadata or labels of
+// another type than an object or null, a label whose value is not a
+// string or null, a key that is not UTF-8.
+func decodeValidLabels(body []byte) (labels map[string]string, ok bool) {
+	ok, err := validObjectMembers(body, func(key, value []byte) error {
+		if !bytes.EqualFold(key, []byte("metadata")) {
+			return nil
+		}
+		if value[0] != '{' {
+			return nullOr(value)
+		}
+		_, err := ObjectMembers(value, func(key, value []byte) error {
+			if !bytes.EqualFold(key, []byte("labels")) {
+				return nil
+			}
+			if value[0] != '{' {
+				if err := nullOr(value); err != nil {
+					return err
+				}
+				labels = nil
+				return nil
+			}
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			_, err := ObjectMembers(value, func(key, value []byte) error {
+				if !utf8.Valid(key) || value[0] != '"' && value[0] != 'n' {
+					return errDecodeWhole
+				}
+				var s string
+				if err := decodeString(value, &s); err != nil {
+					return err
+				}
+				labels[string(key)] = s
+				return nil
+			})
+			return err
+		})
+		return err
+	})
+	return labels, ok && err == nil
+}
+
+// nullOr returns nil for the JSON null and errDecodeWhole for any other value.
+func nullOr(value []byte) error {
+	if string(value) == "null" {
+		return nil
+	}
+	return errDecodeWhole
 }
 
 // decodeString decodes the valid JSON value into s as json.Unmarshal does,

@@ -73,6 +73,18 @@ var craftedBodies = []string{
 	`{"kind":"A","spec":tru}`,
 	`{"metadata":{"labels":{"a":"b"}},"spec":{"bad":01}}`,
 	"\t{\n\"kind\" : \"A\" ,\r\n\"metadata\" :{ \"name\" : \"n\" } }\n",
+	`{"metadata":{"labels":{}}}`,
+	`{"metadata":{"labels":{"a":null,"b":"2"}}}`,
+	`{"metadata":{"labels":{"a":"1","a":"2"}}}`,
+	`{"metadata":{"Labels":{"a":"1"},"LABELS":{"b":"2"}}}`,
+	`{"metadata":{"labels":{"a":"1"}},"Metadata":{"labels":{"b":"2"}}}`,
+	`{"metadata":{"labels":null,"labels":{"b":"2"}}}`,
+	`{"metadata":{"labels":{"b\u0041":"\u00e9\n"}}}`,
+	`{"metadata":{"labels":{"a":true}}}`,
+	`{"metadata":{"labels":"a"}}`,
+	`{"metadata":[]}`,
+	"{\"metadata\":{\"labels\":{\"a\":\"\xff\"}}}",
+	"{\"metadata\":{\"labels\":{\"\xff\":\"a\"}}}",
 }
 
 // corpusBodies returns the Kubernetes objects of the repository's test
@@ -187,6 +199,44 @@ func TestDecodeHeaderIsUnmarshal(t *testing.T) {
 	}
 }
 
+// checkDecodeLabels fails t when DecodeLabels and json.Unmarshal disagree
+// on body.
+func checkDecodeLabels(t *testing.T, body []byte) {
+	t.Helper()
+	got, gotErr := DecodeLabels(body)
+	var m struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	wantErr := json.Unmarshal(body, &m)
+	if want := m.Metadata.Labels; !reflect.DeepEqual(got, want) {
+		t.Errorf("DecodeLabels(%q) = %#v, json.Unmarshal decodes %#v", body, got, want)
+	}
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && (gotErr.Error() != wantErr.Error() || reflect.TypeOf(gotErr) != reflect.TypeOf(wantErr)) {
+		t.Errorf("DecodeLabels(%q) error = %v, json.Unmarshal's %v", body, gotErr, wantErr)
+	}
+}
+
+func TestDecodeLabelsIsUnmarshal(t *testing.T) {
+	for _, b := range craftedBodies {
+		checkDecodeLabels(t, []byte(b))
+	}
+	for _, b := range corpusBodies(t) {
+		checkDecodeLabels(t, b)
+	}
+}
+
+func FuzzDecodeLabels(f *testing.F) {
+	for _, b := range craftedBodies {
+		f.Add([]byte(b))
+	}
+	for _, b := range corpusBodies(f) {
+		f.Add(b)
+	}
+	f.Fuzz(checkDecodeLabels)
+}
+
 func FuzzDecodeHeader(f *testing.F) {
 	for _, b := range craftedBodies {
 		f.Add([]byte(b))
@@ -284,4 +334,44 @@ func benchmarkBody(tb testing.TB) []byte {
 		tb.Fatal("no AuthorizationPolicy in the test data")
 	}
 	return best
+}
+
+// BenchmarkDecodeLabels compares DecodeLabels with json.Unmarshal on a
+// Service and an EndpointSlice as discovery reports them: the SDK reads
+// the labels of each changed Service and EndpointSlice of every cluster.
+//
+//	go test -run '^$' -bench DecodeLabels ./api/snapshot/
+func BenchmarkDecodeLabels(b *testing.B) {
+	bodies := map[string]string{
+		"Service": `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc-7","namespace":"shop","labels":{"app":"svc-7","tier":"backend"},` +
+			`"annotations":{"meshrelay.io/export":"true"}},"spec":{"selector":{"app":"svc-7"},"ports":[{"name":"http","port":80,"protocol":"TCP","targetPort":8080},` +
+			`{"name":"grpc","port":9090,"protocol":"TCP","targetPort":"grpc"}],"type":"ClusterIP","clusterIP":"10.96.12.7"}}`,
+		"EndpointSlice": `{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"svc-7-x2k4","namespace":"shop",` +
+			`"labels":{"kubernetes.io/service-name":"svc-7","endpointslice.kubernetes.io/managed-by":"endpointslice-controller.k8s.io"}},` +
+			`"addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],"endpoints":[` +
+			`{"addresses":["10.1.0.17"],"conditions":{"ready":true,"serving":true,"terminating":false},"nodeName":"node-1","zone":"zone-a","targetRef":{"kind":"Pod","name":"svc-7-6d9f-abcde","namespace":"shop"}},` +
+			`{"addresses":["10.1.1.23"],"conditions":{"ready":true,"serving":true,"terminating":false},"nodeName":"node-2","zone":"zone-b","targetRef":{"kind":"Pod","name":"svc-7-6d9f-fghij","namespace":"shop"}}]}`,
+	}
+	for kind, body := range bodies {
+		raw := []byte(body)
+		b.Run(kind+"/DecodeLabels", func(b *testing.B) {
+			for range b.N {
+				if labels, err := DecodeLabels(raw); err != nil || len(labels) != 2 {
+					b.Fatal(labels, err)
+				}
+			}
+		})
+		b.Run(kind+"/json.Unmarshal", func(b *testing.B) {
+			for range b.N {
+				var m struct {
+					Metadata struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(raw, &m); err != nil || len(m.Metadata.Labels) != 2 {
+					b.Fatal(m, err)
+				}
+			}
+		})
+	}
 }
