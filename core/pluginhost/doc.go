@@ -42,10 +42,10 @@
 //	p, _ := h.Plugin("netpol")
 //	res, err := p.Translate(ctx, pluginhost.View{Clusters: ..., Policies: ...})
 //
-// A [Plugin] starts its process on first use through go-plugin: the sha256
-// from the lock file is checked before every start, and go-plugin's
-// SecureConfig hashes the file again as it executes it ([ErrChecksum] names
-// the plugin, the expected and the actual sum), only gRPC is allowed, the
+// A [Plugin] starts its process on first use through go-plugin: before
+// every start go-plugin's SecureConfig hashes the file against the sha256
+// from the lock file as it executes it, once ([ErrChecksum] names the
+// plugin, the expected and the actual sum), only gRPC is allowed, the
 // connection uses automatic mTLS, protocol versions are negotiated, the
 // plugin's hclog output arrives in the host's *slog.Logger with a plugin
 // attribute and its levels, and anything it writes to stdout is logged

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -375,32 +376,53 @@ func mustRead(t *testing.T, path string) []byte {
 	return data
 }
 
-// TestSwappedBinaryRefusedAtExec swaps the installed binary after the
-// host's own checksum check and before go-plugin executes it: go-plugin's
-// SecureConfig, given the locked sha256, hashes it again and refuses it.
+// TestSwappedBinaryRefusedAtExec swaps a running plugin's installed
+// binary for another plugin and kills the process: the restart executes
+// the file through go-plugin's SecureConfig, which hashes it against the
+// locked sha256 and refuses it, naming both sums. The other plugin never
+// runs.
 func TestSwappedBinaryRefusedAtExec(t *testing.T) {
 	dir := t.TempDir()
 	e, err := Install(dir, pluginBinary(t, "sdk", "good"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	evil := mustRead(t, pluginBinary(t, "sdk", "other"))
-	var once sync.Once
-	afterCheck = func(path string) {
-		once.Do(func() {
-			if err := os.WriteFile(path, evil, 0o755); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(func() { afterCheck = nil })
 	h := newHost(t, dir, testOptions(), nil)
-	_, err = mustPlugin(t, h, "good").Translate(context.Background(), view("east"))
-	if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), "changed while starting") {
-		t.Fatalf("Translate with a binary swapped before exec = %v, want ErrChecksum from the exec-time check", err)
+	p := mustPlugin(t, h, "good")
+	works(t, p)
+	pid := p.Pid()
+	// A running executable cannot be written in place: the other binary
+	// is renamed over it.
+	path := filepath.Join(dir, e.Path)
+	if err := os.WriteFile(path+".new", mustRead(t, pluginBinary(t, "sdk", "other")), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := fileSHA256(filepath.Join(dir, e.Path)); got == e.SHA256 {
-		t.Fatal("the binary was not swapped")
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	swapped, err := fileSHA256(path)
+	if err != nil || swapped == e.SHA256 {
+		t.Fatalf("the binary was not swapped: sha256 %s, %v", swapped, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	// The first call after the kill may only find the process gone; a
+	// later one starts it again.
+	for range 3 {
+		if _, err = p.Translate(context.Background(), view("east")); err == nil {
+			t.Fatal("Translate succeeded: the swapped binary ran")
+		}
+		if errors.Is(err, ErrChecksum) {
+			break
+		}
+	}
+	if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), e.SHA256) || !strings.Contains(err.Error(), swapped) {
+		t.Fatalf("Translate with a swapped binary = %v, want ErrChecksum naming %s and %s", err, e.SHA256, swapped)
+	}
+	if p.Pid() != 0 {
+		t.Errorf("a process runs (pid %d) after the swapped binary was refused", p.Pid())
 	}
 	t.Logf("refused: %v", err)
 }

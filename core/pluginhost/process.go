@@ -84,20 +84,13 @@ func pluginEnv(name string) []string {
 	return env
 }
 
-// afterCheck, when set by a test, runs between the host's own checksum
-// check and go-plugin's start, which hashes the file again as it executes
-// it (SecureConfig): a file swapped in between is still refused.
-var afterCheck func(path string)
-
 // launch starts a plugin binary whose SHA-256 must be sum, negotiates the
 // protocol and describes it. name is used in logs and errors.
+//
+// The sum is checked once, by go-plugin's SecureConfig as it executes the
+// file: hashing a plugin binary of tens of megabytes is most of what a
+// server's start costs, so it is not hashed a second time beforehand.
 func launch(ctx context.Context, name, path, sum string, opts Options, logger *slog.Logger) (*process, error) {
-	if err := checkSum(name, path, sum); err != nil {
-		return nil, err
-	}
-	if afterCheck != nil {
-		afterCheck(path)
-	}
 	rawSum, err := hex.DecodeString(sum)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: sha256 %q is not hex: %w", name, sum, err)
@@ -117,7 +110,7 @@ func launch(ctx context.Context, name, path, sum string, opts Options, logger *s
 	if err != nil {
 		// Kill waits for the plugin's output to be read, so the error can quote it.
 		client.Kill()
-		return nil, startError(name, path, err, stderr)
+		return nil, startError(name, path, sum, err, stderr)
 	}
 	p.stderr, p.cmd = stderr, cmd
 	return p, nil
@@ -154,7 +147,7 @@ func dispense(ctx context.Context, client *plugin.Client, name string) (*process
 }
 
 // startError explains why go-plugin could not start a plugin.
-func startError(name, path string, err error, stderr *tail) error {
+func startError(name, path, sum string, err error, stderr *tail) error {
 	var sb *startedBadly
 	if errors.As(err, &sb) {
 		return sb.err
@@ -164,7 +157,7 @@ func startError(name, path string, err error, stderr *tail) error {
 	switch {
 	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
 		got, _ := fileSHA256(path)
-		return fmt.Errorf("start plugin %q: %w: %s changed while starting (now sha256 %s)", name, ErrChecksum, path, got)
+		return fmt.Errorf("start plugin %q: %w: %s has sha256 %s, the lock file expects %s", name, ErrChecksum, path, got, sum)
 	case strings.Contains(msg, "Failed to read any lines from plugin's stdout"), strings.Contains(msg, "plugin exited before we could connect"):
 		err = errors.New("the plugin exited before the handshake")
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
