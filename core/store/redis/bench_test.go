@@ -10,6 +10,7 @@ import (
 	"github.com/meshrelay/meshrelay/api/snapshot"
 	"github.com/meshrelay/meshrelay/core/store"
 	"github.com/meshrelay/meshrelay/core/store/memory"
+	"github.com/meshrelay/meshrelay/core/store/redis"
 	"github.com/meshrelay/meshrelay/internal/testenv"
 )
 
@@ -187,4 +188,37 @@ func BenchmarkSnapshotMemory1000(b *testing.B) {
 	}
 	b.ReportMetric(perCluster, "heap-B/cluster")
 	b.ReportMetric(bodies, "body-B/cluster")
+}
+
+// BenchmarkCodec measures compressing a cluster's input for the store and
+// decompressing and decoding it again, as every write and every follow of
+// another replica's input does. Bytes/op is the uncompressed size.
+//
+//	go test -run '^$' -bench Codec ./core/store/redis/
+func BenchmarkCodec(b *testing.B) {
+	snap := clusterInput(b, "bench", 1, resourcesPerCluster)
+	encode, decode := redis.Codec()
+	data, err := encode(snap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d bytes stored for %d", len(data), snap.Size())
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(snap.Size()))
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := encode(snap); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(snap.Size()))
+		b.ReportAllocs()
+		for range b.N {
+			if err := decode(data, snap); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

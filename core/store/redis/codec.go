@@ -2,7 +2,6 @@ package redis
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
