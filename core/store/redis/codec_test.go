@@ -2,6 +2,8 @@ package redis
 
 import (
 	"bytes"
+	stdgzip "compress/gzip"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,5 +61,44 @@ func TestDecodeReusesNoSnapshotBytes(t *testing.T) {
 				t.Fatalf("snapshot %d resource %d: body %.40q after later decodes, want %.40q", i, j, r.Body, want)
 			}
 		}
+	}
+}
+
+// TestDecodesStandardGzip decodes a snapshot compressed by the standard
+// library's compress/gzip, as releases before klauspost/compress wrote
+// them, and checks that what the codec writes reads with compress/gzip:
+// stored data moves both ways across that change.
+func TestDecodesStandardGzip(t *testing.T) {
+	var c codec
+	snap := storetest.Snap(t, 7, "standard", 20)
+	raw, err := snapshot.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	buf.WriteByte(formatGzip)
+	w, _ := stdgzip.NewWriterLevel(&buf, stdgzip.BestSpeed)
+	if _, err := w.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h := snap.Hash()
+	got, err := c.decode(buf.String(), "7", string(h[:]))
+	if err != nil || got.Hash() != h {
+		t.Fatalf("decode of compress/gzip data = %v, %v; want the snapshot of hash %s", got, err, h.Short())
+	}
+	data, err := c.encode(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := stdgzip.NewReader(bytes.NewReader(data[1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(back, raw) {
+		t.Fatalf("compress/gzip read the codec's data as %d bytes, %v; want the %d bytes of snapshot.Marshal", len(back), err, len(raw))
 	}
 }
