@@ -32,10 +32,10 @@
 // A stored snapshot is one format byte ('g') followed by the gzip
 // (BestSpeed) of snapshot.Marshal, written and read with
 // github.com/klauspost/compress/gzip: the same format as compress/gzip,
-// compressed in about 60 % of its time (BenchmarkCodec); on the way out the decoded snapshot is
-// checked against the version and hash stored beside it. Versions are
-// zero-padded so the Lua scripts compare them as strings: Lua numbers are
-// doubles and lose uint64 precision above 2^53.
+// compressed in about 60 % of its time (BenchmarkCodec). On the way out
+// the decoded snapshot is checked against the version and hash stored
+// beside it. Versions are zero-padded so the Lua scripts compare them as
+// strings: Lua numbers are doubles and lose uint64 precision above 2^53.
 //
 // Each write that can change something is one Lua script on one key: it
 // checks (a PutInput older than the stored version is ignored; a Put of the
