@@ -85,7 +85,7 @@ func TestDecodesStandardGzip(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := snap.Hash()
-	got, err := c.decode(buf.String(), "7", string(h[:]))
+	got, err := c.decode(buf.String(), versionField(7), string(h[:]))
 	if err != nil || got.Hash() != h {
 		t.Fatalf("decode of compress/gzip data = %v, %v; want the snapshot of hash %s", got, err, h.Short())
 	}

@@ -1,10 +1,6 @@
 package redis
 
-import (
-	"strconv"
-
-	"github.com/meshrelay/meshrelay/api/snapshot"
-)
+import "github.com/meshrelay/meshrelay/api/snapshot"
 
 // Decodes returns how many stored snapshots s has decoded (or tried to).
 func Decodes(s *Store) int64 { return s.codec.decodes.Load() }
@@ -15,7 +11,7 @@ func Codec() (encode func(*snapshot.Snapshot) ([]byte, error), decode func([]byt
 	var c codec
 	return c.encode, func(data []byte, from *snapshot.Snapshot) error {
 		h := from.Hash()
-		_, err := c.decode(string(data), strconv.FormatUint(from.Version(), 10), string(h[:]))
+		_, err := c.decode(string(data), versionField(from.Version()), string(h[:]))
 		return err
 	}
 }
