@@ -49,6 +49,12 @@ func (d Delta) Size() int {
 // linear in the sizes of both snapshots; only resources whose hashes differ
 // are carried.
 //
+// A first walk counts what the delta carries, so that its upserts and
+// deletes are each one allocation of the size they need: a fleet-wide
+// edit diffs every cluster's output, each with tens of changed objects,
+// and growing the lists an object at a time would copy them again and
+// again.
+//
 // When the upserts are a run of b's resources, as all of b is from an
 // empty a, the delta shares b's memory instead of copying it: a plugin
 // session's first update carries the whole fleet. The delta is to be
@@ -62,34 +68,48 @@ func Diff(a, b *Snapshot) Delta {
 	if a.hash == b.hash {
 		return d
 	}
+	nUpserts, nDeletes := diffCounts(a.resources, b.resources)
+	upsert := func(r Resource) {
+		if d.Upserts == nil {
+			d.Upserts = make([]Resource, 0, nUpserts)
+		}
+		d.Upserts = append(d.Upserts, r)
+	}
+	del := func(id ID) {
+		if d.Deletes == nil {
+			d.Deletes = make([]ID, 0, nDeletes)
+		}
+		d.Deletes = append(d.Deletes, id)
+	}
 	i, j := 0, 0
 	for i < len(a.resources) || j < len(b.resources) {
 		switch {
 		case i == len(a.resources):
 			// The rest of b is new: shared when it is all the delta
-			// upserts (the whole of b from an empty a), else one copy.
+			// upserts (the whole of b from an empty a), else copied
+			// into the room counted for it.
 			rest := b.resources[j:len(b.resources):len(b.resources)]
 			if len(d.Upserts) == 0 {
 				d.Upserts = rest
 			} else {
-				d.Upserts = append(slices.Grow(d.Upserts, len(rest)), rest...)
+				d.Upserts = append(d.Upserts, rest...)
 			}
 			j = len(b.resources)
 		case j == len(b.resources):
-			d.Deletes = append(d.Deletes, a.resources[i].ID)
+			del(a.resources[i].ID)
 			i++
 		default:
 			ra, rb := a.resources[i], b.resources[j]
 			switch c := ra.ID.Compare(rb.ID); {
 			case c < 0:
-				d.Deletes = append(d.Deletes, ra.ID)
+				del(ra.ID)
 				i++
 			case c > 0:
-				d.Upserts = append(d.Upserts, rb)
+				upsert(rb)
 				j++
 			default:
 				if ra.Hash != rb.Hash {
-					d.Upserts = append(d.Upserts, rb)
+					upsert(rb)
 				}
 				i++
 				j++
@@ -97,6 +117,29 @@ func Diff(a, b *Snapshot) Delta {
 		}
 	}
 	return d
+}
+
+// diffCounts returns how many upserts and deletes the delta from a to b,
+// both sorted by ID, carries.
+func diffCounts(a, b []Resource) (upserts, deletes int) {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := a[i].ID.Compare(b[j].ID); {
+		case c < 0:
+			deletes++
+			i++
+		case c > 0:
+			upserts++
+			j++
+		default:
+			if a[i].Hash != b[j].Hash {
+				upserts++
+			}
+			i++
+			j++
+		}
+	}
+	return upserts + len(b) - j, deletes + len(a) - i
 }
 
 // FullDelta returns a delta that replaces any snapshot with s. Its

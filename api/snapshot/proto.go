@@ -83,6 +83,9 @@ func fromProto[P, T any](ps []P, decode func(P) (T, error)) ([]T, error) {
 }
 
 // DeltaToProto converts a delta to its wire form, with more set as given.
+// Its messages are cut from one array of resources and one of IDs, not
+// allocated one by one: the server converts a delta for every cluster a
+// fleet-wide edit reaches.
 func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
 	p := &snapshotv1.Delta{
 		BaseVersion: d.BaseVersion,
@@ -95,11 +98,20 @@ func DeltaToProto(d Delta, more bool) *snapshotv1.Delta {
 	if !d.Hash.IsZero() {
 		p.Hash = d.Hash[:]
 	}
+	resources := make([]snapshotv1.Resource, len(d.Upserts))
+	ids := make([]snapshotv1.ResourceID, len(d.Upserts)+len(d.Deletes))
+	setID := func(i int, id ID) *snapshotv1.ResourceID {
+		w := &ids[i]
+		w.Group, w.Version, w.Kind, w.Namespace, w.Name = id.Group, id.Version, id.Kind, id.Namespace, id.Name
+		return w
+	}
 	for i, r := range d.Upserts {
-		p.Upserts[i] = ResourceToProto(r)
+		w := &resources[i]
+		w.Id, w.Body = setID(i, r.ID), r.Body
+		p.Upserts[i] = w
 	}
 	for i, id := range d.Deletes {
-		p.Deletes[i] = IDToProto(id)
+		p.Deletes[i] = setID(len(d.Upserts)+i, id)
 	}
 	return p
 }

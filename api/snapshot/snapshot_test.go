@@ -147,6 +147,44 @@ func TestDiffCarriesOnlyChanges(t *testing.T) {
 	}
 }
 
+// TestDiffListsFillTheirArrays diffs snapshots that differ in every way
+// (replaced, added before and after the end of a, deleted) and checks that
+// the delta's upserts and deletes are exactly as long as the arrays that
+// hold them: a delta is kept until the agent acknowledges it, and spare
+// room would be held with it.
+func TestDiffListsFillTheirArrays(t *testing.T) {
+	var ra, rb []Resource
+	for i := range 40 {
+		name := fmt.Sprintf("svc-%02d", i)
+		switch {
+		case i%5 == 0: // deleted
+			ra = append(ra, res(t, "Service", "ns", name, `{"x":1}`))
+		case i%5 == 1: // added
+			rb = append(rb, res(t, "Service", "ns", name, `{"x":1}`))
+		case i%5 == 2: // replaced
+			ra = append(ra, res(t, "Service", "ns", name, `{"x":1}`))
+			rb = append(rb, res(t, "Service", "ns", name, `{"x":2}`))
+		default: // kept
+			ra = append(ra, res(t, "Service", "ns", name, `{"x":1}`))
+			rb = append(rb, res(t, "Service", "ns", name, `{"x":1}`))
+		}
+	}
+	// b goes on past a's end: the tail is copied after the other upserts.
+	rb = append(rb, res(t, "Service", "ns", "zz-1", `{}`), res(t, "Service", "ns", "zz-2", `{}`))
+	a, b := mustNew(t, 1, ra...), mustNew(t, 2, rb...)
+	d := Diff(a, b)
+	if len(d.Upserts) != 8+8+2 || len(d.Deletes) != 8 {
+		t.Fatalf("Diff = %d upserts and %d deletes, want 18 and 8", len(d.Upserts), len(d.Deletes))
+	}
+	if cap(d.Upserts) != len(d.Upserts) || cap(d.Deletes) != len(d.Deletes) {
+		t.Errorf("Diff lists have capacity %d and %d for %d upserts and %d deletes, want no spare room", cap(d.Upserts), cap(d.Deletes), len(d.Upserts), len(d.Deletes))
+	}
+	got, err := Apply(a, d)
+	if err != nil || got.Hash() != b.Hash() {
+		t.Errorf("Apply(a, Diff(a, b)) = %v, %v; want b", got, err)
+	}
+}
+
 func TestApplyErrors(t *testing.T) {
 	a := mustNew(t, 1, res(t, "Service", "ns", "a", `{}`))
 	b := mustNew(t, 2, res(t, "Service", "ns", "b", `{}`))
@@ -314,6 +352,38 @@ func TestMarshalRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDeltaProtoRoundTrip sends a delta that upserts and deletes across
+// the wire form, marshalled: each upsert keeps its own ID and body, and
+// each delete its own ID, although their messages share arrays.
+func TestDeltaProtoRoundTrip(t *testing.T) {
+	d := Delta{BaseVersion: 3, Version: 4,
+		Upserts: []Resource{
+			res(t, "Service", "ns", "a", `{"a":1}`),
+			{ID: ID{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "b"}, Body: []byte(`{"b":2}`)},
+		},
+		Deletes: []ID{{Version: "v1", Kind: "Pod", Namespace: "ns", Name: "c"}, {Version: "v1", Kind: "Namespace", Name: "d"}},
+	}
+	d.Upserts[1].Hash = sha256.Sum256(d.Upserts[1].Body)
+	data, err := proto.Marshal(DeltaToProto(d, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p snapshotv1.Delta
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DeltaFromProto(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(d, got); diff != "" {
+		t.Errorf("DeltaFromProto(DeltaToProto(d)) (-want +got):\n%s", diff)
+	}
+	if !p.GetMore() {
+		t.Error("more = false, want true as given")
+	}
+}
+
 // Unmarshal's resources share the stored data instead of copying each
 // body: what a store decoded at a cold start was mostly those copies.
 func TestUnmarshalSharesBodies(t *testing.T) {
@@ -401,6 +471,28 @@ func BenchmarkDiffOneChange(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkDiffManyChanges diffs a cluster's output of 300 objects of
+// which a fleet-wide edit replaced 50, as delivery does for every cluster
+// of the fleet after one.
+func BenchmarkDiffManyChanges(b *testing.B) {
+	var ra, rb []Resource
+	for i := range 300 {
+		name := fmt.Sprintf("svc-%05d", i)
+		ra = append(ra, res(b, "Service", "ns", name, `{"spec":{"ports":[{"port":80}]}}`))
+		body := `{"spec":{"ports":[{"port":80}]}}`
+		if i%6 == 0 {
+			body = `{"spec":{"ports":[{"port":81}]}}`
+		}
+		rb = append(rb, res(b, "Service", "ns", name, body))
+	}
+	x, y := mustNew(b, 1, ra...), mustNew(b, 2, rb...)
+	for b.Loop() {
+		if d := Diff(x, y); len(d.Upserts) != 50 {
+			b.Fatalf("%d upserts, want 50", len(d.Upserts))
+		}
 	}
 }
 
@@ -528,6 +620,22 @@ func TestApplyHoldsNoSpareCapacity(t *testing.T) {
 		}
 		if cap(got.resources) != got.Len() {
 			t.Errorf("%s: Apply holds %d resources in an array of %d", name, got.Len(), cap(got.resources))
+		}
+	}
+}
+
+// BenchmarkDeltaToProto converts a delta of 50 replaced objects to its
+// wire form, as the server does for every cluster a fleet-wide edit
+// reaches.
+func BenchmarkDeltaToProto(b *testing.B) {
+	var rs []Resource
+	for i := range 50 {
+		rs = append(rs, res(b, "Service", "ns", fmt.Sprintf("svc-%05d", i), `{"spec":{"ports":[{"port":80}]}}`))
+	}
+	d := Delta{BaseVersion: 1, Version: 2, Upserts: rs, Deletes: []ID{{Version: "v1", Kind: "Service", Namespace: "ns", Name: "gone"}}}
+	for b.Loop() {
+		if p := DeltaToProto(d, false); len(p.GetUpserts()) != 50 {
+			b.Fatalf("%d upserts, want 50", len(p.GetUpserts()))
 		}
 	}
 }

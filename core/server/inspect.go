@@ -740,7 +740,7 @@ func (s *Server) policyOutputClusters(ctx context.Context, scope outputScope) (*
 		var pc *relayv1.PolicyCluster
 		inScope := (scope.cluster == "" || name == scope.cluster) && (len(listed) == 0 || listed[name])
 		for _, o := range s.outputsOf(ctx, name, acks) {
-			ids := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set).byPolicy[scope.policy]
+			ids := s.outputIndex.of(engine.OutputKey{Cluster: name, Backend: o.backend}, o.set).policyResources()[scope.policy]
 			if len(ids) == 0 {
 				continue
 			}

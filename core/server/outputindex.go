@@ -52,8 +52,14 @@ type indexedOutput struct {
 	// whose content changes and whose metadata does not (an edit of its
 	// spec) keeps what was decoded of it.
 	spans []metaSpan
-	// byPolicy holds, for every policy (meta.PolicyRef.Key) that some
-	// resource names as its parent, those resources, in the set's order.
+	// perPolicy counts, for every policy (meta.PolicyRef.Key) that some
+	// resource names as its parent, those resources.
+	perPolicy map[string]int
+	// byPolicy lists them, in the set's order, once status or inspection
+	// first asks (policyResources): delivery indexes every output it
+	// writes, and a fleet-wide edit would otherwise list the resources of
+	// every cluster's output by policy for readers that may never come.
+	listOnce sync.Once
 	byPolicy map[string][]snapshot.ID
 }
 
@@ -106,7 +112,15 @@ func (o *indexedOutput) seek() (find func(snapshot.ID) (indexedResource, metaSpa
 
 // has reports whether the output has resources of policy (by
 // meta.PolicyRef.Key).
-func (o *indexedOutput) has(policy string) bool { return len(o.byPolicy[policy]) > 0 }
+func (o *indexedOutput) has(policy string) bool { return o.perPolicy[policy] > 0 }
+
+// policyResources returns, for every policy that some resource of the set
+// names as its parent, those resources in the set's order. It is listed
+// on the first call and never modified.
+func (o *indexedOutput) policyResources() map[string][]snapshot.ID {
+	o.listOnce.Do(func() { o.byPolicy = listByPolicy(o, o.perPolicy) })
+	return o.byPolicy
+}
 
 // of returns the indexed form of set, the output of key: the one held when
 // its hash is the same, else a new one, which it holds from now on.
@@ -198,7 +212,7 @@ func indexOutput(set *snapshot.Snapshot, prev *indexedOutput) *indexedOutput {
 		}
 	}
 	o.metas = slices.Clip(o.metas)
-	o.byPolicy = listByPolicy(o, perPolicy)
+	o.perPolicy = perPolicy
 	return o
 }
 

@@ -87,7 +87,11 @@ func TestOutputIndexIncrementalEqualsFull(t *testing.T) {
 		}
 		for k, set := range step.sets {
 			full := indexOutput(set, nil)
-			if got := x.outputs[k]; !reflect.DeepEqual(got, full) {
+			got := x.outputs[k]
+			// Both listed by policy, which each does on first asking.
+			got.policyResources()
+			full.policyResources()
+			if !reflect.DeepEqual(got, full) {
 				t.Errorf("%s: index of %v = %s, want %s as indexed afresh", step.name, k, indexSummary(got), indexSummary(full))
 			}
 		}
@@ -95,7 +99,7 @@ func TestOutputIndexIncrementalEqualsFull(t *testing.T) {
 	// What the steps built, spelled out for the last output with resources.
 	o := indexOutput(steps[2].sets[east], nil)
 	if !o.has(access) || !o.has(traffic) || !o.has(virtual) || o.has("AccessPolicy/ns/other") {
-		t.Errorf("east's policies = %v, want %s, %s and %s", slices.Sorted(maps.Keys(o.byPolicy)), access, traffic, virtual)
+		t.Errorf("east's policies = %v, want %s, %s and %s", slices.Sorted(maps.Keys(o.policyResources())), access, traffic, virtual)
 	}
 	var got indexedResource
 	for _, got = range o.resources {
@@ -122,7 +126,7 @@ func indexSummary(o *indexedOutput) string {
 	if o == nil {
 		return "none"
 	}
-	out := fmt.Sprintf("set %s policies %v:", o.set.Hash(), o.byPolicy)
+	out := fmt.Sprintf("set %s policies %v:", o.set.Hash(), o.policyResources())
 	for _, r := range o.resources {
 		out += fmt.Sprintf(" %s%v%v", r.ID.Name, r.policies, r.labels)
 	}

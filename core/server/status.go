@@ -268,7 +268,7 @@ func (s *Server) outputReaches(ctx context.Context) reaches {
 // that produced some of its resources. current says the agent acked this
 // very set; errs are its apply errors by resource.
 func (rs reaches) addOutput(cluster string, o *indexedOutput, current bool, errs map[snapshot.ID]string) {
-	for policy, ids := range o.byPolicy {
+	for policy, ids := range o.policyResources() {
 		rs.of(policy).record(cluster, ids, current, errs)
 	}
 }
