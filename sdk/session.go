@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -239,8 +240,10 @@ func (s *session) clusterInput(in *translatorv1.ClusterInput) error {
 			continue
 		}
 		s.own(cs)
-		cs.objects[k] = r.GetBody()
-		s.recordObject(name, objectChange{key: k, old: old, new: r.GetBody()})
+		// Held once in the process however many clusters have it.
+		body := snapshot.InternBody(r.GetBody(), sha256.Sum256(r.GetBody()))
+		cs.objects[k] = body
+		s.recordObject(name, objectChange{key: k, old: old, new: body})
 	}
 	for _, id := range in.GetDeletes() {
 		k, err := snapshot.IDFromProto(id)

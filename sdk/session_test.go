@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	policyv1alpha1 "github.com/meshrelay/meshrelay/api/policy/v1alpha1"
 	"github.com/meshrelay/meshrelay/api/snapshot"
@@ -194,6 +195,32 @@ func TestSessionSendsOnlyChanges(t *testing.T) {
 	}
 	if _, ok := f.requests[3].Fleet.Cluster("west"); ok {
 		t.Error("removed cluster still in the fleet")
+	}
+}
+
+// An object the same in two clusters, each sent in its own message, is
+// held once by the session.
+func TestSessionHoldsAnObjectOfManyClustersOnce(t *testing.T) {
+	f := &fake{}
+	s := newSession(f, f.Describe())
+	run(t, s, update{full: true, clusters: []*translatorv1.ClusterInput{
+		{Cluster: "east", Upserts: []*snapshotv1.Resource{svcRes("ns", "a", 0), svcRes("ns", "b", 0)}},
+		{Cluster: "west", Upserts: []*snapshotv1.Resource{svcRes("ns", "a", 0)}},
+	}})
+	body := func(cluster, name string) []byte {
+		for k, b := range s.clusters[cluster].objects {
+			if k.Name == name {
+				return b
+			}
+		}
+		t.Fatalf("cluster %s holds no object %s", cluster, name)
+		return nil
+	}
+	if a, b := body("east", "a"), body("west", "a"); unsafe.SliceData(a) != unsafe.SliceData(b) {
+		t.Error("two clusters' equal objects are held twice")
+	}
+	if unsafe.SliceData(body("east", "a")) == unsafe.SliceData(body("east", "b")) {
+		t.Error("another object shares the first one's body")
 	}
 }
 

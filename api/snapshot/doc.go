@@ -28,6 +28,10 @@
 // the store ([Unmarshal]) share one copy per process of each group,
 // version, kind and namespace (unique.Make, which holds them weakly), so a
 // fleet's inputs and outputs do not hold those few values once per object.
+// Bodies are held once per process by content ([InternBody], weakly): an
+// agent's input decoded by [InputDeltaFromProto] shares each body with
+// every other input that has the same object, as clusters running the
+// same apps do.
 //
 // [DecodeHeader] reads what names an object from its JSON exactly as
 // encoding/json would, checking the whole body but decoding only the header;

@@ -139,7 +139,8 @@ func InputDeltaFromProto(p *snapshotv1.Delta) (Delta, error) {
 }
 
 // inputResourceFromProto converts a resource of an agent's input, which
-// must be a Kubernetes object.
+// must be a Kubernetes object. Its body is interned ([InternBody]): most
+// of a fleet's objects are the same in every cluster that runs the app.
 func inputResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
 	id, err := IDFromProto(p.GetId())
 	if err != nil {
@@ -150,6 +151,7 @@ func inputResourceFromProto(p *snapshotv1.Resource) (Resource, error) {
 		return Resource{}, err
 	}
 	r.Hash = sha256.Sum256(r.Body)
+	r.Body = InternBody(r.Body, r.Hash)
 	return r, nil
 }
 

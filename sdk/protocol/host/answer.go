@@ -175,7 +175,7 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 		if err := a.see(r.ID); err != nil {
 			return err
 		}
-		r.Body = interned.intern(r.Body, r.Hash)
+		r.Body = snapshot.InternBody(r.Body, r.Hash)
 		if err := a.add(r, k, s.maxOutput); err != nil {
 			return err
 		}

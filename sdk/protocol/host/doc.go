@@ -28,8 +28,8 @@
 // set lately (the digests of two bounded generations of 32,768), such as
 // an object the plugin emits the same for many clusters. Such a body is
 // also held once in the process, by every set that has it, rather than
-// once per set as each answer decodes it (intern.go: weak pointers, about
-// 40 bytes an entry). With [View.Delivered] set, the plugin does not even
+// once per set as each answer decodes it (snapshot.InternBody: weak
+// pointers, about 40 bytes an entry). With [View.Delivered] set, the plugin does not even
 // send it: a set sent again carries what changed and names the rest kept,
 // which the session takes from the set Delivered returns once each
 // matches the digest of the last answer. A kept resource that does not

@@ -1,8 +1,6 @@
 package host
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -39,32 +37,4 @@ func TestEqualBodiesAreHeldOnce(t *testing.T) {
 	runtime.KeepAlive(east)
 	runtime.KeepAlive(west)
 	runtime.KeepAlive(other)
-}
-
-// The entries of bodies no set holds are swept as the table grows, and
-// a body of the same bytes answered after its entry went is interned
-// afresh.
-func TestInternedBodiesAreSwept(t *testing.T) {
-	var tbl internTable
-	gone := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gone"}}`)
-	hash := sha256.Sum256(gone)
-	tbl.intern(append([]byte(nil), gone...), hash)
-	var held [][]byte
-	for i := range minSweep - 1 {
-		b := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held-%d"}}`, i)
-		held = append(held, tbl.intern(b, sha256.Sum256(b)))
-	}
-	runtime.GC()
-	runtime.GC()
-	last := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"last"}}`)
-	held = append(held, tbl.intern(last, sha256.Sum256(last)))
-	if n := tbl.len(); n != minSweep {
-		t.Errorf("after a sweep the table holds %d entries, want the %d bodies still held", n, minSweep)
-	}
-	again := append([]byte(nil), gone...)
-	if got := tbl.intern(again, hash); unsafe.SliceData(got) != unsafe.SliceData(again) {
-		t.Error("a body answered again after its entry went was not interned afresh")
-	}
-	runtime.KeepAlive(held)
-	runtime.KeepAlive(again)
 }

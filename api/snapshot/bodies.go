@@ -1,21 +1,28 @@
-package host
+package snapshot
 
 import (
 	"math"
 	"sync"
 	"unsafe"
 	"weak"
-
-	"github.com/meshrelay/meshrelay/api/snapshot"
 )
 
-// interned holds, by SHA-256, the bodies of the resources the sessions of
-// this process accepted, as weak pointers: a body answered the same for
-// many clusters (the same object of the same app in every cluster, which
-// a translator encodes once: sdk.Encoded) is held once, by every output
-// set that has it, instead of once per set as each answer's decoding
-// allocates it. An entry costs about 40 bytes beside a body of hundreds;
-// entries whose body no set holds any longer are swept as the table grows.
+// InternBody returns a body with the bytes of body, whose SHA-256 is
+// hash: the one this process interned for hash while anything still holds
+// it, else body itself, interned from now on. A body the same for many
+// clusters (the same object of the same app in every cluster, as an agent
+// discovers it or a translator emits it) is then held once, by every
+// snapshot that has it, instead of once per message that carried it, as
+// each decoding allocates it. The table holds the bodies weakly: an entry
+// costs about 40 bytes beside a body of hundreds, and entries whose body
+// nothing holds any longer are swept as the table grows.
+//
+// What it returns has no spare capacity, so that no append can write into
+// bytes that others share; like every resource body, it must not be
+// modified.
+func InternBody(body []byte, hash Hash) []byte { return interned.intern(body, hash) }
+
+// interned is the process's table of [InternBody].
 var interned internTable
 
 type internTable struct {
@@ -26,8 +33,8 @@ type internTable struct {
 }
 
 // internKey is the first half of a body's SHA-256, which the body's
-// length completes: as unique as the digests the protocol keys
-// resources by (protocol.ResourceKey).
+// length completes: 128 bits of a cryptographic digest, as unique as the
+// digests the plugin protocol keys resources by.
 type internKey [16]byte
 
 // internedBody is a body held elsewhere: its first byte and its length.
@@ -39,12 +46,8 @@ type internedBody struct {
 // minSweep is the smallest table that is swept.
 const minSweep = 1 << 12
 
-// intern returns a body with the bytes of body, whose SHA-256 is hash:
-// the one interned for hash while a set still holds it, else body itself,
-// interned from now on. What it returns has no spare capacity, so that
-// no append can write into bytes that other sets share; like every
-// resource body, it must not be modified.
-func (t *internTable) intern(body []byte, hash snapshot.Hash) []byte {
+// intern is [InternBody] in t.
+func (t *internTable) intern(body []byte, hash Hash) []byte {
 	if len(body) == 0 || len(body) > math.MaxUint32 {
 		return body
 	}
