@@ -126,6 +126,7 @@ func (a *Agent) dial(withCert bool) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(a.opts.MaxMessageBytes)),
 		grpc.WithStaticStreamWindowSize(streamWindow),
 		grpc.WithStaticConnWindowSize(connWindow),
+		grpc.WithWriteBufferSize(writeBatch),
 	}
 	if a.opts.Keepalive > 0 {
 		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: a.opts.Keepalive, Timeout: a.opts.KeepaliveTimeout}))
@@ -142,6 +143,14 @@ const (
 	streamWindow = 1 << 20
 	connWindow   = 2 << 20
 )
+
+// writeBatch bounds what the agent writes to its connection at once, and
+// so the TLS records it sends. crypto/tls reads a whole record into a
+// buffer of its connection that it never gives back: records of 16 KiB,
+// the most TLS allows, would cost the server about 24 KiB for every
+// agent connected, records of 4 KiB about 5. What the agent sends in
+// bulk, its first input, is a few dozen records more.
+const writeBatch = 4 << 10
 
 // ensureCredentials loads the agent's certificate from its state directory,
 // or registers with the token to get one.

@@ -159,21 +159,25 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		defer expiry.Stop()
 	}
 	defer s.beats.add(st)()
-	sendDone := make(chan error, 1)
-	go func() { sendDone <- st.sendLoop(ctx) }()
+	// The handler's goroutine sends; one more receives, which makes two
+	// of the six goroutines a connected agent costs (with gRPC's reader,
+	// writer and keepalive of the connection).
 	recvDone := make(chan error, 1)
-	go func() { recvDone <- st.recvLoop(ctx) }()
+	go func() {
+		err := st.recvLoop(ctx)
+		recvDone <- err // before the cancel that ends sendLoop
+		cancel(err)
+	}()
 	st.notifyAll()
 	// The stream ends when the agent stops sending or when this side ends it
 	// (a goodbye, a newer stream, a deregistration): returning from the
 	// handler closes it, which also ends the pending Recv.
+	sendErr := st.sendLoop(ctx)
 	var recvErr error
 	select {
 	case recvErr = <-recvDone:
-		cancel(recvErr)
-	case <-ctx.Done():
+	default:
 	}
-	sendErr := <-sendDone
 	if recvErr != nil && !errors.Is(recvErr, context.Canceled) {
 		return recvErr
 	}

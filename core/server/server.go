@@ -585,7 +585,12 @@ func (s *Server) newGRPCServer(tlsCreds credentials.TransportCredentials, authen
 		// flush, and HTTP/2 frames are read straight from the TLS
 		// connection, which buffers a whole record anyway. With the 32 KiB
 		// of each gRPC keeps by default, they were 60 KiB of heap per agent.
+		// A write buffer holds one TLS record's 16 KiB, not gRPC's 32:
+		// crypto/tls writes a record at a time anyway, and a burst that
+		// writes to every agent at once (a fleet-wide edit) holds a buffer
+		// per connection until it flushes.
 		grpc.SharedWriteBuffer(true),
+		grpc.WriteBufferSize(16<<10),
 		grpc.ReadBufferSize(0),
 		grpc.InTapHandle(callDeadline),
 		grpc.ChainUnaryInterceptor(s.unaryIdentity),
