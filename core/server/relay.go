@@ -159,9 +159,9 @@ func (r *relay) Sync(srv relayv1.Relay_SyncServer) error {
 		defer expiry.Stop()
 	}
 	defer s.beats.add(st)()
-	// The handler's goroutine sends; one more receives, which makes two
-	// of the six goroutines a connected agent costs (with gRPC's reader,
-	// writer and keepalive of the connection).
+	// The handler's goroutine sends; one more receives: two of the five
+	// goroutines a connected agent costs, with gRPC's reader, writer and
+	// keepalive of the connection.
 	recvDone := make(chan error, 1)
 	go func() {
 		err := st.recvLoop(ctx)
