@@ -29,10 +29,10 @@
 // an object the plugin emits the same for many clusters. Such a body is
 // also held once in the process, by every set that has it, rather than
 // once per set as each answer decodes it (snapshot.InternBody: weak
-// pointers, about 40 bytes an entry). With [View.Delivered] set, the plugin does not even
-// send it: a set sent again carries what changed and names the rest kept,
-// which the session takes from the set Delivered returns once each
-// matches the digest of the last answer. A kept resource that does not
+// pointers, about 40 bytes an entry). With [View.Delivered] set, the
+// plugin does not even send it: a set sent again carries what changed and
+// names the rest kept, which the session takes from the set Delivered
+// returns once each matches the digest of the last answer. A kept resource that does not
 // match (the set delivered changed since, or was not delivered yet) makes
 // the session ask, in a second round of the same call, for that cluster's
 // sets whole, with nothing kept; kept resources on a full update, or in
