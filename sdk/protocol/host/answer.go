@@ -52,8 +52,23 @@ func newAssembly(key [2]string, checked protocol.KeySet) *assembly {
 	}
 }
 
-// finish returns the digests of the set's resources, once it is complete.
-func (a *assembly) finish() protocol.KeySet { return protocol.NewKeySet(a.keys) }
+// finish completes the set: its resources are cut to their number, since
+// the engine keeps them as the cluster's output, and it returns their
+// digests.
+func (a *assembly) finish() protocol.KeySet {
+	a.out.Resources = fitted(a.out.Resources)
+	return protocol.NewKeySet(a.keys)
+}
+
+// fitted returns rs in an array of its length. An answer's resources are
+// appended as its parts come, so the array may be up to twice as long as
+// the set, and the engine holds a cluster's output as long as it stands.
+func fitted(rs []snapshot.Resource) []snapshot.Resource {
+	if cap(rs)-len(rs) <= len(rs)/16 {
+		return rs
+	}
+	return append(make([]snapshot.Resource, 0, len(rs)), rs...)
+}
 
 // receive reads the plugin's answer to update u, numbered gen, and checks
 // and assembles its sets. A set whose kept resources the host no longer
@@ -114,8 +129,8 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) 
 						lost = append(lost, key[0])
 					}
 				} else {
-					res.Outputs = append(res.Outputs, pending.out)
 					answered[key] = pending.finish()
+					res.Outputs = append(res.Outputs, pending.out)
 				}
 				pending = nil
 			}

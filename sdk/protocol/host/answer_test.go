@@ -210,3 +210,28 @@ func BenchmarkAnsweredSets(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sets*perSet), "ns/resource")
 	runtime.KeepAlive(held)
 }
+
+// A finished set's resources are held in an array of their number, not in
+// the larger one that appending its parts grew: the engine keeps them as
+// the cluster's output for as long as it stands.
+func TestFinishedSetHoldsNoSpareCapacity(t *testing.T) {
+	s := &Session{maxOutput: 1 << 20}
+	for _, n := range []int{1, 5, 20, 33, 100} {
+		a := newAssembly([2]string{"east", "b"}, nil)
+		rs := answerSet(t, "east", n)
+		// The set comes in two parts, as a plugin splits a large one.
+		if err := s.addResources(a, rs[:n/2]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.addResources(a, rs[n/2:]); err != nil {
+			t.Fatal(err)
+		}
+		keys := a.finish()
+		if got := a.out.Resources; len(got) != n || cap(got)-len(got) > len(got)/16 {
+			t.Errorf("%d resources: the set holds %d in an array of %d", n, len(got), cap(got))
+		}
+		if len(keys) != n {
+			t.Errorf("%d resources: %d keys", n, len(keys))
+		}
+	}
+}
