@@ -82,7 +82,7 @@ func (p *recordProxy) seen() (records, largest, bytes int) {
 	return p.records, p.largest, p.bytes
 }
 
-// An agent sends in TLS records of at most about 4 KiB, even in bulk and
+// An agent sends in TLS records of at most about 2 KiB, even in bulk and
 // past the first 128 KB, where crypto/tls would grow them to 16 KiB: the
 // server holds a buffer as large as the largest record for every
 // connection (core/agent/credentials.go, writeBatch).
@@ -109,8 +109,8 @@ func TestAgentSendsSmallTLSRecords(t *testing.T) {
 	if bytes < in.Size() {
 		t.Fatalf("the proxy saw %d bytes, less than the %d-byte input: the agent did not connect through it", bytes, in.Size())
 	}
-	// 4 KiB of data, the record's content type and AEAD tag.
-	if limit := 4<<10 + 256; largest > limit {
+	// 2 KiB of data, the record's content type and AEAD tag.
+	if limit := 2<<10 + 256; largest > limit {
 		t.Errorf("the agent sent a %d-byte TLS record (of %d, %d bytes), want at most %d", largest, records, bytes, limit)
 	}
 }
