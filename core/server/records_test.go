@@ -84,8 +84,8 @@ func (p *recordProxy) seen() (records, largest, bytes int) {
 
 // An agent sends in TLS records of at most about 2 KiB, even in bulk and
 // past the first 128 KB, where crypto/tls would grow them to 16 KiB: the
-// server holds a buffer as large as the largest record for every
-// connection (core/agent/credentials.go, writeBatch).
+// server holds, for every connection, a read buffer of about three of the
+// largest records (core/agent/credentials.go, writeBatch).
 func TestAgentSendsSmallTLSRecords(t *testing.T) {
 	ts := startServer(t, nil, "")
 	proxy := startRecordProxy(t, ts.Addr())
