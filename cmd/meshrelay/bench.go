@@ -305,8 +305,10 @@ func printBench(w io.Writer, r *bench.Report) error {
 	}
 	t.row("idle traffic to agents / idle server+plugins CPU", fmt.Sprintf("%.0f B/s / %.3f s/s", r.IdleWireBytesPerS, r.IdleCPUPerS))
 	t.row("server CPU", fmt.Sprintf("%.1f s (%.1f s to converge)", r.Server.CPUSeconds, r.ServerCPUConverge))
+	t.row("CPU to converge: plugins / the simulated agents", fmt.Sprintf("%.1f s / %.1f s", r.PluginsCPUConverge, r.AgentsCPUConverge))
 	t.row("server peak RSS", mib(r.Server.PeakRSSBytes))
 	t.row("server RSS per agent", kib(r.ServerRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.ServerRSSBefore), mib(r.ServerRSSConverged)))
+	t.row("server live heap per agent", kib(r.ServerHeapPerAgent))
 	t.row("plugins CPU / peak RSS", fmt.Sprintf("%.1f s / %s", r.Plugins.CPUSeconds, mib(r.Plugins.PeakRSSBytes)))
 	t.row("plugins RSS per agent", kib(r.PluginRSSPerAgent)+fmt.Sprintf(" (%s before agents, %s converged)", mib(r.PluginRSSBefore), mib(r.PluginRSSConverged)))
 	if len(r.Replicas) > 1 {

@@ -292,6 +292,19 @@ type Report struct {
 	PluginRSSConverged int64     `json:"plugins_rss_converged_bytes"`
 	PluginRSSPerAgent  float64   `json:"plugins_rss_bytes_per_agent"`
 	ServerCPUConverge  float64   `json:"server_cpu_seconds_to_converge"`
+	// ServerHeapPerAgent is the servers' live Go heap per agent once every
+	// agent had its outputs, less the heap before any agent: what their
+	// last collection kept (go_gc_heap_live_bytes), without the garbage
+	// and the collector's headroom that RSS carries, so a steadier figure
+	// of what an agent costs the server; 0 when it could not be read.
+	ServerHeapPerAgent float64 `json:"server_live_heap_bytes_per_agent"`
+	// PluginsCPUConverge and AgentsCPUConverge are the CPU the plugins and
+	// this process used while the agents registered and got their first
+	// outputs, beside ServerCPUConverge. This process is the simulated
+	// agents (their handshakes, keys, inputs and state files), which
+	// share the machine with the servers here and would not in a fleet.
+	PluginsCPUConverge float64   `json:"plugins_cpu_seconds_to_converge"`
+	AgentsCPUConverge  float64   `json:"agents_cpu_seconds_to_converge"`
 	RedisUsedMemory    int64     `json:"redis_used_memory_bytes,omitempty"`
 	Client             ProcStats `json:"bench_process"`
 
@@ -335,6 +348,10 @@ type run struct {
 	rep     *Report
 	// served and servedAfterKill count each replica's agents.
 	served, servedAfterKill []int
+	// heapBefore is the servers' live heap before any agent; cpuBefore
+	// the CPU of the plugins and of this process then.
+	heapBefore                  int64
+	pluginsCPUBefore, agentsCPU time.Duration
 }
 
 // startRun validates opts and prepares a run: its work directory and
@@ -370,6 +387,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.servers = servers
 	server, plugins := servers.totals()
 	r.rep.ServerRSSBefore, r.rep.PluginRSSBefore = server.RSSBytes, plugins.RSSBytes
+	r.heapBefore, _ = r.serverHeap(ctx)
+	r.pluginsCPUBefore, r.agentsCPU = time.Duration(plugins.CPUSeconds*float64(time.Second)), cpuTime()
 
 	// The agents stop before the servers.
 	agentCtx, stopAgents := context.WithCancel(ctx)
@@ -384,7 +403,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r.waitFirstOutputs(start)
 	r.settle()
-	r.converged()
+	r.converged(ctx)
 	r.measureIdle()
 	if r.opts.TrafficEdges > 0 {
 		if err := r.trafficPhase(ctx); err != nil {
@@ -590,11 +609,16 @@ func (r *run) waitFirstOutputs(start time.Time) {
 
 // converged lets the fleet settle, then takes the converged figures and
 // counts each replica's agents.
-func (r *run) converged() {
+func (r *run) converged(ctx context.Context) {
 	time.Sleep(2 * time.Second)
 	rep := r.rep
 	server, plugins := r.servers.totals()
 	rep.ServerRSSConverged, rep.ServerCPUConverge = server.RSSBytes, server.CPUSeconds
+	rep.PluginsCPUConverge = plugins.CPUSeconds - r.pluginsCPUBefore.Seconds()
+	rep.AgentsCPUConverge = (cpuTime() - r.agentsCPU).Seconds()
+	if heap, err := r.serverHeap(ctx); err == nil && r.heapBefore > 0 {
+		rep.ServerHeapPerAgent = float64(heap-r.heapBefore) / float64(r.opts.Agents)
+	}
 	rep.ServerRSSPerAgent = float64(server.RSSBytes-rep.ServerRSSBefore) / float64(r.opts.Agents)
 	rep.PluginRSSConverged = plugins.RSSBytes
 	rep.PluginRSSPerAgent = float64(plugins.RSSBytes-rep.PluginRSSBefore) / float64(r.opts.Agents)
