@@ -10,9 +10,10 @@ import (
 
 // TestRolloutPhase runs the rollout phase on ten agents — a real server
 // process with the real plugins, agents over mTLS — and requires a
-// complete report: every stage approved, its two clusters holding the
-// new outputs after the approval and none before, the rollout completed,
-// and the windows and ratios measured.
+// complete report: the convergence's figures measured, every stage
+// approved, its two clusters holding the new outputs after the approval
+// and none before, the rollout completed, and the windows and ratios
+// measured.
 func TestRolloutPhase(t *testing.T) {
 	bin := buildBinaries(t)
 	opts := DefaultRolloutOptions()
@@ -24,6 +25,10 @@ func TestRolloutPhase(t *testing.T) {
 	rep, err := Run(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.ServerHeapPerAgent <= 0 || rep.PluginsCPUConverge <= 0 || rep.AgentsCPUConverge <= 0 {
+		t.Errorf("live heap per agent %v, CPU to converge of the plugins %v and of the agents %v, want each measured",
+			rep.ServerHeapPerAgent, rep.PluginsCPUConverge, rep.AgentsCPUConverge)
 	}
 	ro := rep.Rollout
 	if ro == nil {
