@@ -285,13 +285,13 @@ type Report struct {
 	Plugins ProcStats `json:"plugins"`
 	// ServerRSSBefore is the server's RSS before any agent;
 	// ServerRSSConverged once every agent had its outputs.
-	ServerRSSBefore    int64     `json:"server_rss_before_agents_bytes"`
-	ServerRSSConverged int64     `json:"server_rss_converged_bytes"`
-	ServerRSSPerAgent  float64   `json:"server_rss_bytes_per_agent"`
-	PluginRSSBefore    int64     `json:"plugins_rss_before_agents_bytes"`
-	PluginRSSConverged int64     `json:"plugins_rss_converged_bytes"`
-	PluginRSSPerAgent  float64   `json:"plugins_rss_bytes_per_agent"`
-	ServerCPUConverge  float64   `json:"server_cpu_seconds_to_converge"`
+	ServerRSSBefore    int64   `json:"server_rss_before_agents_bytes"`
+	ServerRSSConverged int64   `json:"server_rss_converged_bytes"`
+	ServerRSSPerAgent  float64 `json:"server_rss_bytes_per_agent"`
+	PluginRSSBefore    int64   `json:"plugins_rss_before_agents_bytes"`
+	PluginRSSConverged int64   `json:"plugins_rss_converged_bytes"`
+	PluginRSSPerAgent  float64 `json:"plugins_rss_bytes_per_agent"`
+	ServerCPUConverge  float64 `json:"server_cpu_seconds_to_converge"`
 	// ServerHeapPerAgent is the servers' live Go heap per agent once every
 	// agent had its outputs, less the heap before any agent: what their
 	// last collection kept (go_gc_heap_live_bytes), without the garbage
