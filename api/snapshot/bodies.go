@@ -69,6 +69,22 @@ func (t *internTable) intern(body []byte, hash Hash) []byte {
 	return body[:len(body):len(body)]
 }
 
+// lookup returns the body interned for hash and the length of body, if
+// anything still holds it.
+func (t *internTable) lookup(body []byte, hash Hash) ([]byte, bool) {
+	if len(body) == 0 || len(body) > math.MaxUint32 {
+		return nil, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if held, ok := t.bodies[internKey(hash[:16])]; ok && int(held.n) == len(body) {
+		if first := held.first.Value(); first != nil {
+			return unsafe.Slice(first, held.n), true
+		}
+	}
+	return nil, false
+}
+
 // sweep drops the entries whose body is gone, and sets the next sweep
 // for when the table has doubled. t.mu is held.
 func (t *internTable) sweep() {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"runtime"
@@ -63,4 +64,49 @@ func TestInputBodiesAreHeldOnce(t *testing.T) {
 	}
 	runtime.KeepAlive(east)
 	runtime.KeepAlive(west)
+}
+
+// An input decoded holds none of its message's memory: the bodies no
+// other input has are copied into one block, in the order of the
+// upserts, and so are the names.
+func TestInputHoldsNoneOfItsMessage(t *testing.T) {
+	var rs []Resource
+	for i := range 3 {
+		id := ID{Version: "v1", Kind: "ConfigMap", Namespace: "held", Name: fmt.Sprintf("only-here-%d", i)}
+		r, err := NewResource(id, fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"held"},"data":{"at":"%p"}}`, id.Name, t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	p := wireDelta(t, 1, rs)
+	d, err := InputDeltaFromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range d.Upserts {
+		w := p.GetUpserts()[i]
+		if !bytes.Equal(r.Body, w.GetBody()) || r.ID.Name != w.GetId().GetName() {
+			t.Fatalf("%s: decoded as another object", w.GetId().GetName())
+		}
+		if unsafe.SliceData(r.Body) == unsafe.SliceData(w.GetBody()) {
+			t.Errorf("%s: the body is the message's", r.ID)
+		}
+		if unsafe.StringData(r.ID.Name) == unsafe.StringData(w.GetId().GetName()) {
+			t.Errorf("%s: the name is the message's", r.ID)
+		}
+		if cap(r.Body) != len(r.Body) {
+			t.Errorf("%s: the body has spare capacity", r.ID)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := d.Upserts[i-1]
+		if unsafe.Add(unsafe.Pointer(unsafe.SliceData(prev.Body)), len(prev.Body)) != unsafe.Pointer(unsafe.SliceData(r.Body)) {
+			t.Errorf("%s: the body does not follow the one before in one block", r.ID)
+		}
+		if unsafe.Add(unsafe.Pointer(unsafe.StringData(prev.ID.Name)), len(prev.ID.Name)) != unsafe.Pointer(unsafe.StringData(r.ID.Name)) {
+			t.Errorf("%s: the name does not follow the one before in one block", r.ID)
+		}
+	}
 }

@@ -218,6 +218,27 @@ func Apply(a *Snapshot, d Delta) (*Snapshot, error) {
 	return checkHash(build(d.Version, out), d)
 }
 
+// ApplyOwned is [Apply] for a delta the caller hands over, such as one
+// just decoded and assembled: a full delta's upserts become the
+// snapshot's, sorted in place, instead of a copy of them, so the caller
+// must not use them afterwards. A decoded input is then held in the
+// memory it was decoded into, with no copy of it allocated and dropped
+// beside it to scatter the collector's spans.
+func ApplyOwned(a *Snapshot, d Delta) (*Snapshot, error) {
+	if !d.Full {
+		return Apply(a, d)
+	}
+	rs := d.Upserts
+	if cap(rs) != len(rs) {
+		rs = slices.Clone(rs) // assembled from parts: no spare capacity kept
+	}
+	s, err := newOwned(d.Version, rs)
+	if err != nil {
+		return nil, err
+	}
+	return checkHash(s, d)
+}
+
 // appliedLen returns how many resources applying the sorted upserts ups
 // and deletes dels to rs leaves, so that the snapshot Apply builds holds
 // no spare capacity: it is kept as long as the cluster's input does, and
@@ -313,14 +334,17 @@ type Assembler struct {
 	bytes   int
 }
 
-// Add adds one part. It returns the whole delta and true when last is set,
-// and an error when a part does not belong to the delta in progress or
-// the delta exceeds the Limits.
+// Add adds one part, which it takes over: the delta it returns may hold
+// part's slices, so the caller must not use them afterwards (a part is
+// most often a message just decoded, and the whole delta). It returns the
+// whole delta and true when last is set, and an error when a part does
+// not belong to the delta in progress or the delta exceeds the Limits.
 func (a *Assembler) Add(part Delta, last bool) (Delta, bool, error) {
 	if a.pending == nil {
 		p := part
-		p.Upserts = slices.Clone(part.Upserts)
-		p.Deletes = slices.Clone(part.Deletes)
+		// Clipped, so that the next part's append copies rather than
+		// write past part's end into an array the caller may share.
+		p.Upserts, p.Deletes = slices.Clip(part.Upserts), slices.Clip(part.Deletes)
 		a.pending, a.parts, a.bytes = &p, 0, 0
 	} else {
 		p := a.pending

@@ -639,3 +639,67 @@ func BenchmarkDeltaToProto(b *testing.B) {
 		}
 	}
 }
+
+// ApplyOwned keeps a full delta's upserts as the snapshot's resources,
+// sorted in place, with the hash New gives them; upserts with spare
+// capacity are copied so none is held, and a delta that is not full
+// applies as Apply does.
+func TestApplyOwnedKeepsAFullDeltasUpserts(t *testing.T) {
+	rs := func() []Resource {
+		return []Resource{res(t, "Service", "ns", "c", `{"c":1}`), res(t, "Service", "ns", "a", `{"a":1}`), res(t, "Service", "ns", "b", `{"b":1}`)}
+	}
+	want := mustNew(t, 1, rs()...)
+	d := Delta{Version: 1, Full: true, Upserts: rs()}
+	got, err := ApplyOwned(nil, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash() != want.Hash() || !slices.IsSortedFunc(got.resources, func(a, b Resource) int { return a.ID.Compare(b.ID) }) {
+		t.Error("ApplyOwned built another snapshot than New")
+	}
+	if unsafe.SliceData(got.resources) != unsafe.SliceData(d.Upserts) {
+		t.Error("ApplyOwned copied a full delta's upserts instead of keeping them")
+	}
+	spare := append(make([]Resource, 0, 8), rs()...)
+	got, err = ApplyOwned(nil, Delta{Version: 1, Full: true, Upserts: spare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(got.resources) != got.Len() || got.Hash() != want.Hash() {
+		t.Errorf("upserts with spare capacity: %d resources held in an array of %d", got.Len(), cap(got.resources))
+	}
+	change := Delta{BaseVersion: 1, Version: 2, Upserts: []Resource{res(t, "Service", "ns", "b", `{"b":2}`)}}
+	viaApply, err := Apply(want, change)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ApplyOwned(want, change); err != nil || got.Hash() != viaApply.Hash() {
+		t.Errorf("ApplyOwned of a delta that is not full = %v, want Apply's snapshot", err)
+	}
+}
+
+// The assembler keeps a lone part's upserts rather than a copy, and the
+// parts after the first never write into the array the first came in.
+func TestAssemblerTakesThePartsOver(t *testing.T) {
+	one := []Resource{res(t, "Service", "ns", "a", `{}`)}
+	var asm Assembler
+	d, done, err := asm.Add(Delta{Version: 1, Full: true, Upserts: one}, true)
+	if err != nil || !done {
+		t.Fatalf("Add = %v, %v", done, err)
+	}
+	if unsafe.SliceData(d.Upserts) != unsafe.SliceData(one) {
+		t.Error("the assembler copied a lone part's upserts")
+	}
+	array := append(make([]Resource, 0, 4), res(t, "Service", "ns", "b", `{}`))
+	spare := array[:cap(array)]
+	if _, _, err := asm.Add(Delta{Version: 2, Full: true, Upserts: array}, false); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err = asm.Add(Delta{Version: 2, Full: true, Upserts: []Resource{res(t, "Service", "ns", "c", `{}`)}}, true)
+	if err != nil || len(d.Upserts) != 2 {
+		t.Fatalf("two parts assembled into %d upserts, %v", len(d.Upserts), err)
+	}
+	if spare[1].ID.Name != "" {
+		t.Errorf("the second part was written into the first part's array, past its end: %s", spare[1].ID)
+	}
+}

@@ -573,7 +573,7 @@ func (a *Agent) handleOutput(ctx context.Context, out *relayv1.OutputSnapshot, a
 	a.mu.Lock()
 	base := a.received[backend]
 	a.mu.Unlock()
-	next, err := snapshot.Apply(base, d)
+	next, err := snapshot.ApplyOwned(base, d)
 	if err != nil {
 		nack(d.Version, err)
 		return

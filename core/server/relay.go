@@ -485,7 +485,7 @@ func (st *stream) handleInput(ctx context.Context, asm *snapshot.Assembler, in *
 		return
 	}
 	base, _, _ := s.input(ctx, st.cluster)
-	next, err := snapshot.Apply(base, d)
+	next, err := snapshot.ApplyOwned(base, d)
 	if err == nil {
 		err = s.checkInputSize(next)
 	}
