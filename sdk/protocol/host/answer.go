@@ -52,6 +52,29 @@ func newAssembly(key [2]string, checked protocol.KeySet) *assembly {
 	}
 }
 
+// reserve makes room for n more resources: a set answered in one message,
+// as most are, is then held in one array of its length, rather than one
+// grown by appends, each growth garbage, and copied to fit at the end.
+func (a *assembly) reserve(n int) {
+	a.out.Resources = withRoom(a.out.Resources, n)
+	a.keys = withRoom(a.keys, n)
+}
+
+// withRoom returns s with room for n more elements: s itself if it has
+// it; for the first part of a set, an array of exactly that capacity
+// (slices.Grow rounds up to the allocator's size, which fitted would
+// then cut); for a later part, slices.Grow's, whose growth is amortized
+// over many parts.
+func withRoom[T any](s []T, n int) []T {
+	switch {
+	case cap(s)-len(s) >= n:
+		return s
+	case len(s) == 0:
+		return make([]T, 0, n)
+	}
+	return slices.Grow(s, n)
+}
+
 // finish completes the set: its resources are cut to their number, since
 // the engine keeps them as the cluster's output, and it returns their
 // digests.
@@ -110,6 +133,7 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) 
 				return Result{}, nil, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
 			}
+			pending.reserve(len(o.GetResources()) + len(o.GetKept()))
 			if err := s.addResources(pending, o.GetResources()); err != nil {
 				return Result{}, nil, err
 			}
