@@ -54,10 +54,8 @@ func (t *internTable) intern(body []byte, hash Hash) []byte {
 	key := internKey(hash[:16])
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if held, ok := t.bodies[key]; ok && int(held.n) == len(body) {
-		if first := held.first.Value(); first != nil {
-			return unsafe.Slice(first, held.n)
-		}
+	if held, ok := t.held(key, len(body)); ok {
+		return held
 	}
 	if t.bodies == nil {
 		t.bodies, t.sweepAt = map[internKey]internedBody{}, minSweep
@@ -77,9 +75,15 @@ func (t *internTable) lookup(body []byte, hash Hash) ([]byte, bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if held, ok := t.bodies[internKey(hash[:16])]; ok && int(held.n) == len(body) {
-		if first := held.first.Value(); first != nil {
-			return unsafe.Slice(first, held.n), true
+	return t.held(internKey(hash[:16]), len(body))
+}
+
+// held returns the body of n bytes interned under key, if anything still
+// holds it. t.mu is held.
+func (t *internTable) held(key internKey, n int) ([]byte, bool) {
+	if e, ok := t.bodies[key]; ok && int(e.n) == n {
+		if first := e.first.Value(); first != nil {
+			return unsafe.Slice(first, e.n), true
 		}
 	}
 	return nil, false

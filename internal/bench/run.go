@@ -348,10 +348,12 @@ type run struct {
 	rep     *Report
 	// served and servedAfterKill count each replica's agents.
 	served, servedAfterKill []int
-	// heapBefore is the servers' live heap before any agent; cpuBefore
-	// the CPU of the plugins and of this process then.
-	heapBefore                  int64
-	pluginsCPUBefore, agentsCPU time.Duration
+	// heapBefore is the servers' live heap before any agent;
+	// pluginsCPUBefore and agentsCPUBefore the CPU of the plugins and of
+	// this process then.
+	heapBefore       int64
+	pluginsCPUBefore float64
+	agentsCPUBefore  time.Duration
 }
 
 // startRun validates opts and prepares a run: its work directory and
@@ -388,7 +390,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	server, plugins := servers.totals()
 	r.rep.ServerRSSBefore, r.rep.PluginRSSBefore = server.RSSBytes, plugins.RSSBytes
 	r.heapBefore, _ = r.serverHeap(ctx)
-	r.pluginsCPUBefore, r.agentsCPU = time.Duration(plugins.CPUSeconds*float64(time.Second)), cpuTime()
+	r.pluginsCPUBefore, r.agentsCPUBefore = plugins.CPUSeconds, cpuTime()
 
 	// The agents stop before the servers.
 	agentCtx, stopAgents := context.WithCancel(ctx)
@@ -614,8 +616,8 @@ func (r *run) converged(ctx context.Context) {
 	rep := r.rep
 	server, plugins := r.servers.totals()
 	rep.ServerRSSConverged, rep.ServerCPUConverge = server.RSSBytes, server.CPUSeconds
-	rep.PluginsCPUConverge = plugins.CPUSeconds - r.pluginsCPUBefore.Seconds()
-	rep.AgentsCPUConverge = (cpuTime() - r.agentsCPU).Seconds()
+	rep.PluginsCPUConverge = plugins.CPUSeconds - r.pluginsCPUBefore
+	rep.AgentsCPUConverge = (cpuTime() - r.agentsCPUBefore).Seconds()
 	if heap, err := r.serverHeap(ctx); err == nil && r.heapBefore > 0 {
 		rep.ServerHeapPerAgent = float64(heap-r.heapBefore) / float64(r.opts.Agents)
 	}
