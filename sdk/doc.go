@@ -162,7 +162,11 @@
 // empty output, and, where the host allows it, each by the objects that
 // changed: the others are named kept (the session holds a 16-byte digest
 // per object sent, protocol.KeyOf), and a host that lost its copy asks
-// for a cluster whole, which the SDK computes again. An update whose
+// for a cluster whole, which the SDK computes again. Where the host
+// allows it (Begin.same_allowed), an object the answer already sent for
+// another cluster is named by its number in the answer instead of sent
+// again (ClusterOutput.same; the first protocol.MaxSameBodies objects an
+// answer sends). An update whose
 // targets are the last one's says so (Begin.same_targets, which the SDK
 // takes) and costs the SDK no pass over them. A [Translator]'s outputs are sent target by target as
 // each is computed, so the host sees a long answer progress (it takes a

@@ -81,6 +81,11 @@ type session struct {
 	// keptAllowed is the Begin's kept_allowed: a set sent again may name
 	// what did not change instead of sending it.
 	keptAllowed bool
+	// sameAllowed is the Begin's same_allowed: an output the answer
+	// already sent for another cluster may be named instead. same numbers
+	// the outputs the answer in progress sent; nil when not allowed.
+	sameAllowed bool
+	same        *sameOutputs
 	// resend holds the clusters whose sets are sent whole this update.
 	resend          map[string]bool
 	touched         map[string]bool
@@ -170,6 +175,7 @@ func (s *session) begin(b *translatorv1.Begin) error {
 		}
 	}
 	s.keptAllowed = b.GetKeptAllowed() && !s.full
+	s.sameAllowed = b.GetSameAllowed()
 	s.resend = nil
 	if names := b.GetResend(); len(names) > 0 {
 		// The host lost this session's last answer for these clusters:
@@ -331,6 +337,10 @@ func (s *session) policyChange(pc *translatorv1.PolicyChange) error {
 // A failed translation is answered with Done{error} only; the session's
 // view still moves on, so the next update is a delta from this one.
 func (s *session) commit(ctx context.Context, send sender) error {
+	s.same = nil
+	if s.sameAllowed {
+		s.same = &sameOutputs{}
+	}
 	fleet, changed := s.buildFleet()
 	s.change.clusterLabels = func(name string) map[string]string {
 		if cd, ok := fleet.byName[name]; ok {
@@ -684,7 +694,7 @@ func (s *session) sendSet(cluster, backend string, outs []Output, keys setKeys, 
 	if s.keptAllowed && had && !whole {
 		kept = prev
 	}
-	for _, part := range splitOutputs(cluster, backend, outs, keys.each, kept, protocol.PartBytes) {
+	for _, part := range splitOutputs(cluster, backend, outs, keys.each, kept, s.same, protocol.PartBytes) {
 		if err := send(&translatorv1.TranslateResponse{Msg: &translatorv1.TranslateResponse_Output{Output: part}}); err != nil {
 			return nil, false, err
 		}
@@ -696,11 +706,30 @@ func (s *session) sendSet(cluster, backend string, outs []Output, keys setKeys, 
 // identities of those named kept, add up to at most maxBytes each; a
 // larger object gets a part of its own. An empty set is one empty part.
 // keys are the outputs' keys, in their order; an output whose key kept
-// holds is named in the part's kept instead of sent.
-func splitOutputs(cluster, backend string, outs []Output, keys []protocol.ResourceKey, kept protocol.KeySet, maxBytes int) []*translatorv1.ClusterOutput {
+// holds is named in the part's kept instead of sent, and one the answer
+// sent already for another cluster (same) by its number in the part's
+// same.
+func splitOutputs(cluster, backend string, outs []Output, keys []protocol.ResourceKey, kept protocol.KeySet, same *sameOutputs, maxBytes int) []*translatorv1.ClusterOutput {
 	isKept := func(i int) bool { return kept != nil && kept.Has(keys[i]) }
+	// named[i] is the number of the output the answer sent that output i
+	// is the same as, or -1 when it is sent (or kept). The parts go in the
+	// order of outs, so the outputs sent are numbered in the order they go.
+	var named []int64
+	if same != nil {
+		named = make([]int64, len(outs))
+		for i := range outs {
+			named[i] = -1
+			if !isKept(i) {
+				named[i] = same.name(keys[i])
+			}
+		}
+	}
+	isSame := func(i int) bool { return named != nil && named[i] >= 0 }
 	size := func(i int) int {
-		if isKept(i) {
+		switch {
+		case isSame(i):
+			return 5 // a varint
+		case isKept(i):
 			return outs[i].ID.Size()
 		}
 		return len(outs[i].Body)
@@ -712,6 +741,10 @@ func splitOutputs(cluster, backend string, outs []Output, keys []protocol.Resour
 		for _, j := range g {
 			if isKept(j) {
 				part.Kept = append(part.Kept, snapshot.IDToProto(outs[j].ID))
+				continue
+			}
+			if isSame(j) {
+				part.Same = append(part.Same, uint32(named[j]))
 				continue
 			}
 			part.Resources = append(part.Resources, &snapshotv1.Resource{

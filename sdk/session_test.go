@@ -80,6 +80,7 @@ type answer struct {
 type update struct {
 	full        bool
 	keptAllowed bool
+	sameAllowed bool
 	resend      []string
 	scoped      bool
 	targets     []string
@@ -126,7 +127,7 @@ func runWatched(t testing.TB, s *session, u update, watch func(*translatorv1.Tra
 		}
 		return nil
 	}
-	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, KeptAllowed: u.keptAllowed, Resend: u.resend,
+	msgs := []*translatorv1.TranslateRequest{{Msg: &translatorv1.TranslateRequest_Begin{Begin: &translatorv1.Begin{Generation: gen, Full: u.full, KeptAllowed: u.keptAllowed, SameAllowed: u.sameAllowed, Resend: u.resend,
 		Scoped: u.scoped, Targets: u.targets, SameTargets: u.sameTargets}}}}
 	for _, c := range u.clusters {
 		msgs = append(msgs, &translatorv1.TranslateRequest{Msg: &translatorv1.TranslateRequest_Cluster{Cluster: c}})
@@ -418,7 +419,7 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 	for i := range 25 {
 		outs = append(outs, Output{Cluster: "c", Backend: "b", ID: snapshot.ID{Version: "v1", Kind: "ConfigMap", Name: fmt.Sprint(i)}, Body: make([]byte, 100<<10)})
 	}
-	parts := splitOutputs("c", "b", outs, keysOf(outs).each, nil, 1<<20)
+	parts := splitOutputs("c", "b", outs, keysOf(outs).each, nil, nil, 1<<20)
 	if len(parts) != 3 {
 		t.Fatalf("2.5 MB split into %d parts, want 3", len(parts))
 	}
@@ -428,12 +429,12 @@ func TestSessionSplitsLargeOutputs(t *testing.T) {
 		}
 	}
 	keys := keysOf(outs).each
-	kept := splitOutputs("c", "b", outs, keys, protocol.NewKeySet(slices.Clone(keys[:20])), 1<<20)
+	kept := splitOutputs("c", "b", outs, keys, protocol.NewKeySet(slices.Clone(keys[:20])), nil, 1<<20)
 	if len(kept) != 1 || len(kept[0].GetKept()) != 20 || len(kept[0].GetResources()) != 5 {
 		t.Errorf("20 of 25 outputs kept: %d parts, the first keeps %d and sends %d; want one part of 20 kept and 5 sent",
 			len(kept), len(kept[0].GetKept()), len(kept[0].GetResources()))
 	}
-	if len(splitOutputs("c", "b", nil, nil, nil, 1<<20)) != 1 {
+	if len(splitOutputs("c", "b", nil, nil, nil, nil, 1<<20)) != 1 {
 		t.Error("an empty set must be one empty part")
 	}
 }

@@ -37,6 +37,12 @@ const MaxMessageBytes = 64 << 20
 // into parts.
 const PartBytes = 1 << 20
 
+// MaxSameBodies is how many of the resources one answer sends a plugin may
+// name again for other clusters (ClusterOutput.same): the first so many
+// sent. Each side holds a reference to or a digest of each for the length
+// of the answer.
+const MaxSameBodies = 1 << 16
+
 // Supported returns the protocol versions this build speaks, lowest first.
 func Supported() []int { return []int{V1} }
 

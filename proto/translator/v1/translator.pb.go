@@ -348,7 +348,12 @@ type Begin struct {
 	// Begin of the session, and targets is empty: a change of one cluster
 	// then costs neither side the fleet's names. The host sets it only once
 	// the plugin's Done said takes_same_targets, and never on a full update.
-	SameTargets   bool `protobuf:"varint,7,opt,name=same_targets,json=sameTargets,proto3" json:"same_targets,omitempty"`
+	SameTargets bool `protobuf:"varint,7,opt,name=same_targets,json=sameTargets,proto3" json:"same_targets,omitempty"`
+	// same_allowed, when set, lets the plugin name in ClusterOutput.same a
+	// resource it sent earlier in the same answer, for another cluster,
+	// instead of sending it again: the sets of many clusters mostly hold the
+	// same objects. Full updates included.
+	SameAllowed   bool `protobuf:"varint,8,opt,name=same_allowed,json=sameAllowed,proto3" json:"same_allowed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +433,13 @@ func (x *Begin) GetResend() []string {
 func (x *Begin) GetSameTargets() bool {
 	if x != nil {
 		return x.SameTargets
+	}
+	return false
+}
+
+func (x *Begin) GetSameAllowed() bool {
+	if x != nil {
+		return x.SameAllowed
 	}
 	return false
 }
@@ -744,7 +756,14 @@ type ClusterOutput struct {
 	// plugin's last answer for the set in this session, only when the
 	// update's Begin set kept_allowed and did not name the cluster in
 	// resend. The set is resources and kept together.
-	Kept          []*v1.ResourceID `protobuf:"bytes,5,rep,name=kept,proto3" json:"kept,omitempty"`
+	Kept []*v1.ResourceID `protobuf:"bytes,5,rep,name=kept,proto3" json:"kept,omitempty"`
+	// same names resources of the set that the answer sent earlier, in
+	// another set, by their numbers: the resources sent in an answer
+	// (resources, over all its sets and parts) are numbered from 0 in the
+	// order sent, and only the first MaxSameBodies (sdk/protocol) may be
+	// named. Only when the update's Begin set same_allowed. The set is
+	// resources, kept and same together.
+	Same          []uint32 `protobuf:"varint,6,rep,packed,name=same,proto3" json:"same,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +829,13 @@ func (x *ClusterOutput) GetMore() bool {
 func (x *ClusterOutput) GetKept() []*v1.ResourceID {
 	if x != nil {
 		return x.Kept
+	}
+	return nil
+}
+
+func (x *ClusterOutput) GetSame() []uint32 {
+	if x != nil {
+		return x.Same
 	}
 	return nil
 }
@@ -1054,7 +1080,7 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\acluster\x18\x02 \x01(\v2%.meshrelay.translator.v1.ClusterInputH\x00R\acluster\x12C\n" +
 	"\bpolicies\x18\x03 \x01(\v2%.meshrelay.translator.v1.PolicyChangeH\x00R\bpolicies\x129\n" +
 	"\x06commit\x18\x04 \x01(\v2\x1f.meshrelay.translator.v1.CommitH\x00R\x06commitB\x05\n" +
-	"\x03msg\"\xcb\x01\n" +
+	"\x03msg\"\xee\x01\n" +
 	"\x05Begin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1064,7 +1090,8 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"\atargets\x18\x04 \x03(\tR\atargets\x12!\n" +
 	"\fkept_allowed\x18\x05 \x01(\bR\vkeptAllowed\x12\x16\n" +
 	"\x06resend\x18\x06 \x03(\tR\x06resend\x12!\n" +
-	"\fsame_targets\x18\a \x01(\bR\vsameTargets\"\xee\x02\n" +
+	"\fsame_targets\x18\a \x01(\bR\vsameTargets\x12!\n" +
+	"\fsame_allowed\x18\b \x01(\bR\vsameAllowed\"\xee\x02\n" +
 	"\fClusterInput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x12\x14\n" +
@@ -1089,13 +1116,14 @@ const file_translator_v1_translator_proto_rawDesc = "" +
 	"diagnostic\x18\x02 \x01(\v2#.meshrelay.translator.v1.DiagnosticH\x00R\n" +
 	"diagnostic\x123\n" +
 	"\x04done\x18\x03 \x01(\v2\x1d.meshrelay.translator.v1.DoneH\x00R\x04doneB\x05\n" +
-	"\x03msg\"\xcd\x01\n" +
+	"\x03msg\"\xe1\x01\n" +
 	"\rClusterOutput\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12=\n" +
 	"\tresources\x18\x03 \x03(\v2\x1f.meshrelay.snapshot.v1.ResourceR\tresources\x12\x12\n" +
 	"\x04more\x18\x04 \x01(\bR\x04more\x125\n" +
-	"\x04kept\x18\x05 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\x04kept\"k\n" +
+	"\x04kept\x18\x05 \x03(\v2!.meshrelay.snapshot.v1.ResourceIDR\x04kept\x12\x12\n" +
+	"\x04same\x18\x06 \x03(\rR\x04same\"k\n" +
 	"\tPolicyRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +

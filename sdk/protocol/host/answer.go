@@ -105,6 +105,9 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) 
 		answered = map[[2]string]protocol.KeySet{}
 		resend   = map[string]bool{}
 		lostSet  = map[string]bool{}
+		// sent are the resources the answer sent, which later sets may
+		// name.
+		sent sentResources
 	)
 	for _, c := range u.resend {
 		resend[c] = true
@@ -133,9 +136,17 @@ func (s *Session) receive(ctx context.Context, gen uint64, view View, u update) 
 				return Result{}, nil, fmt.Errorf("%w: output part for cluster %q backend %q while the set of cluster %q backend %q was unfinished",
 					ErrProtocol, key[0], key[1], pending.key[0], pending.key[1])
 			}
-			pending.reserve(len(o.GetResources()) + len(o.GetKept()))
-			if err := s.addResources(pending, o.GetResources()); err != nil {
+			pending.reserve(len(o.GetResources()) + len(o.GetKept()) + len(o.GetSame()))
+			if err := s.addResources(pending, o.GetResources(), &sent); err != nil {
 				return Result{}, nil, err
+			}
+			if same := o.GetSame(); len(same) > 0 {
+				if !u.sameAllowed {
+					return Result{}, nil, fmt.Errorf("%w: output for cluster %q backend %q names resources sent earlier, which the update did not allow", ErrProtocol, key[0], key[1])
+				}
+				if err := s.addSame(pending, same, &sent); err != nil {
+					return Result{}, nil, err
+				}
 			}
 			if kept := o.GetKept(); len(kept) > 0 {
 				if !u.keptAllowed || resend[key[0]] {
@@ -193,8 +204,9 @@ func (s *Session) checkTarget(key [2]string, view View, done map[[2]string]bool)
 	return nil
 }
 
-// addResources validates resources and adds them to the set.
-func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
+// addResources validates resources and adds them to the set, and to
+// sent, the resources the answer sent.
+func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource, sent *sentResources) error {
 	for _, p := range rs {
 		id, err := snapshot.IDFromProto(p.GetId())
 		if err != nil {
@@ -215,12 +227,64 @@ func (s *Session) addResources(a *assembly, rs []*snapshotv1.Resource) error {
 			return err
 		}
 		r.Body = snapshot.InternBody(r.Body, r.Hash)
+		sent.add(r, k)
 		if err := a.add(r, k, s.maxOutput); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// addSame adds to the set the resources the answer sent earlier that it
+// names, taken from sent as they were checked there.
+func (s *Session) addSame(a *assembly, same []uint32, sent *sentResources) error {
+	for _, n := range same {
+		r, ok := sent.get(n)
+		if !ok {
+			return fmt.Errorf("%w: output for cluster %q names resource %d of the answer, which sent %d that may be named",
+				ErrProtocol, a.key[0], n, sent.held())
+		}
+		if err := a.see(r.ID); err != nil {
+			return err
+		}
+		if err := a.add(r.Resource, r.key, s.maxOutput); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sentResources are the resources an answer sent, numbered from 0 in the
+// order they came, which its later sets may name instead of sending them
+// again (ClusterOutput.same): the first protocol.MaxSameBodies of them.
+type sentResources struct {
+	sent  []sentResource
+	count int
+}
+
+// sentResource is a resource sent, checked, with its key.
+type sentResource struct {
+	snapshot.Resource
+	key protocol.ResourceKey
+}
+
+func (b *sentResources) add(r snapshot.Resource, k protocol.ResourceKey) {
+	if b.count < protocol.MaxSameBodies {
+		b.sent = append(b.sent, sentResource{r, k})
+	}
+	b.count++
+}
+
+// get returns resource n, if the answer sent it and it may be named.
+func (b *sentResources) get(n uint32) (sentResource, bool) {
+	if int64(n) >= int64(len(b.sent)) {
+		return sentResource{}, false
+	}
+	return b.sent[n], true
+}
+
+// held is how many resources may be named so far.
+func (b *sentResources) held() int { return len(b.sent) }
 
 // see records that the set names id, which it may name once.
 func (a *assembly) see(id snapshot.ID) error {

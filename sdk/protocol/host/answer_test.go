@@ -40,7 +40,7 @@ func TestAddResourcesAgainstAccepted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := &Session{maxOutput: 1 << 20}
 			a := newAssembly([2]string{"east", "b"}, checked)
-			err := s.addResources(a, []*snapshotv1.Resource{{Id: snapshot.IDToProto(tc.id), Body: []byte(tc.body)}})
+			err := s.addResources(a, []*snapshotv1.Resource{{Id: snapshot.IDToProto(tc.id), Body: []byte(tc.body)}}, &sentResources{})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("addResources = %v, want it accepted", err)
@@ -73,7 +73,7 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 	key := [2]string{"east", "b"}
 	rs := answerSet(t, "east", 20)
 	first := newAssembly(key, nil)
-	if err := s.addResources(first, rs); err != nil {
+	if err := s.addResources(first, rs, &sentResources{}); err != nil {
 		t.Fatal(err)
 	}
 	checked := first.finish()
@@ -90,11 +90,11 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 	bad := &snapshotv1.Resource{Id: rs[3].GetId(), Body: []byte(`[1]`)}
 	badKey := keyOf(snapshot.Resource{ID: first.out.Resources[3].ID, Hash: sha256.Sum256(bad.GetBody())})
 	again := newAssembly(key, protocol.NewKeySet(append(slices.Clone(checked), badKey)))
-	if err := s.addResources(again, append(slices.Clone(rs[:3]), bad)); err != nil {
+	if err := s.addResources(again, append(slices.Clone(rs[:3]), bad), &sentResources{}); err != nil {
 		t.Fatalf("addResources(answered resources) = %v, want them taken unchecked", err)
 	}
 	other := newAssembly(key, checked)
-	if err := s.addResources(other, []*snapshotv1.Resource{bad}); err == nil {
+	if err := s.addResources(other, []*snapshotv1.Resource{bad}, &sentResources{}); err == nil {
 		t.Fatal("addResources(a body no answer held) = nil, want it checked and refused")
 	}
 }
@@ -106,7 +106,7 @@ func TestAnsweredAgainIsNotChecked(t *testing.T) {
 func TestCheckedBodiesSpareOtherSets(t *testing.T) {
 	s := &Session{maxOutput: 1 << 20, bodies: newCheckedBodies(checkedBodiesLimit)}
 	rs := answerSet(t, "shared", 3)
-	if err := s.addResources(newAssembly([2]string{"east", "b"}, nil), rs); err != nil {
+	if err := s.addResources(newAssembly([2]string{"east", "b"}, nil), rs, &sentResources{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
@@ -118,18 +118,18 @@ func TestCheckedBodiesSpareOtherSets(t *testing.T) {
 	// set takes it unchecked, which shows the check is skipped.
 	bad := &snapshotv1.Resource{Id: rs[0].GetId(), Body: []byte(`[1]`)}
 	badKey := keyOf(snapshot.Resource{ID: mustID(t, bad), Hash: sha256.Sum256(bad.GetBody())})
-	if err := s.addResources(newAssembly([2]string{"west", "b"}, nil), []*snapshotv1.Resource{bad}); err == nil {
+	if err := s.addResources(newAssembly([2]string{"west", "b"}, nil), []*snapshotv1.Resource{bad}, &sentResources{}); err == nil {
 		t.Fatal("a body no set passed was taken unchecked")
 	}
 	taken := newAssembly([2]string{"north", "b"}, protocol.NewKeySet([]protocol.ResourceKey{badKey}))
-	if err := s.addResources(taken, []*snapshotv1.Resource{bad}); err != nil {
+	if err := s.addResources(taken, []*snapshotv1.Resource{bad}, &sentResources{}); err != nil {
 		t.Fatalf("the set's last answer held the body: %v", err)
 	}
 	if s.bodies.has(badKey) {
 		t.Fatal("a body taken unchecked from a set's last answer is held as checked")
 	}
 	s.bodies.add(badKey)
-	if err := s.addResources(newAssembly([2]string{"south", "b"}, nil), []*snapshotv1.Resource{bad}); err != nil {
+	if err := s.addResources(newAssembly([2]string{"south", "b"}, nil), []*snapshotv1.Resource{bad}, &sentResources{}); err != nil {
 		t.Fatalf("a body held as checked was checked again: %v", err)
 	}
 }
@@ -181,7 +181,7 @@ func BenchmarkAnsweredSets(b *testing.B) {
 	for i := range sets {
 		answers[i] = answerSet(b, fmt.Sprintf("c%04d", i), perSet)
 		a := newAssembly([2]string{"c", "b"}, nil)
-		if err := s.addResources(a, answers[i]); err != nil {
+		if err := s.addResources(a, answers[i], &sentResources{}); err != nil {
 			b.Fatal(err)
 		}
 		first[i] = a.finish()
@@ -197,7 +197,7 @@ func BenchmarkAnsweredSets(b *testing.B) {
 		b.StartTimer()
 		for i := range sets {
 			a := newAssembly([2]string{"c", "b"}, first[i])
-			if err := s.addResources(a, answers[i]); err != nil {
+			if err := s.addResources(a, answers[i], &sentResources{}); err != nil {
 				b.Fatal(err)
 			}
 			held[i] = a.finish()
@@ -221,10 +221,10 @@ func TestFinishedSetHoldsNoSpareCapacity(t *testing.T) {
 		a := newAssembly([2]string{"east", "b"}, nil)
 		rs := answerSet(t, "east", n)
 		// The set comes in two parts, as a plugin splits a large one.
-		if err := s.addResources(a, rs[:n/2]); err != nil {
+		if err := s.addResources(a, rs[:n/2], &sentResources{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.addResources(a, rs[n/2:]); err != nil {
+		if err := s.addResources(a, rs[n/2:], &sentResources{}); err != nil {
 			t.Fatal(err)
 		}
 		keys := a.finish()
@@ -247,7 +247,7 @@ func TestSetInOneMessageIsHeldWhereReserved(t *testing.T) {
 		rs := answerSet(t, "east", n)
 		a.reserve(len(rs))
 		reserved := unsafe.SliceData(a.out.Resources)
-		if err := s.addResources(a, rs); err != nil {
+		if err := s.addResources(a, rs, &sentResources{}); err != nil {
 			t.Fatal(err)
 		}
 		a.finish()
@@ -267,7 +267,7 @@ func BenchmarkFirstAnswer(b *testing.B) {
 	for b.Loop() {
 		a := newAssembly([2]string{"east", "b"}, nil)
 		a.reserve(len(rs))
-		if err := s.addResources(a, rs); err != nil {
+		if err := s.addResources(a, rs, &sentResources{}); err != nil {
 			b.Fatal(err)
 		}
 		a.finish()

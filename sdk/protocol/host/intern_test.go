@@ -15,7 +15,7 @@ func TestEqualBodiesAreHeldOnce(t *testing.T) {
 	s := &Session{maxOutput: 1 << 20}
 	answer := func(cluster string, rs []*snapshotv1.Resource) []snapshot.Resource {
 		a := newAssembly([2]string{cluster, "b"}, nil)
-		if err := s.addResources(a, rs); err != nil {
+		if err := s.addResources(a, rs, &sentResources{}); err != nil {
 			t.Fatal(err)
 		}
 		return a.out.Resources

@@ -149,6 +149,7 @@ func (s *Session) plan(v View) update {
 	// from: the map the session holds is that same map, changed since.
 	u := update{full: !s.holds || (v.InPlace && !named), scoped: v.Scoped, targets: v.Targets}
 	u.keptAllowed = !u.full && v.Delivered != nil
+	u.sameAllowed = true
 	held := s.held
 	if u.full {
 		held = View{}
@@ -254,7 +255,7 @@ func (s *Session) streamErr(ctx context.Context, err error) error {
 
 func (s *Session) send(u update, gen uint64) error {
 	req := func(m *translatorv1.TranslateRequest) error { return s.stream.Send(m) }
-	begin := &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, KeptAllowed: u.keptAllowed, Resend: u.resend}
+	begin := &translatorv1.Begin{Generation: gen, Full: u.full, Scoped: u.scoped, KeptAllowed: u.keptAllowed, SameAllowed: u.sameAllowed, Resend: u.resend}
 	// The targets change far less often than the clusters: when they are
 	// those of the last Begin, a plugin that takes it is told so instead
 	// of being sent every target's name again.

@@ -98,6 +98,9 @@ type update struct {
 	targets       []string
 	// keptAllowed lets the plugin name what it kept of a set.
 	keptAllowed bool
+	// sameAllowed lets the plugin name a body it sent earlier in the
+	// answer instead of sending it again.
+	sameAllowed bool
 	// resend are the clusters whose sets the plugin sends whole.
 	resend []string
 }
