@@ -122,6 +122,22 @@ func (s *Snapshot) Get(id ID) (Resource, bool) {
 	return s.resources[i], true
 }
 
+// Seek is Get for a caller that looks up IDs in ascending order, as a
+// plugin names the resources of a set it kept: it looks at position from
+// first, where the last lookup left off, and returns the position to
+// look from next. Out of order, it costs what Get does.
+func (s *Snapshot) Seek(id ID, from int) (Resource, int, bool) {
+	rs := s.resources
+	if from < len(rs) && rs[from].ID == id {
+		return rs[from], from + 1, true
+	}
+	i, found := slices.BinarySearchFunc(rs, id, func(r Resource, id ID) int { return r.ID.Compare(id) })
+	if !found {
+		return Resource{}, from, false
+	}
+	return rs[i], i + 1, true
+}
+
 // WithVersion returns the same resources under another version.
 func (s *Snapshot) WithVersion(version uint64) *Snapshot {
 	return &Snapshot{version: version, hash: s.hash, resources: s.resources}

@@ -703,3 +703,40 @@ func TestAssemblerTakesThePartsOver(t *testing.T) {
 		t.Errorf("the second part was written into the first part's array, past its end: %s", spare[1].ID)
 	}
 }
+
+// Seek finds what Get finds, whatever the position it starts from, and
+// says where to look next: in order, the resource right after.
+func TestSeekFindsWhatGetFinds(t *testing.T) {
+	var rs []Resource
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		rs = append(rs, res(t, "Service", "ns", name, `{}`))
+	}
+	s := mustNew(t, 1, rs...)
+	id := func(name string) ID { return ID{Version: "v1", Kind: "Service", Namespace: "ns", Name: name} }
+	for _, name := range []string{"a", "c", "e", "x", ""} {
+		want, wantOK := s.Get(id(name))
+		for from := range s.Len() + 2 {
+			got, next, ok := s.Seek(id(name), from)
+			if ok != wantOK || got.ID != want.ID || string(got.Body) != string(want.Body) {
+				t.Errorf("Seek(%q, %d) = %v, %v; Get = %v, %v", name, from, got.ID, ok, want.ID, wantOK)
+			}
+			if ok && s.Resources()[next-1].ID != got.ID {
+				t.Errorf("Seek(%q, %d) says to look next at %d, not right after it", name, from, next)
+			}
+			if !ok && next != from {
+				t.Errorf("Seek(%q, %d), not found, moved to %d", name, from, next)
+			}
+		}
+	}
+	// In order, each lookup starts where the last one left off.
+	next := 0
+	for _, name := range []string{"a", "b", "d", "e"} {
+		var ok bool
+		if _, next, ok = s.Seek(id(name), next); !ok {
+			t.Fatalf("Seek(%q) in order: not found", name)
+		}
+	}
+	if next != s.Len() {
+		t.Errorf("after the last resource, next is %d, want %d", next, s.Len())
+	}
+}

@@ -36,6 +36,9 @@ type assembly struct {
 	// taken from; looked up at the first one.
 	delivered       *snapshot.Snapshot
 	lookedDelivered bool
+	// next is where in delivered the next kept resource is looked up
+	// first: the plugin names them in order (snapshot.Snapshot.Seek).
+	next int
 	// lost is set when a kept resource is not in delivered as the
 	// plugin last answered it: the set cannot be assembled.
 	lost bool
@@ -333,7 +336,7 @@ func (s *Session) addKept(a *assembly, ids []*snapshotv1.ResourceID, view View) 
 		var r snapshot.Resource
 		ok := a.delivered != nil
 		if ok {
-			r, ok = a.delivered.Get(id)
+			r, a.next, ok = a.delivered.Seek(id, a.next)
 		}
 		k := keyOf(r)
 		if !ok || !a.checked.Has(k) {
