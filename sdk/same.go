@@ -11,13 +11,15 @@ import "github.com/meshrelay/meshrelay/sdk/protocol"
 // find it holds it.
 type sameOutputs struct {
 	number map[protocol.ResourceKey]uint32
-	sent   int
 }
 
 // name returns the number of the output the answer sent that is the same
-// as o (the same key: identity and body), or -1 when o is to be sent: it
-// then counts it as sent. A nil sameOutputs (the host does not allow
-// naming) sends every output.
+// as the output of key (identity and body), or -1 when that output is to
+// be sent: it then numbers it, if it is among the first
+// protocol.MaxSameBodies sent, which only may be named. Each output
+// numbered is a key not numbered before, so the count of numbers is the
+// next one. A nil sameOutputs (the host does not allow naming) sends
+// every output.
 func (s *sameOutputs) name(key protocol.ResourceKey) int64 {
 	if s == nil {
 		return -1
@@ -25,12 +27,11 @@ func (s *sameOutputs) name(key protocol.ResourceKey) int64 {
 	if n, ok := s.number[key]; ok {
 		return int64(n)
 	}
-	if s.sent < protocol.MaxSameBodies {
+	if len(s.number) < protocol.MaxSameBodies {
 		if s.number == nil {
 			s.number = map[protocol.ResourceKey]uint32{}
 		}
-		s.number[key] = uint32(s.sent)
+		s.number[key] = uint32(len(s.number))
 	}
-	s.sent++
 	return -1
 }

@@ -58,7 +58,7 @@ func TestSameOutputsNamesTheFirstSoMany(t *testing.T) {
 	if s.name(key(late)) != -1 || s.name(key(late)) != -1 {
 		t.Error("an output past the first MaxSameBodies was named")
 	}
-	if s.sent != protocol.MaxSameBodies+2 {
-		t.Errorf("counted %d outputs sent, want %d", s.sent, protocol.MaxSameBodies+2)
+	if len(s.number) != protocol.MaxSameBodies {
+		t.Errorf("%d outputs numbered, want %d", len(s.number), protocol.MaxSameBodies)
 	}
 }

@@ -261,8 +261,7 @@ func (s *Session) addSame(a *assembly, same []uint32, sent *sentResources) error
 // order they came, which its later sets may name instead of sending them
 // again (ClusterOutput.same): the first protocol.MaxSameBodies of them.
 type sentResources struct {
-	sent  []sentResource
-	count int
+	sent []sentResource
 }
 
 // sentResource is a resource sent, checked, with its key.
@@ -271,11 +270,12 @@ type sentResource struct {
 	key protocol.ResourceKey
 }
 
+// add numbers r, sent: the next number, which only the first
+// protocol.MaxSameBodies may be named by.
 func (b *sentResources) add(r snapshot.Resource, k protocol.ResourceKey) {
-	if b.count < protocol.MaxSameBodies {
+	if len(b.sent) < protocol.MaxSameBodies {
 		b.sent = append(b.sent, sentResource{r, k})
 	}
-	b.count++
 }
 
 // get returns resource n, if the answer sent it and it may be named.

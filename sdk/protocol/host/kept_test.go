@@ -185,6 +185,36 @@ func partNames(outs []*translatorv1.ClusterOutput) (kept, sent []string) {
 	return kept, sent
 }
 
+// openWatched opens a session with translator tr served in process,
+// whose answers w records, and returns translate, which hands the session
+// a view with the sets delivered so far, then delivers its answer there,
+// as the engine does.
+func openWatched(t *testing.T, name string, tr sdk.Translator) (s *host.Session, w *watching, delivered delivery, translate func(host.View) host.Result) {
+	t.Helper()
+	conn, stop, err := sdk.ServeInProcess(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	w = &watching{TranslatorClient: translatorv1.NewTranslatorClient(conn)}
+	if s, err = host.Open(w, name, []string{"b"}, host.DefaultMaxOutputBytes); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	delivered = delivery{}
+	translate = func(v host.View) host.Result {
+		t.Helper()
+		v.Delivered = delivered.get
+		res, err := s.Translate(context.Background(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered.deliver(t, res)
+		return res
+	}
+	return s, w, delivered, translate
+}
+
 // A set sent again carries what changed and names the rest kept; the
 // session takes the kept resources from the set delivered, and the answer
 // is the whole set. When the delivered set no longer holds a kept
@@ -192,29 +222,8 @@ func partNames(outs []*translatorv1.ClusterOutput) (kept, sent []string) {
 // cluster's sets whole in a second round, and the answer is still right.
 func TestSessionTakesKeptResourcesFromTheSetDelivered(t *testing.T) {
 	p := &perService{}
-	conn, stop, err := sdk.ServeInProcess(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	w := &watching{TranslatorClient: translatorv1.NewTranslatorClient(conn)}
-	s, err := host.Open(w, "per-service", []string{"b"}, host.DefaultMaxOutputBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, w, delivered, translate := openWatched(t, "per-service", p)
 	ctx := context.Background()
-	delivered := delivery{}
-	translate := func(v host.View) host.Result {
-		t.Helper()
-		v.Delivered = delivered.get
-		res, err := s.Translate(ctx, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		delivered.deliver(t, res)
-		return res
-	}
 
 	res := translate(host.View{Clusters: map[string]host.Cluster{"east": cluster(t, "a", "b"), "west": cluster(t, "c")}})
 	if kept, _ := partNames(w.take()); kept != nil || !slices.Equal(summary(t, res, "east"), configMaps("east", "a", "b")) {
@@ -238,9 +247,11 @@ func TestSessionTakesKeptResourcesFromTheSetDelivered(t *testing.T) {
 	other.Hash = sha256.Sum256(other.Body)
 	changed := delivered[[2]string{"east", "b"}].Resources()
 	changed[slices.IndexFunc(changed, func(r snapshot.Resource) bool { return r.ID == other.ID })] = other
-	if delivered[[2]string{"east", "b"}], err = snapshot.New(0, changed); err != nil {
+	held, err := snapshot.New(0, changed)
+	if err != nil {
 		t.Fatal(err)
 	}
+	delivered[[2]string{"east", "b"}] = held
 	p.takeComputed()
 	res = translate(host.View{Clusters: map[string]host.Cluster{"east": cluster(t, "a", "b", "d", "e"), "west": cluster(t, "c")}})
 	parts := w.take()

@@ -56,28 +56,7 @@ func sameNames(outs []*translatorv1.ClusterOutput) []string {
 // resources it received, holding each body once, with its hash; a later
 // update does the same with what changed.
 func TestSessionTakesBodiesTheAnswerSentBefore(t *testing.T) {
-	conn, stop, err := sdk.ServeInProcess(everywhere{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	w := &watching{TranslatorClient: translatorv1.NewTranslatorClient(conn)}
-	s, err := host.Open(w, "everywhere", []string{"b"}, host.DefaultMaxOutputBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	delivered := delivery{}
-	translate := func(v host.View) host.Result {
-		t.Helper()
-		v.Delivered = delivered.get
-		res, err := s.Translate(context.Background(), v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		delivered.deliver(t, res)
-		return res
-	}
+	_, w, _, translate := openWatched(t, "everywhere", everywhere{})
 	check := func(res host.Result, want map[string][]string) {
 		t.Helper()
 		bodies := map[string][]byte{} // the first body seen of each name
